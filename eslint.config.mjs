@@ -1,0 +1,84 @@
+// @ts-check
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import importX from 'eslint-plugin-import-x';
+
+export default tseslint.config(
+  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '.leasehold/**', 'chaos-results/**', '**/*.js'] },
+  js.configs.recommended,
+  ...tseslint.configs.strictTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: {
+        projectService: {
+          allowDefaultProject: ['eslint.config.mjs'],
+        },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
+    plugins: { 'import-x': importX },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/restrict-template-expressions': [
+        'error',
+        { allowNumber: true, allowBoolean: true, allowBigInt: true },
+      ],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'import-x/no-cycle': 'error',
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../../*/src/*', '**/packages/*/src/*'],
+              message: 'Import other packages by name (@leasehold/...).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Pure decision code: no I/O, no clocks, no timers. Time comes in through an injected Clock.
+    files: ['packages/*/src/core/**/*.ts', 'packages/protocol/src/**/*.ts'],
+    ignores: ['**/*.test.ts', 'packages/protocol/src/scripts/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['node:*', 'fs', 'net', 'http', 'crypto', 'child_process'],
+              message: 'core/ is pure: no node I/O modules.',
+            },
+            {
+              group: ['etcd3', 'ws', 'pino', 'fastify', 'better-sqlite3', 'prom-client'],
+              message: 'core/ is pure: adapters live outside core/.',
+            },
+          ],
+        },
+      ],
+      'no-restricted-globals': [
+        'error',
+        { name: 'setTimeout', message: 'core/ is pure: inject a Clock / scheduler.' },
+        { name: 'setInterval', message: 'core/ is pure: inject a Clock / scheduler.' },
+        { name: 'process', message: 'core/ is pure.' },
+      ],
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'core/ is pure: use the injected Clock.' },
+        { object: 'performance', property: 'now', message: 'core/ is pure: use the injected Clock.' },
+      ],
+    },
+  },
+  {
+    files: ['**/*.test.ts', 'test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      '@typescript-eslint/require-await': 'off',
+    },
+  },
+);

@@ -1,0 +1,83 @@
+/**
+ * Stable error codes shared by every package and carried on the wire.
+ *
+ * Codes never change meaning once published. `retryable` says whether the *same* request may
+ * succeed if sent again later unchanged; `httpStatus` is the status the HTTP APIs use for it.
+ */
+export const ErrorCode = {
+  /** Token is lower than the resource's fence: a newer holder exists. */
+  STALE_TOKEN: 'STALE_TOKEN',
+  /** Token is higher than the fence: it was never advanced at the target (not issued by a grant). */
+  FENCE_CONFLICT: 'FENCE_CONFLICT',
+  /** Same result id was stored with a different payload. */
+  RESULT_CONFLICT: 'RESULT_CONFLICT',
+  /** The caller does not hold the lease it names (other owner, other incarnation, other token, none). */
+  NOT_HOLDER: 'NOT_HOLDER',
+  /** The lease's deadline has passed; it cannot be renewed or revived. */
+  LEASE_EXPIRED: 'LEASE_EXPIRED',
+  /** Another holder has a valid lease on the resource. */
+  LEASE_HELD: 'LEASE_HELD',
+  /** The worker's session is gone (expired or revoked). */
+  SESSION_EXPIRED: 'SESSION_EXPIRED',
+  /** Missing or wrong credentials. */
+  UNAUTHENTICATED: 'UNAUTHENTICATED',
+  /** Authenticated, but the capability does not allow this operation. */
+  FORBIDDEN: 'FORBIDDEN',
+  /** Malformed or schema-violating input. */
+  INVALID_MESSAGE: 'INVALID_MESSAGE',
+  /** Body or frame larger than the configured limit. */
+  PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  /** Peer speaks an incompatible protocol version. */
+  PROTOCOL_VERSION_MISMATCH: 'PROTOCOL_VERSION_MISMATCH',
+  /** No such resource, task, result or route. */
+  NOT_FOUND: 'NOT_FOUND',
+  /** Request conflicts with existing state (e.g. same task id, different definition). */
+  CONFLICT: 'CONFLICT',
+  /** A dependency (etcd, sink, disk) is unavailable; the outcome is unknown or nothing happened. */
+  UNAVAILABLE: 'UNAVAILABLE',
+  /** The service is shutting down and takes no new work. */
+  SHUTTING_DOWN: 'SHUTTING_DOWN',
+  /** Broken invariant inside the service. */
+  INTERNAL: 'INTERNAL',
+} as const;
+
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+interface CodeInfo {
+  readonly retryable: boolean;
+  readonly httpStatus: number;
+}
+
+export const ERROR_CODE_INFO: Readonly<Record<ErrorCode, CodeInfo>> = Object.freeze({
+  STALE_TOKEN: { retryable: false, httpStatus: 409 },
+  FENCE_CONFLICT: { retryable: false, httpStatus: 409 },
+  RESULT_CONFLICT: { retryable: false, httpStatus: 409 },
+  NOT_HOLDER: { retryable: false, httpStatus: 409 },
+  LEASE_EXPIRED: { retryable: false, httpStatus: 409 },
+  LEASE_HELD: { retryable: true, httpStatus: 409 },
+  SESSION_EXPIRED: { retryable: false, httpStatus: 409 },
+  UNAUTHENTICATED: { retryable: false, httpStatus: 401 },
+  FORBIDDEN: { retryable: false, httpStatus: 403 },
+  INVALID_MESSAGE: { retryable: false, httpStatus: 400 },
+  PAYLOAD_TOO_LARGE: { retryable: false, httpStatus: 413 },
+  PROTOCOL_VERSION_MISMATCH: { retryable: false, httpStatus: 400 },
+  NOT_FOUND: { retryable: false, httpStatus: 404 },
+  CONFLICT: { retryable: false, httpStatus: 409 },
+  UNAVAILABLE: { retryable: true, httpStatus: 503 },
+  SHUTTING_DOWN: { retryable: true, httpStatus: 503 },
+  INTERNAL: { retryable: true, httpStatus: 500 },
+});
+
+export const ERROR_CODES = Object.freeze(Object.values(ErrorCode)) as readonly ErrorCode[];
+
+export function isRetryableCode(code: ErrorCode): boolean {
+  return ERROR_CODE_INFO[code].retryable;
+}
+
+export function httpStatusOf(code: ErrorCode): number {
+  return ERROR_CODE_INFO[code].httpStatus;
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.hasOwn(ERROR_CODE_INFO, value);
+}

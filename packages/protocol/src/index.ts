@@ -1,0 +1,59 @@
+// The public surface of @leasehold/protocol. Named exports only.
+export {
+  INT64_MAX,
+  TokenFormatError,
+  TokenSchema,
+  FenceSchema,
+  parseToken,
+  parseFence,
+  formatToken,
+  compareTokens,
+} from './token.js';
+export type { FencingToken } from './token.js';
+export { ErrorCode, ERROR_CODES, ERROR_CODE_INFO, isRetryableCode, httpStatusOf, isErrorCode } from './error-codes.js';
+export { LeaseholdError, ConfigError } from './errors.js';
+export {
+  ID_MAX_LENGTH,
+  ResourceIdSchema,
+  TaskIdSchema,
+  ResultIdSchema,
+  WorkerIdSchema,
+  RequestIdSchema,
+  IncarnationSchema,
+  isValidId,
+  defaultResultId,
+} from './ids.js';
+export type { ResourceId, TaskId, ResultId, WorkerId } from './ids.js';
+export { PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, isCompatibleProtocolVersion } from './protocol-version.js';
+export { canonicalJson } from './canonical-json.js';
+export type { JsonValue } from './canonical-json.js';
+export { signCapability, verifyCapability, parseCapabilityKeys } from './capability.js';
+export type { CapabilityKey, CapabilityClaims } from './capability.js';
+
+export * from './messages/common.js';
+export * from './messages/session.js';
+export * from './messages/lease.js';
+export * from './messages/worker-protocol.js';
+export * from './messages/sink.js';
+
+export { ManualClock } from './model/clock.js';
+export type { Clock } from './model/clock.js';
+export { decideAdvance, decideWrite } from './model/fence-rules.js';
+export type { AdvanceDecision, WriteDecision } from './model/fence-rules.js';
+export { FencedStore } from './model/fenced-store.js';
+export type { FenceAdvancer, StoredEntry, FenceRules } from './model/fenced-store.js';
+export { SequenceAllocator } from './model/token-allocator.js';
+export type { TokenAllocator } from './model/token-allocator.js';
+export { LeaseTable } from './model/lease-table.js';
+export type {
+  Owner,
+  Lease,
+  AcquireResult,
+  RenewResult,
+  ReleaseResult,
+  ExpiredLease,
+  LeaseTableOptions,
+  AcquireRequest,
+  HeldLeaseRef,
+} from './model/lease-table.js';
+export { JSON_SCHEMA_SOURCES, generateJsonSchemas } from './json-schemas.js';

@@ -1,0 +1,110 @@
+/** Lease messages: acquire/grant, renew, release, complete, revocation. */
+import { z } from 'zod';
+import { IncarnationSchema, RequestIdSchema, ResourceIdSchema, ResultIdSchema, TaskIdSchema } from '../ids.js';
+import { TokenSchema } from '../token.js';
+import { JsonValueSchema, MessageIdSchema } from './common.js';
+
+/**
+ * worker -> coordinator: ask for a pending task (or a named one). Idempotent by `requestId`: a retry
+ * with the same request id returns the grant recorded for it, never a second one.
+ */
+export const AcquireSchema = z.object({
+  type: z.literal('lease.acquire'),
+  id: MessageIdSchema,
+  requestId: RequestIdSchema,
+  taskId: TaskIdSchema.optional(),
+});
+export type Acquire = z.infer<typeof AcquireSchema>;
+
+/**
+ * coordinator -> worker: the grant. Sent only after the sink's fence for `resource` was durably
+ * advanced to `token`.
+ */
+export const GrantSchema = z.object({
+  type: z.literal('lease.granted'),
+  inReplyTo: MessageIdSchema,
+  requestId: RequestIdSchema,
+  taskId: TaskIdSchema,
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+  /** Write capability for the sink: HMAC over (resource, token, workerId, incarnation). */
+  capability: z.string().min(1).max(512),
+  ttlMs: z.number().int().positive(),
+  payload: JsonValueSchema,
+  /** How many times this task has been granted (1 for the first). */
+  attempt: z.number().int().positive(),
+});
+export type Grant = z.infer<typeof GrantSchema>;
+
+/** coordinator -> worker: no task can be granted now. */
+export const NoLeaseSchema = z.object({
+  type: z.literal('lease.none'),
+  inReplyTo: MessageIdSchema,
+  requestId: RequestIdSchema,
+  retryAfterMs: z.number().int().nonnegative(),
+});
+export type NoLease = z.infer<typeof NoLeaseSchema>;
+
+const HeldLease = {
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+  incarnation: IncarnationSchema,
+};
+
+/** worker -> coordinator: renew one lease; must match owner incarnation and token while the lease is valid. */
+export const RenewSchema = z.object({ type: z.literal('lease.renew'), id: MessageIdSchema, ...HeldLease });
+export type Renew = z.infer<typeof RenewSchema>;
+
+export const RenewedSchema = z.object({
+  type: z.literal('lease.renewed'),
+  inReplyTo: MessageIdSchema,
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+  ttlMs: z.number().int().positive(),
+});
+export type Renewed = z.infer<typeof RenewedSchema>;
+
+/** worker -> coordinator: give the lease up without a result (the task goes back to pending). */
+export const ReleaseSchema = z.object({
+  type: z.literal('lease.release'),
+  id: MessageIdSchema,
+  ...HeldLease,
+  reason: z.string().max(500).optional(),
+});
+export type Release = z.infer<typeof ReleaseSchema>;
+
+export const ReleasedSchema = z.object({
+  type: z.literal('lease.released'),
+  inReplyTo: MessageIdSchema,
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+});
+export type Released = z.infer<typeof ReleasedSchema>;
+
+/** worker -> coordinator: the task's result was accepted by the sink under `resultId`; free the resource. */
+export const CompleteSchema = z.object({
+  type: z.literal('task.complete'),
+  id: MessageIdSchema,
+  taskId: TaskIdSchema,
+  resultId: ResultIdSchema,
+  ...HeldLease,
+});
+export type Complete = z.infer<typeof CompleteSchema>;
+
+export const CompletedSchema = z.object({
+  type: z.literal('task.completed'),
+  inReplyTo: MessageIdSchema,
+  taskId: TaskIdSchema,
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+});
+export type Completed = z.infer<typeof CompletedSchema>;
+
+/** coordinator -> worker push: this lease is no longer the worker's (expired, cancelled, taken over). */
+export const LeaseRevokedSchema = z.object({
+  type: z.literal('lease.revoked'),
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+  reason: z.enum(['expired', 'cancelled', 'taken-over', 'session-expired']),
+});
+export type LeaseRevoked = z.infer<typeof LeaseRevokedSchema>;
