@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Bootstrap a machine for leasehold: pinned pnpm, dependencies (frozen lockfile), the etcd server,
+# and a build. Idempotent: quick when everything is already in place.
+#
+# Needs: Node.js >= 20.11 with npm. Installs etcd with apt-get when running as root on
+# Debian/Ubuntu; elsewhere set ETCD_BIN or LEASEHOLD_ETCD_ENDPOINTS, or install etcd yourself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PNPM_VERSION=12.4.2
+say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
+die() { printf '\033[31m[bootstrap] %s\033[0m\n' "$*" >&2; exit 1; }
+
+# --- Node ------------------------------------------------------------------------------------
+command -v node >/dev/null || die "Node.js >= 20.11 is required (https://nodejs.org)."
+node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=11)?0:1)' \
+  || die "Node.js >= 20.11 is required; found $(node --version)."
+
+# --- pnpm (pinned) ---------------------------------------------------------------------------
+if [ "$(pnpm --version 2>/dev/null || true)" != "$PNPM_VERSION" ]; then
+  say "installing pnpm@$PNPM_VERSION"
+  npm install --global --no-fund --no-audit "pnpm@$PNPM_VERSION" >/dev/null 2>&1 \
+    || die "could not install pnpm@$PNPM_VERSION with npm (try: npm install -g pnpm@$PNPM_VERSION)"
+  hash -r
+  [ "$(pnpm --version)" = "$PNPM_VERSION" ] || die "pnpm on PATH is $(pnpm --version), expected $PNPM_VERSION"
+fi
+
+# --- dependencies ------------------------------------------------------------------------------
+# Native addons (better-sqlite3) build with node-gyp; offline it must use the local Node headers.
+if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node.h ]; then export npm_config_nodedir=/usr; fi
+say "installing dependencies (frozen lockfile)"
+pnpm install --frozen-lockfile --reporter=silent || die "pnpm install failed"
+
+# --- etcd ------------------------------------------------------------------------------------
+find_etcd() {
+  if [ -n "${ETCD_BIN:-}" ]; then [ -x "$ETCD_BIN" ] && echo "$ETCD_BIN"; return; fi
+  command -v etcd || true
+}
+if [ -n "${LEASEHOLD_ETCD_ENDPOINTS:-}" ]; then
+  say "using external etcd at $LEASEHOLD_ETCD_ENDPOINTS"
+elif [ -z "$(find_etcd)" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing etcd-server with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq etcd-server >/dev/null || die "apt-get install etcd-server failed"
+    # Debian may start a system etcd on 2379; tests use their own on free ports, so stop it.
+    if command -v service >/dev/null; then service etcd stop >/dev/null 2>&1 || true; fi
+  fi
+  [ -n "$(find_etcd)" ] || die "etcd not found. Install it (Debian/Ubuntu: apt-get install etcd-server; \
+macOS: brew install etcd; or a release binary), then set ETCD_BIN=/path/to/etcd, or point \
+LEASEHOLD_ETCD_ENDPOINTS at a running etcd."
+  say "etcd: $(find_etcd)"
+fi
+
+# --- build -----------------------------------------------------------------------------------
+say "building"
+pnpm run --silent build || die "build failed"
+say "ready"

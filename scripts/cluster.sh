@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# README command (A): bring up the local cluster (etcd, sink, coordinator, workers) and run the
+# demo workload. Bootstraps first (idempotent). Arguments go to `leasehold cluster up`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+cli=packages/worker/dist/cli/leasehold-main.js
+if [ ! -f "$cli" ]; then
+  echo "leasehold: the cluster command is not built yet in this version (it arrives with the worker CLI)." >&2
+  echo "leasehold: what exists today: 'pnpm test' runs the model, the harness and the services' tests." >&2
+  exit 2
+fi
+exec node "$cli" cluster up "$@"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# README command (B): the whole suite, in CI order:
+# typecheck -> lint -> format check -> unit -> integration -> e2e -> chaos (short profile).
+# Bootstraps first (idempotent), so it works on a fresh clone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+
+results=.tmp/test-results
+rm -rf "$results" && mkdir -p "$results"
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step typecheck
+pnpm run --silent typecheck
+step lint
+pnpm run --silent lint
+step "format check"
+pnpm run --silent format:check
+
+status=0
+for project in unit integration e2e chaos; do
+  step "$project tests"
+  if ! pnpm exec vitest run --project "$project" --passWithNoTests \
+      --reporter=default --reporter=json --outputFile.json="$results/$project.json"; then
+    status=1
+    # Later stages assume earlier ones pass; stop at the first failing stage.
+    break
+  fi
+done
+
+# One plain closing line over every stage that ran: "N passed, N failed, N skipped".
+node -e '
+  const fs = require("node:fs");
+  let passed = 0, failed = 0, skipped = 0;
+  for (const f of fs.readdirSync(process.argv[1])) {
+    const r = JSON.parse(fs.readFileSync(process.argv[1] + "/" + f, "utf8"));
+    passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
+  }
+  console.log(`\n${passed} passed, ${failed} failed, ${skipped} skipped`);
+' "$results"
+exit $status
