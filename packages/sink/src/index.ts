@@ -1,1 +1,43 @@
-export {};
+// The public surface of @leasehold/sink. Named exports only.
+export { createSink } from './sink.js';
+export type { Sink, SinkDeps, SinkOptions, SinkAddress } from './sink.js';
+export { loadConfig, redactConfig, wantsHelp, HELP_TEXT, ENV_PREFIX, LOG_LEVELS } from './config.js';
+export type { SinkConfig, LogLevel } from './config.js';
+export { SchemaVersionError, ShuttingDownError, isRetryable, LeaseholdError, ConfigError } from './errors.js';
+
+export { decideBatch } from './core/batch.js';
+export type { BatchReader } from './core/batch.js';
+export type {
+  AdvanceOp,
+  WriteOp,
+  FenceOp,
+  OpDecision,
+  DecisionOutcome,
+  DecisionRecord,
+  NewResult,
+  BatchEffects,
+  BatchPlan,
+} from './core/ops.js';
+
+export type { FenceStore, StoredResultRow, DecisionRow, DecisionPageRows, ResourceRows } from './store/port.js';
+export { SqliteFenceStore } from './store/sqlite-store.js';
+export type { SqliteStoreOptions } from './store/sqlite-store.js';
+export { SCHEMA_VERSION, APPLICATION_ID } from './store/migrations.js';
+
+export { FencedService } from './service/fenced-service.js';
+export type { AdvanceInput, WriteInput, FencedServiceOptions } from './service/fenced-service.js';
+export { createMetrics } from './metrics.js';
+export type { SinkMetrics, MetricsOptions } from './metrics.js';
+export { buildHttpApp } from './http/app.js';
+export type { HttpAppOptions } from './http/app.js';
+
+export { SinkClient } from './client/sink-client.js';
+export type {
+  SinkClientOptions,
+  AdvanceResult,
+  WriteResult,
+  WriteArgs,
+  ClientStoredResult,
+  ClientResourceView,
+  SinkHealth,
+} from './client/sink-client.js';

@@ -1,0 +1,207 @@
+/**
+ * Typed HTTP client of the sink (keep-alive node:http, no extra dependency).
+ *
+ * - Expected refusals (409 STALE_TOKEN / FENCE_CONFLICT / RESULT_CONFLICT) come back as data:
+ *   `{ ok: false, code, fence }`. Tokens and fences are bigints.
+ * - Transport failures and 5xx throw LeaseholdError('UNAVAILABLE' / 'SHUTTING_DOWN', retryable).
+ * - Other refusals (400, 401, 403, 413, 404 on a route) throw LeaseholdError with the body's code.
+ */
+import {
+  AdvanceBatchResponseSchema,
+  AdvanceResponseSchema,
+  DecisionPageSchema,
+  ErrorMessageSchema,
+  LeaseholdError,
+  ResourceViewSchema,
+  StoredResultSchema,
+  WriteResponseSchema,
+  formatToken,
+  parseFence,
+  parseToken,
+  type DecisionPage,
+  type JsonValue,
+} from '@leasehold/protocol';
+import type { Agent } from 'node:http';
+import type { z } from 'zod';
+import { createAgent, requestJson, type JsonReply } from './http-json.js';
+
+export interface SinkClientOptions {
+  /** Base URL, e.g. `http://127.0.0.1:7400`. */
+  readonly url: string;
+  /** Bearer key: a coordinator key (advances, reads) or a read-only key. Writes need none. */
+  readonly key?: string;
+  /** Per-request deadline. Default 5000 ms. */
+  readonly timeoutMs?: number;
+  /** Keep-alive connections. Default 16. */
+  readonly maxSockets?: number;
+}
+
+export type AdvanceResult =
+  | { readonly ok: true; readonly resource: string; readonly outcome: 'advanced' | 'unchanged'; readonly fence: bigint }
+  | { readonly ok: false; readonly resource: string; readonly code: 'STALE_TOKEN'; readonly fence: bigint };
+
+export type WriteResult =
+  | { readonly ok: true; readonly outcome: 'written' | 'replayed'; readonly fence: bigint }
+  | {
+      readonly ok: false;
+      readonly code: 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT';
+      readonly fence: bigint;
+    };
+
+export interface WriteArgs {
+  readonly resource: string;
+  readonly token: bigint;
+  readonly resultId: string;
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly capability: string;
+  readonly payload: JsonValue;
+}
+
+export interface ClientStoredResult {
+  readonly resource: string;
+  readonly resultId: string;
+  readonly token: bigint;
+  readonly workerId: string;
+  readonly payload: JsonValue;
+  readonly writtenAtMs: number;
+}
+
+export interface ClientResourceView {
+  readonly resource: string;
+  readonly fence: bigint;
+  readonly results: readonly ClientStoredResult[];
+}
+
+export interface SinkHealth {
+  readonly live: boolean;
+  readonly ready: boolean;
+}
+
+const WRITE_REFUSALS = new Set(['STALE_TOKEN', 'FENCE_CONFLICT', 'RESULT_CONFLICT']);
+
+export class SinkClient {
+  readonly #base: URL;
+  readonly #agent: Agent;
+  readonly #key: string | undefined;
+  readonly #timeoutMs: number;
+
+  constructor(options: SinkClientOptions) {
+    this.#base = new URL(options.url);
+    this.#agent = createAgent(options.maxSockets ?? 16);
+    this.#key = options.key;
+    this.#timeoutMs = options.timeoutMs ?? 5000;
+  }
+
+  async advance(resource: string, token: bigint): Promise<AdvanceResult> {
+    const reply = await this.#post('/v1/fences/advance', { resource, token: formatToken(token) }, true);
+    if (reply.status === 409) {
+      const refusal = this.#refusal(reply, new Set(['STALE_TOKEN']));
+      return { ok: false, resource, code: 'STALE_TOKEN', fence: refusal.fence };
+    }
+    const body = this.#expect(reply, AdvanceResponseSchema);
+    return { ok: true, resource, outcome: body.outcome, fence: parseFence(body.fence) };
+  }
+
+  async advanceBatch(items: readonly { resource: string; token: bigint }[]): Promise<AdvanceResult[]> {
+    const wire = { items: items.map((i) => ({ resource: i.resource, token: formatToken(i.token) })) };
+    const body = this.#expect(await this.#post('/v1/fences/advance-batch', wire, true), AdvanceBatchResponseSchema);
+    return body.results.map((r): AdvanceResult =>
+      r.ok
+        ? { ok: true, resource: r.resource, outcome: r.outcome, fence: parseFence(r.fence) }
+        : { ok: false, resource: r.resource, code: r.code, fence: parseFence(r.fence) },
+    );
+  }
+
+  async write(args: WriteArgs): Promise<WriteResult> {
+    const wire = { ...args, token: formatToken(args.token) };
+    const reply = await this.#post('/v1/writes', wire, false);
+    if (reply.status === 409) {
+      const { code, fence } = this.#refusal(reply, WRITE_REFUSALS);
+      return { ok: false, code: code as 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT', fence };
+    }
+    const body = this.#expect(reply, WriteResponseSchema);
+    return { ok: true, outcome: body.outcome, fence: parseFence(body.fence) };
+  }
+
+  async getResource(resource: string): Promise<ClientResourceView> {
+    const reply = await this.#get(`/v1/resources/${encodeURIComponent(resource)}`);
+    const body = this.#expect(reply, ResourceViewSchema);
+    return { resource: body.resource, fence: parseFence(body.fence), results: body.results.map(toClientResult) };
+  }
+
+  /** The stored result, or undefined if there is none. */
+  async getResult(resource: string, resultId: string): Promise<ClientStoredResult | undefined> {
+    const path = `/v1/resources/${encodeURIComponent(resource)}/results/${encodeURIComponent(resultId)}`;
+    const reply = await this.#get(path);
+    if (reply.status === 404) return undefined;
+    return toClientResult(this.#expect(reply, StoredResultSchema));
+  }
+
+  /** One page of the decision log (wire form: tokens stay decimal strings). */
+  async decisions(after = 0, limit = 100): Promise<DecisionPage> {
+    return this.#expect(await this.#get(`/v1/decisions?after=${after}&limit=${limit}`), DecisionPageSchema);
+  }
+
+  /** Liveness and readiness; never throws for a reachable sink. */
+  async health(): Promise<SinkHealth> {
+    const live = await this.#send({ method: 'GET', path: '/healthz' });
+    const ready = await this.#send({ method: 'GET', path: '/readyz' });
+    return { live: live.status === 200, ready: ready.status === 200 };
+  }
+
+  /** Close the keep-alive connections. */
+  close(): void {
+    this.#agent.destroy();
+  }
+
+  #post(path: string, body: unknown, withKey: boolean): Promise<JsonReply> {
+    return this.#send({ method: 'POST', path, body, bearer: withKey ? this.#key : undefined });
+  }
+
+  #get(path: string): Promise<JsonReply> {
+    return this.#send({ method: 'GET', path, bearer: this.#key });
+  }
+
+  #send(req: {
+    method: 'GET' | 'POST';
+    path: string;
+    body?: unknown;
+    bearer?: string | undefined;
+  }): Promise<JsonReply> {
+    return requestJson(this.#base, this.#agent, { ...req, timeoutMs: this.#timeoutMs });
+  }
+
+  #refusal(reply: JsonReply, allowed: ReadonlySet<string>): { code: string; fence: bigint } {
+    const parsed = ErrorMessageSchema.safeParse(reply.body);
+    if (!parsed.success || !allowed.has(parsed.data.code) || parsed.data.fence === undefined) {
+      throw new LeaseholdError('UNAVAILABLE', `unexpected 409 reply from the sink`, { retryable: true });
+    }
+    return { code: parsed.data.code, fence: parseFence(parsed.data.fence) };
+  }
+
+  /** The body of a 200 reply, or throw the error the sink sent. */
+  #expect<S extends z.ZodType>(reply: JsonReply, schema: S): z.infer<S> {
+    if (reply.status === 200) {
+      const parsed = schema.safeParse(reply.body);
+      if (parsed.success) return parsed.data;
+      throw new LeaseholdError('UNAVAILABLE', 'malformed reply from the sink', { retryable: true });
+    }
+    const error = ErrorMessageSchema.safeParse(reply.body);
+    if (error.success) {
+      throw new LeaseholdError(error.data.code, `sink: ${error.data.message}`, { retryable: error.data.retryable });
+    }
+    throw new LeaseholdError('UNAVAILABLE', `sink replied ${reply.status}`, { retryable: reply.status >= 500 });
+  }
+}
+
+function toClientResult(r: z.infer<typeof StoredResultSchema>): ClientStoredResult {
+  return {
+    resource: r.resource,
+    resultId: r.resultId,
+    token: parseToken(r.token),
+    workerId: r.workerId,
+    payload: r.payload,
+    writtenAtMs: r.writtenAtMs,
+  };
+}

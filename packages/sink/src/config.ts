@@ -1,0 +1,203 @@
+/**
+ * Sink configuration: environment (`LEASEHOLD_SINK_*`) overridden by command-line flags, validated
+ * once with zod and frozen. `loadConfig` is pure (no process access): main.ts passes env and argv.
+ * Secrets (keys) come only from the environment, never from flags (argv is visible in `ps`).
+ */
+import { ConfigError, parseCapabilityKeys, type CapabilityKey } from '@leasehold/protocol';
+import { z } from 'zod';
+
+export const ENV_PREFIX = 'LEASEHOLD_SINK_';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface SinkConfig {
+  readonly host: string;
+  /** 0 picks a free port; the bound port is logged and written to `portFile`. */
+  readonly port: number;
+  readonly portFile: string | undefined;
+  readonly dbPath: string;
+  readonly synchronous: 'FULL' | 'NORMAL';
+  /** Keep at least this many newest decision-log entries; 0 keeps all. */
+  readonly decisionRetention: number;
+  readonly bodyLimitBytes: number;
+  readonly maxBatchOps: number;
+  readonly shutdownTimeoutMs: number;
+  readonly logLevel: LogLevel;
+  /** Bearer keys of the coordinator: advances, reads, decisions. */
+  readonly coordinatorKeys: readonly string[];
+  /** Extra bearer keys that may only read (resources, results, decisions). */
+  readonly readKeys: readonly string[];
+  /** Capability keys (`id:secret`); all verify write capabilities. */
+  readonly capabilityKeys: readonly CapabilityKey[];
+}
+
+/** Settings that flags may set, with their env suffix. Keys are env-only. */
+const FLAGS: Readonly<Record<string, string>> = {
+  '--host': 'HOST',
+  '--port': 'PORT',
+  '--port-file': 'PORT_FILE',
+  '--db-path': 'DB_PATH',
+  '--synchronous': 'SYNCHRONOUS',
+  '--decision-retention': 'DECISION_RETENTION',
+  '--body-limit-bytes': 'BODY_LIMIT_BYTES',
+  '--max-batch-ops': 'MAX_BATCH_OPS',
+  '--shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS',
+  '--log-level': 'LOG_LEVEL',
+};
+
+export const HELP_TEXT = `leasehold-sink: the fenced write target (SQLite, group commit, HTTP)
+
+Usage: leasehold-sink [flags]     (flags override LEASEHOLD_SINK_* environment variables)
+
+  --host HOST                  LEASEHOLD_SINK_HOST                 default 127.0.0.1
+  --port N                     LEASEHOLD_SINK_PORT                 default 7400; 0 = any free port
+  --port-file PATH             LEASEHOLD_SINK_PORT_FILE            write the bound port here once listening
+  --db-path PATH               LEASEHOLD_SINK_DB_PATH              default ./leasehold-sink.db
+  --synchronous FULL|NORMAL    LEASEHOLD_SINK_SYNCHRONOUS          default FULL (acked writes survive power loss)
+  --decision-retention N       LEASEHOLD_SINK_DECISION_RETENTION   newest decisions kept, 0 = all; default 1000000
+  --body-limit-bytes N         LEASEHOLD_SINK_BODY_LIMIT_BYTES     default 1048576
+  --max-batch-ops N            LEASEHOLD_SINK_MAX_BATCH_OPS        ops per group commit, default 2000
+  --shutdown-timeout-ms N      LEASEHOLD_SINK_SHUTDOWN_TIMEOUT_MS  default 10000
+  --log-level LEVEL            LEASEHOLD_SINK_LOG_LEVEL            fatal|error|warn|info|debug|trace|silent
+  --help                       print this and exit
+  Environment only (secrets):
+    LEASEHOLD_SINK_COORDINATOR_KEYS  comma-separated bearer keys (>= 16 chars) for advances and reads (required)
+    LEASEHOLD_SINK_READ_KEYS         comma-separated bearer keys that may only read (optional)
+    LEASEHOLD_SINK_CAPABILITY_KEYS   id:secret,... keys that verify write capabilities (required)
+`;
+
+const int = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^[0-9]+$/, 'must be a non-negative decimal integer')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const requiredString = {
+  error: (issue: { input?: unknown }) => (issue.input === undefined ? 'is required' : 'must be a string'),
+};
+
+const keyList = (required: boolean) =>
+  z
+    .string(requiredString)
+    .transform((s) =>
+      s
+        .split(',')
+        .map((k) => k.trim())
+        .filter((k) => k.length > 0),
+    )
+    .pipe(
+      z
+        .array(z.string().min(16, 'each key must be at least 16 characters').max(512))
+        .min(required ? 1 : 0, 'at least one key is required'),
+    );
+
+const capabilityKeys = z.string(requiredString).transform((text, ctx): CapabilityKey[] => {
+  try {
+    const keys = parseCapabilityKeys(text);
+    if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'at least one capability key is required' });
+    if (new Set(keys.map((k) => k.id)).size !== keys.length) {
+      ctx.addIssue({ code: 'custom', message: 'capability key ids must be unique' });
+    }
+    return keys;
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+    return [];
+  }
+});
+
+const RawSchema = z
+  .object({
+    HOST: z.string().min(1).default('127.0.0.1'),
+    PORT: int(0, 65535).default(7400),
+    PORT_FILE: z.string().min(1).optional(),
+    DB_PATH: z.string().min(1).default('./leasehold-sink.db'),
+    SYNCHRONOUS: z.enum(['FULL', 'NORMAL']).default('FULL'),
+    DECISION_RETENTION: int(0, Number.MAX_SAFE_INTEGER).default(1_000_000),
+    BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(1024 * 1024),
+    MAX_BATCH_OPS: int(1, 100_000).default(2000),
+    SHUTDOWN_TIMEOUT_MS: int(100, 600_000).default(10_000),
+    LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+    COORDINATOR_KEYS: keyList(true),
+    READ_KEYS: keyList(false).default([]),
+    CAPABILITY_KEYS: capabilityKeys,
+  })
+  .refine((c) => !c.READ_KEYS.some((k) => c.COORDINATOR_KEYS.includes(k)), {
+    message: 'a key may not be both a coordinator key and a read-only key',
+    path: ['READ_KEYS'],
+  });
+
+/** True when argv asks for help (main prints {@link HELP_TEXT} and exits 0). */
+export function wantsHelp(argv: readonly string[]): boolean {
+  return argv.includes('--help') || argv.includes('-h');
+}
+
+/**
+ * Resolve the configuration from `env` and `argv` (process.argv.slice(2)). Returns a frozen config
+ * or throws one ConfigError listing every problem.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): SinkConfig {
+  const problems: string[] = [];
+  const raw: Record<string, string> = {};
+  const source: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith(ENV_PREFIX) || value === undefined || value === '') continue;
+    raw[name.slice(ENV_PREFIX.length)] = value;
+    source[name.slice(ENV_PREFIX.length)] = name;
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] ?? '';
+    const eq = arg.indexOf('=');
+    const flag = eq > 0 ? arg.slice(0, eq) : arg;
+    const key = FLAGS[flag];
+    if (key === undefined) {
+      problems.push(`unknown argument ${JSON.stringify(flag)} (see --help)`);
+      continue;
+    }
+    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
+    if (value === undefined || (eq < 0 && value.startsWith('--'))) {
+      problems.push(`${flag} needs a value`);
+      if (value !== undefined) i--;
+      continue;
+    }
+    raw[key] = value;
+    source[key] = flag;
+  }
+  const parsed = RawSchema.safeParse(raw);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      const key = String(issue.path[0] ?? '');
+      const where = source[key] ?? `${ENV_PREFIX}${key}`;
+      problems.push(`${where}: ${issue.message}`);
+    }
+  }
+  if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
+  const c = parsed.data;
+  return Object.freeze({
+    host: c.HOST,
+    port: c.PORT,
+    portFile: c.PORT_FILE,
+    dbPath: c.DB_PATH,
+    synchronous: c.SYNCHRONOUS,
+    decisionRetention: c.DECISION_RETENTION,
+    bodyLimitBytes: c.BODY_LIMIT_BYTES,
+    maxBatchOps: c.MAX_BATCH_OPS,
+    shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
+    logLevel: c.LOG_LEVEL,
+    coordinatorKeys: Object.freeze([...c.COORDINATOR_KEYS]),
+    readKeys: Object.freeze([...c.READ_KEYS]),
+    capabilityKeys: Object.freeze(c.CAPABILITY_KEYS.map((k) => Object.freeze({ ...k }))),
+  });
+}
+
+/** The config for logging: secrets replaced by counts and key ids. */
+export function redactConfig(config: SinkConfig): Record<string, unknown> {
+  const { coordinatorKeys, readKeys, capabilityKeys, ...rest } = config;
+  return {
+    ...rest,
+    coordinatorKeys: `${coordinatorKeys.length} key(s)`,
+    readKeys: `${readKeys.length} key(s)`,
+    capabilityKeyIds: capabilityKeys.map((k) => k.id),
+  };
+}

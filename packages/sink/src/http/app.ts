@@ -1,0 +1,72 @@
+/**
+ * The sink's fastify app: routes under /v1, health, readiness, metrics, and our error bodies
+ * everywhere. Auth:
+ *   - advances: `Authorization: Bearer <coordinator key>`
+ *   - writes: the grant's capability in the body (no bearer key needed)
+ *   - reads and the decision log: a coordinator key or a read-only key
+ *   - /healthz, /readyz, /metrics: open (bind to loopback or firewall them)
+ */
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { CapabilityKey } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { SinkMetrics } from '../metrics.js';
+import type { FencedService } from '../service/fenced-service.js';
+import { createKeyRing } from './auth.js';
+import { installErrorHandling, onFrameworkError, sendError } from './replies.js';
+import { registerFenceRoutes } from './routes-fences.js';
+import { registerReadRoutes } from './routes-read.js';
+import { registerWriteRoutes } from './routes-writes.js';
+
+export interface HttpAppOptions {
+  readonly service: FencedService;
+  readonly metrics: SinkMetrics;
+  readonly logger: Logger;
+  readonly coordinatorKeys: readonly string[];
+  readonly readKeys: readonly string[];
+  readonly capabilityKeys: readonly CapabilityKey[];
+  readonly bodyLimitBytes: number;
+  /** True once shutdown began: new requests get 503 SHUTTING_DOWN. */
+  readonly isClosing: () => boolean;
+}
+
+export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
+  const { service, metrics } = options;
+  const app = Fastify({
+    loggerInstance: options.logger,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: options.bodyLimitBytes,
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    keepAliveTimeout: 72_000,
+    routerOptions: { maxParamLength: 1000 },
+    frameworkErrors: onFrameworkError,
+  }) as unknown as FastifyInstance;
+  installErrorHandling(app);
+
+  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    if (options.isClosing() && !request.url.startsWith('/healthz')) {
+      void reply.header('connection', 'close');
+      void sendError(reply, 'SHUTTING_DOWN', 'the sink is shutting down');
+      return;
+    }
+    done();
+  });
+
+  const coordinatorRing = createKeyRing(options.coordinatorKeys);
+  const readRing = createKeyRing([...options.coordinatorKeys, ...options.readKeys]);
+  registerFenceRoutes(app, { service, coordinatorRing });
+  registerWriteRoutes(app, { service, capabilityKeys: options.capabilityKeys, metrics });
+  registerReadRoutes(app, { service, readRing });
+
+  app.get('/healthz', (_request, reply) => reply.send({ status: 'ok' }));
+  app.get('/readyz', (_request, reply) => {
+    if (options.isClosing() || service.closing) return sendError(reply, 'SHUTTING_DOWN', 'shutting down');
+    if (!service.store.isOpen()) return sendError(reply, 'UNAVAILABLE', 'store is closed');
+    return reply.send({ status: 'ready' });
+  });
+  app.get('/metrics', async (_request, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.header('content-type', metrics.registry.contentType).send(text);
+  });
+  return app;
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env node
+/**
+ * The leasehold-sink daemon. The only file that reads process.env / argv, builds the root logger
+ * and handles signals.
+ *
+ * Start-up prints one JSON log line `{"msg":"listening","host":...,"port":N}` and, with
+ * `--port-file PATH`, writes the bound port to PATH (atomically) so tests can use `--port 0`.
+ * SIGTERM / SIGINT: stop accepting, finish the in-flight batch, close the database, exit 0.
+ * Exit codes: 0 clean stop or --help, 1 start-up failure (e.g. newer schema), 2 bad configuration.
+ */
+import { renameSync, writeFileSync } from 'node:fs';
+import pino from 'pino';
+import { HELP_TEXT, loadConfig, redactConfig, wantsHelp, type SinkConfig } from './config.js';
+import { ConfigError, SchemaVersionError } from './errors.js';
+import { createSink } from './sink.js';
+
+function writePortFile(path: string, port: number): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${port}\n`);
+  renameSync(tmp, path);
+}
+
+async function main(): Promise<number> {
+  const argv = process.argv.slice(2);
+  if (wantsHelp(argv)) {
+    process.stdout.write(HELP_TEXT);
+    return 0;
+  }
+  let config: SinkConfig;
+  try {
+    config = loadConfig(process.env, argv);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`leasehold-sink: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+
+  const logger = pino({
+    level: config.logLevel,
+    base: { service: 'leasehold-sink', pid: process.pid },
+    redact: {
+      paths: ['req.headers.authorization', 'capability', '*.capability', 'payload', '*.payload'],
+      remove: true,
+    },
+  });
+  logger.info({ config: redactConfig(config) }, 'starting');
+
+  let sink;
+  try {
+    sink = await createSink(config, { logger });
+  } catch (err) {
+    const message = err instanceof SchemaVersionError ? 'database schema is newer than this build' : 'start-up failed';
+    logger.fatal({ err }, message);
+    process.stderr.write(`leasehold-sink: ${message}: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+  const address = sink.address;
+  if (address === null) throw new Error('sink is not listening');
+  logger.info({ host: address.host, port: address.port }, 'listening');
+  if (config.portFile !== undefined) writePortFile(config.portFile, address.port);
+
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals): void => {
+      if (stopping) return;
+      stopping = true;
+      logger.info({ signal }, 'shutting down');
+      sink.close().then(
+        () => {
+          logger.info({}, 'stopped');
+          resolve(0);
+        },
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          resolve(1);
+        },
+      );
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`leasehold-sink: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,140 @@
+/**
+ * The fenced write service, in process: the sink without HTTP. Embedders (and the HTTP routes) call
+ * it with parsed, already-authenticated input; it queues each request for group commit and answers
+ * with the protocol's decision types once the commit is durable.
+ *
+ * Authentication is the caller's job: the HTTP layer checks the coordinator key for advances and
+ * the capability for writes before calling in. An embedder is trusted like the coordinator.
+ */
+import { canonicalJson, type AdvanceDecision, type JsonValue, type WriteDecision } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { FenceOp, OpDecision } from '../core/ops.js';
+import { LeaseholdError } from '../errors.js';
+import type { SinkMetrics } from '../metrics.js';
+import type { DecisionPageRows, FenceStore, ResourceRows, StoredResultRow } from '../store/port.js';
+import { GroupCommitter } from './group-committer.js';
+
+export interface AdvanceInput {
+  readonly resource: string;
+  readonly token: bigint;
+}
+
+export interface WriteInput {
+  readonly resource: string;
+  readonly token: bigint;
+  readonly resultId: string;
+  readonly workerId: string;
+  readonly payload: JsonValue;
+}
+
+export interface FencedServiceOptions {
+  readonly store: FenceStore;
+  readonly logger: Logger;
+  readonly metrics?: SinkMetrics | undefined;
+  readonly maxBatchOps?: number | undefined;
+}
+
+export class FencedService {
+  readonly store: FenceStore;
+  readonly #committer: GroupCommitter;
+  readonly #metrics: SinkMetrics | undefined;
+  readonly #log: Logger;
+
+  constructor(options: FencedServiceOptions) {
+    this.store = options.store;
+    this.#metrics = options.metrics;
+    this.#log = options.logger;
+    this.#committer = new GroupCommitter(options);
+  }
+
+  /** True once {@link close} was called: new requests are refused with SHUTTING_DOWN. */
+  get closing(): boolean {
+    return this.#committer.closing;
+  }
+
+  async advance(input: AdvanceInput): Promise<AdvanceDecision> {
+    const [decision] = await this.advanceBatch([input]);
+    if (decision === undefined) throw new LeaseholdError('INTERNAL', 'store returned no decision');
+    return decision;
+  }
+
+  /** Many advances in one durable commit; one decision per item, in order. */
+  async advanceBatch(items: readonly AdvanceInput[]): Promise<AdvanceDecision[]> {
+    const ops: FenceOp[] = items.map((i) => ({ kind: 'advance', resource: i.resource, token: i.token }));
+    const decisions = await this.#submit(ops);
+    return decisions.map((decision, at) => {
+      const item = ops[at];
+      if (!isAdvanceDecision(decision) || item === undefined) {
+        throw new LeaseholdError('INTERNAL', 'store returned a write decision for an advance');
+      }
+      this.#metrics?.advances.inc({ outcome: decision.ok ? decision.outcome : decision.code });
+      if (!decision.ok) {
+        this.#log.warn(
+          { resource: item.resource, token: String(item.token), fence: String(decision.fence) },
+          'stale advance refused',
+        );
+      }
+      return decision;
+    });
+  }
+
+  async write(input: WriteInput): Promise<WriteDecision> {
+    const op: FenceOp = {
+      kind: 'write',
+      resource: input.resource,
+      token: input.token,
+      resultId: input.resultId,
+      workerId: input.workerId,
+      payload: canonicalJson(input.payload),
+    };
+    const [decision] = await this.#submit([op]);
+    if (decision === undefined || !isWriteDecision(decision)) {
+      throw new LeaseholdError('INTERNAL', 'store returned no write decision for a write');
+    }
+    this.#metrics?.writes.inc({ outcome: decision.ok ? decision.outcome : decision.code });
+    if (!decision.ok) {
+      this.#log.warn(
+        {
+          resource: input.resource,
+          token: String(input.token),
+          resultId: input.resultId,
+          code: decision.code,
+          fence: String(decision.fence),
+        },
+        'write refused',
+      );
+    }
+    return decision;
+  }
+
+  resource(resource: string): Promise<ResourceRows> {
+    return this.store.resourceOf(resource);
+  }
+
+  result(resource: string, resultId: string): Promise<StoredResultRow | undefined> {
+    return this.store.resultOf(resource, resultId);
+  }
+
+  decisions(after: number, limit: number): Promise<DecisionPageRows> {
+    return this.store.decisions(after, limit);
+  }
+
+  /** Refuse new work and wait for the queued and in-flight batches to commit. Does not close the store. */
+  close(): Promise<void> {
+    return this.#committer.close();
+  }
+
+  #submit(ops: readonly FenceOp[]): Promise<readonly OpDecision[]> {
+    return this.#committer.submit(ops);
+  }
+}
+
+function isAdvanceDecision(decision: OpDecision): decision is AdvanceDecision {
+  return decision.ok
+    ? decision.outcome === 'advanced' || decision.outcome === 'unchanged'
+    : decision.code === 'STALE_TOKEN';
+}
+
+function isWriteDecision(decision: OpDecision): decision is WriteDecision {
+  return decision.ok ? decision.outcome === 'written' || decision.outcome === 'replayed' : true;
+}
