@@ -1,0 +1,160 @@
+/**
+ * One WebSocket connection to one coordinator: request/reply correlation by message id, pushes
+ * delivered to a callback, every failure turned into a rejected request or a close callback.
+ */
+import {
+  CoordinatorMessageSchema,
+  LeaseholdError,
+  type CoordinatorMessage,
+  type WorkerMessage,
+} from '@leasehold/protocol';
+import { WebSocket } from 'ws';
+
+export interface ConnectionOptions {
+  readonly url: string;
+  readonly key: string;
+  readonly connectTimeoutMs: number;
+  readonly onPush: (message: CoordinatorMessage) => void;
+  readonly onClose: (code: number, reason: string) => void;
+}
+
+interface Pending {
+  resolve: (reply: CoordinatorMessage) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** A request: any worker message; the connection assigns its `id`. */
+export type WorkerRequest = WorkerMessage extends infer M ? (M extends { id: string } ? Omit<M, 'id'> : never) : never;
+
+export class CoordinatorConnection {
+  readonly url: string;
+  readonly #ws: WebSocket;
+  readonly #pending = new Map<string, Pending>();
+  readonly #opts: ConnectionOptions;
+  #seq = 0;
+  #closed = false;
+
+  private constructor(ws: WebSocket, opts: ConnectionOptions) {
+    this.#ws = ws;
+    this.#opts = opts;
+    this.url = opts.url;
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      const text = Array.isArray(data)
+        ? Buffer.concat(data)
+        : Buffer.isBuffer(data)
+          ? data
+          : Buffer.from(new Uint8Array(data));
+      this.#onFrame(text.toString('utf8'));
+    });
+    ws.on('close', (code, reason) => {
+      this.#teardown(code, reason.toString());
+    });
+    ws.on('error', () => {
+      // 'close' follows; the error itself carries nothing the caller can act on.
+    });
+  }
+
+  static open(opts: ConnectionOptions): Promise<CoordinatorConnection> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(new URL('/v1/worker', opts.url), {
+        headers: { authorization: `Bearer ${opts.key}` },
+        handshakeTimeout: opts.connectTimeoutMs,
+        perMessageDeflate: false,
+      });
+      const fail = (err: Error) => {
+        ws.removeAllListeners();
+        ws.on('error', () => undefined);
+        ws.terminate();
+        reject(new LeaseholdError('UNAVAILABLE', `cannot connect to ${opts.url}: ${err.message}`, { cause: err }));
+      };
+      ws.once('error', fail);
+      ws.once('unexpected-response', (_req, res) => {
+        const code = res.statusCode === 401 ? 'UNAUTHENTICATED' : 'UNAVAILABLE';
+        ws.removeAllListeners();
+        ws.on('error', () => undefined);
+        ws.terminate();
+        reject(new LeaseholdError(code, `coordinator ${opts.url} refused the upgrade: HTTP ${res.statusCode}`));
+      });
+      ws.once('open', () => {
+        ws.removeAllListeners();
+        resolve(new CoordinatorConnection(ws, opts));
+      });
+    });
+  }
+
+  get isOpen(): boolean {
+    return !this.#closed && this.#ws.readyState === WebSocket.OPEN;
+  }
+
+  /** Send a request and resolve with its reply (which may be an `error` message). */
+  request(message: WorkerRequest, timeoutMs: number): Promise<CoordinatorMessage> {
+    if (!this.isOpen) return Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
+    const id = `${++this.#seq}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new LeaseholdError('UNAVAILABLE', `no reply to ${message.type} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#pending.set(id, { resolve, reject, timer });
+      this.#ws.send(JSON.stringify({ ...message, id }), (err) => {
+        if (err === undefined) return;
+        const pending = this.#pending.get(id);
+        if (pending === undefined) return;
+        this.#pending.delete(id);
+        clearTimeout(pending.timer);
+        reject(new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err }));
+      });
+    });
+  }
+
+  close(code = 1000, reason = 'worker closing'): void {
+    if (this.#closed) return;
+    try {
+      this.#ws.close(code, reason);
+    } catch {
+      this.#ws.terminate();
+    }
+    // Do not wait for the peer: requests in flight fail now.
+    this.#teardown(code, reason);
+  }
+
+  /** Drop the connection without a closing handshake (a dead peer never answers one). */
+  terminate(): void {
+    this.#ws.terminate();
+    this.#teardown(1006, 'terminated');
+  }
+
+  #onFrame(text: string): void {
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      return;
+    }
+    const parsed = CoordinatorMessageSchema.safeParse(json);
+    if (!parsed.success) return;
+    const message = parsed.data;
+    const inReplyTo = 'inReplyTo' in message ? message.inReplyTo : undefined;
+    const pending = inReplyTo === undefined ? undefined : this.#pending.get(inReplyTo);
+    if (inReplyTo !== undefined && pending !== undefined) {
+      this.#pending.delete(inReplyTo);
+      clearTimeout(pending.timer);
+      pending.resolve(message);
+      return;
+    }
+    this.#opts.onPush(message);
+  }
+
+  #teardown(code: number, reason: string): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const [id, pending] of this.#pending) {
+      clearTimeout(pending.timer);
+      pending.reject(new LeaseholdError('UNAVAILABLE', `connection closed (${code}) before the reply`));
+      this.#pending.delete(id);
+    }
+    this.#opts.onClose(code, reason);
+  }
+}

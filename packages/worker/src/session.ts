@@ -1,0 +1,283 @@
+/**
+ * The worker's session with the coordinator tier: connects to one of several coordinators,
+ * says hello (resuming the session after a reconnect or a failover), heartbeats at the interval
+ * the coordinator asks for (≤ TTL/3), keeps the conservative local deadline, reconnects with
+ * jittered backoff, and reports what it learns as callbacks. It never throws from a background
+ * loop: failures become state changes and callbacks.
+ */
+import { LeaseholdError, PROTOCOL_VERSION, type CoordinatorMessage } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import { CoordinatorConnection, type WorkerRequest } from './connection.js';
+import { backoffDelayMs, type BackoffOptions } from './core/backoff.js';
+import { LocalDeadline } from './core/deadline.js';
+
+export interface SessionOptions {
+  readonly coordinators: readonly string[];
+  readonly key: string;
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly capacity: number;
+  readonly logger: Logger;
+  readonly requestTimeoutMs: number;
+  readonly connectTimeoutMs: number;
+  readonly backoff: BackoffOptions;
+  readonly nowMs: () => number;
+  readonly random: () => number;
+}
+
+export interface SessionEvents {
+  /** A session is open. `resumed` false means any earlier session (and its leases) is gone. */
+  onSessionStarted(sessionId: string, resumed: boolean): void;
+  /** The session is gone (expired, revoked, refused on resume): every lease it held is gone. */
+  onSessionLost(reason: string): void;
+  onLeaseRevoked(resource: string, token: bigint, reason: string): void;
+  /** The local deadline passed without an acknowledgement: leases may be gone. */
+  onDeadlinePassed(): void;
+}
+
+type State = 'idle' | 'connecting' | 'ready' | 'stopped';
+
+export class WorkerSession {
+  readonly deadline = new LocalDeadline();
+  readonly #opts: SessionOptions;
+  readonly #events: SessionEvents;
+  #state: State = 'idle';
+  #conn: CoordinatorConnection | undefined;
+  #sessionId: string | undefined;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+  #nextCoordinator = 0;
+  #attempt = 0;
+  #waiters: (() => void)[] = [];
+  #deadlineReported = false;
+
+  constructor(opts: SessionOptions, events: SessionEvents) {
+    if (opts.coordinators.length === 0) throw new LeaseholdError('INVALID_MESSAGE', 'no coordinator URLs given');
+    this.#opts = opts;
+    this.#events = events;
+  }
+
+  get sessionId(): string | undefined {
+    return this.#sessionId;
+  }
+
+  get connectedTo(): string | undefined {
+    return this.#state === 'ready' ? this.#conn?.url : undefined;
+  }
+
+  start(): void {
+    if (this.#state !== 'idle') return;
+    this.#connect();
+  }
+
+  /** Send a request over the current connection, waiting up to `timeoutMs` for one to be ready. */
+  async request(message: WorkerRequest, timeoutMs = this.#opts.requestTimeoutMs): Promise<CoordinatorMessage> {
+    const started = this.#opts.nowMs();
+    await this.#ready(timeoutMs);
+    const conn = this.#conn;
+    if (conn === undefined) throw new LeaseholdError('UNAVAILABLE', 'not connected');
+    const left = Math.max(1, timeoutMs - (this.#opts.nowMs() - started));
+    const sentAt = this.#opts.nowMs();
+    const reply = await conn.request(message, left);
+    if (reply.type === 'lease.renewed') this.#acknowledge(sentAt, reply.ttlMs);
+    if (reply.type === 'error' && reply.code === 'SESSION_EXPIRED') this.#lose('session expired');
+    return reply;
+  }
+
+  /** Close the connection; the coordinator keeps the session until its deadline (leases released first by the caller). */
+  stop(): void {
+    if (this.#state === 'stopped') return;
+    this.#state = 'stopped';
+    this.#clearTimers();
+    this.#conn?.close(1000, 'worker stopping');
+    for (const w of this.#waiters.splice(0)) w();
+  }
+
+  #ready(timeoutMs: number): Promise<void> {
+    if (this.#state === 'ready') return Promise.resolve();
+    if (this.#state === 'stopped') return Promise.reject(new LeaseholdError('SHUTTING_DOWN', 'worker stopped'));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters = this.#waiters.filter((w) => w !== onReady);
+        reject(new LeaseholdError('UNAVAILABLE', `no coordinator reachable within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const onReady = () => {
+        clearTimeout(timer);
+        if (this.#state === 'ready') resolve();
+        else reject(new LeaseholdError('SHUTTING_DOWN', 'worker stopped'));
+      };
+      this.#waiters.push(onReady);
+    });
+  }
+
+  #connect(): void {
+    if (this.#state === 'stopped') return;
+    this.#state = 'connecting';
+    const url = this.#opts.coordinators[this.#nextCoordinator % this.#opts.coordinators.length] ?? '';
+    this.#nextCoordinator += 1;
+    const log = this.#opts.logger;
+    const ref: { conn?: CoordinatorConnection } = {};
+    void CoordinatorConnection.open({
+      url,
+      key: this.#opts.key,
+      connectTimeoutMs: this.#opts.connectTimeoutMs,
+      onPush: (m) => {
+        this.#onPush(m);
+      },
+      onClose: (code, reason) => {
+        // A late close of a connection we already replaced changes nothing.
+        if (ref.conn !== undefined && ref.conn === this.#conn) this.#onClose(url, code, reason);
+      },
+    })
+      .then(async (conn) => {
+        if (this.#state === 'stopped') {
+          conn.close();
+          return;
+        }
+        ref.conn = conn;
+        this.#conn = conn;
+        await this.#hello(conn);
+      })
+      .catch((err: unknown) => {
+        log.warn({ err, coordinator: url }, 'coordinator connection failed');
+        if (ref.conn !== undefined && ref.conn === this.#conn) {
+          this.#conn = undefined;
+          ref.conn.terminate();
+        }
+        this.#scheduleReconnect();
+      });
+  }
+
+  async #hello(conn: CoordinatorConnection): Promise<void> {
+    const resume = this.#sessionId;
+    const sentAt = this.#opts.nowMs();
+    const reply = await conn.request(
+      {
+        type: 'hello',
+        protocolVersion: PROTOCOL_VERSION,
+        workerId: this.#opts.workerId,
+        incarnation: this.#opts.incarnation,
+        capacity: this.#opts.capacity,
+        ...(resume === undefined ? {} : { resumeSessionId: resume }),
+      },
+      this.#opts.requestTimeoutMs,
+    );
+    if (reply.type === 'error') {
+      if (reply.code === 'SESSION_EXPIRED' && resume !== undefined) {
+        // The old session is gone; open a fresh one on the same connection.
+        this.#lose('session expired while disconnected');
+        await this.#hello(conn);
+        return;
+      }
+      throw new LeaseholdError(reply.code, `hello refused: ${reply.message}`);
+    }
+    if (reply.type !== 'welcome') throw new LeaseholdError('INVALID_MESSAGE', `expected welcome, got ${reply.type}`);
+    if (resume !== undefined && (!reply.resumed || reply.sessionId !== resume)) this.#lose('session not resumed');
+    this.#sessionId = reply.sessionId;
+    this.#acknowledge(sentAt, reply.ttlMs);
+    this.#state = 'ready';
+    this.#attempt = 0;
+    this.#opts.logger.info(
+      { sessionId: reply.sessionId, coordinator: conn.url, resumed: reply.resumed, ttlMs: reply.ttlMs },
+      reply.resumed ? 'session resumed' : 'session started',
+    );
+    this.#startHeartbeats(conn, reply.heartbeatIntervalMs);
+    this.#events.onSessionStarted(reply.sessionId, reply.resumed);
+    for (const w of this.#waiters.splice(0)) w();
+  }
+
+  #startHeartbeats(conn: CoordinatorConnection, intervalMs: number): void {
+    clearInterval(this.#heartbeatTimer);
+    this.#heartbeatTimer = setInterval(() => {
+      const sessionId = this.#sessionId;
+      if (sessionId === undefined || !conn.isOpen) return;
+      const sentAt = this.#opts.nowMs();
+      conn.request({ type: 'heartbeat', sessionId }, Math.max(intervalMs, 250)).then(
+        (reply) => {
+          if (reply.type === 'heartbeat.ack' && reply.sessionId === this.#sessionId)
+            this.#acknowledge(sentAt, reply.ttlMs);
+          else if (reply.type === 'error' && reply.code === 'SESSION_EXPIRED') this.#lose('session expired');
+        },
+        (err: unknown) => {
+          // A heartbeat without a reply: the coordinator (or the link) may be dead. Move on.
+          this.#opts.logger.warn({ err, coordinator: conn.url }, 'heartbeat unanswered; reconnecting');
+          conn.terminate();
+        },
+      );
+    }, intervalMs);
+    this.#heartbeatTimer.unref();
+  }
+
+  #acknowledge(sentAt: number, ttlMs: number): void {
+    this.deadline.acknowledge(sentAt, ttlMs);
+    this.#deadlineReported = false;
+    this.#armDeadlineTimer();
+  }
+
+  #armDeadlineTimer(): void {
+    clearTimeout(this.#deadlineTimer);
+    const wait = this.deadline.remainingMs(this.#opts.nowMs());
+    this.#deadlineTimer = setTimeout(() => {
+      if (this.deadline.isValidAt(this.#opts.nowMs())) {
+        this.#armDeadlineTimer();
+        return;
+      }
+      if (!this.#deadlineReported) {
+        this.#deadlineReported = true;
+        this.#opts.logger.warn({ sessionId: this.#sessionId }, 'local lease deadline passed without acknowledgement');
+        this.#events.onDeadlinePassed();
+      }
+    }, wait + 1);
+    this.#deadlineTimer.unref();
+  }
+
+  #onPush(message: CoordinatorMessage): void {
+    switch (message.type) {
+      case 'session.expired':
+        if (message.sessionId === this.#sessionId) this.#lose(`session expired (${message.reason})`);
+        return;
+      case 'lease.revoked':
+        this.#events.onLeaseRevoked(message.resource, BigInt(message.token), message.reason);
+        return;
+      default:
+        this.#opts.logger.debug({ type: message.type }, 'unsolicited message ignored');
+    }
+  }
+
+  #lose(reason: string): void {
+    if (this.#sessionId === undefined) return;
+    this.#opts.logger.warn({ sessionId: this.#sessionId, reason }, 'session lost');
+    this.#sessionId = undefined;
+    this.deadline.clear();
+    clearTimeout(this.#deadlineTimer);
+    this.#events.onSessionLost(reason);
+  }
+
+  #onClose(url: string, code: number, reason: string): void {
+    clearInterval(this.#heartbeatTimer);
+    if (this.#state === 'stopped') return;
+    this.#opts.logger.warn({ coordinator: url, code, reason }, 'coordinator connection closed');
+    this.#conn = undefined;
+    if (this.#state === 'ready') this.#state = 'connecting';
+    this.#scheduleReconnect();
+  }
+
+  #scheduleReconnect(): void {
+    if (this.#state === 'stopped' || this.#reconnectTimer !== undefined) return;
+    this.#state = 'connecting';
+    const delay = backoffDelayMs(this.#attempt, this.#opts.backoff, this.#opts.random);
+    this.#attempt += 1;
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = undefined;
+      this.#connect();
+    }, delay);
+  }
+
+  #clearTimers(): void {
+    clearInterval(this.#heartbeatTimer);
+    clearTimeout(this.#deadlineTimer);
+    clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = undefined;
+  }
+}
