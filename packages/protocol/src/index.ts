@@ -57,3 +57,5 @@ export type {
   HeldLeaseRef,
 } from './model/lease-table.js';
 export { JSON_SCHEMA_SOURCES, generateJsonSchemas } from './json-schemas.js';
+export { collectOptions, formatOptionsHelp, wantsHelp, deepFreeze, splitList } from './config-options.js';
+export type { OptionSpec, OptionTable } from './config-options.js';

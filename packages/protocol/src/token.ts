@@ -63,12 +63,12 @@ function isValid(text: string, min: bigint): boolean {
 export const TokenSchema = z
   .string()
   .regex(/^[1-9][0-9]{0,18}$/, 'must be a positive decimal integer')
-  .refine((s) => isValid(s, 1n), { message: 'must be a positive decimal integer <= 9223372036854775807' })
+  .refine((s) => isValid(s, 1n), { error: 'must be a positive decimal integer <= 9223372036854775807' })
   .describe('Fencing token: positive decimal integer (an etcd revision), at most int64 max.');
 
 /** Wire schema of a fence: like a token, but 0 ("never advanced") is allowed. */
 export const FenceSchema = z
   .string()
   .regex(/^(0|[1-9][0-9]{0,18})$/, 'must be a non-negative decimal integer')
-  .refine((s) => isValid(s, 0n), { message: 'must be a non-negative decimal integer <= 9223372036854775807' })
+  .refine((s) => isValid(s, 0n), { error: 'must be a non-negative decimal integer <= 9223372036854775807' })
   .describe('Fence: the highest token advanced to for a resource; "0" if never advanced.');

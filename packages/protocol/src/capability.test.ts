@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { parseCapabilityKeys, signCapability, verifyCapability } from './capability.js';
+
+const k1 = { id: 'k1', secret: 'a-secret-of-enough-length' };
+const k2 = { id: 'k2', secret: 'another-secret-long-enough' };
+const claims = { resource: 'orders/42', token: 17n, workerId: 'w1', incarnation: 'i1' };
+
+describe('capabilities', () => {
+  it('verifies a capability signed with any live key (rotation)', () => {
+    const old = signCapability(k1, claims);
+    const fresh = signCapability(k2, claims);
+    expect(verifyCapability([k2, k1], old, claims)).toBe(true);
+    expect(verifyCapability([k2, k1], fresh, claims)).toBe(true);
+  });
+
+  it('refuses a capability after its key is retired', () => {
+    expect(verifyCapability([k2], signCapability(k1, claims), claims)).toBe(false);
+  });
+
+  it.each([
+    ['resource', { ...claims, resource: 'orders/43' }],
+    ['token', { ...claims, token: 18n }],
+    ['worker', { ...claims, workerId: 'w2' }],
+    ['incarnation', { ...claims, incarnation: 'i2' }],
+  ])('binds the %s', (_what, other) => {
+    expect(verifyCapability([k1], signCapability(k1, claims), other)).toBe(false);
+  });
+
+  it('is not fooled by field boundaries', () => {
+    const a = signCapability(k1, { ...claims, resource: 'a', workerId: 'bc' });
+    expect(verifyCapability([k1], a, { ...claims, resource: 'ab', workerId: 'c' })).toBe(false);
+  });
+
+  it.each(['', 'v1', 'v1.k1', 'v2.k1.AAAA', 'v1.k1.AAAA', 'v1.k1.!!!', 'v1.nokey.AAAA'])(
+    'refuses malformed %j',
+    (cap) => {
+      expect(verifyCapability([k1], cap, claims)).toBe(false);
+    },
+  );
+
+  it('parses a key ring and rejects weak entries', () => {
+    expect(parseCapabilityKeys('k1:a-secret-of-enough-length, k2:another-secret-long-enough')).toEqual([k1, k2]);
+    expect(() => parseCapabilityKeys('k1:short')).toThrow(/16/);
+    expect(() => parseCapabilityKeys('bad id:a-secret-of-enough-length')).toThrow();
+  });
+});

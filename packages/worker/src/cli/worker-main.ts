@@ -1,0 +1,107 @@
+#!/usr/bin/env node
+/**
+ * leasehold-worker: runs a handler module (or the built-in demo) against the coordinators and the
+ * sink. The only file of the worker CLI that reads process.env and handles signals.
+ */
+import { pathToFileURL } from 'node:url';
+import { resolve } from 'node:path';
+import { pino, type Logger } from 'pino';
+import { ConfigError, wantsHelp } from '@leasehold/protocol';
+import { HELP_TEXT, loadConfig, redactConfig, type WorkerConfig } from '../config.js';
+import { createDemoHandler } from '../demo-handler.js';
+import { startWorker, type TaskHandler, type WorkerOptions } from '../worker.js';
+
+async function loadHandler(
+  config: WorkerConfig,
+): Promise<{ handler: TaskHandler; beforeWrite?: WorkerOptions['beforeWrite'] }> {
+  if (config.handler === 'demo') return { handler: createDemoHandler(config.demo) };
+  const mod = (await import(pathToFileURL(resolve(config.handler)).href)) as {
+    handler?: unknown;
+    default?: unknown;
+    beforeWrite?: unknown;
+  };
+  const handler = mod.handler ?? mod.default;
+  if (typeof handler !== 'function')
+    throw new ConfigError([`${config.handler} exports no function \`handler\` (or default)`]);
+  return {
+    handler: handler as TaskHandler,
+    ...(typeof mod.beforeWrite === 'function' ? { beforeWrite: mod.beforeWrite as WorkerOptions['beforeWrite'] } : {}),
+  };
+}
+
+function makeLogger(config: WorkerConfig): Logger {
+  const pretty = config.pretty ?? process.stdout.isTTY;
+  return pino({
+    level: config.logLevel,
+    base: { component: 'worker' },
+    ...(pretty
+      ? {
+          transport: {
+            target: 'pino-pretty',
+            options: { colorize: process.stdout.isTTY, translateTime: 'HH:MM:ss.l' },
+          },
+        }
+      : {}),
+  });
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (wantsHelp(argv)) {
+    console.log(HELP_TEXT);
+    return;
+  }
+  let config: WorkerConfig;
+  try {
+    config = loadConfig(process.env, argv);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exitCode = 2;
+      return;
+    }
+    throw err;
+  }
+  const logger = makeLogger(config);
+  logger.info({ config: redactConfig(config) }, 'starting');
+  const { handler, beforeWrite } = await loadHandler(config);
+  const worker = startWorker({
+    coordinators: config.coordinators,
+    sink: { url: config.sinkUrl },
+    credentials: { workerKey: config.workerKey },
+    handler,
+    concurrency: config.concurrency,
+    logger,
+    ...(config.workerId === undefined ? {} : { workerId: config.workerId }),
+    ...(beforeWrite === undefined ? {} : { beforeWrite }),
+  });
+  logger.info({ workerId: worker.workerId, incarnation: worker.incarnation }, 'worker started');
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping: finishing or releasing in-flight tasks');
+    worker.stop(config.shutdownGraceMs).then(
+      () => {
+        logger.info({ stats: worker.stats }, 'stopped');
+        logger.flush();
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.fatal({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => {
+    stop('SIGTERM');
+  });
+  process.on('SIGINT', () => {
+    stop('SIGINT');
+  });
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,36 @@
+import { ConfigError } from '@leasehold/protocol';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from './config.js';
+
+const env = {
+  LEASEHOLD_WORKER_COORDINATORS: 'http://127.0.0.1:7401, ws://127.0.0.1:7402/',
+  LEASEHOLD_WORKER_SINK_URL: 'http://127.0.0.1:7400/',
+  LEASEHOLD_WORKER_WORKER_KEY: 'worker-key-0123456789',
+};
+
+describe('worker config', () => {
+  it('reads env, normalises URLs, applies defaults and freezes', () => {
+    const c = loadConfig(env);
+    expect(c.coordinators).toEqual(['http://127.0.0.1:7401', 'http://127.0.0.1:7402']);
+    expect(c.sinkUrl).toBe('http://127.0.0.1:7400');
+    expect(c).toMatchObject({ concurrency: 1, handler: 'demo', demo: { durationMs: 200, nondeterministic: false } });
+    expect(Object.isFrozen(c.demo)).toBe(true);
+  });
+
+  it('lets flags override env', () => {
+    expect(loadConfig(env, ['--concurrency', '4', '--demo-nondeterministic']).concurrency).toBe(4);
+    expect(loadConfig(env, ['--demo-nondeterministic']).demo.nondeterministic).toBe(true);
+  });
+
+  it('lists every problem in one ConfigError', () => {
+    try {
+      loadConfig({ LEASEHOLD_WORKER_CONCURRENCY: '0', LEASEHOLD_WORKER_WORKER_KEY: 'short' }, ['--bogus']);
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const problems = (err as ConfigError).problems.join('\n');
+      for (const what of ['--bogus', 'COORDINATORS', 'SINK_URL', 'WORKER_KEY', 'CONCURRENCY'])
+        expect(problems).toContain(what);
+    }
+  });
+});

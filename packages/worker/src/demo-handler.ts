@@ -1,0 +1,36 @@
+/**
+ * The built-in demo handler: a deterministic computation (1000 rounds of SHA-256 over the task's
+ * identity and payload) spread over about `durationMs`, checking its AbortSignal as it goes. Equal
+ * tasks give equal results, so a retried task's write is a replay. With `nondeterministic`, a
+ * random nonce makes each attempt's result differ, which exercises RESULT_CONFLICT handling when a
+ * task is retried after an earlier holder's result landed.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import type { JsonValue } from '@leasehold/protocol';
+import { LeaseLostError } from './errors.js';
+import type { TaskHandler } from './worker.js';
+
+export interface DemoHandlerOptions {
+  readonly durationMs: number;
+  readonly nondeterministic: boolean;
+}
+
+const ROUNDS = 1_000;
+const SLICES = 10;
+
+export function createDemoHandler(opts: DemoHandlerOptions): TaskHandler {
+  return async (task, ctx) => {
+    let digest = createHash('sha256')
+      .update(`${task.taskId}\n${JSON.stringify(task.payload)}`)
+      .digest('hex');
+    for (let slice = 0; slice < SLICES; slice++) {
+      if (ctx.signal.aborted)
+        throw ctx.signal.reason instanceof Error ? ctx.signal.reason : new LeaseLostError('aborted');
+      for (let i = 0; i < ROUNDS / SLICES; i++) digest = createHash('sha256').update(digest).digest('hex');
+      await new Promise((r) => setTimeout(r, opts.durationMs / SLICES));
+    }
+    const result: Record<string, JsonValue> = { taskId: task.taskId, digest: digest.slice(0, 32) };
+    if (opts.nondeterministic) result.nonce = randomUUID();
+    return result;
+  };
+}
