@@ -124,7 +124,7 @@ const RawSchema = z
     CAPABILITY_KEYS: capabilityKeys,
   })
   .refine((c) => !c.READ_KEYS.some((k) => c.COORDINATOR_KEYS.includes(k)), {
-    message: 'a key may not be both a coordinator key and a read-only key',
+    error: 'a key may not be both a coordinator key and a read-only key',
     path: ['READ_KEYS'],
   });
 

@@ -31,7 +31,7 @@ export class ShuttingDownError extends LeaseholdError {
 export function isRetryable(err: unknown): boolean {
   if (err instanceof LeaseholdError) return err.retryable;
   if (typeof err === 'object' && err !== null && 'code' in err) {
-    const { code } = err as { code: unknown };
+    const { code } = err;
     return isErrorCode(code) && isRetryableCode(code);
   }
   return false;

@@ -54,7 +54,8 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
 
   const coordinatorRing = createKeyRing(options.coordinatorKeys);
   const readRing = createKeyRing([...options.coordinatorKeys, ...options.readKeys]);
-  registerFenceRoutes(app, { service, coordinatorRing });
+  const readOnlyRing = createKeyRing(options.readKeys);
+  registerFenceRoutes(app, { service, coordinatorRing, readOnlyRing });
   registerWriteRoutes(app, { service, capabilityKeys: options.capabilityKeys, metrics });
   registerReadRoutes(app, { service, readRing });
 

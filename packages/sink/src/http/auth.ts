@@ -34,13 +34,25 @@ export function bearerOf(request: FastifyRequest): string | undefined {
 }
 
 /**
- * Check the request's bearer key against `ring`; on failure send 401 UNAUTHENTICATED and return
- * false (the caller returns the reply).
+ * Check the request's bearer key against `ring`. On failure send 401 UNAUTHENTICATED (no or unknown
+ * key) or 403 FORBIDDEN (a key of `weakerRing`, e.g. a read-only key on an advance) and return
+ * false; the caller then returns the reply.
  */
-export function authenticate(request: FastifyRequest, reply: FastifyReply, ring: KeyRing): boolean {
+export function authenticate(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  ring: KeyRing,
+  weakerRing?: KeyRing,
+): boolean {
   const key = bearerOf(request);
   if (ring(key)) return true;
-  request.log.warn({ route: request.routeOptions.url, hasKey: key !== undefined }, 'unauthenticated request');
+  const route = request.routeOptions.url;
+  if (weakerRing?.(key) === true) {
+    request.log.warn({ route }, 'read-only key refused');
+    void sendError(reply, 'FORBIDDEN', 'this key may only read');
+    return false;
+  }
+  request.log.warn({ route, hasKey: key !== undefined }, 'unauthenticated request');
   void sendError(
     reply,
     'UNAUTHENTICATED',

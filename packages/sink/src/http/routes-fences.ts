@@ -23,13 +23,15 @@ import { describeIssues, sendError } from './replies.js';
 export interface FenceRoutesOptions {
   readonly service: FencedService;
   readonly coordinatorRing: KeyRing;
+  /** Read-only keys: refused with 403 instead of 401. */
+  readonly readOnlyRing: KeyRing;
 }
 
 export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOptions): void {
-  const { service, coordinatorRing } = options;
+  const { service, coordinatorRing, readOnlyRing } = options;
 
   app.post('/v1/fences/advance', async (request, reply) => {
-    if (!authenticate(request, reply, coordinatorRing)) return reply;
+    if (!authenticate(request, reply, coordinatorRing, readOnlyRing)) return reply;
     const parsed = AdvanceRequestSchema.safeParse(request.body);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
     const { resource, token } = parsed.data;
@@ -42,7 +44,7 @@ export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOp
   });
 
   app.post('/v1/fences/advance-batch', async (request, reply) => {
-    if (!authenticate(request, reply, coordinatorRing)) return reply;
+    if (!authenticate(request, reply, coordinatorRing, readOnlyRing)) return reply;
     const parsed = AdvanceBatchRequestSchema.safeParse(request.body);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
     const items = parsed.data.items.map((i) => ({ resource: i.resource, token: parseToken(i.token) }));

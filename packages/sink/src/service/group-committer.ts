@@ -97,7 +97,10 @@ export class GroupCommitter {
 
   async #flush(): Promise<void> {
     const batch = this.#take();
-    if (batch.length === 0) return this.#afterFlush();
+    if (batch.length === 0) {
+      this.#afterFlush();
+      return;
+    }
     const ops = batch.flatMap((p) => p.ops);
     this.#inFlight = true;
     const started = performance.now();

@@ -105,7 +105,8 @@ export class SqliteFenceStore implements FenceStore {
       fenceOf: (resource) => this.#stmt.fence.get(resource) ?? 0n,
       payloadOf: (resource, resultId) => this.#stmt.payload.get(resource, resultId),
     };
-    this.#applyTx = db.transaction((ops: readonly FenceOp[]) => this.#apply(ops)).immediate;
+    const applyTx = db.transaction((ops: readonly FenceOp[]) => this.#apply(ops));
+    this.#applyTx = (ops) => applyTx.immediate(ops);
   }
 
   #apply(ops: readonly FenceOp[]): readonly OpDecision[] {
@@ -180,6 +181,14 @@ export class SqliteFenceStore implements FenceStore {
       return { decisions: rows, next: rows.at(-1)?.seq ?? after, oldestRetained: oldest };
     });
     return Promise.resolve(read.deferred());
+  }
+
+  /** The connection's durability settings, as SQLite reports them. */
+  settings(): { journalMode: string; synchronous: 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA' } {
+    const mode = this.#db.pragma('journal_mode', { simple: true }) as string;
+    const level = this.#db.pragma('synchronous', { simple: true }) as number;
+    const names = ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const;
+    return { journalMode: mode, synchronous: names[level] ?? 'OFF' };
   }
 
   isOpen(): boolean {

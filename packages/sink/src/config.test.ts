@@ -1,0 +1,114 @@
+import { ConfigError } from '@leasehold/protocol';
+import { describe, expect, it } from 'vitest';
+import { HELP_TEXT, loadConfig, redactConfig, wantsHelp } from './config.js';
+
+const ENV = {
+  LEASEHOLD_SINK_COORDINATOR_KEYS: 'coordinator-key-aaaaaaaa, coordinator-key-bbbbbbbb',
+  LEASEHOLD_SINK_CAPABILITY_KEYS: 'k1:secret-secret-secret-1,k2:secret-secret-secret-2',
+};
+
+function problemsOf(env: Record<string, string>, argv: string[] = []): readonly string[] {
+  try {
+    loadConfig(env, argv);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('applies defaults: loopback, FULL durability, a 1 MiB body limit', () => {
+    const config = loadConfig(ENV, []);
+    expect(config).toMatchObject({
+      host: '127.0.0.1',
+      port: 7400,
+      portFile: undefined,
+      dbPath: './leasehold-sink.db',
+      synchronous: 'FULL',
+      decisionRetention: 1_000_000,
+      bodyLimitBytes: 1_048_576,
+      logLevel: 'info',
+      coordinatorKeys: ['coordinator-key-aaaaaaaa', 'coordinator-key-bbbbbbbb'],
+      readKeys: [],
+      capabilityKeys: [
+        { id: 'k1', secret: 'secret-secret-secret-1' },
+        { id: 'k2', secret: 'secret-secret-secret-2' },
+      ],
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.coordinatorKeys)).toBe(true);
+  });
+
+  it('reads LEASEHOLD_SINK_* and lets flags override them (both flag forms)', () => {
+    const config = loadConfig(
+      { ...ENV, LEASEHOLD_SINK_PORT: '9000', LEASEHOLD_SINK_HOST: '0.0.0.0', LEASEHOLD_SINK_SYNCHRONOUS: 'NORMAL' },
+      ['--port', '0', '--port-file=/tmp/p', '--db-path', '/tmp/x.db', '--log-level', 'debug'],
+    );
+    expect(config).toMatchObject({
+      port: 0,
+      host: '0.0.0.0',
+      synchronous: 'NORMAL',
+      portFile: '/tmp/p',
+      dbPath: '/tmp/x.db',
+      logLevel: 'debug',
+    });
+  });
+
+  it('lists every problem in one ConfigError, naming the variable or flag', () => {
+    const problems = problemsOf(
+      {
+        LEASEHOLD_SINK_PORT: '70000',
+        LEASEHOLD_SINK_SYNCHRONOUS: 'OFF',
+        LEASEHOLD_SINK_BODY_LIMIT_BYTES: '12abc',
+        LEASEHOLD_SINK_CAPABILITY_KEYS: 'no-colon',
+      },
+      ['--decision-retention', '-5', '--bogus', '--log-level'],
+    );
+    const text = problems.join('\n');
+    expect(text).toContain('unknown argument "--bogus"');
+    expect(text).toContain('--log-level needs a value');
+    expect(text).toMatch(/LEASEHOLD_SINK_PORT: .*65535/);
+    expect(text).toContain('LEASEHOLD_SINK_SYNCHRONOUS');
+    expect(text).toContain('LEASEHOLD_SINK_BODY_LIMIT_BYTES: must be a non-negative decimal integer');
+    expect(text).toContain('--decision-retention');
+    expect(text).toContain('LEASEHOLD_SINK_COORDINATOR_KEYS: is required');
+    expect(text).toContain('LEASEHOLD_SINK_CAPABILITY_KEYS: capability keys must look like id:secret');
+    expect(problems.length).toBeGreaterThanOrEqual(8);
+  });
+
+  it('refuses short keys, duplicate capability key ids and a key that is both coordinator and read-only', () => {
+    expect(problemsOf({ ...ENV, LEASEHOLD_SINK_COORDINATOR_KEYS: 'short' }).join()).toContain('at least 16 characters');
+    expect(
+      problemsOf({
+        ...ENV,
+        LEASEHOLD_SINK_CAPABILITY_KEYS: 'k1:secret-secret-secret-1,k1:secret-secret-secret-2',
+      }).join(),
+    ).toContain('unique');
+    expect(problemsOf({ ...ENV, LEASEHOLD_SINK_READ_KEYS: 'coordinator-key-aaaaaaaa' }).join()).toContain(
+      'both a coordinator key and a read-only key',
+    );
+  });
+
+  it('does not take secrets from flags', () => {
+    expect(problemsOf(ENV, ['--coordinator-keys', 'coordinator-key-cccccccc']).join()).toContain('unknown argument');
+  });
+
+  it('ignores variables of other prefixes and empty values', () => {
+    const config = loadConfig({ ...ENV, LEASEHOLD_SINK_PORT: '', LEASEHOLD_WORKER_PORT: 'x', PORT: 'y' }, []);
+    expect(config.port).toBe(7400);
+  });
+
+  it('redacts secrets for logging', () => {
+    const text = JSON.stringify(redactConfig(loadConfig(ENV, [])));
+    expect(text).not.toContain('secret-secret');
+    expect(text).not.toContain('coordinator-key-aaaaaaaa');
+    expect(text).toContain('"capabilityKeyIds":["k1","k2"]');
+  });
+
+  it('knows --help', () => {
+    expect(wantsHelp(['--port', '1', '--help'])).toBe(true);
+    expect(wantsHelp(['--port', '1'])).toBe(false);
+    expect(HELP_TEXT).toContain('LEASEHOLD_SINK_COORDINATOR_KEYS');
+  });
+});

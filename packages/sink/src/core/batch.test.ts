@@ -1,0 +1,110 @@
+import { describe, expect, it } from 'vitest';
+import { decideBatch, type BatchReader } from './batch.js';
+import type { FenceOp } from './ops.js';
+
+function reader(fences: Record<string, bigint>, payloads: Record<string, string> = {}) {
+  const reads: string[] = [];
+  const r: BatchReader = {
+    fenceOf: (resource) => {
+      reads.push(`fence:${resource}`);
+      return fences[resource] ?? 0n;
+    },
+    payloadOf: (resource, resultId) => {
+      reads.push(`payload:${resource}/${resultId}`);
+      return payloads[`${resource}/${resultId}`];
+    },
+  };
+  return { r, reads };
+}
+
+const advance = (resource: string, token: bigint): FenceOp => ({ kind: 'advance', resource, token });
+const write = (resource: string, token: bigint, resultId: string, payload: string): FenceOp => ({
+  kind: 'write',
+  resource,
+  token,
+  resultId,
+  workerId: 'w',
+  payload,
+});
+
+describe('decideBatch', () => {
+  it('decides over committed state plus the earlier ops of the same batch', () => {
+    const { r } = reader({ a: 1n }, { 'a/x': '"old"' });
+    const plan = decideBatch(
+      r,
+      [
+        write('a', 1n, 'x', '"old"'),
+        write('a', 1n, 'y', '"y1"'),
+        write('a', 1n, 'y', '"y1"'),
+        write('a', 1n, 'y', '"y2"'),
+        advance('a', 3n),
+        write('a', 1n, 'z', '"late"'),
+        write('a', 3n, 'z', '"z"'),
+        advance('a', 2n),
+        advance('a', 3n),
+        write('a', 4n, 'q', '"forged"'),
+      ],
+      42,
+    );
+    expect(plan.decisions).toEqual([
+      { ok: true, outcome: 'replayed', fence: 1n },
+      { ok: true, outcome: 'written', fence: 1n },
+      { ok: true, outcome: 'replayed', fence: 1n },
+      { ok: false, code: 'RESULT_CONFLICT', fence: 1n },
+      { ok: true, outcome: 'advanced', fence: 3n },
+      { ok: false, code: 'STALE_TOKEN', fence: 3n },
+      { ok: true, outcome: 'written', fence: 3n },
+      { ok: false, code: 'STALE_TOKEN', fence: 3n },
+      { ok: true, outcome: 'unchanged', fence: 3n },
+      { ok: false, code: 'FENCE_CONFLICT', fence: 3n },
+    ]);
+    expect([...plan.effects.fences]).toEqual([['a', 3n]]);
+    expect(plan.effects.results.map((x) => [x.resultId, x.token, x.payload, x.writtenAtMs])).toEqual([
+      ['y', 1n, '"y1"', 42],
+      ['z', 3n, '"z"', 42],
+    ]);
+    expect(plan.effects.decisions.map((d) => [d.kind, d.fenceBefore, d.outcome])).toEqual([
+      ['write', 1n, 'replayed'],
+      ['write', 1n, 'written'],
+      ['write', 1n, 'replayed'],
+      ['write', 1n, 'RESULT_CONFLICT'],
+      ['advance', 1n, 'advanced'],
+      ['write', 3n, 'STALE_TOKEN'],
+      ['write', 3n, 'written'],
+      ['advance', 3n, 'STALE_TOKEN'],
+      ['advance', 3n, 'unchanged'],
+      ['write', 3n, 'FENCE_CONFLICT'],
+    ]);
+  });
+
+  it('reads each key from the store at most once and skips payload reads for refused tokens', () => {
+    const { r, reads } = reader({ a: 2n });
+    decideBatch(
+      r,
+      [
+        advance('a', 2n),
+        advance('a', 3n),
+        write('a', 2n, 'x', '1'),
+        write('a', 3n, 'x', '1'),
+        write('a', 3n, 'x', '1'),
+      ],
+      0,
+    );
+    expect(reads).toEqual(['fence:a', 'payload:a/x']);
+  });
+
+  it('reports only fences that grew, with their final value', () => {
+    const { r } = reader({ a: 5n, b: 1n });
+    const plan = decideBatch(r, [advance('a', 5n), advance('b', 2n), advance('b', 4n), advance('c', 1n)], 0);
+    expect([...plan.effects.fences]).toEqual([
+      ['b', 4n],
+      ['c', 1n],
+    ]);
+  });
+
+  it('an empty batch decides nothing', () => {
+    const plan = decideBatch(reader({}).r, [], 0);
+    expect(plan.decisions).toEqual([]);
+    expect(plan.effects.decisions).toEqual([]);
+  });
+});

@@ -1,0 +1,187 @@
+/**
+ * Adapters that present each sink implementation as a {@link ContractTarget}: the in-process
+ * service, the HTTP app through `inject`, and the HTTP client against a listening server.
+ */
+import {
+  parseFence,
+  parseToken,
+  type AdvanceDecision,
+  type Decision,
+  type ErrorMessage,
+  type ResourceView,
+  type WriteDecision,
+} from '@leasehold/protocol';
+import pino from 'pino';
+import type { SinkClient } from '../client/sink-client.js';
+import type { FencedService } from '../service/fenced-service.js';
+import { createSink, type Sink } from '../sink.js';
+import { SqliteFenceStore } from '../store/sqlite-store.js';
+import type { ContractDecision, ContractTarget } from './contract.js';
+import { COORDINATOR_KEY, INCARNATION, recordBatches, sign, tempDir, testOptions } from './fixtures.js';
+
+export function serviceTarget(service: FencedService, extra: Partial<ContractTarget> = {}): ContractTarget {
+  return {
+    advance: (resource, token) => service.advance({ resource, token }),
+    advanceBatch: (items) => service.advanceBatch(items),
+    write: (w) => service.write(w),
+    resource: async (resource) => {
+      const rows = await service.resource(resource);
+      return {
+        fence: rows.fence,
+        results: rows.results.map((r) => ({
+          resultId: r.resultId,
+          token: r.token,
+          workerId: r.workerId,
+          payload: JSON.parse(r.payload) as never,
+        })),
+      };
+    },
+    decisions: async (after, limit) => {
+      const page = await service.decisions(after, limit);
+      return { ...page, decisions: page.decisions };
+    },
+    close: () => service.close(),
+    ...extra,
+  };
+}
+
+/** A sink (SQLite in a temp dir, batch sizes recorded) not listening; for inject tests. */
+export async function openInjectSink(
+  overrides: Parameters<typeof testOptions>[1] = {},
+): Promise<{ sink: Sink; sizes: number[]; cleanup: () => Promise<void> }> {
+  const dir = tempDir();
+  const options = testOptions(dir.file('sink.db'), overrides);
+  const recorded = recordBatches(new SqliteFenceStore({ path: options.dbPath }));
+  const sink = await createSink(options, {
+    listen: false,
+    store: recorded.store,
+    processMetrics: false,
+    logger: pino({ level: 'silent' }),
+  });
+  return {
+    sink,
+    sizes: recorded.sizes,
+    cleanup: async () => {
+      await sink.close();
+      dir.remove();
+    },
+  };
+}
+
+function fromWireDecision(d: Decision): ContractDecision {
+  return {
+    seq: d.seq,
+    kind: d.kind,
+    resource: d.resource,
+    token: parseToken(d.token),
+    fenceBefore: parseFence(d.fenceBefore),
+    outcome: d.outcome,
+    resultId: d.resultId,
+  };
+}
+
+/** The HTTP app through fastify `inject` (no socket). */
+export async function injectTarget(): Promise<ContractTarget> {
+  const { sink, sizes, cleanup } = await openInjectSink();
+  const auth = { authorization: `Bearer ${COORDINATOR_KEY}` };
+  const post = async (url: string, payload: unknown, withAuth: boolean) => {
+    const res = await sink.app.inject({
+      method: 'POST',
+      url,
+      payload: payload as object,
+      headers: withAuth ? auth : {},
+    });
+    return { status: res.statusCode, body: res.json<unknown>() };
+  };
+  const refusal = (body: unknown) => {
+    const e = body as ErrorMessage;
+    return { ok: false as const, code: e.code, fence: parseFence(e.fence ?? 'missing') };
+  };
+  return {
+    advance: async (resource, token) => {
+      const { status, body } = await post('/v1/fences/advance', { resource, token: String(token) }, true);
+      if (status === 409) return refusal(body) as AdvanceDecision;
+      const ok = body as { outcome: 'advanced' | 'unchanged'; fence: string };
+      return { ok: true, outcome: ok.outcome, fence: parseFence(ok.fence) };
+    },
+    advanceBatch: async (items) => {
+      const wire = { items: items.map((i) => ({ resource: i.resource, token: String(i.token) })) };
+      const { body } = await post('/v1/fences/advance-batch', wire, true);
+      return (body as { results: { ok: boolean; outcome?: string; code?: string; fence: string }[] }).results.map(
+        (r) =>
+          (r.ok
+            ? { ok: true, outcome: r.outcome, fence: parseFence(r.fence) }
+            : { ok: false, code: r.code, fence: parseFence(r.fence) }) as AdvanceDecision,
+      );
+    },
+    write: async (w) => {
+      const capability = sign(w.resource, w.token, w.workerId);
+      const wire = {
+        resource: w.resource,
+        token: String(w.token),
+        resultId: w.resultId,
+        workerId: w.workerId,
+        incarnation: INCARNATION,
+        capability,
+        payload: w.payload,
+      };
+      const { status, body } = await post('/v1/writes', wire, false);
+      if (status === 409) return refusal(body) as WriteDecision;
+      if (status !== 200) throw new Error(`write failed: ${status} ${JSON.stringify(body)}`);
+      const ok = body as { outcome: 'written' | 'replayed'; fence: string };
+      return { ok: true, outcome: ok.outcome, fence: parseFence(ok.fence) };
+    },
+    resource: async (resource) => {
+      const res = await sink.app.inject({ url: `/v1/resources/${encodeURIComponent(resource)}`, headers: auth });
+      const view = res.json<ResourceView>();
+      return {
+        fence: parseFence(view.fence),
+        results: view.results.map((r) => ({ ...r, token: parseToken(r.token) })).map(stripResult),
+      };
+    },
+    decisions: async (after, limit) => {
+      const res = await sink.app.inject({ url: `/v1/decisions?after=${after}&limit=${limit}`, headers: auth });
+      const page = res.json<{ decisions: Decision[]; next: number; oldestRetained: number }>();
+      return { ...page, decisions: page.decisions.map(fromWireDecision) };
+    },
+    batchSizes: () => sizes,
+    close: cleanup,
+  };
+}
+
+function stripResult(r: { resultId: string; token: bigint; workerId: string; payload: unknown }) {
+  return { resultId: r.resultId, token: r.token, workerId: r.workerId, payload: r.payload as never };
+}
+
+/** The HTTP client against a listening server. */
+export function clientTarget(client: SinkClient, close: () => Promise<void>): ContractTarget {
+  return {
+    advance: async (resource, token) => {
+      const r = await client.advance(resource, token);
+      return r.ok ? { ok: true, outcome: r.outcome, fence: r.fence } : { ok: false, code: r.code, fence: r.fence };
+    },
+    advanceBatch: async (items) =>
+      (await client.advanceBatch(items)).map((r) =>
+        r.ok ? { ok: true, outcome: r.outcome, fence: r.fence } : { ok: false, code: r.code, fence: r.fence },
+      ),
+    write: (w) =>
+      client.write({
+        resource: w.resource,
+        token: w.token,
+        resultId: w.resultId,
+        workerId: w.workerId,
+        payload: w.payload,
+        incarnation: INCARNATION,
+        capability: sign(w.resource, w.token, w.workerId),
+      }),
+    resource: async (resource) => {
+      const view = await client.getResource(resource);
+      return { fence: view.fence, results: view.results.map(stripResult) };
+    },
+    decisions: async (after, limit) => {
+      const page = await client.decisions(after, limit);
+      return { ...page, decisions: page.decisions.map(fromWireDecision) };
+    },
+    close,
+  };
+}
