@@ -165,7 +165,11 @@ async function startBinary(bin: string, opts: StartEtcdOptions): Promise<EtcdHan
     async kill(i) {
       const m = member(i);
       if (m.process === undefined) return;
-      const exited = new Promise<void>((r) => m.process?.once('exit', () => r()));
+      const exited = new Promise<void>((r) =>
+        m.process?.once('exit', () => {
+          r();
+        }),
+      );
       signalGroup(m.process, 'SIGKILL');
       await exited;
       m.process = undefined;

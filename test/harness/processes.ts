@@ -34,11 +34,17 @@ export function track(child: ChildProcess): void {
 /** SIGTERM the process group, then SIGKILL after `graceMs`; resolves when the child has exited. */
 export async function stopProcess(child: ChildProcess, graceMs = 3_000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      resolve();
+    }),
+  );
   // A stopped (SIGSTOPped) process cannot handle SIGTERM: continue it first.
   killGroup(child, 'SIGCONT');
   killGroup(child, 'SIGTERM');
-  const timer = setTimeout(() => killGroup(child, 'SIGKILL'), graceMs);
+  const timer = setTimeout(() => {
+    killGroup(child, 'SIGKILL');
+  }, graceMs);
   await exited;
   clearTimeout(timer);
 }

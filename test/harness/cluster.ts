@@ -1,0 +1,191 @@
+/**
+ * A whole leasehold cluster of real processes for e2e and chaos tests: etcd (the harness), the
+ * sink, one or more coordinators and N workers, each a child process built from `dist/`, with
+ * fresh keys and its own temp directory.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SinkClient } from '@leasehold/sink';
+import { startEtcd, type EtcdHandle, type StartEtcdOptions } from './etcd.js';
+import { BIN, Service } from './service.js';
+
+export interface ClusterKeys {
+  readonly sinkCoordinatorKey: string;
+  readonly capabilityKeys: string;
+  readonly workerKey: string;
+  readonly adminKey: string;
+}
+
+export interface ClusterOptions {
+  readonly coordinators?: number;
+  readonly workers?: number;
+  readonly sessionTtlMs?: number;
+  readonly heartbeatIntervalMs?: number;
+  readonly fenceOnExpiry?: boolean;
+  /** Extra environment for every worker (e.g. LEASEHOLD_WORKER_HANDLER). */
+  readonly workerEnv?: Readonly<Record<string, string>>;
+  readonly etcd?: StartEtcdOptions;
+  readonly prefix?: string;
+}
+
+export interface Cluster {
+  readonly dir: string;
+  readonly keys: ClusterKeys;
+  readonly etcd: EtcdHandle;
+  readonly sink: Service;
+  readonly coordinators: Service[];
+  readonly workers: Service[];
+  readonly sinkClient: SinkClient;
+  /** Start one more worker process (not started yet when `start` is false). */
+  addWorker(name: string, env?: Readonly<Record<string, string>>, start?: boolean): Promise<Service>;
+  admin(coordinatorIndex?: number): AdminApi;
+  stop(): Promise<void>;
+}
+
+export interface AdminApi {
+  submit(task: { taskId: string; resource: string; payload: unknown }): Promise<{ status: number; body: unknown }>;
+  task(taskId: string): Promise<{ status: number; body: unknown }>;
+  tasks(query?: string): Promise<{ status: number; body: unknown }>;
+  resource(resource: string): Promise<{ status: number; body: unknown }>;
+}
+
+const secret = () => randomBytes(24).toString('base64url');
+
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-cluster-'));
+  const keys: ClusterKeys = {
+    sinkCoordinatorKey: secret(),
+    capabilityKeys: `k1:${secret()}`,
+    workerKey: secret(),
+    adminKey: secret(),
+  };
+  const etcd = await startEtcd(opts.etcd);
+  const services: Service[] = [];
+  try {
+    const sink = new Service({
+      name: 'sink',
+      bin: BIN.sink,
+      dir,
+      listens: true,
+      env: {
+        LEASEHOLD_SINK_DB_PATH: join(dir, 'sink.db'),
+        LEASEHOLD_SINK_COORDINATOR_KEYS: keys.sinkCoordinatorKey,
+        LEASEHOLD_SINK_CAPABILITY_KEYS: keys.capabilityKeys,
+        LEASEHOLD_SINK_PORT: '0',
+        LEASEHOLD_SINK_LOG_LEVEL: 'info',
+      },
+    });
+    services.push(sink);
+    await sink.start();
+
+    const ttl = opts.sessionTtlMs ?? 2_000;
+    const coordinators: Service[] = [];
+    for (let i = 0; i < (opts.coordinators ?? 1); i++) {
+      const c = new Service({
+        name: `coordinator-${i}`,
+        bin: BIN.coordinator,
+        dir,
+        listens: true,
+        env: {
+          LEASEHOLD_COORDINATOR_COORDINATOR_ID: `c${i}`,
+          LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: etcd.endpoints.join(','),
+          LEASEHOLD_COORDINATOR_PREFIX: opts.prefix ?? `leasehold-e2e-${process.pid}/`,
+          LEASEHOLD_COORDINATOR_PORT: '0',
+          LEASEHOLD_COORDINATOR_SINK_URL: sink.url,
+          LEASEHOLD_COORDINATOR_SINK_KEY: keys.sinkCoordinatorKey,
+          LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: keys.capabilityKeys,
+          LEASEHOLD_COORDINATOR_WORKER_KEYS: keys.workerKey,
+          LEASEHOLD_COORDINATOR_ADMIN_KEYS: keys.adminKey,
+          LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(ttl),
+          LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs ?? Math.floor(ttl / 4)),
+          LEASEHOLD_COORDINATOR_FENCE_ON_EXPIRY: String(opts.fenceOnExpiry ?? false),
+          LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
+        },
+      });
+      services.push(c);
+      coordinators.push(c);
+      await c.start();
+    }
+
+    const workers: Service[] = [];
+    const addWorker = async (name: string, env: Readonly<Record<string, string>> = {}, start = true) => {
+      const w = new Service({
+        name,
+        bin: BIN.worker,
+        dir,
+        listens: false,
+        env: {
+          LEASEHOLD_WORKER_COORDINATORS: coordinators.map((c) => c.url).join(','),
+          LEASEHOLD_WORKER_SINK_URL: sink.url,
+          LEASEHOLD_WORKER_WORKER_KEY: keys.workerKey,
+          LEASEHOLD_WORKER_WORKER_ID: name,
+          LEASEHOLD_WORKER_LOG_LEVEL: 'info',
+          LEASEHOLD_WORKER_PRETTY: 'false',
+          ...opts.workerEnv,
+          ...env,
+        },
+      });
+      services.push(w);
+      workers.push(w);
+      if (start) await w.start();
+      return w;
+    };
+    for (let i = 0; i < (opts.workers ?? 0); i++) await addWorker(`worker-${i}`);
+
+    const sinkClient = new SinkClient({ url: sink.url, key: keys.sinkCoordinatorKey });
+    const admin = (index = 0): AdminApi => {
+      const base = () => {
+        const c = coordinators[index];
+        if (c === undefined) throw new Error(`no coordinator ${index}`);
+        return c.url;
+      };
+      const call = async (method: string, path: string, body?: unknown) => {
+        const res = await fetch(`${base()}${path}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${keys.adminKey}`,
+            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          signal: AbortSignal.timeout(10_000),
+        });
+        return { status: res.status, body: await res.json() };
+      };
+      return {
+        submit: (task) => call('POST', '/v1/tasks', task),
+        task: (taskId) => call('GET', `/v1/tasks/${encodeURIComponent(taskId)}`),
+        tasks: (query = '') => call('GET', `/v1/tasks${query}`),
+        resource: (resource) => call('GET', `/v1/resources/${encodeURIComponent(resource)}`),
+      };
+    };
+
+    return {
+      dir,
+      keys,
+      etcd,
+      sink,
+      coordinators,
+      workers,
+      sinkClient,
+      addWorker,
+      admin,
+      async stop() {
+        sinkClient.close();
+        // Workers first (they release), then coordinators, then the sink, then etcd.
+        await Promise.all(workers.map((w) => w.stop()));
+        await Promise.all(coordinators.map((c) => c.stop()));
+        await sink.stop();
+        for (const s of services) s.close();
+        await etcd.stop();
+        if (process.env.LEASEHOLD_KEEP_TEST_DIRS === undefined) rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await Promise.all(services.map((s) => s.kill()));
+    for (const s of services) s.close();
+    await etcd.stop();
+    throw err;
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * A leasehold daemon (sink, coordinator, worker) as a real child process: spawned from the built
+ * `dist/`, in its own process group, on a free port it reports through `--port-file`, with its
+ * stdout/stderr kept in a log file. Can be stopped, SIGKILLed, SIGSTOPped and resumed, and
+ * restarted with the same configuration (same port, same data).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, readFileSync, rmSync, type WriteStream } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { signalGroup, stopProcess, track } from './processes.js';
+
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export const BIN = {
+  sink: join(REPO_ROOT, 'packages/sink/dist/main.js'),
+  coordinator: join(REPO_ROOT, 'packages/coordinator/dist/main.js'),
+  worker: join(REPO_ROOT, 'packages/worker/dist/cli/worker-main.js'),
+} as const;
+
+export interface ServiceSpec {
+  readonly name: string;
+  readonly bin: string;
+  readonly args?: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  /** Directory for the port file and the log. */
+  readonly dir: string;
+  /** True for daemons that listen (sink, coordinator): wait for the port file and /healthz. */
+  readonly listens: boolean;
+}
+
+export class Service {
+  readonly spec: ServiceSpec;
+  process: ChildProcess | undefined;
+  port: number | undefined;
+  readonly logPath: string;
+  #log: WriteStream | undefined;
+  #exits: { code: number | null; signal: NodeJS.Signals | null }[] = [];
+
+  constructor(spec: ServiceSpec) {
+    if (!existsSync(spec.bin)) throw new Error(`${spec.bin} is missing: run \`pnpm build\` first`);
+    this.spec = spec;
+    this.logPath = join(spec.dir, `${spec.name}.log`);
+  }
+
+  get url(): string {
+    if (this.port === undefined) throw new Error(`${this.spec.name} has no port yet`);
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get pid(): number | undefined {
+    return this.process?.pid;
+  }
+
+  isRunning(): boolean {
+    return this.process !== undefined && this.process.exitCode === null && this.process.signalCode === null;
+  }
+
+  /** Exits seen so far (code or signal), oldest first. */
+  get exits(): readonly { code: number | null; signal: NodeJS.Signals | null }[] {
+    return this.#exits;
+  }
+
+  async start(timeoutMs = 20_000): Promise<void> {
+    if (this.isRunning()) throw new Error(`${this.spec.name} is already running`);
+    const portFile = join(this.spec.dir, `${this.spec.name}.port`);
+    rmSync(portFile, { force: true });
+    this.#log ??= createWriteStream(this.logPath, { flags: 'a' });
+    const args = [...(this.spec.args ?? [])];
+    // A restart reuses the port the service had, so peers' configuration stays valid.
+    const env: Record<string, string> = { ...this.spec.env };
+    if (this.spec.listens) {
+      args.push('--port-file', portFile);
+      if (this.port !== undefined) args.push('--port', String(this.port));
+    }
+    const child = spawn(process.execPath, [this.spec.bin, ...args], {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '', ...env },
+    });
+    track(child);
+    this.process = child;
+    child.stdout.pipe(this.#log, { end: false });
+    child.stderr.pipe(this.#log, { end: false });
+    child.once('exit', (code, signal) => {
+      this.#exits.push({ code, signal });
+    });
+    if (!this.spec.listens) return;
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (!this.isRunning())
+        throw new Error(`${this.spec.name} exited during start-up; see ${this.logPath}:\n${this.tail()}`);
+      if (existsSync(portFile)) {
+        const text = readFileSync(portFile, 'utf8').trim();
+        if (/^\d+$/.test(text)) {
+          this.port = Number(text);
+          if (await this.healthy()) return;
+        }
+      }
+      await sleep(25);
+    }
+    throw new Error(
+      `${this.spec.name} did not become healthy in ${timeoutMs} ms; see ${this.logPath}:\n${this.tail()}`,
+    );
+  }
+
+  async healthy(): Promise<boolean> {
+    try {
+      const res = await fetch(`${this.url}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      return res.status === 200;
+    } catch {
+      return false;
+    }
+  }
+
+  /** SIGTERM (after SIGCONT), SIGKILL after `graceMs`. */
+  async stop(graceMs = 5_000): Promise<void> {
+    if (this.process !== undefined) await stopProcess(this.process, graceMs);
+  }
+
+  async kill(): Promise<void> {
+    const child = this.process;
+    if (child === undefined || !this.isRunning()) return;
+    const exited = new Promise<void>((r) =>
+      child.once('exit', () => {
+        r();
+      }),
+    );
+    signalGroup(child, 'SIGKILL');
+    await exited;
+  }
+
+  pause(): void {
+    if (this.process !== undefined) signalGroup(this.process, 'SIGSTOP');
+  }
+
+  resume(): void {
+    if (this.process !== undefined) signalGroup(this.process, 'SIGCONT');
+  }
+
+  /** The last lines of the log. */
+  tail(lines = 30): string {
+    if (!existsSync(this.logPath)) return '';
+    return readFileSync(this.logPath, 'utf8').split('\n').slice(-lines).join('\n');
+  }
+
+  log(): string {
+    return existsSync(this.logPath) ? readFileSync(this.logPath, 'utf8') : '';
+  }
+
+  close(): void {
+    this.#log?.end();
+    this.#log = undefined;
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 20_000,
+  everyMs = 50,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: string | undefined;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      lastError = err instanceof Error ? err.message : JSON.stringify(err);
+    }
+    await sleep(everyMs);
+  }
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what}${lastError === undefined ? '' : `: ${lastError}`}`,
+  );
+}
