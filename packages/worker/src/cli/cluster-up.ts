@@ -1,0 +1,268 @@
+/**
+ * `leasehold cluster up`: etcd, the sink, a coordinator and N workers as separate processes with
+ * prefixed pretty logs; submits a demo workload and shows progress until it is done. Ctrl-C stops
+ * everything cleanly. A second run reuses the data directory (etcd data, the sink's database, ports
+ * and keys) and submits a fresh batch of demo tasks, so tokens keep growing across runs.
+ */
+import { accessSync, constants, mkdirSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { SinkClient } from '@leasehold/sink';
+import { AdminClient, type TaskView } from './admin-client.js';
+import {
+  BINARIES,
+  loadOrCreateState,
+  ManagedProcess,
+  saveState,
+  waitHealthy,
+  type ClusterState,
+} from './local-cluster.js';
+
+export interface ClusterUpOptions {
+  readonly dataDir: string;
+  readonly workers: number;
+  readonly tasks: number;
+  readonly resources: number;
+  readonly untilDone: boolean;
+  readonly timeoutMs: number;
+  readonly etcdEndpoints: string | undefined;
+  readonly demoDurationMs: number;
+  readonly nondeterministic: boolean;
+  readonly sessionTtlMs: number;
+}
+
+function findEtcd(): string | undefined {
+  const explicit = process.env.ETCD_BIN;
+  if (explicit !== undefined && explicit !== '') return explicit;
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    const candidate = join(dir, 'etcd');
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // keep looking
+    }
+  }
+  return undefined;
+}
+
+const say = (text: string) => process.stderr.write(`\u001b[1mleasehold\u001b[0m ${text}\n`);
+
+export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
+  const state = await loadOrCreateState(opts.dataDir);
+  const procs: ManagedProcess[] = [];
+  let stopping: Promise<void> | undefined;
+  const stopAll = () => {
+    stopping ??= (async () => {
+      say('stopping the cluster');
+      // Workers release their leases first; the etcd data and the sink's database are kept.
+      for (const group of [
+        procs.filter((p) => p.name.startsWith('worker')),
+        procs.filter((p) => !p.name.startsWith('worker')).reverse(),
+      ]) {
+        await Promise.all(group.map((p) => p.stop()));
+      }
+    })();
+    return stopping;
+  };
+  const onSignal = () => {
+    void stopAll().then(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  try {
+    const etcdEndpoints = opts.etcdEndpoints ?? (await startEtcd(opts.dataDir, state, procs));
+    const urls = startServices(opts, state, etcdEndpoints, procs);
+    await waitHealthy(urls.sink, 20_000);
+    await waitHealthy(urls.coordinator, 20_000);
+    for (let i = 0; i < opts.workers; i++) procs.push(workerProcess(opts, state, urls, i));
+    say(
+      `cluster up: sink ${urls.sink}, coordinator ${urls.coordinator}, ${opts.workers} workers; data in ${opts.dataDir}`,
+    );
+    say(`status: node ${join(BINARIES.worker, '..', 'leasehold-main.js')} status --data-dir ${opts.dataDir}`);
+
+    state.runs += 1;
+    saveState(opts.dataDir, state);
+    const admin = new AdminClient(urls.coordinator, state.keys.admin);
+    const taskIds = await submitDemo(admin, state.runs, opts);
+    say(`submitted ${taskIds.length} demo tasks (run ${state.runs}) over ${opts.resources} resources`);
+    const done = await followProgress(admin, taskIds, opts.timeoutMs);
+    if (!done) {
+      say(`the demo workload did not complete within ${opts.timeoutMs} ms`);
+      if (opts.untilDone) return 1;
+    } else {
+      const problems = await verifyAtSink(urls.sink, state, admin, taskIds);
+      if (problems.length > 0) {
+        for (const p of problems) say(`check failed: ${p}`);
+        if (opts.untilDone) return 1;
+      } else {
+        say(`demo complete: ${taskIds.length} tasks, each with exactly one result at the sink`);
+      }
+      if (opts.untilDone) return 0;
+    }
+    say('the cluster keeps running; Ctrl-C stops it');
+    await Promise.race(procs.map((p) => p.exited));
+    say('a process exited; stopping');
+    return 1;
+  } finally {
+    await stopAll();
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+  }
+}
+
+async function startEtcd(dataDir: string, state: ClusterState, procs: ManagedProcess[]): Promise<string> {
+  const bin = findEtcd();
+  if (bin === undefined) {
+    throw new Error(
+      'etcd not found: install etcd-server (apt-get install etcd-server), set ETCD_BIN, or pass --etcd-endpoints',
+    );
+  }
+  const client = `http://127.0.0.1:${state.ports.etcdClient}`;
+  const peer = `http://127.0.0.1:${state.ports.etcdPeer}`;
+  const etcdDir = join(dataDir, 'etcd');
+  mkdirSync(etcdDir, { recursive: true });
+  procs.push(
+    new ManagedProcess(
+      'etcd',
+      bin,
+      [
+        '--name', 'leasehold-local', '--data-dir', etcdDir,
+        '--listen-client-urls', client, '--advertise-client-urls', client,
+        '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
+        '--initial-cluster', `leasehold-local=${peer}`,
+        '--election-timeout', '500', '--heartbeat-interval', '50',
+        '--logger', 'zap', '--log-level', 'warn',
+      ], // prettier-ignore
+      {},
+      0,
+      process.stdout,
+    ),
+  );
+  await waitHealthy(client, 20_000, '/health');
+  return client;
+}
+
+function startServices(opts: ClusterUpOptions, state: ClusterState, etcd: string, procs: ManagedProcess[]) {
+  const sink = `http://127.0.0.1:${state.ports.sink}`;
+  const coordinator = `http://127.0.0.1:${state.ports.coordinator}`;
+  procs.push(
+    new ManagedProcess(
+      'sink',
+      process.execPath,
+      [BINARIES.sink],
+      {
+        LEASEHOLD_SINK_PORT: String(state.ports.sink),
+        LEASEHOLD_SINK_DB_PATH: join(opts.dataDir, 'sink.db'),
+        LEASEHOLD_SINK_COORDINATOR_KEYS: state.keys.sink,
+        LEASEHOLD_SINK_CAPABILITY_KEYS: state.keys.capability,
+      },
+      1,
+      process.stdout,
+    ),
+  );
+  procs.push(
+    new ManagedProcess(
+      'coordinator',
+      process.execPath,
+      [BINARIES.coordinator],
+      {
+        LEASEHOLD_COORDINATOR_PORT: String(state.ports.coordinator),
+        LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: etcd,
+        LEASEHOLD_COORDINATOR_SINK_URL: sink,
+        LEASEHOLD_COORDINATOR_SINK_KEY: state.keys.sink,
+        LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: state.keys.capability,
+        LEASEHOLD_COORDINATOR_WORKER_KEYS: state.keys.worker,
+        LEASEHOLD_COORDINATOR_ADMIN_KEYS: state.keys.admin,
+        LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),
+      },
+      2,
+      process.stdout,
+    ),
+  );
+  return { sink, coordinator };
+}
+
+function workerProcess(
+  opts: ClusterUpOptions,
+  state: ClusterState,
+  urls: { sink: string; coordinator: string },
+  i: number,
+) {
+  return new ManagedProcess(
+    `worker-${i + 1}`,
+    process.execPath,
+    [BINARIES.worker],
+    {
+      LEASEHOLD_WORKER_COORDINATORS: urls.coordinator,
+      LEASEHOLD_WORKER_SINK_URL: urls.sink,
+      LEASEHOLD_WORKER_WORKER_KEY: state.keys.worker,
+      LEASEHOLD_WORKER_WORKER_ID: `worker-${i + 1}`,
+      LEASEHOLD_WORKER_CONCURRENCY: '2',
+      LEASEHOLD_WORKER_DEMO_DURATION_MS: String(opts.demoDurationMs),
+      LEASEHOLD_WORKER_DEMO_NONDETERMINISTIC: String(opts.nondeterministic),
+      LEASEHOLD_WORKER_PRETTY: 'false',
+    },
+    3 + i,
+    process.stdout,
+  );
+}
+
+async function submitDemo(admin: AdminClient, run: number, opts: ClusterUpOptions): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < opts.tasks; i++) {
+    const taskId = `demo-r${run}-${String(i).padStart(4, '0')}`;
+    await admin.submit({ taskId, resource: `demo/account-${i % opts.resources}`, payload: { run, n: i } });
+    ids.push(taskId);
+  }
+  return ids;
+}
+
+async function followProgress(admin: AdminClient, taskIds: readonly string[], timeoutMs: number): Promise<boolean> {
+  const wanted = new Set(taskIds);
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    let tasks: TaskView[];
+    try {
+      tasks = (await admin.tasks()).filter((t) => wanted.has(t.taskId));
+    } catch (err) {
+      say(`progress: coordinator not answering (${err instanceof Error ? err.message : String(err)})`);
+      await new Promise((r) => setTimeout(r, 1_000));
+      continue;
+    }
+    const count = (s: string) => tasks.filter((t) => t.state === s).length;
+    const line = `progress: ${count('completed')}/${taskIds.length} completed, ${count('leased')} leased, ${count('pending')} pending`;
+    if (line !== last) say(line);
+    last = line;
+    if (count('completed') === taskIds.length) return true;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  return false;
+}
+
+/** Every task completed with exactly one result at the sink, under the token the coordinator recorded. */
+async function verifyAtSink(
+  sinkUrl: string,
+  state: ClusterState,
+  admin: AdminClient,
+  taskIds: readonly string[],
+): Promise<string[]> {
+  const sink = new SinkClient({ url: sinkUrl, key: state.keys.sink });
+  const problems: string[] = [];
+  try {
+    for (const taskId of taskIds) {
+      const task = await admin.task(taskId);
+      if (task?.state !== 'completed' || task.result === undefined) {
+        problems.push(`${taskId} is ${task?.state ?? 'missing'}`);
+        continue;
+      }
+      const view = await sink.getResource(task.resource);
+      const results = view.results.filter((r) => r.resultId === task.result?.resultId);
+      if (results.length !== 1) problems.push(`${taskId}: ${results.length} results at the sink`);
+    }
+  } finally {
+    sink.close();
+  }
+  return problems;
+}

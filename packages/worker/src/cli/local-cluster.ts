@@ -1,0 +1,172 @@
+/**
+ * The local cluster of `leasehold cluster up`: its state file (ports and keys, so a second run
+ * reuses the same data and addresses) and the processes (etcd, sink, coordinator, workers), each
+ * with prefixed, pretty-printed logs.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { prettyFactory } from 'pino-pretty';
+import { z } from 'zod';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+/** dist/cli -> packages/worker -> packages */
+const PACKAGES = resolve(HERE, '..', '..', '..');
+export const BINARIES = {
+  sink: join(PACKAGES, 'sink', 'dist', 'main.js'),
+  coordinator: join(PACKAGES, 'coordinator', 'dist', 'main.js'),
+  worker: join(PACKAGES, 'worker', 'dist', 'cli', 'worker-main.js'),
+} as const;
+
+const StateSchema = z.object({
+  version: z.literal(1),
+  ports: z.object({ etcdClient: z.number(), etcdPeer: z.number(), sink: z.number(), coordinator: z.number() }),
+  keys: z.object({ sink: z.string(), capability: z.string(), worker: z.string(), admin: z.string() }),
+  runs: z.number().int().nonnegative(),
+});
+export type ClusterState = z.infer<typeof StateSchema>;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => {
+        resolvePort(port);
+      });
+    });
+  });
+}
+
+const secret = () => randomBytes(24).toString('base64url');
+
+/** Load the cluster's state, or create it (fresh ports and keys) on the first run. */
+export async function loadOrCreateState(dataDir: string): Promise<ClusterState> {
+  mkdirSync(dataDir, { recursive: true });
+  const file = join(dataDir, 'cluster.json');
+  if (existsSync(file)) {
+    const parsed = StateSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+    if (parsed.success) return parsed.data;
+    throw new Error(`${file} is not a leasehold cluster state file; move it away or pass another --data-dir`);
+  }
+  const state: ClusterState = {
+    version: 1,
+    ports: {
+      etcdClient: await freePort(),
+      etcdPeer: await freePort(),
+      sink: await freePort(),
+      coordinator: await freePort(),
+    },
+    keys: { sink: secret(), capability: `k1:${secret()}`, worker: secret(), admin: secret() },
+    runs: 0,
+  };
+  saveState(dataDir, state);
+  return state;
+}
+
+export function saveState(dataDir: string, state: ClusterState): void {
+  writeFileSync(join(dataDir, 'cluster.json'), `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+}
+
+export function readState(dataDir: string): ClusterState | undefined {
+  const file = join(dataDir, 'cluster.json');
+  if (!existsSync(file)) return undefined;
+  const parsed = StateSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+  return parsed.success ? parsed.data : undefined;
+}
+
+const COLOURS = [36, 35, 33, 32, 34, 91, 92, 93, 94, 95];
+
+/** A child process whose JSON log lines are pretty-printed with a coloured name prefix. */
+export class ManagedProcess {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+
+  constructor(
+    name: string,
+    command: string,
+    args: readonly string[],
+    env: Record<string, string>,
+    colourIndex: number,
+    out: NodeJS.WritableStream,
+  ) {
+    this.name = name;
+    const tty = process.stdout.isTTY;
+    const colour = COLOURS[colourIndex % COLOURS.length] ?? 36;
+    const prefix = tty ? `\u001b[${colour}m${name.padEnd(14)}\u001b[0m│ ` : `${name.padEnd(14)}| `;
+    const pretty = prettyFactory({ colorize: tty, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname,component' });
+    this.child = spawn(command, [...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
+      detached: true,
+    });
+    this.exited = new Promise((r) =>
+      this.child.once('exit', (code) => {
+        r(code);
+      }),
+    );
+    for (const stream of [this.child.stdout, this.child.stderr]) {
+      if (stream === null) continue;
+      createInterface({ input: stream }).on('line', (line) => {
+        let text = line;
+        if (line.startsWith('{')) {
+          try {
+            text = pretty(line).trimEnd();
+          } catch {
+            // not a pino line
+          }
+        }
+        for (const l of text.split('\n')) out.write(`${prefix}${l}\n`);
+      });
+    }
+  }
+
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** SIGTERM (to the process group), SIGKILL after `graceMs`. */
+  async stop(graceMs = 8_000): Promise<void> {
+    if (!this.running || this.child.pid === undefined) return;
+    const pid = this.child.pid;
+    try {
+      process.kill(-pid, 'SIGTERM');
+    } catch {
+      return;
+    }
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }, graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+export async function waitHealthy(url: string, timeoutMs: number, path = '/healthz'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${url}${path}`, { signal: AbortSignal.timeout(1_000) });
+      if (res.ok) {
+        if (path !== '/health') return;
+        const body = (await res.json()) as { health?: string };
+        if (body.health === 'true') return;
+      }
+    } catch {
+      // not yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url}${path} did not answer within ${timeoutMs} ms`);
+}
