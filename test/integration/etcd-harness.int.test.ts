@@ -62,7 +62,9 @@ describe('etcd harness', () => {
     const watcher = await client.watch().key(`${PREFIX}watched`).create();
     try {
       const seen = new Promise<bigint>((resolve) => {
-        watcher.on('put', (kv) => resolve(BigInt(kv.mod_revision)));
+        watcher.on('put', (kv) => {
+          resolve(BigInt(kv.mod_revision));
+        });
       });
       const put = await client.put(`${PREFIX}watched`).value('v').exec();
       expect(await seen).toBe(BigInt(put.header.revision));

@@ -224,6 +224,7 @@ export function startWorker(options: WorkerOptions): Worker {
     running.set(key, { grant, token, controller });
     const log = logger.child({ taskId: grant.taskId, resource: grant.resource, token: grant.token });
     const base = { taskId: grant.taskId, resource: grant.resource, token };
+    log.info({ attempt: grant.attempt }, 'lease granted');
     emit({ type: 'granted', ...base });
     let written: WriteOutcome | undefined;
     let lastResultId = defaultResultId(grant.taskId);
@@ -255,6 +256,7 @@ export function startWorker(options: WorkerOptions): Worker {
         throw new WriteRefusedError(result.code, result.fence);
       }
       written = { outcome: result.outcome, resultId, fence: result.fence };
+      log.info({ resultId, outcome: result.outcome }, 'result written');
       emit({ type: 'written', ...base, outcome: result.outcome });
       return written;
     };
@@ -315,9 +317,11 @@ export function startWorker(options: WorkerOptions): Worker {
               : await request({ type: 'lease.release', ...held, reason: (reason ?? '').slice(0, 500) });
           if (reply.type === 'task.completed') {
             stats.completed += 1;
+            log.info({ resultId: result.resultId }, 'task completed');
             emit({ type: 'completed', ...base });
           } else if (reply.type === 'lease.released') {
             stats.released += 1;
+            log.info({ reason }, 'lease released');
             emit({ type: 'released', ...base, reason: reason ?? '' });
           } else if (reply.type === 'error') {
             log.warn({ code: reply.code }, `${kind} refused`);
