@@ -1,0 +1,163 @@
+/**
+ * Read-only access to the key layout, with values parsed and revisions as bigint. Every read here
+ * is idempotent and retried by {@link Kv.read}. Tokens are read from create_revision, never from
+ * a value.
+ */
+import type { IKeyValue } from 'etcd3';
+import {
+  decodeRecord,
+  HoldingRecordSchema,
+  OwnerRecordSchema,
+  RequestRecordSchema,
+  SessionRecordSchema,
+  TaskRecordSchema,
+  type OwnerRecord,
+  type RequestRecord,
+  type SessionRecord,
+  type TaskRecord,
+} from '../core/records.js';
+import type { KeyLayout } from './keys.js';
+import { firstKv, op, rangeKvs, type Kv } from './kv.js';
+import type { HeldOwner } from './transactions/session-txns.js';
+
+export interface StoredTask {
+  readonly record: TaskRecord;
+  readonly createRevision: bigint;
+  readonly modRevision: bigint;
+}
+
+export interface StoredOwner {
+  readonly resource: string;
+  readonly record: OwnerRecord;
+  /** create_revision of the owner key. */
+  readonly token: bigint;
+  readonly modRevision: bigint;
+  readonly leaseId: string;
+}
+
+export interface StoredSession {
+  readonly record: SessionRecord;
+  readonly modRevision: bigint;
+  readonly leaseId: string;
+}
+
+export interface StoredRequest {
+  readonly record: RequestRecord;
+  /** create_revision of the request record = the token of the grant made for it. */
+  readonly token: bigint;
+}
+
+export function parseTask(kv: IKeyValue | undefined): StoredTask | undefined {
+  if (kv === undefined) return undefined;
+  const record = decodeRecord(TaskRecordSchema, kv.value);
+  if (record === undefined) return undefined;
+  return { record, createRevision: BigInt(kv.create_revision), modRevision: BigInt(kv.mod_revision) };
+}
+
+export function parseOwner(keys: KeyLayout, kv: IKeyValue | undefined): StoredOwner | undefined {
+  if (kv === undefined) return undefined;
+  const parsed = keys.parse(kv.key.toString());
+  const record = decodeRecord(OwnerRecordSchema, kv.value);
+  if (parsed?.family !== 'owner' || record === undefined) return undefined;
+  return {
+    resource: parsed.resource,
+    record,
+    token: BigInt(kv.create_revision),
+    modRevision: BigInt(kv.mod_revision),
+    leaseId: kv.lease,
+  };
+}
+
+export function parseSession(kv: IKeyValue | undefined): StoredSession | undefined {
+  if (kv === undefined) return undefined;
+  const record = decodeRecord(SessionRecordSchema, kv.value);
+  if (record === undefined) return undefined;
+  return { record, modRevision: BigInt(kv.mod_revision), leaseId: kv.lease };
+}
+
+export function parseRequest(kv: IKeyValue | undefined): StoredRequest | undefined {
+  if (kv === undefined) return undefined;
+  const record = decodeRecord(RequestRecordSchema, kv.value);
+  return record === undefined ? undefined : { record, token: BigInt(kv.create_revision) };
+}
+
+export class EtcdReads {
+  readonly #kv: Kv;
+  readonly #keys: KeyLayout;
+
+  constructor(kv: Kv, keys: KeyLayout) {
+    this.#kv = kv;
+    this.#keys = keys;
+  }
+
+  async session(sessionId: string): Promise<StoredSession | undefined> {
+    const res = await this.#kv.read('session', [op.get(this.#keys.session(sessionId))]);
+    return parseSession(firstKv(res, 0));
+  }
+
+  /** The session key and the owner keys it holds (from holdings/), at one revision. */
+  async sessionHoldings(sessionId: string): Promise<{ session: StoredSession | undefined; held: HeldOwner[] }> {
+    const res = await this.#kv.read('sessionHoldings', [
+      op.get(this.#keys.session(sessionId)),
+      op.getPrefix(this.#keys.holdingsOf(sessionId)),
+    ]);
+    const held: HeldOwner[] = [];
+    for (const kv of rangeKvs(res, 1)) {
+      const parsed = this.#keys.parse(kv.key.toString());
+      if (parsed?.family === 'holding' && decodeRecord(HoldingRecordSchema, kv.value) !== undefined) {
+        held.push({ resource: parsed.resource, token: BigInt(kv.create_revision) });
+      }
+    }
+    return { session: parseSession(firstKv(res, 0)), held };
+  }
+
+  async request(sessionId: string, requestId: string): Promise<StoredRequest | undefined> {
+    const res = await this.#kv.read('request', [op.get(this.#keys.request(sessionId, requestId))]);
+    return parseRequest(firstKv(res, 0));
+  }
+
+  async task(taskId: string): Promise<StoredTask | undefined> {
+    const res = await this.#kv.read('task', [op.get(this.#keys.task(taskId))]);
+    return parseTask(firstKv(res, 0));
+  }
+
+  async owner(resource: string): Promise<StoredOwner | undefined> {
+    const res = await this.#kv.read('owner', [op.get(this.#keys.owner(resource))]);
+    return parseOwner(this.#keys, firstKv(res, 0));
+  }
+
+  /** Owner of `resource` and task `taskId`, at one revision. */
+  async ownerAndTask(
+    resource: string,
+    taskId: string,
+  ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined; revision: bigint }> {
+    const res = await this.#kv.read('ownerAndTask', [
+      op.get(this.#keys.owner(resource)),
+      op.get(this.#keys.task(taskId)),
+    ]);
+    return { owner: parseOwner(this.#keys, firstKv(res, 0)), task: parseTask(firstKv(res, 1)), revision: res.revision };
+  }
+
+  /** Up to `limit` tasks with ids after `after`, in key order. */
+  async taskPage(after: string | undefined, limit: number): Promise<{ tasks: StoredTask[]; more: boolean }> {
+    const page = await this.#kv.rangePage(this.#keys.tasks, {
+      limit,
+      ...(after === undefined ? {} : { fromKey: `${this.#keys.task(after)}\0` }),
+    });
+    return {
+      tasks: page.kvs.map(parseTask).filter((t): t is StoredTask => t !== undefined),
+      more: page.more,
+    };
+  }
+
+  /** Every task and owner at one revision: the snapshot the task index is rebuilt from. */
+  async snapshot(): Promise<{ tasks: StoredTask[]; owners: StoredOwner[]; revision: bigint }> {
+    const tasks = await this.#kv.rangeAll(this.#keys.tasks);
+    const owners = await this.#kv.rangeAll(this.#keys.owners, { atRevision: tasks.revision });
+    return {
+      tasks: tasks.kvs.map(parseTask).filter((t): t is StoredTask => t !== undefined),
+      owners: owners.kvs.map((kv) => parseOwner(this.#keys, kv)).filter((o): o is StoredOwner => o !== undefined),
+      revision: tasks.revision,
+    };
+  }
+}

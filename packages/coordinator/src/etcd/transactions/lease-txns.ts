@@ -1,0 +1,83 @@
+/**
+ * Transactions of a held lease: complete (record the result, free the resource) and release (free
+ * it without a result). Both prove the caller is the holder in etcd itself: the owner key was
+ * created at the worker's token, never rewritten since, and is attached to the caller's session
+ * lease.
+ */
+import type { IKeyValue } from 'etcd3';
+import { encodeRecord, type TaskRecord } from '../../core/records.js';
+import type { KeyLayout } from '../keys.js';
+import { cmp, firstKv, op, type Kv } from '../kv.js';
+
+export interface HolderProof {
+  readonly sessionId: string;
+  readonly leaseId: string;
+  readonly resource: string;
+  readonly token: bigint;
+}
+
+function holderCompares(keys: KeyLayout, proof: HolderProof) {
+  const ownerKey = keys.owner(proof.resource);
+  return [
+    cmp.createdAt(ownerKey, proof.token),
+    cmp.modifiedAt(ownerKey, proof.token),
+    cmp.leaseIs(ownerKey, proof.leaseId),
+  ];
+}
+
+export type LeaseTxnResult =
+  | { readonly ok: true; readonly revision: bigint }
+  | { readonly ok: false; readonly owner: IKeyValue | undefined; readonly task?: IKeyValue | undefined };
+
+/**
+ * completeTask
+ * keys:     owners/<r>, holdings/<sid>/<r>, tasks/<t>
+ * compares: owners/<r> create_revision == token and mod_revision == token and lease == session
+ *           lease (this session holds this token); tasks/<t> mod_revision == read (unchanged)
+ * success:  delete owners/<r>, holdings/<sid>/<r>; put tasks/<t> state=completed,
+ *           result={resultId, token}
+ * failure:  get owners/<r>, get tasks/<t>
+ * result:   { ok, revision }; on failure what was seen (a retry after a lost reply finds the task
+ *           completed with this token and result id, and is answered as a replay)
+ */
+export async function completeTask(
+  kv: Kv,
+  keys: KeyLayout,
+  args: HolderProof & { readonly task: TaskRecord; readonly taskModRevision: bigint; readonly resultId: string },
+): Promise<LeaseTxnResult> {
+  const completed: TaskRecord = {
+    ...args.task,
+    state: 'completed',
+    result: { resultId: args.resultId, token: args.token.toString() },
+  };
+  const taskKey = keys.task(args.task.taskId);
+  const res = await kv.txn('completeTask', {
+    compare: [...holderCompares(keys, args), cmp.modifiedAt(taskKey, args.taskModRevision)],
+    success: [
+      op.del(keys.owner(args.resource)),
+      op.del(keys.holding(args.sessionId, args.resource)),
+      op.put(taskKey, encodeRecord(completed)),
+    ],
+    failure: [op.get(keys.owner(args.resource)), op.get(taskKey)],
+  });
+  return res.succeeded
+    ? { ok: true, revision: res.revision }
+    : { ok: false, owner: firstKv(res, 0), task: firstKv(res, 1) };
+}
+
+/**
+ * releaseLease — give the lease up without a result; the task is pending again.
+ * keys:     owners/<r>, holdings/<sid>/<r>
+ * compares: owners/<r> create_revision == token, mod_revision == token, lease == session lease
+ * success:  delete owners/<r>, holdings/<sid>/<r>
+ * failure:  get owners/<r>
+ * result:   { ok, revision }
+ */
+export async function releaseLease(kv: Kv, keys: KeyLayout, args: HolderProof): Promise<LeaseTxnResult> {
+  const res = await kv.txn('releaseLease', {
+    compare: holderCompares(keys, args),
+    success: [op.del(keys.owner(args.resource)), op.del(keys.holding(args.sessionId, args.resource))],
+    failure: [op.get(keys.owner(args.resource))],
+  });
+  return res.succeeded ? { ok: true, revision: res.revision } : { ok: false, owner: firstKv(res, 0) };
+}

@@ -1,0 +1,104 @@
+/**
+ * Session transactions. A session is one etcd lease per connected worker incarnation; its key
+ * `sessions/<sid>` says which coordinator serves it, and its mod_revision is the serving
+ * coordinator's proof: every txn a coordinator runs for a session compares it, so a coordinator
+ * that lost the session (a peer adopted it) can no longer act for it, even if it resumes late.
+ */
+import type { IKeyValue } from 'etcd3';
+import { encodeRecord, type SessionRecord } from '../../core/records.js';
+import type { KeyLayout } from '../keys.js';
+import { cmp, firstKv, op, type Kv } from '../kv.js';
+
+export type SessionWriteResult =
+  { readonly ok: true; readonly modRevision: bigint } | { readonly ok: false; readonly current: IKeyValue | undefined };
+
+/**
+ * createSession
+ * keys:     sessions/<sid>
+ * compares: sessions/<sid> absent (create_revision == 0)
+ * success:  put sessions/<sid> = SessionRecord, attached to lease <leaseId>
+ * failure:  get sessions/<sid>
+ * result:   { ok, modRevision = txn revision } — the revision the serving coordinator compares later
+ */
+export async function createSession(
+  kv: Kv,
+  keys: KeyLayout,
+  args: { readonly sessionId: string; readonly leaseId: string; readonly record: SessionRecord },
+): Promise<SessionWriteResult> {
+  const key = keys.session(args.sessionId);
+  const res = await kv.txn('createSession', {
+    compare: [cmp.absent(key)],
+    success: [op.put(key, encodeRecord(args.record), args.leaseId)],
+    failure: [op.get(key)],
+  });
+  return res.succeeded ? { ok: true, modRevision: res.revision } : { ok: false, current: firstKv(res, 0) };
+}
+
+/**
+ * adoptSession — a worker resumed its session on this coordinator.
+ * keys:     sessions/<sid>
+ * compares: sessions/<sid> mod_revision == the revision just read (and checked: same worker id and
+ *           incarnation)
+ * success:  put sessions/<sid> = record with coordinatorId = this coordinator, same lease
+ * failure:  get sessions/<sid>
+ * result:   { ok, modRevision } — from now on only this coordinator may end the session
+ */
+export async function adoptSession(
+  kv: Kv,
+  keys: KeyLayout,
+  args: {
+    readonly sessionId: string;
+    readonly leaseId: string;
+    readonly seenModRevision: bigint;
+    readonly record: SessionRecord;
+  },
+): Promise<SessionWriteResult> {
+  const key = keys.session(args.sessionId);
+  const res = await kv.txn('adoptSession', {
+    compare: [cmp.modifiedAt(key, args.seenModRevision)],
+    success: [op.put(key, encodeRecord(args.record), args.leaseId)],
+    failure: [op.get(key)],
+  });
+  return res.succeeded ? { ok: true, modRevision: res.revision } : { ok: false, current: firstKv(res, 0) };
+}
+
+export interface HeldOwner {
+  readonly resource: string;
+  readonly token: bigint;
+}
+
+export type EndSessionResult =
+  { readonly ok: true; readonly revision: bigint } | { readonly ok: false; readonly current: IKeyValue | undefined };
+
+/**
+ * endSession — the serving coordinator judged the session expired.
+ * keys:     sessions/<sid>, owners/<r> for every held r, holdings/<sid>/*, requests/<sid>/*
+ * compares: sessions/<sid> mod_revision == the one this coordinator knows (it still serves it);
+ *           owners/<r> create_revision == token, for each holding read just before
+ * success:  delete every owners/<r>, holdings/<sid>/*, requests/<sid>/* and sessions/<sid> — all
+ *           at one revision D (the caller revokes the lease afterwards)
+ * failure:  get sessions/<sid> (absent: already ended; other mod_revision: a peer adopted it;
+ *           same: the holdings changed, read again)
+ * result:   { ok, revision D }
+ */
+export async function endSession(
+  kv: Kv,
+  keys: KeyLayout,
+  args: { readonly sessionId: string; readonly knownModRevision: bigint; readonly held: readonly HeldOwner[] },
+): Promise<EndSessionResult> {
+  const key = keys.session(args.sessionId);
+  const res = await kv.txn('endSession', {
+    compare: [
+      cmp.modifiedAt(key, args.knownModRevision),
+      ...args.held.map((h) => cmp.createdAt(keys.owner(h.resource), h.token)),
+    ],
+    success: [
+      ...args.held.map((h) => op.del(keys.owner(h.resource))),
+      op.delPrefix(keys.holdingsOf(args.sessionId)),
+      op.delPrefix(keys.requestsOf(args.sessionId)),
+      op.del(key),
+    ],
+    failure: [op.get(key)],
+  });
+  return res.succeeded ? { ok: true, revision: res.revision } : { ok: false, current: firstKv(res, 0) };
+}

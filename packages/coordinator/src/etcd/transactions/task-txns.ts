@@ -1,0 +1,71 @@
+/** Task transactions of the HTTP API: submit (idempotent by task id) and cancel. */
+import type { IKeyValue } from 'etcd3';
+import { encodeRecord, type TaskRecord } from '../../core/records.js';
+import type { KeyLayout } from '../keys.js';
+import { cmp, firstKv, op, type Kv } from '../kv.js';
+
+export type SubmitResult =
+  | { readonly created: true; readonly revision: bigint }
+  | { readonly created: false; readonly existing: IKeyValue | undefined };
+
+/**
+ * submitTask
+ * keys:     tasks/<t>
+ * compares: tasks/<t> absent
+ * success:  put tasks/<t> = TaskRecord (state pending, attempts 0)
+ * failure:  get tasks/<t> (the caller compares definitions: same -> 200, different -> 409)
+ * result:   { created, revision } or the existing key
+ */
+export async function submitTask(kv: Kv, keys: KeyLayout, task: TaskRecord): Promise<SubmitResult> {
+  const key = keys.task(task.taskId);
+  const res = await kv.txn('submitTask', {
+    compare: [cmp.absent(key)],
+    success: [op.put(key, encodeRecord(task))],
+    failure: [op.get(key)],
+  });
+  return res.succeeded ? { created: true, revision: res.revision } : { created: false, existing: firstKv(res, 0) };
+}
+
+export interface CurrentOwner {
+  readonly sessionId: string;
+  readonly token: bigint;
+}
+
+/**
+ * cancelTask
+ * keys:     tasks/<t>, owners/<r>, holdings/<sid>/<r>
+ * compares: tasks/<t> mod_revision == read (a grant rewrites the task, so a grant in between
+ *           fails this); if the task is leased: owners/<r> create_revision == the holder's token
+ * success:  put tasks/<t> state=cancelled; if leased: delete owners/<r>, holdings/<sid>/<r>
+ *           (the serving coordinator sees the delete in its watch and pushes lease.revoked)
+ * failure:  get tasks/<t> (the caller reads again and retries)
+ * result:   { ok, revision }
+ */
+export async function cancelTask(
+  kv: Kv,
+  keys: KeyLayout,
+  args: {
+    readonly task: TaskRecord;
+    readonly taskModRevision: bigint;
+    /** The holder when the task is leased. */
+    readonly owner: CurrentOwner | undefined;
+  },
+): Promise<{ readonly ok: boolean; readonly revision: bigint }> {
+  const taskKey = keys.task(args.task.taskId);
+  const ownerKey = keys.owner(args.task.resource);
+  const cancelled: TaskRecord = { ...args.task, state: 'cancelled' };
+  const res = await kv.txn('cancelTask', {
+    compare: [
+      cmp.modifiedAt(taskKey, args.taskModRevision),
+      ...(args.owner === undefined ? [] : [cmp.createdAt(ownerKey, args.owner.token)]),
+    ],
+    success: [
+      op.put(taskKey, encodeRecord(cancelled)),
+      ...(args.owner === undefined
+        ? []
+        : [op.del(ownerKey), op.del(keys.holding(args.owner.sessionId, args.task.resource))]),
+    ],
+    failure: [op.get(taskKey)],
+  });
+  return { ok: res.succeeded, revision: res.revision };
+}

@@ -1,0 +1,231 @@
+/**
+ * Feeds the {@link TaskIndex} and the coordinator's reactions from one watch on the key prefix.
+ *
+ * Start: range-read tasks + owners at one revision X, reset the index, watch from X + 1 (with
+ * previous values, so a delete says whose owner key it was). etcd3 resumes a dropped stream from
+ * the last revision it delivered by itself; if the watch is cancelled (compaction: the revision
+ * it needs is gone) or errors, the feed rebuilds: a fresh range read, then a new watch from that
+ * revision + 1. Nothing here throws into the void: failures are logged, `ready` goes false, and a
+ * rebuild is scheduled with backoff.
+ */
+import type { Etcd3, IKeyValue, IWatchResponse, Watcher } from 'etcd3';
+import type { Logger } from 'pino';
+import type { TaskIndex } from '../core/task-index.js';
+import { isCompacted } from './errors.js';
+import type { KeyLayout } from './keys.js';
+import {
+  parseOwner,
+  parseSession,
+  parseTask,
+  type EtcdReads,
+  type StoredOwner,
+  type StoredSession,
+  type StoredTask,
+} from './reads.js';
+
+export type FeedEvent =
+  | { readonly kind: 'task'; readonly taskId: string; readonly task: StoredTask | undefined }
+  | {
+      readonly kind: 'owner';
+      readonly resource: string;
+      readonly owner: StoredOwner | undefined;
+      readonly previous: StoredOwner | undefined;
+    }
+  | {
+      readonly kind: 'session';
+      readonly sessionId: string;
+      readonly session: StoredSession | undefined;
+      readonly previous: StoredSession | undefined;
+    };
+
+/** All events of one etcd revision (one transaction or one lease expiry). */
+export interface RevisionGroup {
+  readonly revision: bigint;
+  readonly events: readonly FeedEvent[];
+}
+
+export interface WatchFeedOptions {
+  readonly client: Etcd3;
+  readonly reads: EtcdReads;
+  readonly keys: KeyLayout;
+  readonly index: TaskIndex;
+  readonly log: Logger;
+  readonly onGroup: (group: RevisionGroup) => void;
+}
+
+export class WatchFeed {
+  readonly #o: WatchFeedOptions;
+  #watcher: Watcher | undefined;
+  #ready = false;
+  #closed = false;
+  #rebuilding: Promise<void> | undefined;
+  #failures = 0;
+
+  constructor(options: WatchFeedOptions) {
+    this.#o = options;
+  }
+
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  /** First build; rejects if etcd cannot be read at all (start-up fails loudly). */
+  async start(): Promise<void> {
+    await this.#build();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#ready = false;
+    await this.#cancelWatcher();
+  }
+
+  async #build(): Promise<void> {
+    await this.#cancelWatcher();
+    const snap = await this.#o.reads.snapshot();
+    const pending = snap.tasks
+      .filter((t) => t.record.state === 'pending')
+      .map((t) => ({
+        taskId: t.record.taskId,
+        resource: t.record.resource,
+        createRevision: t.createRevision,
+        modRevision: t.modRevision,
+      }));
+    const owners = snap.owners.map((o) => ({
+      resource: o.resource,
+      taskId: o.record.taskId,
+      sessionId: o.record.sessionId,
+      token: o.token,
+    }));
+    this.#o.index.reset(pending, owners, snap.revision);
+    const watcher = await this.#o.client
+      .watch()
+      .prefix(this.#o.keys.prefix)
+      .withPreviousKV()
+      .startRevision((snap.revision + 1n).toString())
+      .create();
+    if (this.#closed) {
+      await watcher.cancel();
+      return;
+    }
+    this.#watcher = watcher;
+    watcher.on('data', (res: IWatchResponse) => {
+      this.#onData(res);
+    });
+    watcher.on('error', (err: unknown) => {
+      this.#o.log.warn({ err, compacted: isCompacted(err) }, 'watch cancelled, rebuilding index');
+      this.#scheduleRebuild();
+    });
+    watcher.on('disconnected', (err: unknown) => {
+      this.#o.log.warn({ err }, 'watch disconnected, resuming');
+    });
+    this.#ready = true;
+    this.#failures = 0;
+    this.#o.log.info(
+      { revision: snap.revision.toString(), pending: pending.length, owners: owners.length },
+      'index built',
+    );
+  }
+
+  #scheduleRebuild(): void {
+    this.#ready = false;
+    if (this.#closed || this.#rebuilding !== undefined) return;
+    const delayMs = Math.min(2_000, 50 * 2 ** Math.min(this.#failures, 6));
+    this.#rebuilding = new Promise<void>((resolve) => setTimeout(resolve, delayMs))
+      .then(() => (this.#closed ? undefined : this.#build()))
+      .catch((err: unknown) => {
+        this.#failures += 1;
+        this.#o.log.warn({ err }, 'index rebuild failed, will retry');
+      })
+      .finally(() => {
+        this.#rebuilding = undefined;
+        if (!this.#ready && !this.#closed) this.#scheduleRebuild();
+      });
+  }
+
+  async #cancelWatcher(): Promise<void> {
+    const watcher = this.#watcher;
+    this.#watcher = undefined;
+    if (watcher === undefined) return;
+    watcher.removeAllListeners();
+    watcher.on('error', () => undefined);
+    await watcher.cancel().catch(() => undefined);
+  }
+
+  #onData(res: IWatchResponse): void {
+    const groups = new Map<string, FeedEvent[]>();
+    for (const ev of res.events) {
+      const revision = ev.kv.mod_revision;
+      const event = this.#parse(ev.type === 'Delete', ev.kv, ev.prev_kv);
+      if (event === undefined) continue;
+      const group = groups.get(revision) ?? [];
+      group.push(event);
+      groups.set(revision, group);
+    }
+    for (const [revision, events] of groups) {
+      const group: RevisionGroup = { revision: BigInt(revision), events };
+      this.#apply(group);
+      try {
+        this.#o.onGroup(group);
+      } catch (err) {
+        this.#o.log.error({ err }, 'watch handler failed');
+      }
+    }
+    this.#o.index.advanceTo(BigInt(res.header.revision));
+  }
+
+  #parse(deleted: boolean, kv: IKeyValue, prev: IKeyValue | undefined): FeedEvent | undefined {
+    const parsed = this.#o.keys.parse(kv.key.toString());
+    switch (parsed?.family) {
+      case 'task':
+        return { kind: 'task', taskId: parsed.taskId, task: deleted ? undefined : parseTask(kv) };
+      case 'owner':
+        return {
+          kind: 'owner',
+          resource: parsed.resource,
+          owner: deleted ? undefined : parseOwner(this.#o.keys, kv),
+          previous: prev === undefined ? undefined : parseOwner(this.#o.keys, prev),
+        };
+      case 'session':
+        return {
+          kind: 'session',
+          sessionId: parsed.sessionId,
+          session: deleted ? undefined : parseSession(kv),
+          previous: prev === undefined ? undefined : parseSession(prev),
+        };
+      case 'holding':
+      case 'request':
+      case undefined:
+        return undefined;
+    }
+  }
+
+  #apply(group: RevisionGroup): void {
+    const index = this.#o.index;
+    for (const ev of group.events) {
+      if (ev.kind === 'task') {
+        const t = ev.task;
+        index.applyTask(
+          ev.taskId,
+          t?.record.state === 'pending'
+            ? {
+                taskId: t.record.taskId,
+                resource: t.record.resource,
+                createRevision: t.createRevision,
+                modRevision: t.modRevision,
+              }
+            : undefined,
+        );
+      } else if (ev.kind === 'owner') {
+        const o = ev.owner;
+        index.applyOwner(
+          ev.resource,
+          o === undefined
+            ? undefined
+            : { resource: o.resource, taskId: o.record.taskId, sessionId: o.record.sessionId, token: o.token },
+        );
+      }
+    }
+    index.advanceTo(group.revision);
+  }
+}

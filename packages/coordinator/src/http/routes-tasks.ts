@@ -1,0 +1,65 @@
+/**
+ * Admin task API.
+ *
+ * - `POST /v1/tasks` {taskId, resource, payload}: 201 created; 200 with the existing task when the
+ *   same definition was submitted before; 409 CONFLICT when the id exists with another definition.
+ * - `GET /v1/tasks/:taskId` (URL-encoded id): the task, state pending|leased|completed|cancelled.
+ * - `GET /v1/tasks?state=&limit=&after=`: a page in id order; `next` continues it.
+ * - `DELETE /v1/tasks/:taskId`: cancelled (owner key removed, holder pushed `lease.revoked`);
+ *   409 when already completed.
+ * - `GET /v1/resources/:resource` (URL-encoded id): owner, token and time left (when served here).
+ */
+import { JsonValueSchema, ResourceIdSchema, TaskIdSchema } from '@leasehold/protocol';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { TaskService } from '../service/tasks.js';
+import { sendError } from './replies.js';
+
+const SubmitSchema = z.strictObject({ taskId: TaskIdSchema, resource: ResourceIdSchema, payload: JsonValueSchema });
+const ListQuerySchema = z.object({
+  state: z.enum(['pending', 'leased', 'completed', 'cancelled']).optional(),
+  limit: z.coerce.number().int().min(1).max(1_000).default(100),
+  after: TaskIdSchema.optional(),
+});
+
+function describe(error: z.ZodError): string {
+  const first = error.issues[0];
+  return first === undefined ? 'invalid input' : `${first.path.join('.') || '(root)'}: ${first.message}`;
+}
+
+export function registerTaskRoutes(app: FastifyInstance, tasks: TaskService): void {
+  app.post('/v1/tasks', async (req, reply) => {
+    const body = SubmitSchema.safeParse(req.body);
+    if (!body.success) return sendError(reply, 'INVALID_MESSAGE', describe(body.error));
+    const res = await tasks.submit(body.data);
+    if (!res.ok) return sendError(reply, res.code, res.message);
+    return reply.code(res.created ? 201 : 200).send(res.task);
+  });
+
+  app.get('/v1/tasks', async (req, reply) => {
+    const query = ListQuerySchema.safeParse(req.query);
+    if (!query.success) return sendError(reply, 'INVALID_MESSAGE', describe(query.error));
+    const { state, limit, after } = query.data;
+    return tasks.list({ limit, ...(state === undefined ? {} : { state }), ...(after === undefined ? {} : { after }) });
+  });
+
+  app.get<{ Params: { taskId: string } }>('/v1/tasks/:taskId', async (req, reply) => {
+    const id = TaskIdSchema.safeParse(req.params.taskId);
+    if (!id.success) return sendError(reply, 'INVALID_MESSAGE', describe(id.error));
+    const task = await tasks.get(id.data);
+    return task === undefined ? sendError(reply, 'NOT_FOUND', `no task ${id.data}`) : task;
+  });
+
+  app.delete<{ Params: { taskId: string } }>('/v1/tasks/:taskId', async (req, reply) => {
+    const id = TaskIdSchema.safeParse(req.params.taskId);
+    if (!id.success) return sendError(reply, 'INVALID_MESSAGE', describe(id.error));
+    const res = await tasks.cancel(id.data);
+    return res.ok ? res.task : sendError(reply, res.code, res.message);
+  });
+
+  app.get<{ Params: { resource: string } }>('/v1/resources/:resource', async (req, reply) => {
+    const id = ResourceIdSchema.safeParse(req.params.resource);
+    if (!id.success) return sendError(reply, 'INVALID_MESSAGE', describe(id.error));
+    return tasks.resource(id.data);
+  });
+}

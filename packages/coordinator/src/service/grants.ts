@@ -1,0 +1,259 @@
+/**
+ * Acquire -> grant, in this order and no other:
+ *   (a) one txn creates the owner key (compares: owner absent, task unchanged, session still served
+ *       here, request id unused) and records the request id; its revision R is the token;
+ *   (b) the sink durably advances the resource's fence to R;
+ *   (c) only then is `lease.granted` {token R, capability} sent.
+ * If (b) fails or is refused, nothing is sent and the owner key is removed if still ours.
+ *
+ * Idempotent by request id: the request record (attached to the session lease, created in (a))
+ * makes a retry find the same grant; the retry re-runs (b) — an advance to the same token is a
+ * no-op at the sink — and sends the same grant (same token, same capability). Concurrent acquires
+ * are batched: many owner keys in one txn (falling back to one txn per job when a compare fails)
+ * and many advances in one sink call.
+ */
+import { signCapability, type Acquire, type CoordinatorMessage, type JsonValue } from '@leasehold/protocol';
+import { errorFrame } from '../core/replies.js';
+import type { PendingTask } from '../core/task-index.js';
+import { parseRequest, type StoredRequest } from '../etcd/reads.js';
+import {
+  abandonGrant,
+  forgetRequest,
+  grantOwners,
+  type GrantJob,
+  type GrantTxnResult,
+} from '../etcd/transactions/grant-txns.js';
+import { MicroBatcher, type Settled } from './batcher.js';
+import type { ServiceContext } from './context.js';
+import { failureReply } from './replies.js';
+import type { LocalSession, SessionManager } from './sessions.js';
+
+interface GrantFacts {
+  readonly resource: string;
+  readonly taskId: string;
+  readonly token: bigint;
+  readonly payload: JsonValue;
+  readonly attempt: number;
+}
+
+const RETRY = Symbol('retry');
+const MAX_CANDIDATES = 4;
+
+export class GrantService {
+  readonly #ctx: ServiceContext;
+  readonly #sessions: SessionManager;
+  readonly #owners: MicroBatcher<GrantJob, GrantTxnResult>;
+  readonly #inflight = new Map<string, Promise<CoordinatorMessage>>();
+
+  constructor(ctx: ServiceContext, sessions: SessionManager) {
+    this.#ctx = ctx;
+    this.#sessions = sessions;
+    this.#owners = new MicroBatcher((jobs) => this.#runGrantTxn(jobs), ctx.config.grantBatchMax);
+  }
+
+  /** Never rejects: every failure is an `error` reply. */
+  acquire(session: LocalSession, msg: Acquire, receivedAtMs: number): Promise<CoordinatorMessage> {
+    const key = `${session.sessionId}\n${msg.requestId}`;
+    const running = this.#inflight.get(key);
+    if (running !== undefined) {
+      // The same request id is already being served: answer this copy with the same outcome.
+      return running.then((reply) => ('inReplyTo' in reply ? { ...reply, inReplyTo: msg.id } : reply));
+    }
+    const op = this.#acquire(session, msg, receivedAtMs)
+      .catch((err: unknown) => failureReply(err, msg.id))
+      .finally(() => this.#inflight.delete(key));
+    this.#inflight.set(key, op);
+    return this.#sessions.track(session, op);
+  }
+
+  async #acquire(session: LocalSession, msg: Acquire, receivedAtMs: number): Promise<CoordinatorMessage> {
+    const ctx = this.#ctx;
+    if (ctx.state.shuttingDown) return errorFrame('SHUTTING_DOWN', 'coordinator is shutting down', msg.id);
+    if (!this.#sessions.isLive(session)) return errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
+    const recorded = await ctx.reads.request(session.sessionId, msg.requestId);
+    if (recorded !== undefined) return this.#replay(session, msg, recorded, receivedAtMs);
+    for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
+      const [candidate] = ctx.index.select(msg.taskId === undefined ? {} : { taskId: msg.taskId });
+      if (candidate === undefined) break;
+      const out = await this.#tryGrant(session, msg, candidate, receivedAtMs);
+      if (out !== RETRY) return out;
+    }
+    ctx.metrics.grants.inc({ outcome: 'none' });
+    return {
+      type: 'lease.none',
+      inReplyTo: msg.id,
+      requestId: msg.requestId,
+      retryAfterMs: ctx.config.noLeaseRetryAfterMs,
+    };
+  }
+
+  async #tryGrant(
+    session: LocalSession,
+    msg: Acquire,
+    candidate: PendingTask,
+    receivedAtMs: number,
+  ): Promise<CoordinatorMessage | typeof RETRY> {
+    const { index, reads } = this.#ctx;
+    const { resource, taskId } = candidate;
+    index.hold(resource);
+    let settledAt = 0n;
+    try {
+      const fresh = await reads.ownerAndTask(resource, taskId);
+      const task = fresh.task?.record;
+      if (fresh.owner !== undefined || task?.state !== 'pending' || task.resource !== resource) {
+        settledAt = fresh.revision;
+        return RETRY;
+      }
+      if (!this.#sessions.isLive(session)) return errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
+      const attempt = task.attempts + 1;
+      const res = await this.#owners.submit({
+        sessionId: session.sessionId,
+        leaseId: session.leaseId,
+        sessionModRevision: session.modRevision,
+        requestId: msg.requestId,
+        task,
+        taskModRevision: fresh.task?.modRevision ?? 0n,
+        owner: {
+          v: 1,
+          taskId,
+          sessionId: session.sessionId,
+          workerId: session.workerId,
+          incarnation: session.incarnation,
+          requestId: msg.requestId,
+          attempt,
+        },
+      });
+      if (!res.ok) {
+        settledAt = res.revision;
+        const recorded = parseRequest(res.seen?.request);
+        if (recorded !== undefined) return await this.#replay(session, msg, recorded, receivedAtMs);
+        const seenSession = res.seen?.session;
+        if (
+          res.seen !== undefined &&
+          (seenSession === undefined || BigInt(seenSession.mod_revision) !== session.modRevision)
+        ) {
+          return errorFrame('SESSION_EXPIRED', 'session is no longer served by this coordinator', msg.id);
+        }
+        return RETRY;
+      }
+      settledAt = res.token;
+      const facts = { resource, taskId, token: res.token, payload: task.payload, attempt };
+      return await this.#fenceAndDeliver(session, msg, facts, receivedAtMs, true);
+    } finally {
+      index.holdUntil(resource, settledAt);
+    }
+  }
+
+  /** The request id was granted before: the same grant again, if it is still held. */
+  async #replay(
+    session: LocalSession,
+    msg: Acquire,
+    recorded: StoredRequest,
+    receivedAtMs: number,
+  ): Promise<CoordinatorMessage> {
+    const { resource, taskId, attempt } = recorded.record;
+    const { owner, task } = await this.#ctx.reads.ownerAndTask(resource, taskId);
+    if (owner?.token !== recorded.token || owner.record.sessionId !== session.sessionId) {
+      this.#ctx.metrics.grants.inc({ outcome: 'ended' });
+      return errorFrame(
+        'NOT_HOLDER',
+        `the grant recorded for request ${msg.requestId} (token ${recorded.token.toString()}) has ended`,
+        msg.id,
+      );
+    }
+    if (task === undefined) return errorFrame('INTERNAL', `task ${taskId} of a live grant is missing`, msg.id);
+    const facts = { resource, taskId, token: recorded.token, payload: task.record.payload, attempt };
+    return this.#fenceAndDeliver(session, msg, facts, receivedAtMs, false);
+  }
+
+  /** Steps (b) and (c). */
+  async #fenceAndDeliver(
+    session: LocalSession,
+    msg: Acquire,
+    grant: GrantFacts,
+    receivedAtMs: number,
+    fresh: boolean,
+  ): Promise<CoordinatorMessage> {
+    const ctx = this.#ctx;
+    const log = ctx.log.child({
+      sessionId: session.sessionId,
+      resource: grant.resource,
+      token: grant.token.toString(),
+    });
+    try {
+      const advanced = await ctx.fences.submit({ resource: grant.resource, token: grant.token });
+      if (!advanced.ok) {
+        log.warn({ fence: advanced.fence.toString() }, 'fence advance refused, grant abandoned');
+        await this.#abandon(session, msg.requestId, grant);
+        ctx.metrics.grants.inc({ outcome: 'abandoned' });
+        return fresh
+          ? {
+              type: 'lease.none',
+              inReplyTo: msg.id,
+              requestId: msg.requestId,
+              retryAfterMs: ctx.config.noLeaseRetryAfterMs,
+            }
+          : errorFrame('NOT_HOLDER', 'the recorded grant was superseded at the sink', msg.id, {
+              fence: advanced.fence.toString(),
+            });
+      }
+    } catch (err) {
+      log.warn({ err }, 'fence advance failed, grant not sent');
+      // A replayed grant may already be in the worker's hands: keep it; the worker retries.
+      if (fresh) await this.#abandon(session, msg.requestId, grant);
+      ctx.metrics.grants.inc({ outcome: 'error' });
+      return failureReply(err, msg.id);
+    }
+    if (!this.#sessions.isLive(session)) {
+      return errorFrame('SESSION_EXPIRED', 'session expired before the grant could be sent', msg.id);
+    }
+    const [key] = ctx.config.capabilityKeys;
+    if (key === undefined) throw new Error('no capability key configured');
+    const capability = signCapability(key, {
+      resource: grant.resource,
+      token: grant.token,
+      workerId: session.workerId,
+      incarnation: session.incarnation,
+    });
+    ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
+    ctx.metrics.grantLatency.observe((ctx.clock.nowMs() - receivedAtMs) / 1_000);
+    log.debug({ taskId: grant.taskId, replay: !fresh }, 'lease granted');
+    return {
+      type: 'lease.granted',
+      inReplyTo: msg.id,
+      requestId: msg.requestId,
+      taskId: grant.taskId,
+      resource: grant.resource,
+      token: grant.token.toString(),
+      capability,
+      ttlMs: Math.max(1, Math.floor(this.#sessions.remainingMs(session))),
+      payload: grant.payload,
+      attempt: grant.attempt,
+    };
+  }
+
+  async #abandon(session: LocalSession, requestId: string, grant: GrantFacts): Promise<void> {
+    const args = { sessionId: session.sessionId, requestId, resource: grant.resource, token: grant.token };
+    try {
+      if (!(await abandonGrant(this.#ctx.kv, this.#ctx.keys, args))) {
+        await forgetRequest(this.#ctx.kv, this.#ctx.keys, args);
+      }
+    } catch (err) {
+      this.#ctx.log.warn({ err, resource: grant.resource }, 'could not remove an unsent grant; the session end will');
+    }
+  }
+
+  async #runGrantTxn(jobs: readonly GrantJob[]): Promise<Settled<GrantTxnResult>[]> {
+    const one = async (batch: readonly GrantJob[]): Promise<Settled<GrantTxnResult>> => {
+      try {
+        return { ok: true, value: await grantOwners(this.#ctx.kv, this.#ctx.keys, batch) };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    };
+    const all = await one(jobs);
+    if (jobs.length === 1 || !all.ok || all.value.ok) return jobs.map(() => all);
+    // A compare failed somewhere in the batch: one txn per job tells which.
+    return Promise.all(jobs.map((job) => one([job])));
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Renew, complete and release of a held lease. Refusals are data (`error` frames with NOT_HOLDER /
+ * LEASE_EXPIRED), decided against etcd (the owner key) and the session deadline — never against a
+ * clock alone, and never reviving an expired session.
+ */
+import { parseToken, type Complete, type CoordinatorMessage, type Release, type Renew } from '@leasehold/protocol';
+import { errorFrame } from '../core/replies.js';
+import type { StoredOwner } from '../etcd/reads.js';
+import { completeTask, releaseLease } from '../etcd/transactions/lease-txns.js';
+import type { ServiceContext } from './context.js';
+import { failureReply } from './replies.js';
+import type { LocalSession, SessionManager } from './sessions.js';
+
+function holds(owner: StoredOwner | undefined, session: LocalSession, token: bigint): owner is StoredOwner {
+  return owner !== undefined && owner.token === token && owner.record.sessionId === session.sessionId;
+}
+
+export class LeaseService {
+  readonly #ctx: ServiceContext;
+  readonly #sessions: SessionManager;
+
+  constructor(ctx: ServiceContext, sessions: SessionManager) {
+    this.#ctx = ctx;
+    this.#sessions = sessions;
+  }
+
+  /** Never rejects. */
+  renew(session: LocalSession, msg: Renew, receivedAtMs: number): Promise<CoordinatorMessage> {
+    return this.#guard(session, msg.id, async () => {
+      const refuse = (code: 'NOT_HOLDER' | 'LEASE_EXPIRED', message: string) => {
+        this.#ctx.metrics.renewRefusals.inc({ reason: code });
+        return errorFrame(code, message, msg.id);
+      };
+      if (msg.incarnation !== session.incarnation)
+        return refuse('NOT_HOLDER', 'incarnation does not match the session');
+      if (!this.#sessions.isLive(session)) return refuse('LEASE_EXPIRED', 'the session deadline has passed');
+      const token = parseToken(msg.token);
+      const owner = await this.#ctx.reads.owner(msg.resource);
+      if (!holds(owner, session, token)) return refuse('NOT_HOLDER', 'this session does not hold that token');
+      const beat = this.#sessions.heartbeat(session, receivedAtMs);
+      if (!beat.ok) return refuse('LEASE_EXPIRED', 'the session deadline has passed');
+      return {
+        type: 'lease.renewed',
+        inReplyTo: msg.id,
+        resource: msg.resource,
+        token: msg.token,
+        ttlMs: Math.max(1, Math.floor(beat.ttlMs)),
+      };
+    });
+  }
+
+  /** Never rejects. A retry after a lost reply is answered as a replay. */
+  complete(session: LocalSession, msg: Complete): Promise<CoordinatorMessage> {
+    return this.#guard(session, msg.id, async () => {
+      const token = parseToken(msg.token);
+      const done: CoordinatorMessage = {
+        type: 'task.completed',
+        inReplyTo: msg.id,
+        taskId: msg.taskId,
+        resource: msg.resource,
+        token: msg.token,
+      };
+      if (msg.incarnation !== session.incarnation) {
+        return errorFrame('NOT_HOLDER', 'incarnation does not match the session', msg.id);
+      }
+      const { owner, task } = await this.#ctx.reads.ownerAndTask(msg.resource, msg.taskId);
+      const result = task?.record.result;
+      if (task?.record.state === 'completed' && result?.token === msg.token && result.resultId === msg.resultId) {
+        return done;
+      }
+      if (!this.#sessions.isLive(session))
+        return errorFrame('LEASE_EXPIRED', 'the session deadline has passed', msg.id);
+      if (!holds(owner, session, token) || owner.record.taskId !== msg.taskId || task === undefined) {
+        return errorFrame('NOT_HOLDER', 'this session does not hold that task and token', msg.id);
+      }
+      const res = await completeTask(this.#ctx.kv, this.#ctx.keys, {
+        sessionId: session.sessionId,
+        leaseId: session.leaseId,
+        resource: msg.resource,
+        token,
+        task: task.record,
+        taskModRevision: task.modRevision,
+        resultId: msg.resultId,
+      });
+      if (!res.ok) return errorFrame('NOT_HOLDER', 'the lease changed before completion was recorded', msg.id);
+      this.#ctx.log.info({ sessionId: session.sessionId, resource: msg.resource, token: msg.token }, 'task completed');
+      return done;
+    });
+  }
+
+  /** Never rejects. */
+  release(session: LocalSession, msg: Release): Promise<CoordinatorMessage> {
+    return this.#guard(session, msg.id, async () => {
+      if (msg.incarnation !== session.incarnation) {
+        return errorFrame('NOT_HOLDER', 'incarnation does not match the session', msg.id);
+      }
+      if (!this.#sessions.isLive(session))
+        return errorFrame('LEASE_EXPIRED', 'the session deadline has passed', msg.id);
+      const res = await releaseLease(this.#ctx.kv, this.#ctx.keys, {
+        sessionId: session.sessionId,
+        leaseId: session.leaseId,
+        resource: msg.resource,
+        token: parseToken(msg.token),
+      });
+      if (!res.ok) return errorFrame('NOT_HOLDER', 'this session does not hold that token', msg.id);
+      return { type: 'lease.released', inReplyTo: msg.id, resource: msg.resource, token: msg.token };
+    });
+  }
+
+  #guard(session: LocalSession, id: string, run: () => Promise<CoordinatorMessage>): Promise<CoordinatorMessage> {
+    return this.#sessions.track(
+      session,
+      run().catch((err: unknown) => failureReply(err, id)),
+    );
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * What this coordinator does when the watch shows a revision's changes:
+ * - sessions/<sid> rewritten by a peer (adoption): stop serving that session here, without ending it;
+ * - owners/<r> deleted together with its task turning `cancelled`: push `lease.revoked` (cancelled)
+ *   to the holder, if its session is served here;
+ * - fence-on-expiry (opt-in): owners/<r> deleted at the same revision as its session key (session
+ *   ended at its deadline, or the etcd lease expired / was revoked): advance the sink fence of r to
+ *   that deletion revision, so the expired holder is refused even before anyone takes over.
+ *   Every coordinator does it; an advance to the same token is a no-op at the sink.
+ */
+import type { RevisionGroup } from '../etcd/watch-feed.js';
+import type { ServiceContext } from './context.js';
+import type { SessionManager } from './sessions.js';
+
+export function createGroupHandler(ctx: ServiceContext, sessions: SessionManager): (group: RevisionGroup) => void {
+  return (group) => {
+    const endedSessions = new Set<string>();
+    const cancelledTasks = new Set<string>();
+    for (const ev of group.events) {
+      if (ev.kind === 'session') {
+        if (ev.session === undefined) endedSessions.add(ev.sessionId);
+        else if (ev.session.record.coordinatorId !== ctx.coordinatorId) {
+          sessions.onPeerAdopted(ev.sessionId, ev.session.record.coordinatorId, group.revision);
+        }
+      } else if (ev.kind === 'task' && ev.task?.record.state === 'cancelled') {
+        cancelledTasks.add(ev.taskId);
+      }
+    }
+    for (const ev of group.events) {
+      if (ev.kind !== 'owner' || ev.owner !== undefined || ev.previous === undefined) continue;
+      const { resource, record, token } = ev.previous;
+      if (cancelledTasks.has(record.taskId)) {
+        sessions.get(record.sessionId)?.channel?.send({
+          type: 'lease.revoked',
+          resource,
+          token: token.toString(),
+          reason: 'cancelled',
+        });
+      }
+      if (ctx.config.fenceOnExpiry && endedSessions.has(record.sessionId)) fenceOnExpiry(ctx, resource, group.revision);
+    }
+  };
+}
+
+function fenceOnExpiry(ctx: ServiceContext, resource: string, revision: bigint): void {
+  const log = ctx.log.child({ resource, token: revision.toString() });
+  ctx.fences.submit({ resource, token: revision }).then(
+    (res) => {
+      ctx.metrics.fencesOnExpiry.inc({ outcome: res.ok ? res.outcome : 'stale' });
+      log.info({ fence: res.fence.toString() }, 'fence advanced on expiry');
+    },
+    (err: unknown) => {
+      ctx.metrics.fencesOnExpiry.inc({ outcome: 'error' });
+      log.warn({ err }, 'fence advance on expiry failed');
+    },
+  );
+}

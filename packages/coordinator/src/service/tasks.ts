@@ -1,0 +1,154 @@
+/**
+ * The task API behind HTTP: submit (idempotent by task id), read, list, cancel, and the view of a
+ * resource's current owner. Refusals (NOT_FOUND, CONFLICT) are returned as data.
+ */
+import type { ErrorCode, JsonValue } from '@leasehold/protocol';
+import { sameDefinition, TaskState, type TaskRecord } from '../core/records.js';
+import { CoordinatorError } from '../errors.js';
+import { parseTask, type StoredOwner, type StoredTask } from '../etcd/reads.js';
+import { cancelTask, submitTask } from '../etcd/transactions/task-txns.js';
+import type { ServiceContext } from './context.js';
+import type { SessionManager } from './sessions.js';
+
+export interface OwnerView {
+  readonly sessionId: string;
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly token: string;
+  readonly attempt: number;
+}
+
+export interface TaskView {
+  readonly taskId: string;
+  readonly resource: string;
+  readonly payload: JsonValue;
+  readonly state: TaskState;
+  readonly attempts: number;
+  readonly result?: { readonly resultId: string; readonly token: string };
+  readonly owner?: OwnerView;
+}
+
+export interface ResourceView {
+  readonly resource: string;
+  readonly owner: (OwnerView & { readonly taskId: string; readonly coordinatorId: string | null }) | null;
+  readonly token: string | null;
+  /** Time left before the holder's session deadline, known only by the coordinator serving it. */
+  readonly remainingMs: number | null;
+}
+
+export type Refusal = { readonly ok: false; readonly code: ErrorCode; readonly message: string };
+
+function ownerView(owner: StoredOwner): OwnerView {
+  const { sessionId, workerId, incarnation, attempt } = owner.record;
+  return { sessionId, workerId, incarnation, attempt, token: owner.token.toString() };
+}
+
+function taskView(task: TaskRecord, owner: StoredOwner | undefined): TaskView {
+  const leased = task.state === 'pending' && owner?.record.taskId === task.taskId;
+  return {
+    taskId: task.taskId,
+    resource: task.resource,
+    payload: task.payload,
+    state: leased ? TaskState.LEASED : task.state,
+    attempts: task.attempts,
+    ...(task.result === undefined ? {} : { result: task.result }),
+    ...(leased ? { owner: ownerView(owner) } : {}),
+  };
+}
+
+export class TaskService {
+  readonly #ctx: ServiceContext;
+  readonly #sessions: SessionManager;
+
+  constructor(ctx: ServiceContext, sessions: SessionManager) {
+    this.#ctx = ctx;
+    this.#sessions = sessions;
+  }
+
+  async submit(input: {
+    taskId: string;
+    resource: string;
+    payload: JsonValue;
+  }): Promise<{ ok: true; created: boolean; task: TaskView } | Refusal> {
+    const record: TaskRecord = { v: 1, ...input, state: 'pending', attempts: 0 };
+    const res = await submitTask(this.#ctx.kv, this.#ctx.keys, record);
+    if (res.created) return { ok: true, created: true, task: taskView(record, undefined) };
+    const existing = parseTask(res.existing);
+    if (existing === undefined)
+      return { ok: false, code: 'CONFLICT', message: 'task id exists with an unreadable record' };
+    if (!sameDefinition(existing.record, input.resource, input.payload)) {
+      return { ok: false, code: 'CONFLICT', message: `task ${input.taskId} exists with a different definition` };
+    }
+    return { ok: true, created: false, task: await this.#view(existing) };
+  }
+
+  async get(taskId: string): Promise<TaskView | undefined> {
+    const task = await this.#ctx.reads.task(taskId);
+    return task === undefined ? undefined : this.#view(task);
+  }
+
+  /** Tasks in id order after `after`; `state` filters (leased is judged from the index). */
+  async list(options: {
+    state?: TaskState;
+    limit: number;
+    after?: string;
+  }): Promise<{ tasks: TaskView[]; next: string | null }> {
+    const out: TaskView[] = [];
+    let after = options.after;
+    for (let page = 0; page < 50 && out.length < options.limit; page += 1) {
+      const { tasks, more } = await this.#ctx.reads.taskPage(after, Math.max(options.limit, 100));
+      for (const t of tasks) {
+        after = t.record.taskId;
+        const hint = this.#ctx.index.ownerOf(t.record.resource);
+        const leased = t.record.state === 'pending' && hint?.taskId === t.record.taskId;
+        const state = leased ? TaskState.LEASED : t.record.state;
+        if (options.state !== undefined && state !== options.state) continue;
+        out.push({ ...taskView(t.record, undefined), state });
+        if (out.length >= options.limit) return { tasks: out, next: more || t !== tasks.at(-1) ? after : null };
+      }
+      if (!more) return { tasks: out, next: null };
+    }
+    return { tasks: out, next: after ?? null };
+  }
+
+  async cancel(taskId: string): Promise<{ ok: true; task: TaskView } | Refusal> {
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      const task = await this.#ctx.reads.task(taskId);
+      if (task === undefined) return { ok: false, code: 'NOT_FOUND', message: `no task ${taskId}` };
+      if (task.record.state === 'cancelled') return { ok: true, task: taskView(task.record, undefined) };
+      if (task.record.state === 'completed') {
+        return { ok: false, code: 'CONFLICT', message: `task ${taskId} is already completed` };
+      }
+      const owner = await this.#ctx.reads.owner(task.record.resource);
+      const holder = owner?.record.taskId === taskId ? owner : undefined;
+      const res = await cancelTask(this.#ctx.kv, this.#ctx.keys, {
+        task: task.record,
+        taskModRevision: task.modRevision,
+        owner: holder === undefined ? undefined : { sessionId: holder.record.sessionId, token: holder.token },
+      });
+      if (res.ok) {
+        this.#ctx.log.info({ taskId, token: holder?.token.toString() }, 'task cancelled');
+        return { ok: true, task: taskView({ ...task.record, state: 'cancelled' }, undefined) };
+      }
+    }
+    throw new CoordinatorError('UNAVAILABLE', `task ${taskId} kept changing; cancel again`);
+  }
+
+  async resource(resource: string): Promise<ResourceView> {
+    const owner = await this.#ctx.reads.owner(resource);
+    if (owner === undefined) return { resource, owner: null, token: null, remainingMs: null };
+    const session = await this.#ctx.reads.session(owner.record.sessionId);
+    const local = this.#sessions.get(owner.record.sessionId);
+    return {
+      resource,
+      owner: { ...ownerView(owner), taskId: owner.record.taskId, coordinatorId: session?.record.coordinatorId ?? null },
+      token: owner.token.toString(),
+      remainingMs: local === undefined ? null : Math.floor(this.#sessions.remainingMs(local)),
+    };
+  }
+
+  async #view(task: StoredTask): Promise<TaskView> {
+    const owner = task.record.state === 'pending' ? await this.#ctx.reads.owner(task.record.resource) : undefined;
+    return taskView(task.record, owner);
+  }
+}

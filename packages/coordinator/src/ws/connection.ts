@@ -1,0 +1,189 @@
+/**
+ * One worker WebSocket: decode and route frames (decisions in core/dispatch), open or resume the
+ * session on `hello`, hand each request to its service, send replies and pushes. Requests are
+ * served concurrently; replies carry `inReplyTo`. Nothing a frame does can throw out of here.
+ */
+import type { Clock, CoordinatorMessage, Hello, WorkerMessage } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { RawData, WebSocket } from 'ws';
+import {
+  AbuseCounter,
+  CLOSE_POLICY_VIOLATION,
+  ConnectionPhase,
+  decodeWorkerFrame,
+  routeMessage,
+} from '../core/dispatch.js';
+import { errorFrame } from '../core/replies.js';
+import type { Metrics } from '../metrics.js';
+import type { WorkerChannel } from '../service/channel.js';
+import type { GrantService } from '../service/grants.js';
+import type { LeaseService } from '../service/leases.js';
+import { failureReply } from '../service/replies.js';
+import type { LocalSession, SessionManager } from '../service/sessions.js';
+
+export interface ConnectionDeps {
+  readonly sessions: SessionManager;
+  readonly grants: GrantService;
+  readonly leases: LeaseService;
+  readonly clock: Clock;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly coordinatorId: string;
+  readonly maxPayloadBytes: number;
+  readonly maxBadFrames: number;
+  readonly heartbeatIntervalMs: number;
+  readonly sessionTtlMs: number;
+}
+
+export class WorkerConnection implements WorkerChannel {
+  readonly #socket: WebSocket;
+  readonly #deps: ConnectionDeps;
+  readonly #abuse: AbuseCounter;
+  #log: Logger;
+  #phase: ConnectionPhase = ConnectionPhase.AWAITING_HELLO;
+  #session: LocalSession | undefined;
+
+  constructor(socket: WebSocket, deps: ConnectionDeps) {
+    this.#socket = socket;
+    this.#deps = deps;
+    this.#abuse = new AbuseCounter(deps.maxBadFrames);
+    this.#log = deps.log;
+    socket.on('message', (data) => {
+      this.#onFrame(data);
+    });
+    socket.on('close', () => {
+      this.#phase = ConnectionPhase.CLOSED;
+      if (this.#session !== undefined) deps.sessions.detach(this.#session, this);
+    });
+    socket.on('error', (err) => {
+      this.#log.warn({ err }, 'worker socket error');
+    });
+  }
+
+  get isOpen(): boolean {
+    return this.#socket.readyState === this.#socket.OPEN;
+  }
+
+  send(message: CoordinatorMessage): boolean {
+    if (!this.isOpen) return false;
+    this.#log.debug({ type: message.type }, 'send');
+    this.#socket.send(JSON.stringify(message));
+    return true;
+  }
+
+  close(code: number, reason: string): void {
+    if (this.#socket.readyState === this.#socket.CLOSED) return;
+    this.#phase = ConnectionPhase.CLOSED;
+    this.#socket.close(code, reason);
+  }
+
+  #onFrame(data: RawData): void {
+    const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+    const decoded = decodeWorkerFrame(bytes.toString('utf8'), bytes.length, this.#deps.maxPayloadBytes);
+    if (!decoded.ok) {
+      this.#refuse(decoded.error.code, decoded.error);
+      return;
+    }
+    const route = routeMessage(this.#phase, decoded.message);
+    switch (route.action) {
+      case 'refuse':
+        this.#refuse(route.error.code, route.error, route.close);
+        return;
+      case 'hello':
+        this.#onHello(route.hello);
+        return;
+      case 'handle':
+        this.#dispatch(route.message);
+        return;
+    }
+  }
+
+  #refuse(code: string, error: CoordinatorMessage, closeCode?: number): void {
+    this.#deps.metrics.badFrames.inc({ code });
+    this.send(error);
+    if (closeCode !== undefined) this.close(closeCode, code);
+    else if (this.#abuse.record()) this.close(CLOSE_POLICY_VIOLATION, 'too many bad frames');
+  }
+
+  #onHello(hello: Hello): void {
+    this.#phase = ConnectionPhase.OPENING;
+    this.#deps.sessions.open(hello, this).then(
+      (opened) => {
+        const { session } = opened;
+        this.#session = session;
+        this.#log = this.#deps.log.child({ sessionId: session.sessionId, workerId: session.workerId });
+        if (this.#phase === ConnectionPhase.CLOSED) {
+          this.#deps.sessions.detach(session, this);
+          return;
+        }
+        this.#phase = ConnectionPhase.READY;
+        if (opened.previous !== undefined) {
+          this.send({ type: 'session.expired', sessionId: opened.previous.sessionId, reason: opened.previous.reason });
+        }
+        this.send({
+          type: 'welcome',
+          inReplyTo: hello.id,
+          protocolVersion: hello.protocolVersion,
+          sessionId: session.sessionId,
+          workerId: session.workerId,
+          incarnation: session.incarnation,
+          coordinatorId: this.#deps.coordinatorId,
+          resumed: opened.resumed,
+          ttlMs: this.#deps.sessionTtlMs,
+          heartbeatIntervalMs: this.#deps.heartbeatIntervalMs,
+        });
+        this.#log.info({ resumed: opened.resumed }, 'session opened');
+      },
+      (err: unknown) => {
+        this.#log.warn({ err }, 'hello failed');
+        if (this.#phase === ConnectionPhase.OPENING) this.#phase = ConnectionPhase.AWAITING_HELLO;
+        this.send(failureReply(err, hello.id));
+      },
+    );
+  }
+
+  #dispatch(message: Exclude<WorkerMessage, Hello>): void {
+    const session = this.#session;
+    if (session === undefined) return;
+    const receivedAtMs = this.#deps.clock.nowMs();
+    this.#log.debug({ type: message.type }, 'received');
+    const reply = (p: Promise<CoordinatorMessage>): void => {
+      p.then(
+        (m) => this.send(m),
+        (err: unknown) => this.send(failureReply(err, message.id)),
+      );
+    };
+    switch (message.type) {
+      case 'heartbeat': {
+        if (message.sessionId !== session.sessionId) {
+          this.send(errorFrame('SESSION_EXPIRED', 'not the session of this connection', message.id));
+          return;
+        }
+        const beat = this.#deps.sessions.heartbeat(session, receivedAtMs);
+        this.send(
+          beat.ok
+            ? {
+                type: 'heartbeat.ack',
+                inReplyTo: message.id,
+                sessionId: session.sessionId,
+                ttlMs: Math.max(1, Math.floor(beat.ttlMs)),
+              }
+            : errorFrame('SESSION_EXPIRED', 'the session deadline has passed', message.id),
+        );
+        return;
+      }
+      case 'lease.acquire':
+        reply(this.#deps.grants.acquire(session, message, receivedAtMs));
+        return;
+      case 'lease.renew':
+        reply(this.#deps.leases.renew(session, message, receivedAtMs));
+        return;
+      case 'lease.release':
+        reply(this.#deps.leases.release(session, message));
+        return;
+      case 'task.complete':
+        reply(this.#deps.leases.complete(session, message));
+        return;
+    }
+  }
+}
