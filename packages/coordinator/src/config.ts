@@ -99,57 +99,62 @@ const keyList = z
   .transform(list)
   .pipe(z.array(z.string().min(16, 'bearer keys must be at least 16 characters')).min(1, 'at least one key'));
 
-const RawSchema = z
-  .object({
-    COORDINATOR_ID: z
-      .string()
-      .regex(/^[A-Za-z0-9._:-]{1,64}$/)
-      .optional(),
-    ETCD_ENDPOINTS: z
-      .string()
-      .default('http://127.0.0.1:2379')
-      .transform(list)
-      .pipe(z.array(z.url({ protocol: /^https?$/ })).min(1, 'at least one endpoint')),
-    PREFIX: z
-      .string()
-      .default('leasehold/')
-      .refine((s) => s.length > 0 && !s.includes('\0'), 'must be non-empty')
-      .transform((s) => (s.endsWith('/') ? s : `${s}/`)),
-    ETCD_TIMEOUT_MS: int(50, 60_000).default(2_000),
-    HOST: z.string().min(1).default('127.0.0.1'),
-    PORT: int(0, 65_535).default(7_400),
-    PORT_FILE: z.string().min(1).optional(),
-    MAX_PAYLOAD_BYTES: int(256, 64 * 1024 * 1024).default(1_048_576),
-    SINK_URL: z.url({ protocol: /^https?$/ }),
-    SINK_KEY: z.string().min(16, 'must be at least 16 characters'),
-    SINK_TIMEOUT_MS: int(50, 60_000).default(2_000),
-    CAPABILITY_KEYS: z.string().transform((text, ctx) => {
-      try {
-        const keys = parseCapabilityKeys(text);
-        if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'at least one key' });
-        return keys;
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
-        return z.NEVER;
-      }
-    }),
-    WORKER_KEYS: keyList,
-    ADMIN_KEYS: keyList,
-    SESSION_TTL_MS: int(300, 3_600_000).default(10_000),
-    HEARTBEAT_INTERVAL_MS: int(10, 1_200_000).optional(),
-    FENCE_ON_EXPIRY: z
-      .enum(['true', 'false', '1', '0', 'yes', 'no'])
-      .default('false')
-      .transform((s) => s === 'true' || s === '1' || s === 'yes'),
-    MAX_BAD_FRAMES: int(1, 10_000).default(10),
-    GRANT_BATCH_MAX: int(1, 1_000).default(64),
-    NO_LEASE_RETRY_AFTER_MS: int(0, 600_000).default(500),
-    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  })
-  .refine((c) => c.HEARTBEAT_INTERVAL_MS === undefined || c.HEARTBEAT_INTERVAL_MS * 3 <= c.SESSION_TTL_MS, {
-    error: 'must be <= SESSION_TTL_MS / 3',
-    path: ['HEARTBEAT_INTERVAL_MS'],
-  });
+const RawSchema = z.object({
+  COORDINATOR_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9._:-]{1,64}$/)
+    .optional(),
+  ETCD_ENDPOINTS: z
+    .string()
+    .default('http://127.0.0.1:2379')
+    .transform(list)
+    .pipe(z.array(z.url({ protocol: /^https?$/ })).min(1, 'at least one endpoint')),
+  PREFIX: z
+    .string()
+    .default('leasehold/')
+    .refine((s) => s.length > 0 && !s.includes('\0'), 'must be non-empty')
+    .transform((s) => (s.endsWith('/') ? s : `${s}/`)),
+  ETCD_TIMEOUT_MS: int(50, 60_000).default(2_000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: int(0, 65_535).default(7_400),
+  PORT_FILE: z.string().min(1).optional(),
+  MAX_PAYLOAD_BYTES: int(256, 64 * 1024 * 1024).default(1_048_576),
+  SINK_URL: z.url({ protocol: /^https?$/ }),
+  SINK_KEY: z.string().min(16, 'must be at least 16 characters'),
+  SINK_TIMEOUT_MS: int(50, 60_000).default(2_000),
+  CAPABILITY_KEYS: z.string().transform((text, ctx) => {
+    try {
+      const keys = parseCapabilityKeys(text);
+      if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'at least one key' });
+      return keys;
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+      return z.NEVER;
+    }
+  }),
+  WORKER_KEYS: keyList,
+  ADMIN_KEYS: keyList,
+  SESSION_TTL_MS: int(300, 3_600_000).default(10_000),
+  HEARTBEAT_INTERVAL_MS: int(10, 1_200_000).optional(),
+  FENCE_ON_EXPIRY: z
+    .enum(['true', 'false', '1', '0', 'yes', 'no'])
+    .default('false')
+    .transform((s) => s === 'true' || s === '1' || s === 'yes'),
+  MAX_BAD_FRAMES: int(1, 10_000).default(10),
+  GRANT_BATCH_MAX: int(1, 1_000).default(64),
+  NO_LEASE_RETRY_AFTER_MS: int(0, 600_000).default(500),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+/** Cross-field rules, checked on the raw values so they are reported even when other fields fail. */
+function crossFieldProblems(raw: Readonly<Record<string, string>>): string[] {
+  const ttl = Number(raw.SESSION_TTL_MS ?? '10000');
+  const heartbeat = raw.HEARTBEAT_INTERVAL_MS === undefined ? undefined : Number(raw.HEARTBEAT_INTERVAL_MS);
+  if (heartbeat !== undefined && Number.isFinite(heartbeat) && Number.isFinite(ttl) && heartbeat * 3 > ttl) {
+    return [`${ENV_PREFIX}HEARTBEAT_INTERVAL_MS: must be <= SESSION_TTL_MS / 3 (${Math.floor(ttl / 3)})`];
+  }
+  return [];
+}
 
 /** Parse `--name value` / `--name=value` / boolean `--name` into env-style keys. */
 function parseFlags(argv: readonly string[], problems: string[]): Record<string, string> {
@@ -199,6 +204,7 @@ export function loadConfig(
   }
   Object.assign(raw, parseFlags(argv, problems));
   const parsed = RawSchema.safeParse(raw);
+  problems.push(...crossFieldProblems(raw));
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const key = String(issue.path[0] ?? '');

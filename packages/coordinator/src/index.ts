@@ -28,13 +28,13 @@ import { LeaseService } from './service/leases.js';
 import { createGroupHandler } from './service/reactions.js';
 import { SessionManager } from './service/sessions.js';
 import { TaskService } from './service/tasks.js';
-import { HttpFenceTarget, type FenceTarget } from './sink/fence-target.js';
+import { SinkFenceTarget, type FenceTarget } from './sink/fence-target.js';
 import { WorkerSockets } from './ws/server.js';
 
 export { loadConfig, redactConfig, HELP_TEXT, ENV_PREFIX, OPTIONS } from './config.js';
 export type { CoordinatorConfig } from './config.js';
 export { CoordinatorError, EtcdUnavailableError, SinkUnavailableError } from './errors.js';
-export { HttpFenceTarget } from './sink/fence-target.js';
+export { SinkFenceTarget } from './sink/fence-target.js';
 export type { FenceTarget, AdvanceItem, AdvanceItemResult } from './sink/fence-target.js';
 export { KeyLayout } from './etcd/keys.js';
 export { WORKER_PATH } from './ws/server.js';
@@ -75,7 +75,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const reads = new EtcdReads(kv, keys);
   const fenceTarget =
     deps.fenceTarget ??
-    new HttpFenceTarget({ url: config.sink.url, key: config.sink.key, timeoutMs: config.sink.timeoutMs });
+    new SinkFenceTarget({ url: config.sink.url, key: config.sink.key, timeoutMs: config.sink.timeoutMs });
   const ctx: ServiceContext = {
     config,
     coordinatorId,
@@ -180,6 +180,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
         await app.close();
         await feed.close();
         etcd.close();
+        if (deps.fenceTarget === undefined) fenceTarget.close?.();
         log.info('coordinator stopped');
       })()),
   };

@@ -110,7 +110,13 @@ export class WatchFeed {
     }
     this.#watcher = watcher;
     watcher.on('data', (res: IWatchResponse) => {
-      this.#onData(res);
+      try {
+        this.#onData(res);
+      } catch (err) {
+        // etcd3 rethrows listener errors out of band; never let one escape: rebuild instead.
+        this.#o.log.error({ err }, 'watch event handling failed, rebuilding index');
+        this.#scheduleRebuild();
+      }
     });
     watcher.on('error', (err: unknown) => {
       this.#o.log.warn({ err, compacted: isCompacted(err) }, 'watch cancelled, rebuilding index');
@@ -174,7 +180,8 @@ export class WatchFeed {
     this.#o.index.advanceTo(BigInt(res.header.revision));
   }
 
-  #parse(deleted: boolean, kv: IKeyValue, prev: IKeyValue | undefined): FeedEvent | undefined {
+  #parse(deleted: boolean, kv: IKeyValue, prevKv: IKeyValue | null | undefined): FeedEvent | undefined {
+    const prev = prevKv ?? undefined;
     const parsed = this.#o.keys.parse(kv.key.toString());
     switch (parsed?.family) {
       case 'task':

@@ -6,13 +6,8 @@
  * {@link SinkUnavailableError} means nothing is known (the advance may or may not have happened),
  * which the caller treats exactly like a refusal: no grant is sent.
  */
-import {
-  AdvanceBatchResponseSchema,
-  ErrorMessageSchema,
-  isErrorCode,
-  parseFence,
-  type AdvanceBatchRequest,
-} from '@leasehold/protocol';
+import { LeaseholdError } from '@leasehold/protocol';
+import { SinkClient } from '@leasehold/sink';
 import { SinkUnavailableError } from '../errors.js';
 
 export interface AdvanceItem {
@@ -29,72 +24,53 @@ export interface FenceTarget {
   advanceBatch(items: readonly AdvanceItem[]): Promise<AdvanceItemResult[]>;
   /** Cheap reachability probe for /readyz. */
   ping(): Promise<boolean>;
+  /** Release connections (optional). */
+  close?(): void;
 }
 
-export interface HttpFenceTargetOptions {
+export interface SinkFenceTargetOptions {
   readonly url: string;
   readonly key: string;
   readonly timeoutMs: number;
 }
 
+/** Each SinkClient call carries at most this many advances (the protocol's batch limit). */
 const MAX_BATCH = 1000;
 
-/** POSTs the protocol's AdvanceBatchRequest to `<url>/v1/fences/advance-batch` with the coordinator key. */
-export class HttpFenceTarget implements FenceTarget {
-  readonly #o: HttpFenceTargetOptions;
+/**
+ * The sink's own {@link SinkClient}: POSTs the protocol's AdvanceBatchRequest to
+ * `/v1/fences/advance-batch` with `Authorization: Bearer <coordinator key>`.
+ */
+export class SinkFenceTarget implements FenceTarget {
+  readonly #client: SinkClient;
 
-  constructor(options: HttpFenceTargetOptions) {
-    this.#o = options;
+  constructor(options: SinkFenceTargetOptions) {
+    this.#client = new SinkClient({ url: options.url, key: options.key, timeoutMs: options.timeoutMs });
   }
 
   async advanceBatch(items: readonly AdvanceItem[]): Promise<AdvanceItemResult[]> {
     const out: AdvanceItemResult[] = [];
     for (let i = 0; i < items.length; i += MAX_BATCH) {
-      out.push(...(await this.#post(items.slice(i, i + MAX_BATCH))));
+      const chunk = items.slice(i, i + MAX_BATCH);
+      try {
+        out.push(...(await this.#client.advanceBatch(chunk)));
+      } catch (err) {
+        const code = err instanceof LeaseholdError ? err.code : 'UNAVAILABLE';
+        throw new SinkUnavailableError(`sink advance-batch failed: ${String(err)}`, { cause: err, code });
+      }
     }
     return out;
   }
 
   async ping(): Promise<boolean> {
     try {
-      const res = await fetch(`${this.#o.url}/healthz`, { signal: AbortSignal.timeout(this.#o.timeoutMs) });
-      await res.body?.cancel();
-      return res.ok;
+      return (await this.#client.health()).ready;
     } catch {
       return false;
     }
   }
 
-  async #post(items: readonly AdvanceItem[]): Promise<AdvanceItemResult[]> {
-    const body: AdvanceBatchRequest = {
-      items: items.map((i) => ({ resource: i.resource, token: i.token.toString() })),
-    };
-    let res: Response;
-    let json: unknown;
-    try {
-      res = await fetch(`${this.#o.url}/v1/fences/advance-batch`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${this.#o.key}` },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.#o.timeoutMs),
-      });
-      json = await res.json();
-    } catch (err) {
-      throw new SinkUnavailableError(`sink advance-batch failed: ${String(err)}`, { cause: err });
-    }
-    if (!res.ok) {
-      const error = ErrorMessageSchema.safeParse(json);
-      const code = error.success && isErrorCode(error.data.code) ? error.data.code : 'UNAVAILABLE';
-      throw new SinkUnavailableError(`sink refused advance-batch with ${res.status} ${code}`, { code });
-    }
-    const parsed = AdvanceBatchResponseSchema.safeParse(json);
-    if (!parsed.success || parsed.data.results.length !== items.length) {
-      throw new SinkUnavailableError('sink answered advance-batch with an unexpected body', { code: 'INTERNAL' });
-    }
-    return parsed.data.results.map((r) =>
-      r.ok
-        ? { ok: true, resource: r.resource, outcome: r.outcome, fence: parseFence(r.fence) }
-        : { ok: false, resource: r.resource, code: r.code, fence: parseFence(r.fence) },
-    );
+  close(): void {
+    this.#client.close();
   }
 }

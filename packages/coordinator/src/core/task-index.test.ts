@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest';
+import { TaskIndex, type PendingTask } from './task-index.js';
+
+const task = (taskId: string, resource: string, rev: bigint): PendingTask => ({
+  taskId,
+  resource,
+  createRevision: rev,
+  modRevision: rev,
+});
+
+describe('TaskIndex', () => {
+  it('selects pending tasks oldest first, one per resource', () => {
+    const index = new TaskIndex();
+    index.reset([task('c', 'r2', 12n), task('a', 'r1', 10n), task('b', 'r1', 11n)], [], 12n);
+    expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['a', 'c']);
+    expect(index.select().map((t) => t.taskId)).toEqual(['a']);
+  });
+
+  it('skips resources that have an owner, and returns when the owner goes', () => {
+    const index = new TaskIndex();
+    index.reset([task('a', 'r1', 10n), task('b', 'r2', 11n)], [], 11n);
+    index.applyOwner('r1', { resource: 'r1', taskId: 'a', sessionId: 's', token: 13n });
+    expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['b']);
+    index.applyOwner('r1', undefined);
+    expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['a', 'b']);
+  });
+
+  it('drops tasks that stop being pending', () => {
+    const index = new TaskIndex();
+    index.reset([task('a', 'r1', 10n)], [], 10n);
+    index.applyTask('a', undefined);
+    expect(index.select()).toEqual([]);
+    expect(index.stats()).toEqual({ pending: 0, owned: 0, held: 0 });
+  });
+
+  it('selects a named task only when it is eligible', () => {
+    const index = new TaskIndex();
+    index.reset([task('a', 'r1', 10n), task('b', 'r2', 11n)], [], 11n);
+    expect(index.select({ taskId: 'b' }).map((t) => t.taskId)).toEqual(['b']);
+    expect(index.select({ taskId: 'zz' })).toEqual([]);
+    index.hold('r2');
+    expect(index.select({ taskId: 'b' })).toEqual([]);
+  });
+
+  // Holds: [action, index revision after, held?]
+  it('holds a resource until released or until the index has seen the settling revision', () => {
+    const index = new TaskIndex();
+    index.reset([task('a', 'r1', 10n)], [], 10n);
+    index.hold('r1');
+    expect(index.isHeld('r1')).toBe(true);
+    expect(index.select()).toEqual([]);
+    index.holdUntil('r1', 15n);
+    expect(index.isHeld('r1')).toBe(true);
+    index.advanceTo(14n);
+    expect(index.isHeld('r1')).toBe(true);
+    index.advanceTo(15n);
+    expect(index.isHeld('r1')).toBe(false);
+    index.holdUntil('r1', 0n);
+    expect(index.isHeld('r1')).toBe(false);
+  });
+
+  it('never moves its revision backwards and keeps holds across a reset', () => {
+    const index = new TaskIndex();
+    index.advanceTo(20n);
+    index.advanceTo(5n);
+    expect(index.revision).toBe(20n);
+    index.hold('r1');
+    index.reset([task('a', 'r1', 10n)], [], 30n);
+    expect(index.revision).toBe(30n);
+    expect(index.isHeld('r1')).toBe(true);
+  });
+});

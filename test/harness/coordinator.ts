@@ -1,0 +1,357 @@
+/**
+ * Coordinator harness for integration tests:
+ * - a real sink in-process (`createSink`, SQLite in a temp dir) with its client;
+ * - coordinators in-process (`createCoordinator`) or as the BUILT process (`dist/main.js`, through
+ *   {@link Service}: `--port 0 --port-file`, SIGKILL / SIGSTOP / restart);
+ * - {@link TestWorker}: a small WebSocket client over `ws` speaking raw protocol frames;
+ * - an admin HTTP client and an etcd snapshot helper (to assert "nothing changed in etcd").
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCoordinator, loadConfig, type Coordinator, type CoordinatorDeps } from '@leasehold/coordinator';
+import {
+  CoordinatorMessageSchema,
+  PROTOCOL_VERSION,
+  type CapabilityKey,
+  type CoordinatorMessage,
+  type Welcome,
+} from '@leasehold/protocol';
+import { createSink, SinkClient, type Sink } from '@leasehold/sink';
+import { Etcd3 } from 'etcd3';
+import { pino } from 'pino';
+import WebSocket from 'ws';
+import type { EtcdHandle } from './etcd.js';
+import { BIN, Service } from './service.js';
+
+const secret = (): string => randomBytes(18).toString('base64url');
+
+export interface StackKeys {
+  readonly sinkKey: string;
+  readonly capability: CapabilityKey;
+  readonly workerKey: string;
+  readonly adminKey: string;
+}
+
+export interface StackOptions {
+  readonly etcd: EtcdHandle;
+  /** etcd key prefix of this test file. */
+  readonly prefix: string;
+  readonly sessionTtlMs?: number;
+  readonly heartbeatIntervalMs?: number;
+  readonly fenceOnExpiry?: boolean;
+}
+
+/** etcd + a real in-process sink + the environment a coordinator needs to use them. */
+export class Stack {
+  readonly keys: StackKeys = {
+    sinkKey: secret(),
+    capability: { id: 'k1', secret: secret() },
+    workerKey: secret(),
+    adminKey: secret(),
+  };
+  readonly dir = mkdtempSync(join(tmpdir(), 'leasehold-coord-test-'));
+  readonly opts: StackOptions;
+  sink!: Sink;
+  sinkClient!: SinkClient;
+  readonly #coordinators: Coordinator[] = [];
+  readonly #services: Service[] = [];
+
+  private constructor(opts: StackOptions) {
+    this.opts = opts;
+  }
+
+  static async start(opts: StackOptions): Promise<Stack> {
+    const stack = new Stack(opts);
+    stack.sink = await createSink({
+      host: '127.0.0.1',
+      port: 0,
+      dbPath: join(stack.dir, 'sink.db'),
+      synchronous: 'NORMAL',
+      decisionRetention: 0,
+      bodyLimitBytes: 1024 * 1024,
+      maxBatchOps: 2000,
+      shutdownTimeoutMs: 2000,
+      coordinatorKeys: [stack.keys.sinkKey],
+      readKeys: [],
+      capabilityKeys: [stack.keys.capability],
+    });
+    stack.sinkClient = new SinkClient({ url: stack.sinkUrl, key: stack.keys.sinkKey, timeoutMs: 5000 });
+    return stack;
+  }
+
+  get sinkUrl(): string {
+    const address = this.sink.address;
+    if (address === null) throw new Error('sink is not listening');
+    return `http://127.0.0.1:${address.port}`;
+  }
+
+  /** Coordinator environment (LEASEHOLD_COORDINATOR_*) for this stack. */
+  env(overrides: Readonly<Record<string, string>> = {}): Record<string, string> {
+    const ttl = this.opts.sessionTtlMs ?? 1_000;
+    return {
+      LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: this.opts.etcd.endpoints.join(','),
+      LEASEHOLD_COORDINATOR_PREFIX: this.opts.prefix,
+      LEASEHOLD_COORDINATOR_HOST: '127.0.0.1',
+      LEASEHOLD_COORDINATOR_PORT: '0',
+      LEASEHOLD_COORDINATOR_SINK_URL: this.sinkUrl,
+      LEASEHOLD_COORDINATOR_SINK_KEY: this.keys.sinkKey,
+      LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: `${this.keys.capability.id}:${this.keys.capability.secret}`,
+      LEASEHOLD_COORDINATOR_WORKER_KEYS: this.keys.workerKey,
+      LEASEHOLD_COORDINATOR_ADMIN_KEYS: this.keys.adminKey,
+      LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(ttl),
+      LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(this.opts.heartbeatIntervalMs ?? Math.floor(ttl / 4)),
+      LEASEHOLD_COORDINATOR_FENCE_ON_EXPIRY: String(this.opts.fenceOnExpiry ?? false),
+      LEASEHOLD_COORDINATOR_LOG_LEVEL: process.env.LEASEHOLD_TEST_LOG_LEVEL ?? 'silent',
+      ...overrides,
+    };
+  }
+
+  /** An in-process coordinator on a free port. */
+  async coordinator(
+    overrides: Readonly<Record<string, string>> = {},
+    deps: Omit<CoordinatorDeps, 'logger'> = {},
+  ): Promise<Coordinator> {
+    const config = loadConfig(this.env(overrides));
+    const logger = pino({ level: config.logLevel });
+    const c = await createCoordinator(config, { logger, ...deps });
+    this.#coordinators.push(c);
+    return c;
+  }
+
+  /** The built coordinator (`dist/main.js`) as a child process; started before return. */
+  async spawnCoordinator(name: string, overrides: Readonly<Record<string, string>> = {}): Promise<Service> {
+    const env = this.env({ LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info', ...overrides });
+    const service = new Service({ name, bin: BIN.coordinator, dir: this.dir, listens: true, env });
+    this.#services.push(service);
+    await service.start();
+    return service;
+  }
+
+  admin(url: string): AdminClient {
+    return new AdminClient(url, this.keys.adminKey);
+  }
+
+  async worker(url: string, workerId: string, incarnation = 'inc-1'): Promise<TestWorker> {
+    const w = await TestWorker.connect(url, this.keys.workerKey);
+    await w.hello(workerId, incarnation);
+    return w;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.#coordinators.map((c) => c.close()));
+    await Promise.all(this.#services.map((s) => s.stop()));
+    for (const s of this.#services) s.close();
+    this.sinkClient.close();
+    await this.sink.close();
+    if (process.env.LEASEHOLD_KEEP_TEST_DIRS === undefined) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+let nextId = 0;
+const newId = (): string => `m${++nextId}`;
+
+/** A worker's WebSocket with raw frames, replies matched by `inReplyTo`, pushes recorded. */
+export class TestWorker {
+  readonly socket: WebSocket;
+  readonly received: CoordinatorMessage[] = [];
+  readonly closed: Promise<{ code: number; reason: string }>;
+  welcome: Welcome | undefined;
+  readonly #waiters: { match: (m: CoordinatorMessage) => boolean; resolve: (m: CoordinatorMessage) => void }[] = [];
+
+  private constructor(socket: WebSocket) {
+    this.socket = socket;
+    this.closed = new Promise((resolve) => {
+      socket.on('close', (code, reason) => {
+        resolve({ code, reason: reason.toString() });
+      });
+    });
+    socket.on('message', (data: Buffer) => {
+      const message = CoordinatorMessageSchema.parse(JSON.parse(data.toString('utf8')));
+      this.received.push(message);
+      for (const w of [...this.#waiters]) {
+        if (w.match(message)) {
+          this.#waiters.splice(this.#waiters.indexOf(w), 1);
+          w.resolve(message);
+        }
+      }
+    });
+  }
+
+  /** Open `/v1/worker`; rejects with the HTTP status when the upgrade is refused. */
+  static connect(baseUrl: string, key: string | undefined, options: { maxPayload?: number } = {}): Promise<TestWorker> {
+    const url = `${baseUrl.replace(/^http/, 'ws')}/v1/worker`;
+    const socket = new WebSocket(url, {
+      headers: key === undefined ? {} : { authorization: `Bearer ${key}` },
+      maxPayload: options.maxPayload ?? 64 * 1024 * 1024,
+    });
+    return new Promise((resolve, reject) => {
+      socket.once('open', () => {
+        resolve(new TestWorker(socket));
+      });
+      socket.once('unexpected-response', (_req, res) => {
+        reject(new UpgradeRefused(res.statusCode ?? 0));
+        socket.terminate();
+      });
+      socket.once('error', reject);
+    });
+  }
+
+  async hello(workerId: string, incarnation: string, resumeSessionId?: string): Promise<Welcome> {
+    const reply = await this.request({
+      type: 'hello',
+      protocolVersion: PROTOCOL_VERSION,
+      workerId,
+      incarnation,
+      ...(resumeSessionId === undefined ? {} : { resumeSessionId }),
+    });
+    if (reply.type !== 'welcome') throw new Error(`hello answered with ${JSON.stringify(reply)}`);
+    this.welcome = reply;
+    return reply;
+  }
+
+  get sessionId(): string {
+    if (this.welcome === undefined) throw new Error('no session');
+    return this.welcome.sessionId;
+  }
+
+  sendRaw(data: string | Buffer): void {
+    this.socket.send(data);
+  }
+
+  /** Send a frame with a fresh `id` and wait for the reply that names it. */
+  request(frame: Record<string, unknown>, timeoutMs = 10_000): Promise<CoordinatorMessage> {
+    const id = typeof frame.id === 'string' ? frame.id : newId();
+    const reply = this.next((m) => 'inReplyTo' in m && m.inReplyTo === id, timeoutMs);
+    this.socket.send(JSON.stringify({ ...frame, id }));
+    return reply;
+  }
+
+  heartbeat(): Promise<CoordinatorMessage> {
+    return this.request({ type: 'heartbeat', sessionId: this.sessionId });
+  }
+
+  acquire(requestId: string, taskId?: string): Promise<CoordinatorMessage> {
+    return this.request({ type: 'lease.acquire', requestId, ...(taskId === undefined ? {} : { taskId }) });
+  }
+
+  renew(resource: string, token: string, incarnation = this.welcome?.incarnation): Promise<CoordinatorMessage> {
+    return this.request({ type: 'lease.renew', resource, token, incarnation });
+  }
+
+  complete(g: { taskId: string; resource: string; token: string }, resultId: string): Promise<CoordinatorMessage> {
+    return this.request({
+      type: 'task.complete',
+      taskId: g.taskId,
+      resultId,
+      resource: g.resource,
+      token: g.token,
+      incarnation: this.welcome?.incarnation,
+    });
+  }
+
+  release(resource: string, token: string): Promise<CoordinatorMessage> {
+    return this.request({ type: 'lease.release', resource, token, incarnation: this.welcome?.incarnation });
+  }
+
+  /** The next message (already received or future) matching `match`. */
+  next(match: (m: CoordinatorMessage) => boolean, timeoutMs = 10_000): Promise<CoordinatorMessage> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new Error(`no matching message within ${timeoutMs} ms; got ${JSON.stringify(this.received)}`));
+      }, timeoutMs);
+      this.#waiters.push({
+        match,
+        resolve: (m) => {
+          clearTimeout(timer);
+          resolve(m);
+        },
+      });
+    });
+  }
+
+  /** A push of `type` received at any time (past or future). */
+  push<T extends CoordinatorMessage['type']>(
+    type: T,
+    timeoutMs = 10_000,
+  ): Promise<Extract<CoordinatorMessage, { type: T }>> {
+    const seen = this.received.find((m) => m.type === type);
+    const found = seen ?? this.next((m) => m.type === type, timeoutMs);
+    return Promise.resolve(found) as Promise<Extract<CoordinatorMessage, { type: T }>>;
+  }
+
+  close(): void {
+    this.socket.close(1000, 'test done');
+  }
+
+  terminate(): void {
+    this.socket.terminate();
+  }
+}
+
+export class UpgradeRefused extends Error {
+  readonly status: number;
+
+  constructor(status: number) {
+    super(`upgrade refused with HTTP ${status}`);
+    this.status = status;
+  }
+}
+
+export class AdminClient {
+  readonly #url: string;
+  readonly #key: string | undefined;
+
+  constructor(url: string, key: string | undefined) {
+    this.#url = url;
+    this.#key = key;
+  }
+
+  // Test convenience: response bodies are read field by field in assertions.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  async call(method: string, path: string, body?: unknown, raw?: string): Promise<{ status: number; body: any }> {
+    const res = await fetch(`${this.#url}${path}`, {
+      method,
+      headers: {
+        ...(this.#key === undefined ? {} : { authorization: `Bearer ${this.#key}` }),
+        ...(body === undefined && raw === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(raw !== undefined ? { body: raw } : body === undefined ? {} : { body: JSON.stringify(body) }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text === '' ? undefined : (JSON.parse(text) as unknown) };
+  }
+
+  submit(taskId: string, resource: string, payload: unknown = { n: 1 }) {
+    return this.call('POST', '/v1/tasks', { taskId, resource, payload });
+  }
+
+  task(taskId: string) {
+    return this.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}`);
+  }
+
+  cancel(taskId: string) {
+    return this.call('DELETE', `/v1/tasks/${encodeURIComponent(taskId)}`);
+  }
+
+  resource(resource: string) {
+    return this.call('GET', `/v1/resources/${encodeURIComponent(resource)}`);
+  }
+}
+
+/** Every key under `prefix` with its mod_revision: equal snapshots mean nothing changed. */
+export async function etcdSnapshot(endpoints: readonly string[], prefix: string): Promise<Record<string, string>> {
+  const client = new Etcd3({ hosts: [...endpoints] });
+  try {
+    const kvs = await client.getAll().prefix(prefix).exec();
+    return Object.fromEntries(kvs.kvs.map((kv) => [kv.key.toString(), kv.mod_revision]));
+  } finally {
+    client.close();
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
