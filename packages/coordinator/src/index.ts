@@ -13,6 +13,7 @@ import type { Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from './config.js';
 import { CLOSE_GOING_AWAY } from './core/dispatch.js';
+import { LeaseholdError, SinkUnavailableError } from './errors.js';
 import { TaskIndex } from './core/task-index.js';
 import { createEtcdClient } from './etcd/client.js';
 import { KeyLayout } from './etcd/keys.js';
@@ -88,10 +89,16 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     reads,
     index: new TaskIndex(),
     fenceTarget,
-    fences: new MicroBatcher(
-      async (items) => (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value })),
-      1_000,
-    ),
+    fences: new MicroBatcher(async (items) => {
+      try {
+        return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
+      } catch (err) {
+        // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
+        throw err instanceof LeaseholdError
+          ? err
+          : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
+      }
+    }, 1_000),
     state: { shuttingDown: false },
   };
   const sessions = new SessionManager(ctx);

@@ -1,0 +1,175 @@
+/**
+ * Acquire: fence before grant, idempotency by request id, batching.
+ *
+ * - a grant lost on the wire is returned again (same token, same capability) to a retry with the
+ *   same request id, on the same or another coordinator — never a second grant;
+ * - a crash between the owner txn (a) and the grant (c): the retry completes the fence advance (b)
+ *   at the sink before answering;
+ * - when the sink refuses or fails the advance, no grant is sent and the owner key is removed;
+ * - concurrent acquires share owner txns and sink batches, each resource with its own owner.
+ */
+import { SinkFenceTarget, type AdvanceItem, type FenceTarget } from '@leasehold/coordinator';
+import type { Grant } from '@leasehold/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Stack, TestWorker, etcdSnapshot } from '../harness/coordinator.js';
+import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { waitFor } from '../harness/service.js';
+
+const PREFIX = 'test/coordinator-acquire/';
+let etcd: EtcdHandle;
+let stack: Stack;
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 2_000 });
+});
+
+afterAll(async () => {
+  await stack.close();
+  await etcd.stop();
+});
+
+/** The real sink behind a switch: `hold()` parks advances until `release()`; `fail()` makes them throw. */
+class GatedFence implements FenceTarget {
+  readonly #inner: FenceTarget;
+  #gate: Promise<void> | undefined;
+  #open: (() => void) | undefined;
+  #failing = false;
+  readonly seen: AdvanceItem[][] = [];
+
+  constructor() {
+    this.#inner = new SinkFenceTarget({ url: stack.sinkUrl, key: stack.keys.sinkKey, timeoutMs: 5_000 });
+  }
+
+  hold(): void {
+    this.#gate = new Promise((resolve) => (this.#open = resolve));
+  }
+
+  release(): void {
+    this.#open?.();
+    this.#gate = undefined;
+  }
+
+  fail(on: boolean): void {
+    this.#failing = on;
+  }
+
+  async advanceBatch(items: readonly AdvanceItem[]) {
+    this.seen.push([...items]);
+    if (this.#gate !== undefined) await this.#gate;
+    if (this.#failing) throw new Error('sink unreachable (test)');
+    return this.#inner.advanceBatch(items);
+  }
+
+  ping() {
+    return this.#inner.ping();
+  }
+}
+
+const prefixOf = (name: string) => `${PREFIX}${name}/`;
+
+async function ownerKeys(name: string) {
+  const snap = await etcdSnapshot(etcd.endpoints, `${prefixOf(name)}owners/`);
+  return Object.entries(snap);
+}
+
+describe('acquire', () => {
+  it('returns the same grant to a retry with the same request id after the grant was lost', async () => {
+    const fence = new GatedFence();
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('lost') }, { fenceTarget: fence });
+    const admin = stack.admin(c.url);
+    await admin.submit('t1', 'lost/r1');
+    const w = await stack.worker(c.url, 'w1');
+    fence.hold();
+    void w.acquire('q1').catch(() => undefined);
+    await waitFor('owner key created', async () => ((await ownerKeys('lost')).length === 1 ? true : undefined));
+    w.terminate(); // the grant is lost on the wire
+    fence.release();
+
+    const again = await TestWorker.connect(c.url, stack.keys.workerKey);
+    expect(await again.hello('w1', 'inc-1', w.sessionId)).toMatchObject({ resumed: true });
+    const first = (await again.acquire('q1')) as Grant;
+    const second = (await again.acquire('q1')) as Grant;
+    expect(first).toMatchObject({ type: 'lease.granted', taskId: 't1', attempt: 1 });
+    expect(second).toMatchObject({ token: first.token, capability: first.capability, attempt: 1 });
+    const owners = await ownerKeys('lost');
+    expect(owners).toHaveLength(1);
+    expect(owners[0]![1]).toBe(first.token); // token = create (= mod) revision of the one owner key
+    expect((await admin.task('t1')).body).toMatchObject({ state: 'leased', attempts: 1 });
+    again.close();
+  });
+
+  it('answers duplicate in-flight acquires with one grant', async () => {
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('dup') });
+    const admin = stack.admin(c.url);
+    await admin.submit('t1', 'dup/r1');
+    await admin.submit('t2', 'dup/r2');
+    const w = await stack.worker(c.url, 'w1');
+    const replies = await Promise.all([w.acquire('q1'), w.acquire('q1'), w.acquire('q1')]);
+    const tokens = new Set(replies.map((r) => (r as Grant).token));
+    expect(replies.every((r) => r.type === 'lease.granted')).toBe(true);
+    expect(tokens.size).toBe(1);
+    expect(await ownerKeys('dup')).toHaveLength(1);
+    w.close();
+  });
+
+  it('completes the fence advance on retry after a crash between the owner txn and the grant', async () => {
+    const stuck = new GatedFence();
+    const c1 = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('crash') }, { fenceTarget: stuck });
+    const c2 = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('crash') });
+    await stack.admin(c1.url).submit('t1', 'crash/r1');
+    const w = await stack.worker(c1.url, 'w1');
+    stuck.hold(); // (a) happens, (b) never does on c1
+    void w.acquire('q1').catch(() => undefined);
+    await waitFor('owner key created', async () => ((await ownerKeys('crash')).length === 1 ? true : undefined));
+    const [[, token]] = (await ownerKeys('crash')) as [[string, string]];
+    expect((await stack.sinkClient.getResource('crash/r1')).fence).toBe(0n);
+    await c1.close(); // c1 goes away mid-grant; its advance never reaches the sink
+
+    const again = await TestWorker.connect(c2.url, stack.keys.workerKey);
+    expect(await again.hello('w1', 'inc-1', w.sessionId)).toMatchObject({ resumed: true });
+    const grant = await again.acquire('q1');
+    expect(grant).toMatchObject({ type: 'lease.granted', token });
+    expect((await stack.sinkClient.getResource('crash/r1')).fence).toBe(BigInt(token));
+    stuck.release();
+    again.close();
+  });
+
+  it('sends no grant and removes the owner key when the sink fails or refuses the advance', async () => {
+    const fence = new GatedFence();
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('refuse') }, { fenceTarget: fence });
+    const admin = stack.admin(c.url);
+    await admin.submit('t1', 'refuse/r1');
+    const w = await stack.worker(c.url, 'w1');
+
+    fence.fail(true);
+    expect(await w.acquire('q1')).toMatchObject({ type: 'error', code: 'UNAVAILABLE', retryable: true });
+    expect(await ownerKeys('refuse')).toHaveLength(0);
+    expect((await admin.task('t1')).body).toMatchObject({ state: 'pending' });
+    fence.fail(false);
+
+    // The sink's fence is already far ahead: the advance is refused (STALE_TOKEN), no grant.
+    await stack.sinkClient.advance('refuse/r1', 1_000_000_000n);
+    expect(await w.acquire('q2')).toMatchObject({ type: 'lease.none' });
+    expect(await ownerKeys('refuse')).toHaveLength(0);
+    expect((await admin.resource('refuse/r1')).body).toMatchObject({ owner: null });
+    w.close();
+  });
+
+  it('batches concurrent acquires: one owner per resource, every fence at its token', async () => {
+    const fence = new GatedFence();
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('batch') }, { fenceTarget: fence });
+    const admin = stack.admin(c.url);
+    const N = 12;
+    for (let i = 0; i < N; i++) await admin.submit(`t${i}`, `batch/r${i}`);
+    const workers = await Promise.all(Array.from({ length: N }, (_, i) => stack.worker(c.url, `w${i}`)));
+    const grants = (await Promise.all(workers.map((w) => w.acquire('q1')))) as Grant[];
+    expect(new Set(grants.map((g) => g.resource)).size).toBe(N);
+    for (const g of grants) expect((await stack.sinkClient.getResource(g.resource)).fence).toBe(BigInt(g.token));
+    // Several grants shared one owner txn (same revision) and one sink call.
+    expect(new Set(grants.map((g) => g.token)).size).toBeLessThan(N);
+    expect(Math.max(...fence.seen.map((b) => b.length))).toBeGreaterThan(1);
+    expect(await ownerKeys('batch')).toHaveLength(N);
+    for (const w of workers) w.close();
+  });
+});
