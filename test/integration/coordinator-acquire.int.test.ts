@@ -163,7 +163,9 @@ describe('acquire', () => {
     const N = 12;
     for (let i = 0; i < N; i++) await admin.submit(`t${i}`, `batch/r${i}`);
     const workers = await Promise.all(Array.from({ length: N }, (_, i) => stack.worker(c.url, `w${i}`)));
-    const grants = (await Promise.all(workers.map((w) => w.acquire('q1')))) as Grant[];
+    const replies = await Promise.all(workers.map((w) => w.acquire('q1')));
+    expect(replies.map((r) => r.type)).toEqual(Array<string>(N).fill('lease.granted'));
+    const grants = replies as Grant[];
     expect(new Set(grants.map((g) => g.resource)).size).toBe(N);
     for (const g of grants) expect((await stack.sinkClient.getResource(g.resource)).fence).toBe(BigInt(g.token));
     // Several grants shared one owner txn (same revision) and one sink call.
