@@ -1,0 +1,323 @@
+/**
+ * The checker is pure: a good history has no violation, and each bad history below is reported
+ * under its name. This is the proof that a clean chaos run means something.
+ */
+import { describe, expect, it } from 'vitest';
+import { canonical, checkHistory, logFinding, ViolationName, type Violation } from './checker.js';
+import type { History, SinkDecision, WorkerEvent } from './history.js';
+
+const T0 = 1_700_000_000_000;
+
+/**
+ * The design note's story, recorded: w1 gets token 10 on r1, pauses; w2 takes over at 20 (fence
+ * advanced first), writes and completes; w1's late write is refused STALE_TOKEN.
+ */
+function goodHistory(): History {
+  const d = (
+    seq: number,
+    kind: SinkDecision['kind'],
+    token: string,
+    fenceBefore: string,
+    outcome: SinkDecision['outcome'],
+    atMs: number,
+    workerId?: string,
+  ): SinkDecision => ({
+    seq,
+    kind,
+    resource: 'r1',
+    token,
+    fenceBefore,
+    outcome,
+    atMs: T0 + atMs,
+    ...(kind === 'write' ? { resultId: 'task:t1', workerId } : {}),
+  });
+  const e = (kind: WorkerEvent['kind'], process: string, token: string, atMs: number, extra = {}): WorkerEvent =>
+    ({
+      kind,
+      process,
+      workerId: process,
+      taskId: 't1',
+      resource: 'r1',
+      token,
+      atMs: T0 + atMs,
+      ...extra,
+    }) as WorkerEvent;
+  return {
+    startedAtMs: T0,
+    endedAtMs: T0 + 10_000,
+    healedAtMs: T0 + 5_000,
+    completionBoundMs: 3_000,
+    tasks: [{ taskId: 't1', resource: 'r1', deterministic: true, expected: { v: 1 }, submittedAtMs: T0 }],
+    events: [
+      e('grant', 'w1', '10', 100),
+      e('write-attempt', 'w1', '10', 200, { resultId: 'task:t1' }),
+      e('grant', 'w2', '20', 3_000),
+      e('write-attempt', 'w2', '20', 3_100, { resultId: 'task:t1' }),
+      e('write', 'w2', '20', 3_110, { resultId: 'task:t1', outcome: 'written' }),
+      e('complete', 'w2', '20', 3_120),
+      e('write', 'w1', '10', 4_000, { resultId: 'task:t1', outcome: 'STALE_TOKEN' }),
+      e('lost', 'w1', '10', 4_001, { reason: 'STALE_TOKEN' }),
+    ],
+    faults: [{ id: 1, kind: 'self-pause', targets: ['w1'], startMs: T0 + 200, endMs: T0 + 3_900 }],
+    decisions: [
+      d(1, 'advance', '10', '0', 'advanced', 90),
+      d(2, 'advance', '20', '10', 'advanced', 2_990),
+      d(3, 'write', '20', '20', 'written', 3_105, 'w2'),
+      d(4, 'write', '10', '20', 'STALE_TOKEN', 3_950, 'w1'),
+    ],
+    decisionsComplete: true,
+    owners: [
+      { resource: 'r1', token: '10', endRevision: '15', workerId: 'w1', taskId: 't1' },
+      { resource: 'r1', token: '20', endRevision: '21', workerId: 'w2', taskId: 't1' },
+    ],
+    finalTasks: [
+      { taskId: 't1', state: 'completed', result: { resultId: 'task:t1', token: '20' }, completedSeenAtMs: T0 + 3_200 },
+    ],
+    finalResults: [{ resource: 'r1', resultId: 'task:t1', token: '20', workerId: 'w2', payload: { v: 1 } }],
+    logs: [
+      {
+        process: 'w1',
+        text: '{"level":30,"time":1,"msg":"lease granted"}\n{"level":40,"msg":"write refused by the sink"}\n',
+      },
+    ],
+    exits: [{ process: 'sink', atMs: T0 + 2_000, code: null, signal: 'SIGKILL', expected: true }],
+  };
+}
+
+type MutableHistory = {
+  -readonly [K in keyof History]: History[K] extends readonly (infer U)[] ? U[] : History[K];
+};
+function mutate(fn: (h: MutableHistory) => void): History {
+  const h = structuredClone(goodHistory()) as MutableHistory;
+  fn(h);
+  return h;
+}
+
+function names(vs: readonly Violation[]): string[] {
+  return [...new Set(vs.map((v) => v.name))].sort();
+}
+
+describe('chaos checker', () => {
+  it('finds nothing wrong with the design note story', () => {
+    expect(checkHistory(goodHistory())).toEqual([]);
+  });
+
+  it('stale-write-accepted: the sink accepts a token below the fence (a sink without the fence check)', () => {
+    const h = mutate((h) => {
+      h.decisions = h.decisions.map((d) => (d.seq === 4 ? { ...d, outcome: 'written' } : d));
+    });
+    const v = checkHistory(h);
+    expect(names(v)).toContain(ViolationName.STALE_WRITE_ACCEPTED);
+    expect(names(v)).toContain(ViolationName.ACCEPTED_TOKEN_REGRESSED);
+    expect(names(v)).toContain(ViolationName.RESULT_STORED_TWICE);
+    expect(v.find((x) => x.name === ViolationName.STALE_WRITE_ACCEPTED)).toMatchObject({ resource: 'r1', token: '10' });
+  });
+
+  it('unissued-token-accepted: a write above the fence accepted', () => {
+    const h = mutate((h) => {
+      h.decisions = [
+        ...h.decisions,
+        { ...h.decisions[2]!, seq: 5, token: '99', fenceBefore: '20', outcome: 'replayed' },
+      ];
+    });
+    expect(names(checkHistory(h))).toEqual([ViolationName.UNISSUED_TOKEN_ACCEPTED]);
+  });
+
+  it('fence-regressed: the fence forgotten (e.g. lost on a sink restart)', () => {
+    const h = mutate((h) => {
+      h.decisions = h.decisions.map((d) => (d.seq === 4 ? { ...d, fenceBefore: '0', outcome: 'FENCE_CONFLICT' } : d));
+    });
+    expect(names(checkHistory(h))).toContain(ViolationName.FENCE_REGRESSED);
+  });
+
+  it('fence-regressed: an advance accepted below the fence', () => {
+    const h = mutate((h) => {
+      h.decisions = [
+        ...h.decisions,
+        {
+          seq: 5,
+          kind: 'advance',
+          resource: 'r1',
+          token: '15',
+          fenceBefore: '20',
+          outcome: 'advanced',
+          atMs: T0 + 4_500,
+        },
+      ];
+    });
+    expect(names(checkHistory(h))).toEqual([ViolationName.FENCE_REGRESSED]);
+  });
+
+  it('wrong-refusal: STALE_TOKEN for a token equal to the fence', () => {
+    const h = mutate((h) => {
+      h.decisions = [...h.decisions, { ...h.decisions[3]!, seq: 5, token: '20', outcome: 'STALE_TOKEN' }];
+    });
+    expect(names(checkHistory(h))).toEqual([ViolationName.WRONG_REFUSAL]);
+  });
+
+  it('stale-write-acknowledged: from worker logs alone, a write sent after a newer grant was told "written"', () => {
+    const h = mutate((h) => {
+      h.events = h.events.map((e) => (e.kind === 'write' && e.process === 'w1' ? { ...e, outcome: 'written' } : e));
+      h.events.push({
+        kind: 'write-attempt',
+        process: 'w1',
+        workerId: 'w1',
+        taskId: 't1',
+        resource: 'r1',
+        token: '10',
+        resultId: 'task:t1',
+        atMs: T0 + 3_940,
+      });
+      // (the sink log, if it lies, would not show it)
+    });
+    const v = checkHistory(h).filter((x) => x.name === ViolationName.STALE_WRITE_ACKNOWLEDGED);
+    expect(v).toHaveLength(1);
+    expect(v[0]).toMatchObject({ process: 'w1', token: '10', resource: 'r1' });
+  });
+
+  it('a write that timed out ("unknown") is neither acknowledged nor an error when it landed', () => {
+    const h = mutate((h) => {
+      h.events = h.events.map((e) => (e.kind === 'write' && e.process === 'w2' ? { ...e, outcome: 'unknown' } : e));
+    });
+    expect(checkHistory(h)).toEqual([]);
+    const lost = mutate((h) => {
+      h.events = h.events.map((e) => (e.kind === 'write' && e.process === 'w2' ? { ...e, outcome: 'unknown' } : e));
+      h.decisions = h.decisions.filter((d) => d.seq !== 3);
+      h.finalResults = [];
+      h.finalTasks = [{ taskId: 't1', state: 'pending' }];
+    });
+    // Not acknowledged, so not "lost"; the task simply did not complete.
+    expect(names(checkHistory(lost))).toEqual([ViolationName.TASK_NOT_COMPLETED]);
+  });
+
+  it('two-live-owners: overlapping owner keys in etcd, or one token granted to two workers', () => {
+    const overlap = mutate((h) => {
+      h.owners = h.owners!.map((o) => (o.token === '10' ? { ...o, endRevision: '25' } : o));
+    });
+    expect(names(checkHistory(overlap))).toEqual([ViolationName.TWO_LIVE_OWNERS]);
+    const never = mutate((h) => {
+      h.owners = h.owners!.map((o) => (o.token === '10' ? { ...o, endRevision: undefined } : o));
+    });
+    expect(names(checkHistory(never))).toEqual([ViolationName.TWO_LIVE_OWNERS]);
+    const twice = mutate((h) => {
+      h.events.push({ ...(h.events[2] as WorkerEvent), process: 'w3', workerId: 'w3' });
+    });
+    expect(names(checkHistory(twice))).toEqual([ViolationName.TWO_LIVE_OWNERS]);
+  });
+
+  it('grant-not-in-etcd: a grant no owner key was created for', () => {
+    const h = mutate((h) => {
+      h.owners = h.owners!.filter((o) => o.token !== '20');
+    });
+    expect(names(checkHistory(h))).toEqual([ViolationName.GRANT_NOT_IN_ETCD]);
+    // Without etcd's history the owner checks that need it are skipped, not failed.
+    expect(checkHistory(mutate((h) => (h.owners = undefined)))).toEqual([]);
+  });
+
+  it('grant-before-fence: the worker saw the grant before the advance, or its write hit FENCE_CONFLICT', () => {
+    const late = mutate((h) => {
+      h.decisions = h.decisions.map((d) => (d.seq === 2 ? { ...d, atMs: T0 + 3_050 } : d));
+    });
+    const v = checkHistory(late);
+    expect(names(v)).toEqual([ViolationName.GRANT_BEFORE_FENCE]);
+    expect(v[0]).toMatchObject({ process: 'w2', token: '20' });
+    const conflict = mutate((h) => {
+      h.decisions.push({ ...h.decisions[2]!, seq: 5, fenceBefore: '10', outcome: 'FENCE_CONFLICT' });
+    });
+    expect(names(checkHistory(conflict))).toContain(ViolationName.GRANT_BEFORE_FENCE);
+    const never = mutate((h) => {
+      h.decisions = h.decisions.filter((d) => d.seq !== 1);
+    });
+    expect(names(checkHistory(never))).toEqual([ViolationName.GRANT_BEFORE_FENCE]);
+    // A pruned decision log cannot prove a missing advance.
+    expect(checkHistory(mutate((h) => ((h.decisionsComplete = false), (h.decisions = h.decisions.slice(1)))))).toEqual(
+      [],
+    );
+  });
+
+  it('acknowledged-write-lost: "written" was acknowledged but the sink lost it', () => {
+    const h = mutate((h) => {
+      h.finalResults = [];
+    });
+    const v = checkHistory(h);
+    expect(names(v)).toEqual([ViolationName.ACKNOWLEDGED_WRITE_LOST, ViolationName.COMPLETED_WITHOUT_RESULT].sort());
+    const notInLog = mutate((h) => {
+      h.decisions = h.decisions.filter((d) => d.seq !== 3);
+    });
+    expect(names(checkHistory(notInLog))).toEqual([ViolationName.ACKNOWLEDGED_WRITE_LOST]);
+  });
+
+  it('result-stored-twice and result-mismatch: a second "written", a changed result, a wrong deterministic value', () => {
+    const twice = mutate((h) => {
+      h.decisions.push({ ...h.decisions[2]!, seq: 5, atMs: T0 + 3_300 });
+    });
+    expect(names(checkHistory(twice))).toEqual([ViolationName.RESULT_STORED_TWICE]);
+    const changed = mutate((h) => {
+      h.finalResults = [{ ...h.finalResults[0]!, token: '10' }];
+    });
+    expect(names(checkHistory(changed))).toContain(ViolationName.RESULT_STORED_TWICE);
+    const wrong = mutate((h) => {
+      h.finalResults = [{ ...h.finalResults[0]!, payload: { v: 2 } }];
+    });
+    expect(names(checkHistory(wrong))).toEqual([ViolationName.RESULT_MISMATCH]);
+    // Non-deterministic tasks may store any value (once).
+    expect(
+      checkHistory(
+        mutate((h) => {
+          h.tasks = [{ ...h.tasks[0]!, deterministic: false }];
+          h.finalResults = [{ ...h.finalResults[0]!, payload: { nonce: 'x' } }];
+        }),
+      ),
+    ).toEqual([]);
+  });
+
+  it('task-not-completed: pending at the end, or completed after the bound', () => {
+    const pending = mutate((h) => {
+      h.finalTasks = [{ taskId: 't1', state: 'pending' }];
+    });
+    expect(names(checkHistory(pending))).toEqual([ViolationName.TASK_NOT_COMPLETED]);
+    const slow = mutate((h) => {
+      h.finalTasks = [{ ...h.finalTasks[0]!, completedSeenAtMs: T0 + 9_000 }];
+    });
+    expect(names(checkHistory(slow))).toEqual([ViolationName.TASK_NOT_COMPLETED]);
+  });
+
+  it('process-logged-error and process-crashed', () => {
+    const h = mutate((h) => {
+      h.logs = [
+        {
+          process: 'coordinator-0',
+          text: '{"level":50,"time":5,"msg":"watch handler failed","err":{"message":"boom"}}\n',
+        },
+        { process: 'worker-1', text: 'Error: something\nUnhandledPromiseRejection: x\n' },
+        { process: 'sink', text: '{"level":40,"msg":"slow"}\n' },
+      ];
+      h.exits = [{ process: 'sink', atMs: T0, code: 1, signal: null, expected: false }];
+    });
+    const v = checkHistory(h);
+    expect(v.filter((x) => x.name === ViolationName.PROCESS_LOGGED_ERROR).map((x) => x.process)).toEqual([
+      'coordinator-0',
+      'worker-1',
+    ]);
+    expect(names(v)).toContain(ViolationName.PROCESS_CRASHED);
+    expect(checkHistory(h, { ignoreLog: [/watch handler/, /Unhandled/] }).map((x) => x.name)).toEqual([
+      ViolationName.PROCESS_CRASHED,
+    ]);
+  });
+
+  it('caps the list per name on request and says how many were left out', () => {
+    const h = mutate((h) => {
+      h.logs = [{ process: 'x', text: Array.from({ length: 10 }, () => '{"level":60,"msg":"f"}').join('\n') }];
+    });
+    const v = checkHistory(h, { maxPerName: 3 });
+    expect(v).toHaveLength(4);
+    expect(v[3]!.message).toMatch(/7 more/);
+  });
+
+  it('helpers: canonical JSON and log findings', () => {
+    expect(canonical({ b: 1, a: [1, { d: 2, c: 3 }] })).toBe('{"a":[1,{"c":3,"d":2}],"b":1}');
+    expect(logFinding('{"level":30,"msg":"ok"}')).toBeUndefined();
+    expect(logFinding('{"level":60,"msg":"bye"}')).toMatch(/level 60/);
+    expect(logFinding('node: uncaught exception')).toBeDefined();
+  });
+});

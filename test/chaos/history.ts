@@ -1,0 +1,125 @@
+/**
+ * The recorded history of one chaos run: what every process observed, what the sink decided, what
+ * etcd stored, and which faults were active when. Plain JSON (tokens and revisions are decimal
+ * strings, times are epoch milliseconds from one host clock), so a history can be saved, replayed
+ * into the checker and drawn.
+ */
+
+/** A write outcome as seen by the worker; `unknown` = timed out or cut off: it may have happened. */
+export type WriteOutcome = 'written' | 'replayed' | 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT' | 'unknown';
+
+export interface WorkerEventBase {
+  /** Epoch ms (the process' log time). */
+  readonly atMs: number;
+  /** Process name, e.g. `worker-2` (a restarted worker keeps its name). */
+  readonly process: string;
+  readonly workerId: string;
+  readonly taskId: string;
+  readonly resource: string;
+  readonly token: string;
+}
+
+export type WorkerEvent =
+  | (WorkerEventBase & { readonly kind: 'grant' })
+  /** The worker is about to send a write (after the SDK's deadline check). */
+  | (WorkerEventBase & { readonly kind: 'write-attempt'; readonly resultId: string })
+  | (WorkerEventBase & { readonly kind: 'write'; readonly resultId: string; readonly outcome: WriteOutcome })
+  | (WorkerEventBase & { readonly kind: 'complete' })
+  | (WorkerEventBase & { readonly kind: 'lost'; readonly reason: string });
+
+export interface SinkDecision {
+  readonly seq: number;
+  readonly kind: 'advance' | 'write';
+  readonly resource: string;
+  readonly token: string;
+  readonly fenceBefore: string;
+  readonly outcome:
+    'advanced' | 'unchanged' | 'written' | 'replayed' | 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT';
+  readonly resultId?: string | undefined;
+  readonly workerId?: string | undefined;
+  readonly atMs: number;
+}
+
+/** One owner key's life in etcd: created at `token` (its create revision), deleted at `endRevision`. */
+export interface OwnerInterval {
+  readonly resource: string;
+  readonly token: string;
+  /** Revision of the delete; undefined = still present at the end of the run. */
+  readonly endRevision: string | undefined;
+  readonly workerId?: string | undefined;
+  readonly taskId?: string | undefined;
+}
+
+export type FaultKind =
+  'pause' | 'kill' | 'blackhole' | 'one-way' | 'reset' | 'latency' | 'partition-etcd-member' | 'self-pause';
+
+export interface FaultWindow {
+  readonly id: number;
+  readonly kind: FaultKind;
+  /** Process or link names the fault applies to. */
+  readonly targets: readonly string[];
+  readonly startMs: number;
+  /** When healed; undefined = never healed (a bug in the run itself). */
+  readonly endMs: number | undefined;
+  readonly detail?: string;
+}
+
+export interface TaskRecord {
+  readonly taskId: string;
+  readonly resource: string;
+  /** Deterministic tasks have one possible payload: `expected`. */
+  readonly deterministic: boolean;
+  readonly expected?: unknown;
+  readonly submittedAtMs: number;
+}
+
+export interface FinalTask {
+  readonly taskId: string;
+  readonly state: string;
+  readonly result?: { readonly resultId: string; readonly token: string } | undefined;
+  /** When the runner first saw it completed. */
+  readonly completedSeenAtMs?: number | undefined;
+}
+
+export interface FinalResult {
+  readonly resource: string;
+  readonly resultId: string;
+  readonly token: string;
+  readonly workerId: string;
+  readonly payload: unknown;
+}
+
+export interface ProcessLog {
+  readonly process: string;
+  readonly text: string;
+}
+
+export interface ProcessExit {
+  readonly process: string;
+  readonly atMs: number;
+  readonly code: number | null;
+  readonly signal: string | null;
+  /** Caused by the runner (a kill nemesis or the final stop). */
+  readonly expected: boolean;
+}
+
+export interface History {
+  readonly startedAtMs: number;
+  readonly endedAtMs: number;
+  /** When the last fault was healed (the completion bound counts from here). */
+  readonly healedAtMs: number;
+  /** Every task must be completed within this long after `healedAtMs`. */
+  readonly completionBoundMs: number;
+  readonly tasks: readonly TaskRecord[];
+  readonly events: readonly WorkerEvent[];
+  readonly faults: readonly FaultWindow[];
+  readonly decisions: readonly SinkDecision[];
+  /** False when the sink pruned part of its decision log: checks that need all of it are skipped. */
+  readonly decisionsComplete: boolean;
+  /** Undefined when etcd's history could not be read. */
+  readonly owners: readonly OwnerInterval[] | undefined;
+  readonly finalTasks: readonly FinalTask[];
+  readonly finalResults: readonly FinalResult[];
+  readonly logs: readonly ProcessLog[];
+  readonly exits: readonly ProcessExit[];
+}
