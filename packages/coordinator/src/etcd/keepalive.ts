@@ -46,7 +46,8 @@ export class KeepAliveStream {
   /** Keep `leaseId` alive from now on (sends one keepalive immediately when connected). */
   add(leaseId: string): void {
     this.#leases.add(leaseId);
-    this.#send(leaseId);
+    if (this.#stream === undefined) this.#connect();
+    else this.#send(leaseId);
   }
 
   remove(leaseId: string): void {
