@@ -10,7 +10,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCoordinator, loadConfig, type Coordinator, type CoordinatorDeps } from '@leasehold/coordinator';
+import {
+  createCoordinator,
+  loadConfig,
+  type Coordinator,
+  type CoordinatorDeps,
+  type ResourceView,
+  type TaskView,
+} from '@leasehold/coordinator';
 import {
   CoordinatorMessageSchema,
   PROTOCOL_VERSION,
@@ -338,6 +345,14 @@ export class AdminClient {
 
   resource(resource: string) {
     return this.call('GET', `/v1/resources/${encodeURIComponent(resource)}`);
+  }
+
+  async list(query = ''): Promise<{ status: number; body: { tasks: TaskView[]; next: string | null } }> {
+    return this.call('GET', `/v1/tasks${query}`);
+  }
+
+  async resourceView(resource: string): Promise<ResourceView> {
+    return (await this.resource(resource)).body as ResourceView;
   }
 }
 

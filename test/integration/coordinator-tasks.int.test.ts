@@ -1,0 +1,113 @@
+/**
+ * The task API: submit (idempotent by id), read, list (state filter, paging), cancel (owner removed,
+ * holder pushed lease.revoked — also when another coordinator serves the holder), release (back to
+ * pending), and the resource view.
+ */
+import type { Grant } from '@leasehold/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Stack, type AdminClient } from '../harness/coordinator.js';
+import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+
+const PREFIX = 'test/coordinator-tasks/';
+let etcd: EtcdHandle;
+let stack: Stack;
+let url1: string;
+let url2: string;
+let admin: AdminClient;
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
+  url1 = (await stack.coordinator()).url;
+  url2 = (await stack.coordinator()).url;
+  admin = stack.admin(url1);
+});
+
+afterAll(async () => {
+  await stack.close();
+  await etcd.stop();
+});
+
+describe('task API', () => {
+  it('submits idempotently, reads and lists with state filters and paging', async () => {
+    expect(await admin.submit('list/a', 'tasks/ra', { x: 1 })).toMatchObject({
+      status: 201,
+      body: { taskId: 'list/a', state: 'pending', attempts: 0, payload: { x: 1 } },
+    });
+    expect(await admin.submit('list/a', 'tasks/ra', { x: 1 })).toMatchObject({
+      status: 200,
+      body: { state: 'pending' },
+    });
+    for (const id of ['list/b', 'list/c', 'list/d']) await admin.submit(id, `tasks/r-${id}`);
+    expect(await admin.task('list/a')).toMatchObject({ status: 200, body: { taskId: 'list/a', resource: 'tasks/ra' } });
+
+    const w = await stack.worker(url1, 'lister');
+    const g = (await w.acquire('q1', 'list/b')) as Grant;
+    expect(g).toMatchObject({ type: 'lease.granted', taskId: 'list/b' });
+    expect((await admin.task('list/b')).body).toMatchObject({
+      state: 'leased',
+      attempts: 1,
+      owner: { workerId: 'lister', token: g.token, sessionId: w.sessionId },
+    });
+
+    const ids = (page: { body: { tasks: { taskId: string }[] } }) => page.body.tasks.map((t) => t.taskId);
+    const page1 = await admin.list('?limit=2');
+    expect(ids(page1)).toEqual(['list/a', 'list/b']);
+    expect(page1.body.next).toBe('list/b');
+    const page2 = await admin.list(`?limit=2&after=${encodeURIComponent(page1.body.next ?? '')}`);
+    expect(ids(page2)).toEqual(['list/c', 'list/d']);
+    expect(ids(await admin.list('?state=leased'))).toEqual(['list/b']);
+    expect(ids(await admin.list('?state=pending'))).toEqual(['list/a', 'list/c', 'list/d']);
+    w.close();
+  });
+
+  it('cancels a leased task: owner removed, holder pushed lease.revoked even via another coordinator', async () => {
+    await admin.submit('cancel/t', 'tasks/cancel-r');
+    const w = await stack.worker(url1, 'holder');
+    const g = (await w.acquire('q1', 'cancel/t')) as Grant;
+    expect(g.type).toBe('lease.granted');
+    // Cancel through coordinator 2; coordinator 1 serves the holder and sees it in its watch.
+    const res = await stack.admin(url2).cancel('cancel/t');
+    expect(res).toMatchObject({ status: 200, body: { state: 'cancelled' } });
+    expect(await w.push('lease.revoked')).toMatchObject({
+      resource: 'tasks/cancel-r',
+      token: g.token,
+      reason: 'cancelled',
+    });
+    expect(await w.renew(g.resource, g.token)).toMatchObject({ code: 'NOT_HOLDER' });
+    expect((await admin.resource('tasks/cancel-r')).body).toMatchObject({ owner: null });
+    expect(await admin.cancel('cancel/t')).toMatchObject({ status: 200, body: { state: 'cancelled' } });
+    // A cancelled task is never granted again.
+    expect(await w.acquire('q2', 'cancel/t')).toMatchObject({ type: 'lease.none' });
+    w.close();
+  });
+
+  it('refuses to cancel a completed task', async () => {
+    await admin.submit('done/t', 'tasks/done-r');
+    const w = await stack.worker(url1, 'finisher');
+    const g = (await w.acquire('q1', 'done/t')) as Grant;
+    expect(await w.complete(g, 'task:done/t')).toMatchObject({ type: 'task.completed' });
+    expect(await admin.cancel('done/t')).toMatchObject({ status: 409, body: { code: 'CONFLICT' } });
+    w.close();
+  });
+
+  it('release puts the task back to pending; the next grant is attempt 2 with a larger token', async () => {
+    await admin.submit('rel/t', 'tasks/rel-r', { keep: true });
+    const a = await stack.worker(url1, 'releaser');
+    const first = (await a.acquire('q1', 'rel/t')) as Grant;
+    expect(await a.release(first.resource, first.token)).toMatchObject({ type: 'lease.released', token: first.token });
+    expect((await admin.task('rel/t')).body).toMatchObject({ state: 'pending', attempts: 1 });
+    const b = await stack.worker(url2, 'taker');
+    const second = (await b.acquire('q1', 'rel/t')) as Grant;
+    expect(second).toMatchObject({ type: 'lease.granted', attempt: 2, payload: { keep: true } });
+    expect(BigInt(second.token)).toBeGreaterThan(BigInt(first.token));
+    expect((await stack.admin(url2).resource('tasks/rel-r')).body).toMatchObject({
+      resource: 'tasks/rel-r',
+      token: second.token,
+      owner: { workerId: 'taker', taskId: 'rel/t' },
+    });
+    expect((await stack.admin(url2).resourceView('tasks/rel-r')).remainingMs).toBeGreaterThan(0);
+    a.close();
+    b.close();
+  });
+});
