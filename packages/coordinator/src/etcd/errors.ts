@@ -32,7 +32,11 @@ export function isLeaseNotFound(err: unknown): boolean {
   );
 }
 
-/** Watch cancelled because the revision it needed was compacted. */
+/**
+ * Watch cancelled because the revision it needed was compacted. Only a hint for logs: etcd 3.4
+ * cancels a compacted watch with an empty reason and etcd3 drops `compact_revision`, so the
+ * watch feed rebuilds on ANY cancellation.
+ */
 export function isCompacted(err: unknown): boolean {
   return err instanceof Error && /compacted/.test(err.message);
 }
