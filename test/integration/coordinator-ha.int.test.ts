@@ -244,3 +244,22 @@ describe('several coordinators on one etcd', () => {
     await proxy.close();
   });
 });
+
+describe('graceful shutdown', () => {
+  it('closes worker sockets with 1001 and leaves sessions for a peer to adopt', async () => {
+    const env = { LEASEHOLD_COORDINATOR_PREFIX: prefixOf('shutdown') };
+    const leaving = await stack.coordinator(env);
+    const staying = await stack.coordinator(env);
+    await stack.admin(staying.url).submit('t1', 'shutdown/r');
+    const w = await stack.worker(leaving.url, 'w1');
+    const g = (await w.acquire('q1')) as Grant;
+    expect(g.type).toBe('lease.granted');
+    await leaving.close();
+    expect((await w.closed).code).toBe(1001);
+
+    const moved = await TestWorker.connect(staying.url, stack.keys.workerKey);
+    expect(await moved.hello('w1', 'inc-1', w.sessionId)).toMatchObject({ resumed: true });
+    expect(await moved.renew(g.resource, g.token)).toMatchObject({ type: 'lease.renewed' });
+    moved.close();
+  });
+});

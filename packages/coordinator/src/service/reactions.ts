@@ -42,16 +42,24 @@ export function createGroupHandler(ctx: ServiceContext, sessions: SessionManager
   };
 }
 
+/** Advance the fence to the deletion revision; retried a few times (an advance is idempotent). */
 function fenceOnExpiry(ctx: ServiceContext, resource: string, revision: bigint): void {
   const log = ctx.log.child({ resource, token: revision.toString() });
-  ctx.fences.submit({ resource, token: revision }).then(
-    (res) => {
-      ctx.metrics.fencesOnExpiry.inc({ outcome: res.ok ? res.outcome : 'stale' });
-      log.info({ fence: res.fence.toString() }, 'fence advanced on expiry');
-    },
-    (err: unknown) => {
-      ctx.metrics.fencesOnExpiry.inc({ outcome: 'error' });
-      log.warn({ err }, 'fence advance on expiry failed');
-    },
-  );
+  const attempt = async (): Promise<void> => {
+    for (let i = 0; ; i += 1) {
+      try {
+        const res = await ctx.fences.submit({ resource, token: revision });
+        ctx.metrics.fencesOnExpiry.inc({ outcome: res.ok ? res.outcome : 'stale' });
+        log.info({ fence: res.fence.toString() }, 'fence advanced on expiry');
+        return;
+      } catch (err) {
+        if (i >= 3 || ctx.state.shuttingDown) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** i));
+      }
+    }
+  };
+  attempt().catch((err: unknown) => {
+    ctx.metrics.fencesOnExpiry.inc({ outcome: 'error' });
+    log.warn({ err }, 'fence advance on expiry failed; the next grant of this resource will move it');
+  });
 }

@@ -12,9 +12,9 @@ import type { Hello } from '@leasehold/protocol';
 import { SessionTable, type HeartbeatDecision } from '../core/session-table.js';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import { CoordinatorError } from '../errors.js';
-import { isLeaseNotFound, translateEtcdError, withRetry } from '../etcd/errors.js';
 import { KeepAliveStream } from '../etcd/keepalive.js';
 import { sessionIdOf } from '../etcd/keys.js';
+import { grantLease, revokeLease } from '../etcd/leases.js';
 import { adoptSession, createSession, endSession, type HeldOwner } from '../etcd/transactions/session-txns.js';
 import type { WorkerChannel } from './channel.js';
 import { leaseTtlSeconds, type ServiceContext } from './context.js';
@@ -118,12 +118,7 @@ export class SessionManager {
 
   async #create(hello: Hello, channel: WorkerChannel): Promise<LocalSession> {
     const ctx = this.#ctx;
-    let leaseId: string;
-    try {
-      leaseId = (await ctx.etcd.leaseClient.leaseGrant({ TTL: leaseTtlSeconds(ctx.config.sessionTtlMs) })).ID;
-    } catch (err) {
-      throw translateEtcdError(err, 'lease grant');
-    }
+    const leaseId = await grantLease(ctx.etcd, leaseTtlSeconds(ctx.config.sessionTtlMs));
     const sessionId = sessionIdOf(leaseId);
     const record = {
       v: 1 as const,
@@ -309,13 +304,7 @@ export class SessionManager {
 
   async #revoke(leaseId: string): Promise<void> {
     try {
-      await withRetry('lease revoke', async () => {
-        try {
-          await this.#ctx.etcd.leaseClient.leaseRevoke({ ID: leaseId });
-        } catch (err) {
-          if (!isLeaseNotFound(err)) throw err;
-        }
-      });
+      await revokeLease(this.#ctx.etcd, leaseId);
     } catch (err) {
       this.#ctx.log.warn({ err }, 'lease revoke failed; the lease TTL will end it');
     }
