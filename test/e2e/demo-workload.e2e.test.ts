@@ -3,7 +3,7 @@
  * completed with exactly one result at the sink, written under the token the coordinator recorded.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from '../harness/cluster.js';
+import { allDecisions, startCluster, type Cluster } from '../harness/cluster.js';
 import { waitFor } from '../harness/service.js';
 
 const TASKS = 60;
@@ -60,7 +60,7 @@ describe('demo workload on real processes', () => {
       expect(mine[0]!.token).toBe(BigInt(task.result.token));
     }
     // Nothing stale reached the sink in a fault-free run, and every worker did some work.
-    const decisions = (await cluster.sinkClient.decisions(0, 10_000)).decisions;
+    const decisions = await allDecisions(cluster.sinkClient);
     expect(decisions.filter((d) => d.outcome === 'STALE_TOKEN' || d.outcome === 'FENCE_CONFLICT')).toEqual([]);
     for (const w of cluster.workers) expect(w.log()).toContain('task completed');
   });

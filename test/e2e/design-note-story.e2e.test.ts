@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from '../harness/cluster.js';
+import { allDecisions, startCluster, type Cluster } from '../harness/cluster.js';
 import { REPO_ROOT, waitFor, type Service } from '../harness/service.js';
 
 const HANDLER = join(REPO_ROOT, 'test/e2e/fixtures/story-handler.mjs');
@@ -79,7 +79,7 @@ describe('design note story on real processes', () => {
     await waitFor("A's AbortSignal to fire", () => logLines(a).some((l) => l.msg === 'story: abort signal fired'));
 
     // The refusal happened at the sink, with A's token, after B's advance (the decision log).
-    const decisions = (await cluster.sinkClient.decisions(0, 1000)).decisions.filter((d) => d.resource === 'ledger/42');
+    const decisions = (await allDecisions(cluster.sinkClient)).filter((d) => d.resource === 'ledger/42');
     const stale = decisions.find((d) => d.kind === 'write' && d.outcome === 'STALE_TOKEN');
     expect(stale).toMatchObject({ token: tokenA.toString(), fenceBefore: tokenB.toString(), workerId: 'worker-a' });
     const advanceB = decisions.findIndex((d) => d.kind === 'advance' && d.token === tokenB.toString());

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { DecisionPage } from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink';
 import { startEtcd, type EtcdHandle, type StartEtcdOptions } from './etcd.js';
 import { BIN, Service } from './service.js';
@@ -187,5 +188,17 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     for (const s of services) s.close();
     await etcd.stop();
     throw err;
+  }
+}
+
+/** The sink's whole decision log, following its pagination. */
+export async function allDecisions(sink: SinkClient): Promise<DecisionPage['decisions']> {
+  const out: DecisionPage['decisions'] = [];
+  let after = 0;
+  for (;;) {
+    const page = await sink.decisions(after, 1000);
+    out.push(...page.decisions);
+    if (page.decisions.length === 0 || page.next === after) return out;
+    after = page.next;
   }
 }

@@ -99,7 +99,8 @@ export class CoordinatorConnection {
       }, timeoutMs);
       this.#pending.set(id, { resolve, reject, timer });
       this.#ws.send(JSON.stringify({ ...message, id }), (err) => {
-        if (err === undefined) return;
+        // ws passes null (not undefined) on success, whatever its typings say.
+        if (!(err instanceof Error)) return;
         const pending = this.#pending.get(id);
         if (pending === undefined) return;
         this.#pending.delete(id);
