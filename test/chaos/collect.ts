@@ -1,0 +1,233 @@
+/**
+ * Turning what the processes left behind into a {@link History}: worker logs (pure parser below),
+ * the sink's decision log (paginated), etcd's history of owner keys (a watch from revision 1), and
+ * the final state of tasks and results.
+ */
+import { Etcd3 } from 'etcd3';
+import type { SinkClient } from '@leasehold/sink';
+import type { FaultWindow, FinalResult, OwnerInterval, SinkDecision, WorkerEvent, WriteOutcome } from './history.js';
+
+interface LogEntry {
+  readonly time?: number;
+  readonly msg?: string;
+  readonly workerId?: string;
+  readonly taskId?: string;
+  readonly resource?: string;
+  readonly token?: string | number;
+  readonly resultId?: string;
+  readonly outcome?: string;
+  readonly code?: string;
+  readonly reason?: string;
+  readonly pauseMs?: number;
+  readonly resumed?: boolean;
+}
+
+export interface ParsedWorkerLog {
+  readonly events: WorkerEvent[];
+  /** Self-pauses of the chaos handler (SIGSTOP in beforeWrite) as fault windows (ids from 0). */
+  readonly selfPauses: Omit<FaultWindow, 'id'>[];
+}
+
+const REFUSALS = new Set(['STALE_TOKEN', 'FENCE_CONFLICT', 'RESULT_CONFLICT']);
+
+/**
+ * Parse one worker's log (all its incarnations). A write attempt with no outcome line becomes an
+ * `unknown` write: it may or may not have reached the sink.
+ */
+export function parseWorkerLog(processName: string, text: string): ParsedWorkerLog {
+  const events: WorkerEvent[] = [];
+  const selfPauses: Omit<FaultWindow, 'id'>[] = [];
+  const open = new Map<string, { resultId: string; atMs: number; taskId: string; workerId: string }>();
+  const pausedSince = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let e: LogEntry;
+    try {
+      e = JSON.parse(line) as LogEntry;
+    } catch {
+      continue;
+    }
+    if (e.resource === undefined || e.token === undefined || e.time === undefined) continue;
+    const token = String(e.token);
+    const key = `${e.resource}@${token}`;
+    const base = {
+      atMs: e.time,
+      process: processName,
+      workerId: e.workerId ?? processName,
+      taskId: e.taskId ?? open.get(key)?.taskId ?? '',
+      resource: e.resource,
+      token,
+    };
+    switch (e.msg) {
+      case 'lease granted':
+        events.push({ kind: 'grant', ...base });
+        break;
+      case 'chaos: write attempt': {
+        const resultId = e.resultId ?? `task:${base.taskId}`;
+        events.push({ kind: 'write-attempt', ...base, resultId });
+        open.set(key, { resultId, atMs: e.time, taskId: base.taskId, workerId: base.workerId });
+        if (e.resumed === true) {
+          const since = pausedSince.get(key);
+          if (since !== undefined)
+            selfPauses.push({ kind: 'self-pause', targets: [processName], startMs: since, endMs: e.time });
+          pausedSince.delete(key);
+        }
+        break;
+      }
+      case 'chaos: self-pause':
+        pausedSince.set(key, e.time);
+        break;
+      case 'result written':
+        events.push({
+          kind: 'write',
+          ...base,
+          resultId: e.resultId ?? open.get(key)?.resultId ?? `task:${base.taskId}`,
+          outcome: e.outcome === 'replayed' ? 'replayed' : 'written',
+        });
+        open.delete(key);
+        break;
+      case 'write refused by the sink':
+        events.push({
+          kind: 'write',
+          ...base,
+          resultId: open.get(key)?.resultId ?? `task:${base.taskId}`,
+          outcome: (REFUSALS.has(e.code ?? '') ? e.code : 'unknown') as WriteOutcome,
+        });
+        open.delete(key);
+        break;
+      case 'task completed':
+        events.push({ kind: 'complete', ...base });
+        break;
+      case 'lease lost; task left to the next holder':
+        events.push({ kind: 'lost', ...base, reason: e.reason ?? '' });
+        break;
+      default:
+        break;
+    }
+  }
+  for (const [key, o] of open) {
+    const at = key.lastIndexOf('@');
+    events.push({
+      kind: 'write',
+      atMs: o.atMs,
+      process: processName,
+      workerId: o.workerId,
+      taskId: o.taskId,
+      resource: key.slice(0, at),
+      token: key.slice(at + 1),
+      resultId: o.resultId,
+      outcome: 'unknown',
+    });
+  }
+  for (const [key, since] of pausedSince) {
+    // Stopped and never resumed (killed while stopped, or still stopped at the end).
+    selfPauses.push({ kind: 'self-pause', targets: [processName], startMs: since, endMs: undefined, detail: key });
+  }
+  events.sort((a, b) => a.atMs - b.atMs);
+  return { events, selfPauses };
+}
+
+/** The whole decision log; `complete` is false when the sink pruned its beginning. */
+export async function readDecisions(client: SinkClient): Promise<{ decisions: SinkDecision[]; complete: boolean }> {
+  const decisions: SinkDecision[] = [];
+  let after = 0;
+  let complete = true;
+  for (;;) {
+    const page = await client.decisions(after, 1000);
+    if (after === 0 && page.oldestRetained > 1) complete = false;
+    for (const d of page.decisions) decisions.push({ ...d });
+    if (page.decisions.length === 0 || page.next === after) break;
+    after = page.next;
+  }
+  return { decisions, complete };
+}
+
+/**
+ * Every owner key's life from etcd's history: a watch over `<prefix>owners/` from revision 1.
+ * Returns undefined if the history cannot be read (compacted, etcd down).
+ */
+export async function readOwnerHistory(
+  endpoints: readonly string[],
+  prefix: string,
+  idleMs = 1_000,
+  timeoutMs = 20_000,
+): Promise<OwnerInterval[] | undefined> {
+  const client = new Etcd3({ hosts: [...endpoints], dialTimeout: 3_000 });
+  const ownersPrefix = `${prefix}owners/`;
+  const live = new Map<string, { token: string; workerId?: string; taskId?: string }>();
+  const done: OwnerInterval[] = [];
+  try {
+    const head = await client.get('leasehold-chaos-probe').exec();
+    const target = BigInt(head.header.revision);
+    const watcher = await client.watch().prefix(ownersPrefix).startRevision('1').create();
+    let last = Date.now();
+    let seen = 0n;
+    const state = { failed: false };
+    watcher.on('error', () => {
+      state.failed = true;
+    });
+    watcher.on('data', (res: { header: { revision: string } }) => {
+      last = Date.now();
+      const rev = BigInt(res.header.revision);
+      if (rev > seen) seen = rev;
+    });
+    watcher.on('put', (kv) => {
+      last = Date.now();
+      const resource = kv.key.toString().slice(ownersPrefix.length);
+      const token = kv.create_revision;
+      const current = live.get(resource);
+      if (current?.token === token) return; // an update of the same owner key
+      if (current !== undefined) done.push({ resource, ...current, endRevision: undefined });
+      let record: { workerId?: string; taskId?: string } = {};
+      try {
+        record = JSON.parse(kv.value.toString()) as { workerId?: string; taskId?: string };
+      } catch {
+        // not JSON: keep the interval without names
+      }
+      live.set(resource, {
+        token,
+        ...(record.workerId === undefined ? {} : { workerId: record.workerId }),
+        ...(record.taskId === undefined ? {} : { taskId: record.taskId }),
+      });
+    });
+    watcher.on('delete', (kv) => {
+      last = Date.now();
+      const resource = kv.key.toString().slice(ownersPrefix.length);
+      const current = live.get(resource);
+      if (current === undefined) return;
+      done.push({ resource, ...current, endRevision: kv.mod_revision });
+      live.delete(resource);
+    });
+    const deadline = Date.now() + timeoutMs;
+    // Historical events arrive in a burst; stop once etcd has caught up to `target` and gone quiet.
+    while (Date.now() < deadline && !state.failed && !(seen >= target && Date.now() - last > idleMs)) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await watcher.cancel();
+    if (state.failed || seen < target) return undefined;
+    for (const [resource, o] of live) done.push({ resource, ...o, endRevision: undefined });
+    return done;
+  } catch {
+    return undefined;
+  } finally {
+    client.close();
+  }
+}
+
+/** Every stored result of these resources. */
+export async function readResults(client: SinkClient, resources: readonly string[]): Promise<FinalResult[]> {
+  const out: FinalResult[] = [];
+  for (const resource of resources) {
+    const view = await client.getResource(resource);
+    for (const r of view.results) {
+      out.push({
+        resource,
+        resultId: r.resultId,
+        token: r.token.toString(),
+        workerId: r.workerId,
+        payload: r.payload,
+      });
+    }
+  }
+  return out;
+}
