@@ -4,13 +4,16 @@ import { defineConfig } from 'vitest/config';
 // `leasehold-source` makes cross-package imports resolve to TypeScript sources, so tests never
 // run against a stale build. e2e and chaos spawn the *built* daemons (dist/), see test/harness.
 const resolve = { conditions: ['leasehold-source'] };
+const ssr = { resolve: { conditions: ['leasehold-source'], externalConditions: ['leasehold-source'] } };
 
 export default defineConfig({
   resolve,
+  ssr,
   test: {
     projects: [
       {
         resolve,
+        ssr,
         test: {
           name: 'unit',
           include: ['packages/*/src/**/*.test.ts'],
@@ -20,6 +23,7 @@ export default defineConfig({
       },
       {
         resolve,
+        ssr,
         test: {
           name: 'integration',
           include: ['packages/*/src/**/*.int.test.ts', 'test/integration/**/*.int.test.ts'],
@@ -29,6 +33,7 @@ export default defineConfig({
       },
       {
         resolve,
+        ssr,
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.e2e.test.ts'],
@@ -39,6 +44,7 @@ export default defineConfig({
       },
       {
         resolve,
+        ssr,
         test: {
           name: 'chaos',
           include: ['test/chaos/**/*.chaos.test.ts'],
