@@ -18,6 +18,8 @@ export interface SinkConfig {
   readonly portFile: string | undefined;
   readonly dbPath: string;
   readonly synchronous: 'FULL' | 'NORMAL';
+  /** Run SQLite in a worker thread so commits (fsync) do not stall the HTTP event loop. */
+  readonly storeThread: boolean;
   /** Keep at least this many newest decision-log entries; 0 keeps all. */
   readonly decisionRetention: number;
   readonly bodyLimitBytes: number;
@@ -39,6 +41,7 @@ const FLAGS: Readonly<Record<string, string>> = {
   '--port-file': 'PORT_FILE',
   '--db-path': 'DB_PATH',
   '--synchronous': 'SYNCHRONOUS',
+  '--store-thread': 'STORE_THREAD',
   '--decision-retention': 'DECISION_RETENTION',
   '--body-limit-bytes': 'BODY_LIMIT_BYTES',
   '--max-batch-ops': 'MAX_BATCH_OPS',
@@ -55,6 +58,7 @@ Usage: leasehold-sink [flags]     (flags override LEASEHOLD_SINK_* environment v
   --port-file PATH             LEASEHOLD_SINK_PORT_FILE            write the bound port here once listening
   --db-path PATH               LEASEHOLD_SINK_DB_PATH              default ./leasehold-sink.db
   --synchronous FULL|NORMAL    LEASEHOLD_SINK_SYNCHRONOUS          default FULL (acked writes survive power loss)
+  --store-thread true|false     LEASEHOLD_SINK_STORE_THREAD         SQLite in a worker thread; default true
   --decision-retention N       LEASEHOLD_SINK_DECISION_RETENTION   newest decisions kept, 0 = all; default 1000000
   --body-limit-bytes N         LEASEHOLD_SINK_BODY_LIMIT_BYTES     default 1048576
   --max-batch-ops N            LEASEHOLD_SINK_MAX_BATCH_OPS        ops per group commit, default 2000
@@ -114,6 +118,10 @@ const RawSchema = z
     PORT_FILE: z.string().min(1).optional(),
     DB_PATH: z.string().min(1).default('./leasehold-sink.db'),
     SYNCHRONOUS: z.enum(['FULL', 'NORMAL']).default('FULL'),
+    STORE_THREAD: z
+      .enum(['true', 'false'])
+      .default('true')
+      .transform((v) => v === 'true'),
     DECISION_RETENTION: int(0, Number.MAX_SAFE_INTEGER).default(1_000_000),
     BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(1024 * 1024),
     MAX_BATCH_OPS: int(1, 100_000).default(2000),
@@ -180,6 +188,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     portFile: c.PORT_FILE,
     dbPath: c.DB_PATH,
     synchronous: c.SYNCHRONOUS,
+    storeThread: c.STORE_THREAD,
     decisionRetention: c.DECISION_RETENTION,
     bodyLimitBytes: c.BODY_LIMIT_BYTES,
     maxBatchOps: c.MAX_BATCH_OPS,

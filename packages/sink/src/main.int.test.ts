@@ -78,6 +78,9 @@ describe('leasehold-sink daemon', () => {
       env: { LEASEHOLD_SINK_LOG_LEVEL: 'info' },
     });
     try {
+      for (let i = 0; i < 200 && !sink.output().includes('"listening"'); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
       const line = sink
         .output()
         .split('\n')

@@ -14,11 +14,12 @@ import { FencedService } from './service/fenced-service.js';
 import { SCHEMA_VERSION } from './store/migrations.js';
 import type { FenceStore } from './store/port.js';
 import { SqliteFenceStore } from './store/sqlite-store.js';
+import { ThreadedSqliteStore } from './store/threaded-sqlite-store.js';
 
 export interface SinkDeps {
   /** Root (or parent) logger; the sink makes children. Default: silent. */
   readonly logger?: Logger;
-  /** Wall clock for decision and result timestamps. Default Date.now. */
+  /** Wall clock for decision and result timestamps. Default Date.now. Forces the in-thread store. */
   readonly nowMs?: () => number;
   /** Listen on config.host:config.port. Default true; false for `app.inject` tests. */
   readonly listen?: boolean;
@@ -50,6 +51,7 @@ export type SinkOptions = Pick<
   | 'port'
   | 'dbPath'
   | 'synchronous'
+  | 'storeThread'
   | 'decisionRetention'
   | 'bodyLimitBytes'
   | 'maxBatchOps'
@@ -59,19 +61,23 @@ export type SinkOptions = Pick<
   | 'capabilityKeys'
 >;
 
+async function openStore(config: SinkOptions, deps: SinkDeps): Promise<FenceStore> {
+  const options = {
+    path: config.dbPath,
+    synchronous: config.synchronous,
+    decisionRetention: config.decisionRetention,
+  };
+  if (config.storeThread && deps.nowMs === undefined) return ThreadedSqliteStore.open(options);
+  return new SqliteFenceStore({ ...options, ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }) });
+}
+
 export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Promise<Sink> {
   const root = deps.logger ?? pino({ level: 'silent' });
   const log = root.child({ component: 'sink' });
-  const store =
-    deps.store ??
-    new SqliteFenceStore({
-      path: config.dbPath,
-      synchronous: config.synchronous,
-      decisionRetention: config.decisionRetention,
-      ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }),
-    });
+  const store = deps.store ?? (await openStore(config, deps));
   if (deps.store === undefined) {
-    log.info({ dbPath: config.dbPath, schemaVersion: SCHEMA_VERSION, synchronous: config.synchronous }, 'store opened');
+    const { dbPath, synchronous, storeThread } = config;
+    log.info({ dbPath, schemaVersion: SCHEMA_VERSION, synchronous, storeThread }, 'store opened');
   }
   const metrics = createMetrics({ processMetrics: deps.processMetrics ?? true });
   const service = new FencedService({

@@ -11,7 +11,9 @@ import { SchemaVersionError } from '../errors.js';
 export const APPLICATION_ID = 0x4c534b31;
 
 const MIGRATIONS: readonly string[] = [
-  // 1: fences, results, decision log.
+  // 1: fences, results, decision log. `results` keeps a rowid (payloads are large rows) and
+  // `decisions.seq` is the rowid: max(seq)+1 on insert. Retention never deletes the newest entry,
+  // so a sequence number is never reused, without AUTOINCREMENT's extra write per insert.
   `
   CREATE TABLE fences (
     resource TEXT PRIMARY KEY,
@@ -26,10 +28,10 @@ const MIGRATIONS: readonly string[] = [
     payload       TEXT NOT NULL,
     written_at_ms INTEGER NOT NULL,
     PRIMARY KEY (resource, result_id)
-  ) WITHOUT ROWID;
+  );
 
   CREATE TABLE decisions (
-    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq          INTEGER PRIMARY KEY,
     kind         TEXT NOT NULL CHECK (kind IN ('advance', 'write')),
     resource     TEXT NOT NULL,
     token        INTEGER NOT NULL,

@@ -29,6 +29,7 @@ export function testOptions(dbPath: string, overrides: Partial<SinkOptions> = {}
     port: 0,
     dbPath,
     synchronous: 'FULL',
+    storeThread: false,
     decisionRetention: 0,
     bodyLimitBytes: 64 * 1024,
     maxBatchOps: 2000,
