@@ -1,19 +1,28 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 // One root config, four projects. Each project can be run alone: `vitest run --project unit`.
-// `leasehold-source` makes cross-package imports resolve to TypeScript sources, so tests never
-// run against a stale build. e2e and chaos spawn the *built* daemons (dist/), see test/harness.
-const resolve = { conditions: ['leasehold-source'] };
-const ssr = { resolve: { conditions: ['leasehold-source'], externalConditions: ['leasehold-source'] } };
+// Cross-package imports (`@leasehold/*`) resolve to TypeScript sources through aliases, so tests
+// never run against a stale build. (Aliases, not an export condition: a condition would be passed
+// to Node as --conditions and reach worker threads and child processes, which run the built JS.)
+// e2e and chaos spawn the *built* daemons (dist/), see test/harness.
+const src = (path: string) => fileURLToPath(new URL(`./packages/${path}`, import.meta.url));
+const resolve = {
+  alias: [
+    { find: /^@leasehold\/protocol$/, replacement: src('protocol/src/index.ts') },
+    { find: /^@leasehold\/sink$/, replacement: src('sink/src/index.ts') },
+    { find: /^@leasehold\/sink\/client$/, replacement: src('sink/src/client/index.ts') },
+    { find: /^@leasehold\/coordinator$/, replacement: src('coordinator/src/index.ts') },
+    { find: /^@leasehold\/worker$/, replacement: src('worker/src/index.ts') },
+  ],
+};
 
 export default defineConfig({
   resolve,
-  ssr,
   test: {
     projects: [
       {
         resolve,
-        ssr,
         test: {
           name: 'unit',
           include: ['packages/*/src/**/*.test.ts'],
@@ -23,7 +32,6 @@ export default defineConfig({
       },
       {
         resolve,
-        ssr,
         test: {
           name: 'integration',
           include: ['packages/*/src/**/*.int.test.ts', 'test/integration/**/*.int.test.ts'],
@@ -33,7 +41,6 @@ export default defineConfig({
       },
       {
         resolve,
-        ssr,
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.e2e.test.ts'],
@@ -44,7 +51,6 @@ export default defineConfig({
       },
       {
         resolve,
-        ssr,
         test: {
           name: 'chaos',
           include: ['test/chaos/**/*.chaos.test.ts'],
