@@ -1,6 +1,6 @@
 /**
  * CLI of the sink benchmark (after `npx tsc -b`):
- *   node packages/sink/dist/bench/run.js [--seconds N] [--connections N] [--out FILE.jsonl]
+ *   node packages/sink/dist/bench/run.js [--seconds N] [--rounds N] [--connections N] [--out FILE.jsonl]
  * Prints a markdown table and appends one JSON line per row to --out (default: none).
  */
 import { appendFileSync } from 'node:fs';
@@ -11,12 +11,14 @@ function flag(name: string): string | undefined {
   return at >= 0 ? process.argv[at + 1] : undefined;
 }
 
-const seconds = Number(flag('--seconds') ?? 10);
+const seconds = Number(flag('--seconds') ?? 12);
+const rounds = Number(flag('--rounds') ?? 3);
 const connections = Number(flag('--connections') ?? 100);
 const out = flag('--out');
 
 const rows = await runSinkBench({
   seconds,
+  rounds,
   connections,
   log: (line) => process.stderr.write(`# ${line}\n`),
 });
