@@ -94,11 +94,16 @@ export function renderTimeline(history: History, violations: readonly Violation[
     const end = f.endMs ?? history.endedAtMs;
     const colour = FAULT_COLOURS[f.kind];
     const label = `${f.kind} ${f.targets.join(', ')} ${((end - f.startMs) / 1000).toFixed(1)} s${f.endMs === undefined ? ' (never healed)' : ''}${f.detail === undefined ? '' : ` — ${f.detail}`}`;
-    const touched = new Set(f.targets.flatMap(lanesOf));
-    for (const lane of touched) {
-      if (!lanes.includes(lane)) continue;
+    // A process fault (or the client end of a link) is shaded over the whole lane; the far end of
+    // a link only gets a strip at the bottom of its lane.
+    const full = new Set(f.targets.map((t) => lanesOf(t)[0] ?? t));
+    const strip = new Set(f.targets.flatMap((t) => lanesOf(t).slice(1)).filter((l) => !full.has(l)));
+    const w = Math.max(2, x(end) - x(f.startMs));
+    for (const lane of lanes) {
+      if (!full.has(lane) && !strip.has(lane)) continue;
+      const [ry, rh] = full.has(lane) ? [y(lane) + 2, laneH - 4] : [y(lane) + laneH - 8, 6];
       svg.push(
-        `<rect x="${x(f.startMs)}" y="${y(lane) + 2}" width="${Math.max(2, x(end) - x(f.startMs))}" height="${laneH - 4}" fill="${colour}" class="fault"><title>${esc(label)}</title></rect>`,
+        `<rect x="${x(f.startMs)}" y="${ry}" width="${w}" height="${rh}" fill="${colour}" class="fault"><title>${esc(label)}</title></rect>`,
       );
     }
   }
