@@ -13,15 +13,16 @@ export interface TaskView {
 
 export interface ResourceOwnerView {
   readonly resource: string;
-  readonly owner?: {
+  readonly owner: {
     readonly taskId: string;
     readonly workerId: string;
     readonly incarnation?: string;
     readonly sessionId?: string;
-    readonly token: string;
-    /** Milliseconds left on the holder's lease, when the coordinator knows it. */
-    readonly remainingMs?: number;
+    readonly coordinatorId?: string | null;
   } | null;
+  readonly token: string | null;
+  /** Milliseconds left on the holder's session, when the answering coordinator serves it. */
+  readonly remainingMs: number | null;
 }
 
 export class AdminClient {

@@ -79,7 +79,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
     say(
       `cluster up: sink ${urls.sink}, coordinator ${urls.coordinator}, ${opts.workers} workers; data in ${opts.dataDir}`,
     );
-    say(`status: node ${join(BINARIES.worker, '..', 'leasehold-main.js')} status --data-dir ${opts.dataDir}`);
+    say('in another terminal: pnpm leasehold status   (or: pnpm leasehold tail)');
 
     state.runs += 1;
     saveState(opts.dataDir, state);

@@ -101,7 +101,12 @@ export class ManagedProcess {
     const tty = process.stdout.isTTY;
     const colour = COLOURS[colourIndex % COLOURS.length] ?? 36;
     const prefix = tty ? `\u001b[${colour}m${name.padEnd(14)}\u001b[0m│ ` : `${name.padEnd(14)}| `;
-    const pretty = prettyFactory({ colorize: tty, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname,component' });
+    const pretty = prettyFactory({
+      colorize: tty,
+      translateTime: 'HH:MM:ss.l',
+      ignore: 'pid,hostname,service,component',
+      singleLine: true,
+    });
     this.child = spawn(command, [...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, ...env },

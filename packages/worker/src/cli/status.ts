@@ -42,9 +42,9 @@ export async function collectStatus(admin: AdminClient, sink: SinkClient): Promi
         task: held?.taskId ?? task.taskId,
         state: held === undefined ? task.state : 'leased',
         owner: held?.workerId ?? '',
-        token: held?.token ?? task.result?.token ?? '',
+        token: (held === undefined ? undefined : owner?.token) ?? task.result?.token ?? '',
         fence,
-        leftMs: held?.remainingMs ?? null,
+        leftMs: held === undefined ? null : (owner?.remainingMs ?? null),
         attempts: task.attempts,
       };
     }),
