@@ -21,6 +21,7 @@ export type {
 
 export type { FenceStore, StoredResultRow, DecisionRow, DecisionPageRows, ResourceRows } from './store/port.js';
 export { SqliteFenceStore } from './store/sqlite-store.js';
+export { ThreadedSqliteStore } from './store/threaded-sqlite-store.js';
 export type { SqliteStoreOptions } from './store/sqlite-store.js';
 export { SCHEMA_VERSION, APPLICATION_ID } from './store/migrations.js';
 

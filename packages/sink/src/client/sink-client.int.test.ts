@@ -110,3 +110,29 @@ describe('SinkClient transport', () => {
     client.close();
   });
 });
+
+describe('malformed HTTP', () => {
+  it('gets our error body, not fastify default', async () => {
+    const dir = tempDir();
+    const sink = await createSink(testOptions(dir.file('sink.db')), {
+      logger: pino({ level: 'silent' }),
+      processMetrics: false,
+    });
+    try {
+      const { connect } = await import('node:net');
+      const socket = connect(sink.address?.port ?? 0, '127.0.0.1');
+      let text = '';
+      socket.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+      socket.write('POST /v1/writes HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n');
+      await new Promise((resolve) => socket.on('close', resolve));
+      expect(text).toMatch(/^HTTP\/1.1 400/);
+      expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toMatchObject({
+        type: 'error',
+        code: 'INVALID_MESSAGE',
+      });
+    } finally {
+      await sink.close();
+      dir.remove();
+    }
+  });
+});

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
 import { createKeyRing } from './auth.js';
-import { installErrorHandling, onFrameworkError, sendError } from './replies.js';
+import { installErrorHandling, onClientError, onFrameworkError, sendError } from './replies.js';
 import { registerFenceRoutes } from './routes-fences.js';
 import { registerReadRoutes } from './routes-read.js';
 import { registerWriteRoutes } from './routes-writes.js';
@@ -40,6 +40,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     keepAliveTimeout: 72_000,
     routerOptions: { maxParamLength: 1000 },
     frameworkErrors: onFrameworkError,
+    clientErrorHandler: onClientError,
   }) as unknown as FastifyInstance;
   installErrorHandling(app);
 

@@ -12,6 +12,7 @@ import {
   type ErrorMessage,
 } from '@leasehold/protocol';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Socket } from 'node:net';
 import type { z } from 'zod';
 
 export function errorBody(code: ErrorCode, message: string, fence?: bigint): ErrorMessage {
@@ -79,6 +80,28 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) =>
     sendError(reply, 'NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`),
   );
+}
+
+/**
+ * For fastify's `clientErrorHandler`: malformed HTTP (bad headers, bad content-length, header
+ * overflow) never reaches a route; answer with our body and close the connection.
+ */
+export function onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? ['431 Request Header Fields Too Large', 'request headers too large']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? ['408 Request Timeout', 'request timed out']
+        : ['400 Bad Request', 'malformed HTTP request'];
+  const body = JSON.stringify(errorBody('INVALID_MESSAGE', message));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Connection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 /** For fastify's `frameworkErrors` option (bad URL encoding, over-long params). */
