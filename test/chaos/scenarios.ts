@@ -202,28 +202,40 @@ export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'replay-conflict',
     description:
-      'Design note case 4: two tasks land late after expiry (no takeover) and are re-granted: the deterministic one is a replay (accepted, nothing changes), the non-deterministic one a RESULT_CONFLICT (refused; the first result stands). Both complete.',
-    cluster: { workers: 1 },
+      'Design note case 4: worker-0 (deterministic task) and worker-1 (non-deterministic task) each stop past their lease and land late with nobody taking over; worker-2 then gets both again: the deterministic write is a replay (accepted, nothing changes), the other a RESULT_CONFLICT (refused; the first result stands). Both complete.',
+    cluster: { workers: 3, startWorkers: false },
     async run(ctx) {
       const det = task(ctx, 'replay', 'story/3', { pauseMs: pastLease(ctx), deterministic: true });
       const nondet = task(ctx, 'conflict', 'story/4', { pauseMs: pastLease(ctx), deterministic: false });
       ctx.notes.replay = det.taskId;
       ctx.notes.conflict = nondet.taskId;
-      // One after the other: a pause stops the whole worker, and each task needs its own late write.
+      await startWorker(ctx, 'worker-0');
       await ctx.workload.submit(det);
-      await ctx.workload.waitCompleted([det.taskId], pastLease(ctx) + 30_000);
+      await waitForLog(ctx.cluster, 'worker-0', (e) => e.msg === 'chaos: self-pause', 20_000);
+      // worker-1 takes the second task before the first is free again (the session TTL).
+      await startWorker(ctx, 'worker-1');
       await ctx.workload.submit(nondet);
-      await ctx.workload.waitCompleted([nondet.taskId], pastLease(ctx) + 30_000);
+      await waitForLog(ctx.cluster, 'worker-1', (e) => e.msg === 'chaos: self-pause', 20_000);
+      for (const w of ['worker-0', 'worker-1'])
+        await waitForLog(ctx.cluster, w, (e) => e.msg === 'result written', pastLease(ctx) + 10_000);
+      await startWorker(ctx, 'worker-2');
+      await ctx.workload.waitCompleted([det.taskId, nondet.taskId], 30_000);
     },
     expect(h, notes) {
       const out: Violation[] = [];
-      const det = writesOf(h, 'worker-0', String(notes.replay)).map((w) => w.outcome);
-      const nondet = writesOf(h, 'worker-0', String(notes.conflict)).map((w) => w.outcome);
-      if (!(det.includes('written') && det.includes('replayed')))
-        out.push(expectation(`deterministic task: expected written then replayed, saw ${det.join(', ')}`));
-      if (!(nondet.includes('written') && nondet.includes('RESULT_CONFLICT')))
+      const outcomes = (taskId: string) =>
+        h.events.flatMap((e) => (e.kind === 'write' && e.taskId === taskId ? [`${e.process}:${e.outcome}`] : []));
+      const det = outcomes(String(notes.replay));
+      const nondet = outcomes(String(notes.conflict));
+      if (!(det.includes('worker-0:written') && det.includes('worker-2:replayed')))
         out.push(
-          expectation(`non-deterministic task: expected written then RESULT_CONFLICT, saw ${nondet.join(', ')}`),
+          expectation(`deterministic task: expected worker-0 written, worker-2 replayed; saw ${det.join(', ')}`),
+        );
+      if (!(nondet.includes('worker-1:written') && nondet.includes('worker-2:RESULT_CONFLICT')))
+        out.push(
+          expectation(
+            `non-deterministic task: expected worker-1 written, worker-2 RESULT_CONFLICT; saw ${nondet.join(', ')}`,
+          ),
         );
       return out;
     },
