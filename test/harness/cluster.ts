@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DecisionPage } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink';
+import { SinkClient } from '@leasehold/sink/client';
 import { startEtcd, type EtcdHandle, type StartEtcdOptions } from './etcd.js';
 import { BIN, Service } from './service.js';
 

@@ -11,7 +11,8 @@ export function canonicalJson(value: unknown): string {
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
+    // A null-prototype object: a "__proto__" key stays an ordinary key instead of being dropped.
+    const out = Object.create(null) as Record<string, unknown>;
     for (const key of Object.keys(value).sort()) out[key] = sortKeys((value as Record<string, unknown>)[key]);
     return out;
   }

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { defaultResultId, LeaseholdError, type Grant, type JsonValue } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink';
+import { SinkClient } from '@leasehold/sink/client';
 import { pino, type Logger } from 'pino';
 import { backoffDelayMs } from './core/backoff.js';
 import { LeaseLostError, WriteRefusedError } from './errors.js';

@@ -7,7 +7,7 @@
  * which the caller treats exactly like a refusal: no grant is sent.
  */
 import { LeaseholdError } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink';
+import { SinkClient } from '@leasehold/sink/client';
 import { SinkUnavailableError } from '../errors.js';
 
 export interface AdvanceItem {

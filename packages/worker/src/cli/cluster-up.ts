@@ -6,7 +6,7 @@
  */
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { SinkClient } from '@leasehold/sink';
+import { SinkClient } from '@leasehold/sink/client';
 import { AdminClient, type TaskView } from './admin-client.js';
 import {
   BINARIES,

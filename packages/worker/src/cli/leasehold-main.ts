@@ -17,7 +17,7 @@ import {
   wantsHelp,
   type OptionTable,
 } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink';
+import { SinkClient } from '@leasehold/sink/client';
 import { AdminClient } from './admin-client.js';
 import { clusterUp } from './cluster-up.js';
 import { readState } from './local-cluster.js';
