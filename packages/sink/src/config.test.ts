@@ -112,3 +112,22 @@ describe('loadConfig', () => {
     expect(HELP_TEXT).toContain('LEASEHOLD_SINK_COORDINATOR_KEYS');
   });
 });
+
+describe('test-only sabotage switch', () => {
+  const base = {
+    LEASEHOLD_SINK_COORDINATOR_KEYS: 'coordinator-key-0123456789',
+    LEASEHOLD_SINK_CAPABILITY_KEYS: 'k1:capability-secret-0123456789',
+  };
+
+  it('is off by default', () => {
+    expect(loadConfig(base, []).testSabotage).toBeUndefined();
+  });
+
+  it('is refused unless LEASEHOLD_ALLOW_SABOTAGE=1', () => {
+    expect(() => loadConfig({ ...base, LEASEHOLD_SINK_TEST_SABOTAGE: 'skip-fence' }, [])).toThrow(
+      /LEASEHOLD_ALLOW_SABOTAGE/,
+    );
+    const c = loadConfig({ ...base, LEASEHOLD_SINK_TEST_SABOTAGE: 'skip-fence', LEASEHOLD_ALLOW_SABOTAGE: '1' }, []);
+    expect(c.testSabotage).toBe('skip-fence');
+  });
+});

@@ -32,6 +32,11 @@ export interface SinkConfig {
   readonly readKeys: readonly string[];
   /** Capability keys (`id:secret`); all verify write capabilities. */
   readonly capabilityKeys: readonly CapabilityKey[];
+  /**
+   * TEST ONLY. `skip-fence` accepts writes whatever their token (the fence check is skipped), so
+   * the chaos checker can prove it detects stale writes. Refused unless LEASEHOLD_ALLOW_SABOTAGE=1.
+   */
+  readonly testSabotage: 'skip-fence' | undefined;
 }
 
 /** Settings that flags may set, with their env suffix. Keys are env-only. */
@@ -130,6 +135,7 @@ const RawSchema = z
     COORDINATOR_KEYS: keyList(true),
     READ_KEYS: keyList(false).default([]),
     CAPABILITY_KEYS: capabilityKeys,
+    TEST_SABOTAGE: z.enum(['skip-fence']).optional(),
   })
   .refine((c) => !c.READ_KEYS.some((k) => c.COORDINATOR_KEYS.includes(k)), {
     error: 'a key may not be both a coordinator key and a read-only key',
@@ -180,6 +186,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
       problems.push(`${where}: ${issue.message}`);
     }
   }
+  if (raw.TEST_SABOTAGE !== undefined && env.LEASEHOLD_ALLOW_SABOTAGE !== '1') {
+    problems.push(`${ENV_PREFIX}TEST_SABOTAGE: a test-only switch; also set LEASEHOLD_ALLOW_SABOTAGE=1 to use it`);
+  }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   const c = parsed.data;
   return Object.freeze({
@@ -197,6 +206,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     coordinatorKeys: Object.freeze([...c.COORDINATOR_KEYS]),
     readKeys: Object.freeze([...c.READ_KEYS]),
     capabilityKeys: Object.freeze(c.CAPABILITY_KEYS.map((k) => Object.freeze({ ...k }))),
+    testSabotage: c.TEST_SABOTAGE,
   });
 }
 

@@ -46,6 +46,9 @@ async function main(): Promise<number> {
     },
   });
   logger.info({ config: redactConfig(config) }, 'starting');
+  if (config.testSabotage !== undefined) {
+    logger.warn({ sabotage: config.testSabotage }, 'TEST SABOTAGE ACTIVE: this sink breaks its own guarantees');
+  }
 
   let sink;
   try {

@@ -59,13 +59,15 @@ export type SinkOptions = Pick<
   | 'coordinatorKeys'
   | 'readKeys'
   | 'capabilityKeys'
->;
+> &
+  Partial<Pick<SinkConfig, 'testSabotage'>>;
 
 async function openStore(config: SinkOptions, deps: SinkDeps): Promise<FenceStore> {
   const options = {
     path: config.dbPath,
     synchronous: config.synchronous,
     decisionRetention: config.decisionRetention,
+    ...(config.testSabotage === 'skip-fence' ? { testSkipFence: true } : {}),
   };
   if (config.storeThread && deps.nowMs === undefined) return ThreadedSqliteStore.open(options);
   return new SqliteFenceStore({ ...options, ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }) });

@@ -108,3 +108,16 @@ describe('decideBatch', () => {
     expect(plan.effects.decisions).toEqual([]);
   });
 });
+
+describe('test-only skip-fence sabotage', () => {
+  it('accepts a stale write and records it against the real fence', () => {
+    const plan = decideBatch(reader({ r: 5n }).r, [write('r', 3n, 'x', '"p"')], 0, { skipFence: true });
+    expect(plan.decisions[0]).toMatchObject({ ok: true, outcome: 'written' });
+    expect(plan.effects.decisions[0]).toMatchObject({ token: 3n, fenceBefore: 5n, outcome: 'written' });
+  });
+
+  it('is off by default', () => {
+    const plan = decideBatch(reader({ r: 5n }).r, [write('r', 3n, 'x', '"p"')], 0);
+    expect(plan.decisions[0]).toMatchObject({ ok: false, code: 'STALE_TOKEN' });
+  });
+});

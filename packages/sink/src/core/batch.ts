@@ -77,7 +77,17 @@ class Overlay {
  * Decide `ops` in order over `reader`'s state. Returns one decision per op and the effects the
  * store must apply (in the same transaction) to make them durable.
  */
-export function decideBatch(reader: BatchReader, ops: readonly FenceOp[], atMs: number): BatchPlan {
+export interface BatchOptions {
+  /** TEST ONLY (chaos sabotage): decide writes as if their token were the fence. */
+  readonly skipFence?: boolean;
+}
+
+export function decideBatch(
+  reader: BatchReader,
+  ops: readonly FenceOp[],
+  atMs: number,
+  options: BatchOptions = {},
+): BatchPlan {
   const overlay = new Overlay(reader);
   const decisions: OpDecision[] = [];
   const records: DecisionRecord[] = [];
@@ -87,7 +97,7 @@ export function decideBatch(reader: BatchReader, ops: readonly FenceOp[], atMs: 
     const decision =
       op.kind === 'advance'
         ? applyAdvance(overlay, op, fenceBefore)
-        : applyWrite(overlay, op, fenceBefore, atMs, results);
+        : applyWrite(overlay, op, options.skipFence === true ? op.token : fenceBefore, atMs, results);
     decisions.push(decision);
     records.push({
       kind: op.kind,

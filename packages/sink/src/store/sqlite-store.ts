@@ -25,6 +25,8 @@ export interface SqliteStoreOptions {
   /** Keep at least this many newest decisions; 0 keeps all. */
   readonly decisionRetention?: number;
   readonly nowMs?: () => number;
+  /** TEST ONLY (chaos sabotage): accept writes whatever their token. */
+  readonly testSkipFence?: boolean;
 }
 
 interface ResultDbRow {
@@ -52,6 +54,7 @@ export class SqliteFenceStore implements FenceStore {
   readonly #db: Database.Database;
   readonly #nowMs: () => number;
   readonly #retention: number;
+  readonly #skipFence: boolean;
   readonly #stmt;
   readonly #reader: BatchReader;
   readonly #applyTx: (ops: readonly FenceOp[]) => readonly OpDecision[];
@@ -61,6 +64,7 @@ export class SqliteFenceStore implements FenceStore {
   constructor(options: SqliteStoreOptions) {
     this.#nowMs = options.nowMs ?? Date.now;
     this.#retention = options.decisionRetention ?? 0;
+    this.#skipFence = options.testSkipFence === true;
     const db = new Database(options.path);
     this.#db = db;
     try {
@@ -110,7 +114,7 @@ export class SqliteFenceStore implements FenceStore {
   }
 
   #apply(ops: readonly FenceOp[]): readonly OpDecision[] {
-    const plan = decideBatch(this.#reader, ops, this.#nowMs());
+    const plan = decideBatch(this.#reader, ops, this.#nowMs(), { skipFence: this.#skipFence });
     const { fences, results, decisions } = plan.effects;
     for (const [resource, fence] of fences) this.#stmt.upsertFence.run(resource, fence);
     for (const r of results) {
