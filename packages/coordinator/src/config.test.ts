@@ -73,3 +73,12 @@ describe('loadConfig', () => {
     for (const secret of Object.values(base).slice(1)) expect(text).not.toContain(secret.split(':').at(-1));
   });
 });
+
+describe('test-only sabotage switch', () => {
+  it('is off by default and refused without LEASEHOLD_ALLOW_SABOTAGE=1', () => {
+    expect(loadConfig(base).testSabotage).toBeUndefined();
+    const env = { ...base, [`${ENV_PREFIX}TEST_SABOTAGE`]: 'grant-before-advance' };
+    expect(() => loadConfig(env)).toThrow(/LEASEHOLD_ALLOW_SABOTAGE/);
+    expect(loadConfig({ ...env, LEASEHOLD_ALLOW_SABOTAGE: '1' }).testSabotage).toBe('grant-before-advance');
+  });
+});

@@ -3,7 +3,15 @@
  * variable `LEASEHOLD_COORDINATOR_<NAME>` and a flag `--<name>` (flags override env). The result is
  * frozen; any problem (all of them, not the first) is reported in one {@link ConfigError}.
  */
-import { ConfigError, parseCapabilityKeys, type CapabilityKey } from '@leasehold/protocol';
+import {
+  collectOptions,
+  ConfigError,
+  deepFreeze,
+  parseCapabilityKeys,
+  wantsHelp,
+  type CapabilityKey,
+  type OptionTable,
+} from '@leasehold/protocol';
 import { z } from 'zod';
 
 export const ENV_PREFIX = 'LEASEHOLD_COORDINATOR_';
@@ -33,6 +41,12 @@ export interface CoordinatorConfig {
   readonly heartbeatIntervalMs: number;
   /** Advance the sink fence to the deletion revision when an owner key disappears by expiry. */
   readonly fenceOnExpiry: boolean;
+  /**
+   * TEST ONLY. `grant-before-advance` sends each grant first and advances the fence a second
+   * later, so the chaos checker can prove it detects the broken order. Refused unless
+   * LEASEHOLD_ALLOW_SABOTAGE=1.
+   */
+  readonly testSabotage: 'grant-before-advance' | undefined;
   /** Refused frames tolerated on one socket before it is closed with 1008. */
   readonly maxBadFrames: number;
   /** Most acquires combined into one etcd transaction and one sink advance-batch. */
@@ -42,15 +56,8 @@ export interface CoordinatorConfig {
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
-interface OptionSpec {
-  readonly env: string;
-  readonly help: string;
-  readonly secret?: boolean;
-  readonly boolean?: boolean;
-}
-
 /** Every option, by flag name. */
-export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.freeze({
+export const OPTIONS: OptionTable = Object.freeze({
   'coordinator-id': { env: 'COORDINATOR_ID', help: 'unique id of this coordinator (default: generated)' },
   'etcd-endpoints': { env: 'ETCD_ENDPOINTS', help: 'comma-separated etcd URLs (default http://127.0.0.1:2379)' },
   prefix: { env: 'PREFIX', help: 'etcd key prefix (default leasehold/)' },
@@ -76,6 +83,10 @@ export const OPTIONS: Readonly<Record<string, OptionSpec>> = Object.freeze({
   'grant-batch-max': { env: 'GRANT_BATCH_MAX', help: 'most grants per etcd txn / sink batch (default 64)' },
   'no-lease-retry-after-ms': { env: 'NO_LEASE_RETRY_AFTER_MS', help: 'retryAfterMs in lease.none (default 500)' },
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent (default info)' },
+  'test-sabotage': {
+    env: 'TEST_SABOTAGE',
+    help: 'TEST ONLY: grant-before-advance (needs LEASEHOLD_ALLOW_SABOTAGE=1)',
+  },
 });
 
 export const HELP_TEXT = [
@@ -144,6 +155,7 @@ const RawSchema = z.object({
   GRANT_BATCH_MAX: int(1, 1_000).default(64),
   NO_LEASE_RETRY_AFTER_MS: int(0, 600_000).default(500),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  TEST_SABOTAGE: z.enum(['grant-before-advance']).optional(),
 });
 
 /** Cross-field rules, checked on the raw values so they are reported even when other fields fail. */
@@ -156,53 +168,16 @@ function crossFieldProblems(raw: Readonly<Record<string, string>>): string[] {
   return [];
 }
 
-/** Parse `--name value` / `--name=value` / boolean `--name` into env-style keys. */
-function parseFlags(argv: readonly string[], problems: string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i += 1) {
-    const arg = argv[i] ?? '';
-    if (arg === '--help' || arg === '-h') continue;
-    if (!arg.startsWith('--')) {
-      problems.push(`unexpected argument ${JSON.stringify(arg)}`);
-      continue;
-    }
-    const eq = arg.indexOf('=');
-    const name = arg.slice(2, eq === -1 ? undefined : eq);
-    const spec = OPTIONS[name];
-    if (spec === undefined) {
-      problems.push(`unknown flag --${name}`);
-      continue;
-    }
-    let value: string | undefined = eq === -1 ? undefined : arg.slice(eq + 1);
-    if (value === undefined) {
-      const next = argv[i + 1];
-      if (spec.boolean === true && (next === undefined || next.startsWith('--'))) value = 'true';
-      else if (next === undefined) problems.push(`--${name} needs a value`);
-      else {
-        value = next;
-        i += 1;
-      }
-    }
-    if (value !== undefined) out[spec.env] = value;
-  }
-  return out;
-}
-
-export function wantsHelp(argv: readonly string[]): boolean {
-  return argv.includes('--help') || argv.includes('-h');
-}
+export { wantsHelp };
 
 export function loadConfig(
   env: Readonly<Record<string, string | undefined>>,
   argv: readonly string[] = [],
 ): CoordinatorConfig {
-  const problems: string[] = [];
-  const raw: Record<string, string> = {};
-  for (const spec of Object.values(OPTIONS)) {
-    const value = env[`${ENV_PREFIX}${spec.env}`];
-    if (value !== undefined && value !== '') raw[spec.env] = value;
+  const { raw, problems } = collectOptions(OPTIONS, ENV_PREFIX, env, argv);
+  if (raw.TEST_SABOTAGE !== undefined && env.LEASEHOLD_ALLOW_SABOTAGE !== '1') {
+    problems.push(`${ENV_PREFIX}TEST_SABOTAGE: a test-only switch; also set LEASEHOLD_ALLOW_SABOTAGE=1 to use it`);
   }
-  Object.assign(raw, parseFlags(argv, problems));
   const parsed = RawSchema.safeParse(raw);
   problems.push(...crossFieldProblems(raw));
   if (!parsed.success) {
@@ -228,6 +203,7 @@ export function loadConfig(
     grantBatchMax: c.GRANT_BATCH_MAX,
     noLeaseRetryAfterMs: c.NO_LEASE_RETRY_AFTER_MS,
     logLevel: c.LOG_LEVEL,
+    testSabotage: c.TEST_SABOTAGE,
   };
   return deepFreeze(config);
 }
@@ -241,12 +217,4 @@ export function redactConfig(config: CoordinatorConfig): Record<string, unknown>
     workerKeys: `[${config.workerKeys.length} redacted]`,
     adminKeys: `[${config.adminKeys.length} redacted]`,
   };
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    for (const inner of Object.values(value)) deepFreeze(inner);
-    Object.freeze(value);
-  }
-  return value;
 }

@@ -31,6 +31,9 @@ async function main(): Promise<number> {
     redact: { paths: ['req.headers.authorization', '*.capability', 'capability'], censor: '[redacted]' },
   });
   logger.info({ config: redactConfig(config) }, 'configuration resolved');
+  if (config.testSabotage !== undefined) {
+    logger.warn({ sabotage: config.testSabotage }, 'TEST SABOTAGE ACTIVE: this coordinator breaks its own guarantees');
+  }
   const coordinator = await createCoordinator(config, { logger, defaultMetrics: true });
 
   await new Promise<void>((resolve) => {

@@ -180,6 +180,16 @@ export class GrantService {
       resource: grant.resource,
       token: grant.token.toString(),
     });
+    if (ctx.config.testSabotage === 'grant-before-advance') {
+      // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken order the chaos checker
+      // must catch. The grant goes out now; the fence moves a second later.
+      setTimeout(() => {
+        ctx.fences.submit({ resource: grant.resource, token: grant.token }).catch((err: unknown) => {
+          log.warn({ err }, 'sabotaged late advance failed');
+        });
+      }, 1_000).unref();
+      return this.#grantMessage(session, msg, grant, receivedAtMs, fresh);
+    }
     try {
       const advanced = await ctx.fences.submit({ resource: grant.resource, token: grant.token });
       if (!advanced.ok) {
@@ -207,6 +217,18 @@ export class GrantService {
     if (!this.#sessions.isLive(session)) {
       return errorFrame('SESSION_EXPIRED', 'session expired before the grant could be sent', msg.id);
     }
+    return this.#grantMessage(session, msg, grant, receivedAtMs, fresh);
+  }
+
+  /** Step (c): the grant, with its capability. */
+  #grantMessage(
+    session: LocalSession,
+    msg: Acquire,
+    grant: GrantFacts,
+    receivedAtMs: number,
+    fresh: boolean,
+  ): CoordinatorMessage {
+    const ctx = this.#ctx;
     const [key] = ctx.config.capabilityKeys;
     if (key === undefined) throw new Error('no capability key configured');
     const capability = signCapability(key, {
@@ -217,7 +239,10 @@ export class GrantService {
     });
     ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
     ctx.metrics.grantLatency.observe((ctx.clock.nowMs() - receivedAtMs) / 1_000);
-    log.debug({ taskId: grant.taskId, replay: !fresh }, 'lease granted');
+    ctx.log.debug(
+      { sessionId: session.sessionId, resource: grant.resource, token: grant.token.toString(), replay: !fresh },
+      'lease granted',
+    );
     return {
       type: 'lease.granted',
       inReplyTo: msg.id,
