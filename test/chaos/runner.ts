@@ -4,7 +4,7 @@
  * to complete within the bound, collect the history, check it, and write `summary.json`,
  * `history.json` and `timeline.html` into the output directory.
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { startChaosCluster, type ChaosCluster } from '../harness/chaos-cluster.js';
 import { REPO_ROOT } from '../harness/service.js';
@@ -353,23 +353,4 @@ export function parseDuration(text: string): number {
   const n = Number(m[1]);
   const unit = m[2] ?? 's';
   return Math.round(n * (unit === 'ms' ? 1 : unit === 's' ? 1_000 : unit === 'm' ? 60_000 : 3_600_000));
-}
-
-/**
- * Whether the built daemon knows the sabotage switch (its value appears in the package's dist/).
- * The sabotage tests are skipped, with a note, until the switch is built.
- */
-export function sabotageBuilt(sabotage: Sabotage): boolean {
-  const dir = join(REPO_ROOT, 'packages', sabotage === 'skip-fence' ? 'sink' : 'coordinator', 'dist');
-  const walk = (d: string): boolean =>
-    readdirSync(d, { withFileTypes: true }).some((e) =>
-      e.isDirectory()
-        ? walk(join(d, e.name))
-        : e.name.endsWith('.js') && readFileSync(join(d, e.name), 'utf8').includes(sabotage),
-    );
-  try {
-    return walk(dir);
-  } catch {
-    return false;
-  }
 }

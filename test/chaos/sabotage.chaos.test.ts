@@ -1,15 +1,15 @@
 /**
  * Proof that the chaos checker can fail on real processes: with the sink's fence check switched off
  * (`skip-fence`) or the coordinator granting before it advances the fence (`grant-before-advance`),
- * the design note's takeover scenario must produce named violations. Each test is skipped until
- * its switch is built into the daemon (see docs/chaos.md for what the switches do).
+ * the design note's takeover scenario must produce named violations (see docs/chaos.md for what
+ * the switches do; both are refused unless LEASEHOLD_ALLOW_SABOTAGE=1).
  */
 import { describe, expect, it } from 'vitest';
 import { ViolationName } from './checker.js';
-import { runChaos, sabotageBuilt } from './runner.js';
+import { runChaos } from './runner.js';
 
 describe('chaos: sabotage is caught', () => {
-  it.skipIf(!sabotageBuilt('skip-fence'))(
+  it(
     'skip-fence (sink accepts without the fence check): stale writes accepted and acknowledged',
     { timeout: 180_000 },
     async () => {
@@ -26,18 +26,14 @@ describe('chaos: sabotage is caught', () => {
     },
   );
 
-  it.skipIf(!sabotageBuilt('grant-before-advance'))(
-    'grant-before-advance (coordinator grants first): grants outrun their fence',
-    { timeout: 180_000 },
-    async () => {
-      const summary = await runChaos({
-        seed: 1,
-        scenario: 'pause-past-lease-then-takeover',
-        sabotage: 'grant-before-advance',
-        completionBoundMs: 15_000,
-      });
-      expect(summary.ok).toBe(false);
-      expect(Object.keys(summary.violationCounts)).toContain(ViolationName.GRANT_BEFORE_FENCE);
-    },
-  );
+  it('grant-before-advance (coordinator grants first): grants outrun their fence', { timeout: 180_000 }, async () => {
+    const summary = await runChaos({
+      seed: 1,
+      scenario: 'pause-past-lease-then-takeover',
+      sabotage: 'grant-before-advance',
+      completionBoundMs: 15_000,
+    });
+    expect(summary.ok).toBe(false);
+    expect(Object.keys(summary.violationCounts)).toContain(ViolationName.GRANT_BEFORE_FENCE);
+  });
 });

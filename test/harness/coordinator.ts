@@ -76,6 +76,7 @@ export class Stack {
       port: 0,
       dbPath: join(stack.dir, 'sink.db'),
       synchronous: 'NORMAL',
+      storeThread: false,
       decisionRetention: 0,
       bodyLimitBytes: 1024 * 1024,
       maxBatchOps: 2000,

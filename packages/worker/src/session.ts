@@ -252,6 +252,16 @@ export class WorkerSession {
     this.deadline.clear();
     clearTimeout(this.#deadlineTimer);
     this.#events.onSessionLost(reason);
+    if (this.#state === 'ready') {
+      // The coordinator binds a connection to its session: a dead session needs a new connection
+      // and a fresh hello. (During a hello the coordinator opens the new session itself.)
+      clearInterval(this.#heartbeatTimer);
+      const conn = this.#conn;
+      this.#conn = undefined;
+      this.#state = 'connecting';
+      conn?.close(1000, 'session lost');
+      this.#scheduleReconnect();
+    }
   }
 
   #onClose(url: string, code: number, reason: string): void {
