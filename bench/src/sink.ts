@@ -7,7 +7,9 @@
  *   B. a bare fastify hello-world (GET /) as its own process, same load generator and connections;
  *   C. in-process SQLite, one write per transaction (synchronous=FULL, no HTTP, no batching).
  *
- * Rows: A vs B (target >= 0.6x) and A vs C (what group commit buys over one fsync per write).
+ * Rows: A vs B (target >= 0.6x) and A vs C (what group commit buys over one fsync per write), the
+ * sink's resident memory under that load (VmRSS, peak of samples every 250 ms) next to the hello
+ * server's. All three are measured in alternating rounds (A, B, C, A, B, C, ...).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -15,18 +17,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { signCapability, type CapabilityKey } from '@leasehold/protocol';
-import { SqliteFenceStore } from '../store/sqlite-store.js';
+import { SqliteFenceStore } from '@leasehold/sink';
+import { rssBytes } from './infra/proc.js';
+import { profileArgs, SINK_MAIN } from './infra/stack.js';
 import { runLoad, type LoadResult } from './load.js';
-
-export interface BenchRow {
-  readonly name: string;
-  readonly value: number;
-  readonly unit: string;
-  readonly baseline: number | null;
-  readonly ratio: number | null;
-  readonly target: number | null;
-  readonly met: boolean | null;
-}
+import { limitRow, ratioRow, round, type BenchRow } from './report.js';
 
 export interface SinkBenchOptions {
   /** Measured seconds per figure (after a 2 s warm-up per round). Default 12. */
@@ -40,7 +35,7 @@ export interface SinkBenchOptions {
   readonly log?: (line: string) => void;
 }
 
-const MAIN_JS = fileURLToPath(new URL('../main.js', import.meta.url));
+const MAIN_JS = SINK_MAIN;
 const HELLO_JS = fileURLToPath(new URL('./hello-server.js', import.meta.url));
 const COORDINATOR_KEY = 'bench-coordinator-key-000000001';
 const CAPABILITY_KEY: CapabilityKey = { id: 'bench', secret: 'bench-capability-secret-000001' };
@@ -63,7 +58,23 @@ async function stop(proc: ChildProcess): Promise<void> {
   await exited;
 }
 
-export async function measureHello(seconds: number, connections: number): Promise<LoadResult> {
+/** Peak VmRSS of `pid` while `run` runs, sampled every 250 ms. */
+async function peakRss<T>(pid: number | undefined, run: () => Promise<T>): Promise<{ result: T; rss: number }> {
+  let peak = 0;
+  const sample = () => {
+    peak = Math.max(peak, pid === undefined ? 0 : (rssBytes(pid) ?? 0));
+  };
+  const timer = setInterval(sample, 250);
+  try {
+    const result = await run();
+    sample();
+    return { result, rss: peak };
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+export async function measureHello(seconds: number, connections: number): Promise<{ load: LoadResult; rss: number }> {
   const proc = spawn(process.execPath, [HELLO_JS], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   proc.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
@@ -74,7 +85,10 @@ export async function measureHello(seconds: number, connections: number): Promis
       'hello server',
     );
     const request = { method: 'GET' as const, path: '/' };
-    return await runLoad({ port, connections, durationMs: seconds * 1000, warmupMs: 2000, next: () => request });
+    const { result: load, rss } = await peakRss(proc.pid, () =>
+      runLoad({ port, connections, durationMs: seconds * 1000, warmupMs: 2000, next: () => request }),
+    );
+    return { load, rss };
   } finally {
     await stop(proc);
   }
@@ -82,18 +96,22 @@ export async function measureHello(seconds: number, connections: number): Promis
 
 export async function measureSink(seconds: number, connections: number, dir: string, env: Record<string, string> = {}) {
   const portFile = join(dir, 'port');
-  const proc = spawn(process.execPath, [MAIN_JS, '--port', '0', '--port-file', portFile], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: {
-      PATH: process.env.PATH ?? '',
-      LEASEHOLD_SINK_DB_PATH: join(dir, 'bench.db'),
-      LEASEHOLD_SINK_SYNCHRONOUS: 'FULL',
-      LEASEHOLD_SINK_LOG_LEVEL: 'error',
-      LEASEHOLD_SINK_COORDINATOR_KEYS: COORDINATOR_KEY,
-      LEASEHOLD_SINK_CAPABILITY_KEYS: `${CAPABILITY_KEY.id}:${CAPABILITY_KEY.secret}`,
-      ...env,
+  const proc = spawn(
+    process.execPath,
+    [...profileArgs('sink', 'sink'), MAIN_JS, '--port', '0', '--port-file', portFile],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: {
+        PATH: process.env.PATH ?? '',
+        LEASEHOLD_SINK_DB_PATH: join(dir, 'bench.db'),
+        LEASEHOLD_SINK_SYNCHRONOUS: 'FULL',
+        LEASEHOLD_SINK_LOG_LEVEL: 'error',
+        LEASEHOLD_SINK_COORDINATOR_KEYS: COORDINATOR_KEY,
+        LEASEHOLD_SINK_CAPABILITY_KEYS: `${CAPABILITY_KEY.id}:${CAPABILITY_KEY.secret}`,
+        ...env,
+      },
     },
-  });
+  );
   try {
     const port = await waitFor(
       () => (existsSync(portFile) ? Number(readFileSync(portFile, 'utf8')) : undefined),
@@ -124,28 +142,31 @@ export async function measureSink(seconds: number, connections: number, dir: str
       });
       return { resource: item.resource, workerId: `worker-${lane}`, capability };
     });
-    const load = await runLoad({
-      port,
-      connections,
-      durationMs: seconds * 1000,
-      warmupMs: 2000,
-      next: (lane, n) => {
-        const l = lanes[lane] ?? lanes[0];
-        const body = {
-          resource: l?.resource,
-          token: '1',
-          resultId: `result-${n}`,
-          workerId: l?.workerId,
-          incarnation: 'bench',
-          capability: l?.capability,
-          payload: { lane, n, status: 'done', output: 'abcdefghijklmnopqrstuvwxyz012345' },
-        };
-        return { method: 'POST', path: '/v1/writes', body: Buffer.from(JSON.stringify(body)) };
-      },
-    });
+    const { result: load, rss } = await peakRss(proc.pid, () =>
+      runLoad({
+        port,
+        connections,
+        durationMs: seconds * 1000,
+        warmupMs: 2000,
+        next: (lane, n) => {
+          const l = lanes[lane] ?? lanes[0];
+          const body = {
+            resource: l?.resource,
+            token: '1',
+            resultId: `result-${n}`,
+            workerId: l?.workerId,
+            incarnation: 'bench',
+            capability: l?.capability,
+            payload: { lane, n, status: 'done', output: 'abcdefghijklmnopqrstuvwxyz012345' },
+          };
+          return { method: 'POST', path: '/v1/writes', body: Buffer.from(JSON.stringify(body)) };
+        },
+      }),
+    );
     const metrics = await fetchText(port, '/metrics');
     return {
       load,
+      rss,
       meanBatch: histogramMean(metrics, 'leasehold_sink_batch_ops'),
       commitMs: 1000 * histogramMean(metrics, 'leasehold_sink_commit_seconds'),
     };
@@ -184,19 +205,17 @@ export async function measureInProcess(seconds: number, dir: string): Promise<nu
   }
 }
 
-const round = (x: number, digits = 0) => Number(x.toFixed(digits));
-
 function combine(results: readonly LoadResult[]): LoadResult {
   const ok = results.reduce((a, r) => a + r.ok, 0);
   const seconds = results.reduce((a, r) => a + r.seconds, 0);
-  const mean = (f: (r: LoadResult) => number) => results.reduce((a, r) => a + f(r), 0) / Math.max(1, results.length);
+  const avg = (f: (r: LoadResult) => number) => results.reduce((a, r) => a + f(r), 0) / Math.max(1, results.length);
   return {
     ok,
     failed: results.reduce((a, r) => a + r.failed, 0),
     seconds,
     perSecond: seconds > 0 ? ok / seconds : 0,
-    p50Ms: mean((r) => r.p50Ms),
-    p99Ms: mean((r) => r.p99Ms),
+    p50Ms: avg((r) => r.p50Ms),
+    p99Ms: avg((r) => r.p99Ms),
   };
 }
 
@@ -209,108 +228,67 @@ export async function runSinkBench(options: SinkBenchOptions = {}): Promise<Benc
   try {
     const perRound = seconds / rounds;
     const sinkRounds: Awaited<ReturnType<typeof measureSink>>[] = [];
-    const helloRounds: LoadResult[] = [];
-    for (let round = 1; round <= rounds; round++) {
-      log(`round ${round}/${rounds}: sink, durable writes over HTTP, ${connections} connections, ${perRound} s`);
+    const helloRounds: Awaited<ReturnType<typeof measureHello>>[] = [];
+    const inProcessRounds: number[] = [];
+    for (let r = 1; r <= rounds; r++) {
       const roundDir = mkdtempSync(join(dir, 'round-'));
       sinkRounds.push(await measureSink(perRound, connections, roundDir));
-      log(`round ${round}/${rounds}: fastify hello-world, ${connections} connections, ${perRound} s`);
       helloRounds.push(await measureHello(perRound, connections));
+      inProcessRounds.push(await measureInProcess(perRound, roundDir));
       log(
-        `round ${round}: sink ${Math.round(sinkRounds.at(-1)?.load.perSecond ?? 0)}/s, ` +
-          `hello ${Math.round(helloRounds.at(-1)?.perSecond ?? 0)}/s`,
+        `sink round ${r}/${rounds}: sink ${Math.round(sinkRounds.at(-1)?.load.perSecond ?? 0)}/s, ` +
+          `hello ${Math.round(helloRounds.at(-1)?.load.perSecond ?? 0)}/s, ` +
+          `in-process ${Math.round(inProcessRounds.at(-1) ?? 0)}/s`,
       );
     }
-    log(`in-process SQLite, one write per transaction, ${seconds} s`);
-    const inProcess = await measureInProcess(seconds, dir);
-    const sinkLoad = combine(sinkRounds.map((r) => r.load));
-    const hello = combine(helloRounds);
-    const sink = {
-      load: sinkLoad,
-      meanBatch: sinkRounds.reduce((a, r) => a + r.meanBatch, 0) / rounds,
-      commitMs: sinkRounds.reduce((a, r) => a + r.commitMs, 0) / rounds,
-    };
-    const sinkRate = sink.load.perSecond;
-    const vsHello = sinkRate / hello.perSecond;
+    const sink = combine(sinkRounds.map((x) => x.load));
+    const hello = combine(helloRounds.map((x) => x.load));
+    const inProcess = inProcessRounds.reduce((a, b) => a + b, 0) / rounds;
+    const meanBatch = sinkRounds.reduce((a, x) => a + x.meanBatch, 0) / rounds;
+    const commitMs = sinkRounds.reduce((a, x) => a + x.commitMs, 0) / rounds;
+    const mib = (b: number) => b / 1024 / 1024;
+    const ctx = `${connections} conns, synchronous=FULL, mean group commit ${round(meanBatch, 1)} writes / ${round(commitMs, 2)} ms`;
     return [
-      {
-        name: 'sink.http_durable_writes_vs_fastify_hello',
-        value: round(sinkRate),
+      ratioRow({
+        name: 'sink durable fenced writes/s over HTTP',
+        value: sink.perSecond,
         unit: 'writes/s',
-        baseline: round(hello.perSecond),
-        ratio: round(vsHello, 2),
+        baseline: hello.perSecond,
+        baselineName: `fastify hello-world GET, ${connections} conns`,
         target: 0.6,
-        met: vsHello >= 0.6,
-      },
-      {
-        name: 'sink.http_durable_writes_vs_inprocess_txn_per_write',
-        value: round(sinkRate),
+        note: ctx,
+      }),
+      ratioRow({
+        name: 'sink durable fenced writes/s over HTTP',
+        value: sink.perSecond,
         unit: 'writes/s',
-        baseline: round(inProcess),
-        ratio: round(sinkRate / inProcess, 2),
-        target: null,
-        met: null,
-      },
-      {
-        name: 'sink.http_write_latency_p50',
-        value: round(sink.load.p50Ms, 2),
+        baseline: inProcess,
+        baselineName: 'in-process SQLite, 1 write per txn (FULL)',
+      }),
+      limitRow({
+        name: 'sink write latency p99 (HTTP, under load)',
+        value: sink.p99Ms,
         unit: 'ms',
-        baseline: round(hello.p50Ms, 2),
-        ratio: null,
-        target: null,
-        met: null,
-      },
-      {
-        name: 'sink.http_write_latency_p99',
-        value: round(sink.load.p99Ms, 2),
-        unit: 'ms',
-        baseline: round(hello.p99Ms, 2),
-        ratio: null,
-        target: null,
-        met: null,
-      },
-      {
-        name: 'sink.group_commit_mean_batch',
-        value: round(sink.meanBatch, 1),
-        unit: 'ops/commit',
-        baseline: null,
-        ratio: null,
-        target: null,
-        met: null,
-      },
-      {
-        name: 'sink.group_commit_mean_commit',
-        value: round(sink.commitMs, 3),
-        unit: 'ms',
-        baseline: null,
-        ratio: null,
-        target: null,
-        met: null,
-      },
-      {
-        name: 'sink.http_failed_requests',
-        value: sink.load.failed,
+        baseline: hello.p99Ms,
+        baselineName: 'fastify hello-world p99',
+        digits: 2,
+      }),
+      limitRow({
+        name: 'sink failed writes',
+        value: sink.failed,
         unit: 'requests',
-        baseline: null,
-        ratio: null,
-        target: 0,
-        met: sink.load.failed === 0,
-      },
+        limit: 0,
+        digits: 0,
+      }),
+      limitRow({
+        name: 'sink RSS under write load (peak)',
+        value: mib(Math.max(...sinkRounds.map((x) => x.rss))),
+        unit: 'MiB',
+        baseline: mib(Math.max(...helloRounds.map((x) => x.rss))),
+        baselineName: 'fastify hello-world RSS under load',
+      }),
     ];
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-export function formatBenchTable(rows: readonly BenchRow[]): string {
-  const cell = (v: number | boolean | null) => (v === null ? '' : String(v));
-  const lines = [
-    '| figure | value | unit | baseline | ratio | target | met |',
-    '| --- | ---: | --- | ---: | ---: | ---: | --- |',
-    ...rows.map(
-      (r) =>
-        `| ${r.name} | ${r.value} | ${r.unit} | ${cell(r.baseline)} | ${cell(r.ratio)} | ${cell(r.target)} | ${cell(r.met)} |`,
-    ),
-  ];
-  return lines.join('\n');
 }

@@ -1,0 +1,89 @@
+/**
+ * One etcd member for the bench, as the test harness starts it: the `etcd` binary (ETCD_BIN or on
+ * PATH) on free loopback ports with a temp data dir and `--election-timeout 100
+ * --heartbeat-interval 10` (so sub-second session TTLs are allowed). LEASEHOLD_ETCD_ENDPOINTS is
+ * NOT honoured: the bench must read the etcd process' CPU and memory from /proc.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { freePort, sleep, stopChild, track } from './daemon.js';
+
+export interface Etcd {
+  readonly endpoint: string;
+  readonly pid: number;
+  readonly version: string;
+  stop(): Promise<void>;
+}
+
+export function findEtcd(): string {
+  const explicit = process.env.ETCD_BIN;
+  if (explicit !== undefined && explicit !== '') return explicit;
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    try {
+      accessSync(join(dir, 'etcd'), constants.X_OK);
+      return join(dir, 'etcd');
+    } catch {
+      // not here
+    }
+  }
+  throw new Error('etcd not found: install etcd-server (pnpm bootstrap does) or set ETCD_BIN');
+}
+
+export function etcdVersion(bin = findEtcd()): string {
+  const out = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout;
+  return /etcd Version: (\S+)/.exec(out)?.[1] ?? 'unknown';
+}
+
+export async function startEtcd(): Promise<Etcd> {
+  const bin = findEtcd();
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-bench-etcd-'));
+  const clientPort = await freePort();
+  const peerPort = await freePort();
+  const clientUrl = `http://127.0.0.1:${clientPort}`;
+  const peerUrl = `http://127.0.0.1:${peerPort}`;
+  const child = spawn(
+    bin,
+    [
+      '--name', 'bench',
+      '--data-dir', join(dir, 'data'),
+      '--listen-client-urls', clientUrl,
+      '--advertise-client-urls', clientUrl,
+      '--listen-peer-urls', peerUrl,
+      '--initial-advertise-peer-urls', peerUrl,
+      '--initial-cluster', `bench=${peerUrl}`,
+      '--initial-cluster-state', 'new',
+      '--election-timeout', '100',
+      '--heartbeat-interval', '10',
+      '--log-level', 'error',
+      '--logger', 'zap',
+    ], // prettier-ignore
+    { detached: true, stdio: ['ignore', 'ignore', 'ignore'] },
+  );
+  track(child);
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      const res = await fetch(`${clientUrl}/health`, { signal: AbortSignal.timeout(1_000) });
+      if (((await res.json()) as { health?: string }).health === 'true') break;
+    } catch {
+      // not yet
+    }
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stopChild(child);
+      throw new Error('etcd did not become healthy');
+    }
+    await sleep(50);
+  }
+  return {
+    endpoint: clientUrl,
+    pid: child.pid ?? 0,
+    version: etcdVersion(bin),
+    stop: async () => {
+      await stopChild(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

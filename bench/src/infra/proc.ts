@@ -1,0 +1,44 @@
+/**
+ * What a benchmarked process costs, read from /proc (Linux only): CPU time (utime + stime, in
+ * milliseconds) and resident memory (VmRSS, in bytes). A process that is gone reads as undefined.
+ */
+import { readFileSync } from 'node:fs';
+
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on every Linux this runs on). */
+const TICKS_PER_SECOND = 100;
+
+export function cpuMs(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start at field 3 (state).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const utime = Number(fields[11]);
+    const stime = Number(fields[12]);
+    return ((utime + stime) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+export function rssBytes(pid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
+    return kb === undefined ? undefined : Number(kb) * 1024;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU milliseconds per wall second of each pid over `run`. */
+export async function cpuDuring<T>(
+  pids: readonly number[],
+  run: () => Promise<T>,
+): Promise<{ result: T; cpuMsPerSecond: number[] }> {
+  const before = pids.map((p) => cpuMs(p) ?? 0);
+  const started = performance.now();
+  const result = await run();
+  const seconds = (performance.now() - started) / 1000;
+  const after = pids.map((p) => cpuMs(p) ?? 0);
+  return { result, cpuMsPerSecond: after.map((a, i) => (a - (before[i] ?? 0)) / seconds) };
+}

@@ -1,0 +1,120 @@
+/**
+ * A leasehold stack of real processes for one suite: the built sink (`synchronous=FULL`) and the
+ * built coordinator, each its own process (so /proc gives each one's CPU and memory), on a shared
+ * etcd under a fresh key prefix, with fresh keys. `LEASEHOLD_BENCH_PROFILE=coordinator,sink`
+ * starts them with `node --cpu-prof` (profiles land in `.leasehold/bench-profiles/`).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CapabilityKey } from '@leasehold/protocol';
+import { startNodeDaemon, type NodeDaemon } from './daemon.js';
+import type { Etcd } from './etcd.js';
+
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+export const SINK_MAIN = join(REPO_ROOT, 'packages/sink/dist/main.js');
+export const COORDINATOR_MAIN = join(REPO_ROOT, 'packages/coordinator/dist/main.js');
+
+const secret = (): string => randomBytes(18).toString('base64url');
+
+export interface StackKeys {
+  readonly sinkKey: string;
+  readonly capability: CapabilityKey;
+  readonly workerKey: string;
+  readonly adminKey: string;
+}
+
+export interface StackOptions {
+  readonly name: string;
+  readonly etcd: Etcd;
+  readonly sessionTtlMs: number;
+  readonly heartbeatIntervalMs: number;
+  readonly coordinatorEnv?: Readonly<Record<string, string>>;
+}
+
+export interface Stack {
+  readonly keys: StackKeys;
+  readonly sink: NodeDaemon;
+  readonly coordinator: NodeDaemon;
+  readonly prefix: string;
+  stop(): Promise<void>;
+}
+
+export function profileArgs(what: string, name: string): string[] {
+  const wanted = (process.env.LEASEHOLD_BENCH_PROFILE ?? '').split(',');
+  if (!wanted.includes(what)) return [];
+  const dir = join(REPO_ROOT, '.leasehold', 'bench-profiles');
+  mkdirSync(dir, { recursive: true });
+  return ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-name', `${name}-${what}-${Date.now()}.cpuprofile`];
+}
+
+export async function startSinkProcess(
+  dir: string,
+  keys: Pick<StackKeys, 'sinkKey' | 'capability'>,
+  name = 'sink',
+): Promise<NodeDaemon> {
+  return startNodeDaemon({
+    name: 'sink',
+    script: SINK_MAIN,
+    dir,
+    nodeArgs: profileArgs('sink', name),
+    env: {
+      LEASEHOLD_SINK_DB_PATH: join(dir, 'sink.db'),
+      LEASEHOLD_SINK_SYNCHRONOUS: 'FULL',
+      LEASEHOLD_SINK_LOG_LEVEL: 'error',
+      LEASEHOLD_SINK_COORDINATOR_KEYS: keys.sinkKey,
+      LEASEHOLD_SINK_CAPABILITY_KEYS: `${keys.capability.id}:${keys.capability.secret}`,
+    },
+  });
+}
+
+export async function startStack(opts: StackOptions): Promise<Stack> {
+  const dir = mkdtempSync(join(tmpdir(), `leasehold-bench-${opts.name}-`));
+  const keys: StackKeys = {
+    sinkKey: secret(),
+    capability: { id: 'k1', secret: secret() },
+    workerKey: secret(),
+    adminKey: secret(),
+  };
+  const prefix = `bench-${opts.name}-${randomBytes(4).toString('hex')}/`;
+  const sink = await startSinkProcess(dir, keys, opts.name);
+  let coordinator: NodeDaemon;
+  try {
+    coordinator = await startNodeDaemon({
+      name: 'coordinator',
+      script: COORDINATOR_MAIN,
+      dir,
+      nodeArgs: profileArgs('coordinator', opts.name),
+      env: {
+        LEASEHOLD_COORDINATOR_COORDINATOR_ID: `bench-${opts.name}`,
+        LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: opts.etcd.endpoint,
+        LEASEHOLD_COORDINATOR_PREFIX: prefix,
+        LEASEHOLD_COORDINATOR_SINK_URL: sink.url,
+        LEASEHOLD_COORDINATOR_SINK_KEY: keys.sinkKey,
+        LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: `${keys.capability.id}:${keys.capability.secret}`,
+        LEASEHOLD_COORDINATOR_WORKER_KEYS: keys.workerKey,
+        LEASEHOLD_COORDINATOR_ADMIN_KEYS: keys.adminKey,
+        LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),
+        LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs),
+        LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
+        ...opts.coordinatorEnv,
+      },
+    });
+  } catch (err) {
+    await sink.stop();
+    throw err;
+  }
+  return {
+    keys,
+    sink,
+    coordinator,
+    prefix,
+    stop: async () => {
+      await coordinator.stop();
+      await sink.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
