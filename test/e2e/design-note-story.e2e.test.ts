@@ -65,7 +65,7 @@ describe('design note story on real processes', () => {
     const tokenB = BigInt(done.result!.token);
     expect(tokenB).toBeGreaterThan(tokenA);
     expect((await cluster.sinkClient.getResource('ledger/42')).fence).toBe(tokenB);
-    expect(logLines(b).some((l) => l.msg === 'task completed')).toBe(true);
+    await waitFor('B to log its completion', () => logLines(b).some((l) => l.msg === 'task completed'));
 
     // A wakes up: its write is sent (the SDK's check already passed) and the fence refuses it.
     a.resume();
@@ -93,5 +93,19 @@ describe('design note story on real processes', () => {
       workerId: 'worker-b',
       payload: { taskId: 'story-1', computedBy: 'worker-b' },
     });
+
+    // A lost its session while stopped; it opens a new one and works again (B is gone now).
+    await b.stop();
+    await cluster.admin().submit({ taskId: 'story-2', resource: 'ledger/43', payload: { amount: 1 } });
+    const again = await waitFor(
+      'A to complete a new task after losing its session',
+      async () => {
+        const body = (await cluster.admin().task('story-2')).body as { state: string; result?: { token: string } };
+        return body.state === 'completed' ? body : undefined;
+      },
+      30_000,
+    );
+    const second = await cluster.sinkClient.getResult('ledger/43', 'task:story-2');
+    expect(second).toMatchObject({ workerId: 'worker-a', token: BigInt(again.result!.token) });
   });
 });
