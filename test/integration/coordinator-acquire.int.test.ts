@@ -174,4 +174,28 @@ describe('acquire', () => {
     expect(await ownerKeys('batch')).toHaveLength(N);
     for (const w of workers) w.close();
   });
+
+  it('grants and releases more acquires in one turn than one etcd txn may carry (128 ops)', async () => {
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('wide') });
+    const admin = stack.admin(c.url);
+    const N = 64;
+    for (let i = 0; i < N; i++) await admin.submit(`t${i}`, `wide/r${i}`);
+    const workers = await Promise.all(Array.from({ length: 4 }, (_, i) => stack.worker(c.url, `w${i}`)));
+    const replies = await Promise.all(Array.from({ length: N }, (_, i) => workers[i % 4]!.acquire(`q${i}`)));
+    expect(replies.map((r) => r.type)).toEqual(Array<string>(N).fill('lease.granted'));
+    const grants = replies as Grant[];
+    expect(new Set(grants.map((g) => g.resource)).size).toBe(N);
+    for (const g of grants) expect((await stack.sinkClient.getResource(g.resource)).fence).toBe(BigInt(g.token));
+    expect(await ownerKeys('wide')).toHaveLength(N);
+    // Releases of one turn share txns too; a stale one (wrong token) is refused alone.
+    const stale = grants[0]!;
+    const released = await Promise.all([
+      ...grants.map((g, i) => workers[i % 4]!.release(g.resource, g.token)),
+      workers[0]!.release(stale.resource, (BigInt(stale.token) - 1n).toString()),
+    ]);
+    expect(released.slice(0, N).map((r) => r.type)).toEqual(Array<string>(N).fill('lease.released'));
+    expect(released[N]).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
+    expect(await ownerKeys('wide')).toHaveLength(0);
+    for (const w of workers) w.close();
+  });
 });

@@ -6,6 +6,7 @@ const task = (taskId: string, resource: string, rev: bigint): PendingTask => ({
   resource,
   createRevision: rev,
   modRevision: rev,
+  record: { v: 1, taskId, resource, payload: null, state: 'pending', attempts: 0 },
 });
 
 describe('TaskIndex', () => {

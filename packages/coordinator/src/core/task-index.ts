@@ -10,6 +10,8 @@
  * its own in-flight grant.
  */
 
+import type { TaskRecord } from './records.js';
+
 export interface PendingTask {
   readonly taskId: string;
   readonly resource: string;
@@ -17,6 +19,11 @@ export interface PendingTask {
   readonly createRevision: bigint;
   /** mod_revision of the task key as last seen. */
   readonly modRevision: bigint;
+  /**
+   * The task record at `modRevision`. A grant uses it without re-reading etcd: the grant txn
+   * compares the task key's mod_revision with `modRevision`, so a stale record only fails it.
+   */
+  readonly record: TaskRecord;
 }
 
 export interface OwnerEntry {

@@ -90,6 +90,7 @@ export class WatchFeed {
         resource: t.record.resource,
         createRevision: t.createRevision,
         modRevision: t.modRevision,
+        record: t.record,
       }));
     const owners = snap.owners.map((o) => ({
       resource: o.resource,
@@ -220,6 +221,7 @@ export class WatchFeed {
                 resource: t.record.resource,
                 createRevision: t.createRevision,
                 modRevision: t.modRevision,
+                record: t.record,
               }
             : undefined,
         );

@@ -6,7 +6,15 @@
 import { parseToken, type Complete, type CoordinatorMessage, type Release, type Renew } from '@leasehold/protocol';
 import { errorFrame } from '../core/replies.js';
 import type { StoredOwner } from '../etcd/reads.js';
-import { completeTask, releaseLease } from '../etcd/transactions/lease-txns.js';
+import {
+  completeTask,
+  MAX_RELEASES_PER_TXN,
+  releaseLease,
+  releaseLeases,
+  type HolderProof,
+  type LeaseTxnResult,
+} from '../etcd/transactions/lease-txns.js';
+import { MicroBatcher, type Settled } from './batcher.js';
 import type { ServiceContext } from './context.js';
 import { failureReply } from './replies.js';
 import type { LocalSession, SessionManager } from './sessions.js';
@@ -18,10 +26,13 @@ function holds(owner: StoredOwner | undefined, session: LocalSession, token: big
 export class LeaseService {
   readonly #ctx: ServiceContext;
   readonly #sessions: SessionManager;
+  /** Releases of one event-loop turn go to etcd as one txn (one per lease when a compare fails). */
+  readonly #releases: MicroBatcher<HolderProof, LeaseTxnResult>;
 
   constructor(ctx: ServiceContext, sessions: SessionManager) {
     this.#ctx = ctx;
     this.#sessions = sessions;
+    this.#releases = new MicroBatcher((proofs) => this.#runReleases(proofs), MAX_RELEASES_PER_TXN);
   }
 
   /** Never rejects. */
@@ -96,7 +107,7 @@ export class LeaseService {
       }
       if (!this.#sessions.isLive(session))
         return errorFrame('LEASE_EXPIRED', 'the session deadline has passed', msg.id);
-      const res = await releaseLease(this.#ctx.kv, this.#ctx.keys, {
+      const res = await this.#releases.submit({
         sessionId: session.sessionId,
         leaseId: session.leaseId,
         resource: msg.resource,
@@ -105,6 +116,30 @@ export class LeaseService {
       if (!res.ok) return errorFrame('NOT_HOLDER', 'this session does not hold that token', msg.id);
       return { type: 'lease.released', inReplyTo: msg.id, resource: msg.resource, token: msg.token };
     });
+  }
+
+  async #runReleases(proofs: readonly HolderProof[]): Promise<Settled<LeaseTxnResult>[]> {
+    const { kv, keys } = this.#ctx;
+    const one = async (proof: HolderProof): Promise<Settled<LeaseTxnResult>> => {
+      try {
+        return { ok: true, value: await releaseLease(kv, keys, proof) };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    };
+    const distinct = new Set(proofs.map((p) => p.resource)).size === proofs.length;
+    if (proofs.length > 1 && distinct) {
+      let revision: bigint | undefined;
+      try {
+        revision = await releaseLeases(kv, keys, proofs);
+      } catch (error) {
+        // Outcome unknown: every release of the batch gets the error (never re-sent blindly).
+        return proofs.map(() => ({ ok: false, error }));
+      }
+      if (revision !== undefined) return proofs.map(() => ({ ok: true, value: { ok: true, revision } }));
+    }
+    // One lease, a duplicate resource, or a compare failed somewhere: one txn per lease tells which.
+    return Promise.all(proofs.map(one));
   }
 
   #guard(session: LocalSession, id: string, run: () => Promise<CoordinatorMessage>): Promise<CoordinatorMessage> {

@@ -20,6 +20,14 @@ export interface GrantJob {
   readonly owner: OwnerRecord;
 }
 
+/**
+ * etcd refuses a txn with more than `--max-txn-ops` (default 128) compares, or success ops, or
+ * failure ops ("too many operations in txn request"). A grant job takes 4 compares and 5 success
+ * ops (4 puts + the owner read-back), so one txn carries at most floor(128 / 5) = 25 jobs.
+ */
+export const ETCD_MAX_TXN_OPS = 128;
+export const MAX_GRANTS_PER_TXN = Math.floor(ETCD_MAX_TXN_OPS / 5);
+
 export type GrantTxnResult =
   | { readonly ok: true; readonly token: bigint }
   | {
@@ -49,6 +57,9 @@ export type GrantTxnResult =
  */
 export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJob[]): Promise<GrantTxnResult> {
   if (jobs.length === 0) throw new CoordinatorError('INTERNAL', 'grantOwners needs at least one job');
+  if (jobs.length > MAX_GRANTS_PER_TXN) {
+    throw new CoordinatorError('INTERNAL', `grantOwners takes at most ${MAX_GRANTS_PER_TXN} jobs per txn`);
+  }
   const compare = jobs.flatMap((j) => [
     cmp.absent(keys.owner(j.task.resource)),
     cmp.modifiedAt(keys.task(j.task.taskId), j.taskModRevision),

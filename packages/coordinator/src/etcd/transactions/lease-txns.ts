@@ -81,3 +81,29 @@ export async function releaseLease(kv: Kv, keys: KeyLayout, args: HolderProof): 
   });
   return res.succeeded ? { ok: true, revision: res.revision } : { ok: false, owner: firstKv(res, 0) };
 }
+
+/** releaseLeases takes at most this many releases (3 compares each; etcd's default limit is 128). */
+export const MAX_RELEASES_PER_TXN = 42;
+
+/**
+ * releaseLeases — releaseLease for many leases (distinct resources) in one txn.
+ * keys:     per release: owners/<r>, holdings/<sid>/<r>
+ * compares: per release: as releaseLease
+ * success:  per release: delete owners/<r>, holdings/<sid>/<r>
+ * failure:  nothing (the caller falls back to one releaseLease per lease to tell which failed)
+ * result:   the txn revision when every release succeeded (all at that revision), else undefined
+ */
+export async function releaseLeases(
+  kv: Kv,
+  keys: KeyLayout,
+  proofs: readonly HolderProof[],
+): Promise<bigint | undefined> {
+  if (proofs.length > MAX_RELEASES_PER_TXN || new Set(proofs.map((p) => p.resource)).size !== proofs.length) {
+    throw new RangeError('releaseLeases takes distinct resources, at most MAX_RELEASES_PER_TXN');
+  }
+  const res = await kv.txn('releaseLeases', {
+    compare: proofs.flatMap((p) => holderCompares(keys, p)),
+    success: proofs.flatMap((p) => [op.del(keys.owner(p.resource)), op.del(keys.holding(p.sessionId, p.resource))]),
+  });
+  return res.succeeded ? res.revision : undefined;
+}
