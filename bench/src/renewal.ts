@@ -53,7 +53,12 @@ export async function runRenewalBench(o: RenewalOptions): Promise<BenchRow[]> {
     }
     // Spread the heartbeats over the interval, as independent workers would be.
     workers.forEach((w, i) => {
-      setTimeout(() => w.startHeartbeats(1_000), (1_000 * i) / workers.length).unref();
+      setTimeout(
+        () => {
+          w.startHeartbeats(1_000);
+        },
+        (1_000 * i) / workers.length,
+      ).unref();
     });
     await sleep(1_500);
     const pids = [stack.coordinator.pid, o.etcd.pid];

@@ -41,6 +41,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
   const takers: RawWorker[] = [];
   const toGrant: number[] = [];
   const toWrite: number[] = [];
+  const toExpired: number[] = [];
   let staleAccepted = 0;
   let failed = 0;
   let seq = 0;
@@ -79,6 +80,9 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
           // Let a heartbeat already in flight come back, so the last acknowledged one is known.
           await sleep(20);
           const deadline = holder.lastAckedHeartbeatSentAt + TTL_MS;
+          holder.onPush = (frame) => {
+            if (frame.type === 'session.expired') toExpired.push(performance.now() - deadline);
+          };
           await sleep(Math.max(0, deadline - 20 - performance.now()));
           let grant: GrantFrame | undefined;
           while (grant === undefined && performance.now() < deadline + 5_000) {
@@ -133,6 +137,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
     }
     const g = [...toGrant].sort((a, b) => a - b);
     const w = [...toWrite].sort((a, b) => a - b);
+    const x = [...toExpired].sort((a, b) => a - b);
     const n = `${g.length} takeovers, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker polls every 2 ms`;
     return [
       limitRow({
@@ -151,6 +156,14 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
         limit: 50,
         baseline: percentile(w, 50),
         baselineName: 'p50 of the same',
+      }),
+      limitRow({
+        name: 'takeover: holder deadline → holder told session.expired, p99',
+        value: percentile(x, 99),
+        unit: 'ms',
+        baseline: percentile(x, 50),
+        baselineName: 'p50 of the same',
+        note: 'expiry judged, owner keys deleted in etcd, lease revoked, then pushed',
       }),
       limitRow({
         name: 'takeover: late writes of paused holders accepted',

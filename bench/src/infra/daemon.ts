@@ -36,10 +36,16 @@ export function sleep(ms: number): Promise<void> {
 /** SIGTERM the group, SIGKILL after `graceMs`; resolves once exited. */
 export async function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      resolve();
+    }),
+  );
   killGroup(child, 'SIGCONT');
   killGroup(child, 'SIGTERM');
-  const timer = setTimeout(() => killGroup(child, 'SIGKILL'), graceMs);
+  const timer = setTimeout(() => {
+    killGroup(child, 'SIGKILL');
+  }, graceMs);
   await exited;
   clearTimeout(timer);
 }
@@ -51,7 +57,9 @@ export function freePort(): Promise<number> {
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
       const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
+      server.close(() => {
+        resolve(port);
+      });
     });
   });
 }

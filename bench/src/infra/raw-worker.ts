@@ -68,7 +68,9 @@ export class RawWorker {
       perMessageDeflate: false,
     });
     await new Promise<void>((resolve, reject) => {
-      socket.once('open', () => resolve());
+      socket.once('open', () => {
+        resolve();
+      });
       socket.once('error', reject);
     });
     const worker = new RawWorker(socket, workerId, `inc-${workerId}`);
