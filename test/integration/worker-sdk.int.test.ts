@@ -113,7 +113,9 @@ describe('worker SDK against real services', () => {
     const w = worker(
       (_task, ctx) =>
         new Promise((_resolve, reject) => {
-          ctx.signal.addEventListener('abort', () => { reject(ctx.signal.reason as Error); });
+          ctx.signal.addEventListener('abort', () => {
+            reject(ctx.signal.reason as Error);
+          });
         }),
       'sdk-4',
     );
