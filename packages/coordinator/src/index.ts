@@ -112,6 +112,9 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     index: ctx.index,
     log: log.child({ component: 'watch' }),
     onGroup: createGroupHandler(ctx, sessions),
+    onApplied: () => {
+      grants.wake();
+    },
   });
 
   try {
@@ -183,6 +186,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
         ctx.state.shuttingDown = true;
         log.info('coordinator shutting down');
         sessions.close();
+        grants.close();
         await sockets.close(CLOSE_GOING_AWAY, 'coordinator going away');
         await app.close();
         await feed.close();

@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { defaultResultId, LeaseholdError, type Grant, type JsonValue } from '@leasehold/protocol';
+import { defaultResultId, LeaseholdError, MAX_ACQUIRE_WAIT_MS, type Grant, type JsonValue } from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink/client';
 import { pino, type Logger } from 'pino';
 import { backoffDelayMs } from './core/backoff.js';
@@ -68,6 +68,11 @@ export interface WorkerOptions {
   readonly logger?: Logger;
   /** How long to wait after `lease.none` before asking again (upper bound; jittered). Default 500 ms. */
   readonly idleBackoffMs?: number;
+  /**
+   * Long poll: how long the coordinator may hold a `lease.acquire` while nothing is grantable,
+   * answering as soon as a task is (`waitMs`). 0 turns it off. Default 1000 ms.
+   */
+  readonly acquireWaitMs?: number;
   readonly requestTimeoutMs?: number;
   /**
    * Called after the deadline check, immediately before the write is sent. Tests and the chaos
@@ -154,6 +159,8 @@ export function startWorker(options: WorkerOptions): Worker {
     for (const r of running.values()) r.controller.abort(new LeaseLostError(reason));
   };
 
+  const acquireWaitMs = Math.min(MAX_ACQUIRE_WAIT_MS, Math.max(0, options.acquireWaitMs ?? 1_000));
+  const requestTimeoutMs = options.requestTimeoutMs ?? 5_000;
   const session = new WorkerSession(
     {
       coordinators: options.coordinators,
@@ -162,7 +169,7 @@ export function startWorker(options: WorkerOptions): Worker {
       incarnation,
       capacity: concurrency,
       logger,
-      requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
+      requestTimeoutMs,
       connectTimeoutMs: 3_000,
       backoff: { initialMs: 100, maxMs: 2_000 },
       nowMs,
@@ -188,9 +195,16 @@ export function startWorker(options: WorkerOptions): Worker {
     // Retry the same request id until a definite answer: the coordinator returns the same grant.
     for (let attempt = 0; !stopping; attempt++) {
       try {
-        const reply = await request({ type: 'lease.acquire', requestId });
+        const sentAtMs = nowMs();
+        const reply = await session.request(
+          { type: 'lease.acquire', requestId, ...(acquireWaitMs > 0 ? { waitMs: acquireWaitMs } : {}) },
+          requestTimeoutMs + acquireWaitMs,
+        );
         if (reply.type === 'lease.granted') return reply;
         if (reply.type === 'lease.none') {
+          // The coordinator already waited (a long poll): ask again at once. One that answered at
+          // once (it predates waitMs, or waiting is off) gets the idle back-off.
+          if (acquireWaitMs > 0 && nowMs() - sentAtMs >= acquireWaitMs / 2) return undefined;
           await sleep(
             Math.min(reply.retryAfterMs || (options.idleBackoffMs ?? 500), options.idleBackoffMs ?? 500) *
               (0.5 + Math.random() / 2),

@@ -104,6 +104,13 @@ export class TaskIndex {
     return this.#owners.get(resource);
   }
 
+  /** Owner keys of `sessionId` as the index knows them (complete up to {@link revision}). */
+  ownersOf(sessionId: string): OwnerEntry[] {
+    const held: OwnerEntry[] = [];
+    for (const owner of this.#owners.values()) if (owner.sessionId === sessionId) held.push(owner);
+    return held;
+  }
+
   pendingTask(taskId: string): PendingTask | undefined {
     return this.#pending.get(taskId);
   }

@@ -42,6 +42,14 @@ export const cmp = {
     result: 'Equal',
     mod_revision: revision.toString(),
   }),
+  /** Every key under `prefix` was created before `revision` (true when there is none). */
+  allCreatedBefore: (prefix: string, revision: bigint): ICompare => ({
+    key: buf(prefix),
+    range_end: prefixEnd(prefix),
+    target: 'Create',
+    result: 'Less',
+    create_revision: revision.toString(),
+  }),
   leaseIs: (key: string, leaseId: string): ICompare => ({
     key: buf(key),
     target: 'Lease',

@@ -51,6 +51,8 @@ export interface WatchFeedOptions {
   readonly index: TaskIndex;
   readonly log: Logger;
   readonly onGroup: (group: RevisionGroup) => void;
+  /** After a watch response (or a rebuild) was applied to the index. */
+  readonly onApplied?: () => void;
 }
 
 export class WatchFeed {
@@ -132,6 +134,7 @@ export class WatchFeed {
       { revision: snap.revision.toString(), pending: pending.length, owners: owners.length },
       'index built',
     );
+    this.#o.onApplied?.();
   }
 
   #scheduleRebuild(): void {
@@ -179,6 +182,7 @@ export class WatchFeed {
       }
     }
     this.#o.index.advanceTo(BigInt(res.header.revision));
+    this.#o.onApplied?.();
   }
 
   #parse(deleted: boolean, kv: IKeyValue, prevKv: IKeyValue | null | undefined): FeedEvent | undefined {

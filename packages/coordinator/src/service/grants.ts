@@ -11,6 +11,10 @@
  * no-op at the sink — and sends the same grant (same token, same capability). Concurrent acquires
  * are batched: many owner keys in one txn (falling back to one txn per job when a compare fails)
  * and many advances in one sink call.
+ *
+ * Long poll: an acquire with `waitMs` that finds nothing grantable waits (up to `waitMs`, the
+ * session's end or shutdown) for the watch-fed index to change, then selects again — so a freed
+ * resource is granted to a waiting worker as soon as this coordinator sees it free.
  */
 import { signCapability, type Acquire, type CoordinatorMessage, type JsonValue } from '@leasehold/protocol';
 import { errorFrame } from '../core/replies.js';
@@ -45,6 +49,9 @@ export class GrantService {
   readonly #sessions: SessionManager;
   readonly #owners: MicroBatcher<GrantJob, GrantTxnResult>;
   readonly #inflight = new Map<string, Promise<CoordinatorMessage>>();
+  /** Waiting long-poll acquires, oldest first: each is woken once, then re-registers. */
+  readonly #waiters = new Set<() => void>();
+  #wakeQueued = false;
 
   constructor(ctx: ServiceContext, sessions: SessionManager) {
     this.#ctx = ctx;
@@ -67,21 +74,68 @@ export class GrantService {
     return this.#sessions.track(session, op);
   }
 
+  /** The index changed (a watch response was applied): waiting acquires select again. */
+  wake(): void {
+    if (this.#wakeQueued || this.#waiters.size === 0) return;
+    this.#wakeQueued = true;
+    queueMicrotask(() => {
+      this.#wakeQueued = false;
+      this.#wakeAll();
+    });
+  }
+
+  /** Shutdown: waiting acquires answer now. */
+  close(): void {
+    this.#wakeAll();
+  }
+
+  #wakeAll(): void {
+    const waiters = [...this.#waiters];
+    this.#waiters.clear();
+    for (const wakeUp of waiters) wakeUp();
+  }
+
+  /** Resolves on the next index change, the session's end, or after `ms`. */
+  #waitForChange(session: LocalSession, ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        session.wakers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiters.add(done);
+      session.wakers.add(done);
+    });
+  }
+
   async #acquire(session: LocalSession, msg: Acquire, receivedAtMs: number): Promise<CoordinatorMessage> {
     const ctx = this.#ctx;
-    if (ctx.state.shuttingDown) return errorFrame('SHUTTING_DOWN', 'coordinator is shutting down', msg.id);
-    if (!this.#sessions.isLive(session)) return errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
-    for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
-      const [candidate] = ctx.index.select(msg.taskId === undefined ? {} : { taskId: msg.taskId });
-      if (candidate === undefined) break;
-      const out = await this.#tryGrant(session, msg, candidate, receivedAtMs);
-      if (out !== RETRY) return out;
+    const waitUntilMs = receivedAtMs + (msg.waitMs ?? 0);
+    let requestChecked = false;
+    for (;;) {
+      if (ctx.state.shuttingDown) return errorFrame('SHUTTING_DOWN', 'coordinator is shutting down', msg.id);
+      if (!this.#sessions.isLive(session)) return errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
+      for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
+        const [candidate] = ctx.index.select(msg.taskId === undefined ? {} : { taskId: msg.taskId });
+        if (candidate === undefined) break;
+        const out = await this.#tryGrant(session, msg, candidate, receivedAtMs);
+        if (out !== RETRY) return out;
+      }
+      // Nothing granted now. A retry of a request granted before (its grant reply lost) must get
+      // that grant back, not lease.none. (With a candidate, the grant txn's `request absent`
+      // compare catches a retry instead, and #tryGrant replays it.) Once checked, it stays
+      // unrecorded while this request is served: copies of it share this promise.
+      if (!requestChecked) {
+        const recorded = await ctx.reads.request(session.sessionId, msg.requestId);
+        if (recorded !== undefined) return this.#replay(session, msg, recorded, receivedAtMs);
+        requestChecked = true;
+      }
+      const leftMs = waitUntilMs - ctx.clock.nowMs();
+      if (leftMs <= 0 || !this.#sessions.isLive(session)) break;
+      await this.#waitForChange(session, Math.min(leftMs, this.#sessions.remainingMs(session) + 1));
     }
-    // Nothing granted now. A retry of a request granted before (its grant reply lost) must get
-    // that grant back, not lease.none. (With a candidate, the grant txn's `request absent`
-    // compare catches a retry instead, and #tryGrant replays it.)
-    const recorded = await ctx.reads.request(session.sessionId, msg.requestId);
-    if (recorded !== undefined) return this.#replay(session, msg, recorded, receivedAtMs);
     ctx.metrics.grants.inc({ outcome: 'none' });
     return {
       type: 'lease.none',

@@ -28,6 +28,8 @@ export interface LocalSession {
   modRevision: bigint;
   channel: WorkerChannel | undefined;
   readonly inflight: Set<Promise<unknown>>;
+  /** Waiting long-poll acquires of this session: woken when the session ends. */
+  readonly wakers: Set<() => void>;
 }
 
 export type ExpiredReason = 'deadline' | 'unknown-session' | 'incarnation-mismatch';
@@ -181,6 +183,7 @@ export class SessionManager {
       modRevision,
       channel,
       inflight: new Set(),
+      wakers: new Set(),
     };
     this.#sessions.set(sessionId, session);
     this.#table.open(sessionId);
@@ -234,35 +237,62 @@ export class SessionManager {
     this.#schedule();
   }
 
-  /** The deadline passed: end the session in etcd (if still ours), revoke its lease, tell the worker. */
+  /**
+   * The deadline passed: end the session in etcd (if still ours), tell the worker, revoke its lease.
+   * The first attempt takes the session's owner keys from the watch-fed index, without a read: the
+   * txn compares each owner's create_revision and that no holding is newer than the index, so a
+   * lagging index only fails it, and the next attempts read the holdings from etcd.
+   */
   async #end(session: LocalSession): Promise<void> {
     const { sessionId } = session;
     const log = this.#ctx.log.child({ sessionId, workerId: session.workerId });
     this.#keepalive.remove(session.leaseId);
-    await Promise.race([Promise.allSettled([...session.inflight]), delay(this.#ctx.config.sink.timeoutMs + 500)]);
+    for (const wakeUp of [...session.wakers]) wakeUp();
+    if (session.inflight.size > 0) {
+      await Promise.race([Promise.allSettled([...session.inflight]), delay(this.#ctx.config.sink.timeoutMs + 500)]);
+    }
     const giveUpAt = this.#ctx.clock.nowMs() + 2_000 * leaseTtlSeconds(this.#ctx.config.sessionTtlMs);
     let outcome: 'ended' | 'moved' | 'gone' = 'gone';
     let held: HeldOwner[] = [];
+    let fromIndex = true;
     for (let attempt = 0; ; attempt += 1) {
       try {
-        const read = await this.#ctx.reads.sessionHoldings(sessionId);
-        if (read.session === undefined) break;
-        if (read.session.modRevision !== session.modRevision) {
-          outcome = 'moved';
-          break;
+        let holdings: HeldOwner[];
+        let knownUpTo: bigint | undefined;
+        if (fromIndex) {
+          knownUpTo = this.#ctx.index.revision;
+          holdings = this.#ctx.index.ownersOf(sessionId).map((o) => ({ resource: o.resource, token: o.token }));
+        } else {
+          const read = await this.#ctx.reads.sessionHoldings(sessionId);
+          if (read.session === undefined) break;
+          if (read.session.modRevision !== session.modRevision) {
+            outcome = 'moved';
+            break;
+          }
+          holdings = read.held;
         }
         const res = await endSession(this.#ctx.kv, this.#ctx.keys, {
           sessionId,
           knownModRevision: session.modRevision,
-          held: read.held,
+          held: holdings,
+          ...(knownUpTo === undefined ? {} : { knownUpTo }),
         });
         if (res.ok) {
           outcome = 'ended';
-          held = read.held;
+          held = holdings;
           log.info({ revision: res.revision.toString(), held: held.length }, 'session expired');
           break;
         }
+        if (fromIndex) {
+          fromIndex = false;
+          if (res.current === undefined) break;
+          if (BigInt(res.current.mod_revision) !== session.modRevision) {
+            outcome = 'moved';
+            break;
+          }
+        }
       } catch (err) {
+        fromIndex = false;
         if (this.#ctx.clock.nowMs() > giveUpAt) {
           log.warn({ err }, 'could not end session in etcd, leaving it to the lease backstop');
           break;
@@ -271,7 +301,6 @@ export class SessionManager {
         await delay(Math.min(500, 25 * 2 ** Math.min(attempt, 5)));
       }
     }
-    if (outcome !== 'moved') await this.#revoke(session.leaseId);
     this.#table.markEnded(sessionId);
     this.#forget(session);
     const channel = session.channel;
@@ -281,6 +310,8 @@ export class SessionManager {
       return;
     }
     this.#ctx.metrics.expiries.inc({ reason: 'deadline' });
+    // Told first (its owner keys are gone from etcd already, or the session key was): the revoke
+    // only drops what is left on the lease and does not change what the worker may do.
     for (const h of held) {
       channel?.send({
         type: 'lease.revoked',
@@ -290,6 +321,7 @@ export class SessionManager {
       });
     }
     channel?.send({ type: 'session.expired', sessionId, reason: 'deadline' });
+    await this.#revoke(session.leaseId);
   }
 
   #onLeaseLost(leaseId: string): void {

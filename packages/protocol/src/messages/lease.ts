@@ -4,15 +4,22 @@ import { IncarnationSchema, RequestIdSchema, ResourceIdSchema, ResultIdSchema, T
 import { TokenSchema } from '../token.js';
 import { JsonValueSchema, MessageIdSchema } from './common.js';
 
+/** Upper bound of `lease.acquire.waitMs`. */
+export const MAX_ACQUIRE_WAIT_MS = 30_000;
+
 /**
  * worker -> coordinator: ask for a pending task (or a named one). Idempotent by `requestId`: a retry
- * with the same request id returns the grant recorded for it, never a second one.
+ * with the same request id returns the grant recorded for it, never a second one. With `waitMs`
+ * (a long poll), a coordinator that has nothing to grant holds the request up to that long and
+ * answers as soon as a task becomes grantable; `lease.none` only when the wait ran out. Peers that
+ * predate `waitMs` ignore it and answer at once.
  */
 export const AcquireSchema = z.object({
   type: z.literal('lease.acquire'),
   id: MessageIdSchema,
   requestId: RequestIdSchema,
   taskId: TaskIdSchema.optional(),
+  waitMs: z.number().int().nonnegative().max(MAX_ACQUIRE_WAIT_MS).optional(),
 });
 export type Acquire = z.infer<typeof AcquireSchema>;
 

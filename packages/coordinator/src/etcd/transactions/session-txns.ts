@@ -74,23 +74,34 @@ export type EndSessionResult =
  * endSession — the serving coordinator judged the session expired.
  * keys:     sessions/<sid>, owners/<r> for every held r, holdings/<sid>/*, requests/<sid>/*
  * compares: sessions/<sid> mod_revision == the one this coordinator knows (it still serves it);
- *           owners/<r> create_revision == token, for each holding read just before
+ *           owners/<r> create_revision == token, for each holding read just before (or taken from
+ *           the watch-fed index); with `knownUpTo` V (holdings taken from an index complete up to
+ *           V): every holdings/<sid>/* create_revision < V + 1, so no holding the index has not
+ *           seen can survive the delete (owner and holding keys are created and deleted together)
  * success:  delete every owners/<r>, holdings/<sid>/*, requests/<sid>/* and sessions/<sid> — all
  *           at one revision D (the caller revokes the lease afterwards)
  * failure:  get sessions/<sid> (absent: already ended; other mod_revision: a peer adopted it;
- *           same: the holdings changed, read again)
+ *           same: the holdings changed or the index lagged, read again)
  * result:   { ok, revision D }
  */
 export async function endSession(
   kv: Kv,
   keys: KeyLayout,
-  args: { readonly sessionId: string; readonly knownModRevision: bigint; readonly held: readonly HeldOwner[] },
+  args: {
+    readonly sessionId: string;
+    readonly knownModRevision: bigint;
+    readonly held: readonly HeldOwner[];
+    readonly knownUpTo?: bigint;
+  },
 ): Promise<EndSessionResult> {
   const key = keys.session(args.sessionId);
   const res = await kv.txn('endSession', {
     compare: [
       cmp.modifiedAt(key, args.knownModRevision),
       ...args.held.map((h) => cmp.createdAt(keys.owner(h.resource), h.token)),
+      ...(args.knownUpTo === undefined
+        ? []
+        : [cmp.allCreatedBefore(keys.holdingsOf(args.sessionId), args.knownUpTo + 1n)]),
     ],
     success: [
       ...args.held.map((h) => op.del(keys.owner(h.resource))),

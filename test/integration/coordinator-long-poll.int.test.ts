@@ -1,0 +1,109 @@
+/**
+ * Long-poll acquire (`lease.acquire {waitMs}`) and the end of a session from the watch-fed index.
+ *
+ * - nothing grantable: the acquire is held and answered as soon as a task is submitted, or a holder
+ *   releases, or a holder's session ends at its deadline (the takeover path);
+ * - the wait is bounded: `lease.none` when it runs out; the waiting session's own end answers it;
+ * - the expired holder is told (`lease.revoked`, `session.expired`) and its owner keys are gone.
+ */
+import type { Grant } from '@leasehold/protocol';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Stack, etcdSnapshot } from '../harness/coordinator.js';
+import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+
+const PREFIX = 'test/coordinator-long-poll/';
+let etcd: EtcdHandle;
+let stack: Stack;
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 1_000 });
+});
+
+afterAll(async () => {
+  await stack.close();
+  await etcd.stop();
+});
+
+const prefixOf = (name: string) => `${PREFIX}${name}/`;
+
+describe('long-poll acquire', () => {
+  it('is answered as soon as a task is submitted', async () => {
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('submit') });
+    const w = await stack.worker(c.url, 'w1');
+    const started = performance.now();
+    const waiting = w.request({ type: 'lease.acquire', requestId: 'q1', waitMs: 10_000 }, 15_000);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await stack.admin(c.url).submit('t1', 'submit/r1');
+    expect(await waiting).toMatchObject({ type: 'lease.granted', taskId: 't1', resource: 'submit/r1' });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    w.close();
+  });
+
+  it('is answered when the holder releases the resource', async () => {
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('release') });
+    await stack.admin(c.url).submit('t1', 'release/r1');
+    const holder = await stack.worker(c.url, 'w1');
+    const taker = await stack.worker(c.url, 'w2');
+    const held = (await holder.acquire('q1')) as Grant;
+    expect(held.type).toBe('lease.granted');
+    const waiting = taker.request({ type: 'lease.acquire', requestId: 'q1', taskId: 't1', waitMs: 10_000 }, 15_000);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await holder.release(held.resource, held.token)).toMatchObject({ type: 'lease.released' });
+    const grant = (await waiting) as Grant;
+    expect(grant).toMatchObject({ type: 'lease.granted', taskId: 't1' });
+    expect(BigInt(grant.token)).toBeGreaterThan(BigInt(held.token));
+    holder.close();
+    taker.close();
+  });
+
+  it("is answered when the holder's session ends at its deadline; the holder is told", async () => {
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('expiry') });
+    await stack.admin(c.url).submit('t1', 'expiry/r1');
+    await stack.admin(c.url).submit('t2', 'expiry/r2');
+    const holder = await stack.worker(c.url, 'w1');
+    const taker = await stack.worker(c.url, 'w2');
+    const held = [(await holder.acquire('q1')) as Grant, (await holder.acquire('q2')) as Grant];
+    expect(held.map((g) => g.type)).toEqual(['lease.granted', 'lease.granted']);
+    const first = held[0]!;
+    // The holder goes silent; the taker keeps its own session alive while it waits.
+    const beat = setInterval(() => void taker.heartbeat().catch(() => undefined), 200);
+    try {
+      const waiting = taker.request(
+        { type: 'lease.acquire', requestId: 'q1', taskId: first.taskId, waitMs: 10_000 },
+        15_000,
+      );
+      const grant = (await waiting) as Grant;
+      expect(grant).toMatchObject({ type: 'lease.granted', taskId: first.taskId, resource: first.resource });
+      expect(BigInt(grant.token)).toBeGreaterThan(BigInt(first.token));
+      expect(await holder.push('session.expired', 5_000)).toMatchObject({ reason: 'deadline' });
+      const revoked = holder.received.filter((m) => m.type === 'lease.revoked');
+      expect(revoked).toEqual(
+        held.map((g) => ({ type: 'lease.revoked', resource: g.resource, token: g.token, reason: 'session-expired' })),
+      );
+      const owners = await etcdSnapshot(etcd.endpoints, `${prefixOf('expiry')}owners/`);
+      expect(Object.keys(owners)).toEqual([`${prefixOf('expiry')}owners/${first.resource}`]);
+      const holdings = await etcdSnapshot(etcd.endpoints, `${prefixOf('expiry')}holdings/${holder.sessionId}/`);
+      expect(holdings).toEqual({});
+    } finally {
+      clearInterval(beat);
+      holder.close();
+      taker.close();
+    }
+  });
+
+  it('answers lease.none when the wait runs out, and SESSION_EXPIRED when its own session ends', async () => {
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('bounded') });
+    const w = await stack.worker(c.url, 'w1');
+    const started = performance.now();
+    expect(await w.request({ type: 'lease.acquire', requestId: 'q1', waitMs: 300 })).toMatchObject({
+      type: 'lease.none',
+    });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(250);
+    // No heartbeats: the session ends (TTL 1 s) long before the wait would.
+    const reply = await w.request({ type: 'lease.acquire', requestId: 'q2', waitMs: 20_000 }, 10_000);
+    expect(reply).toMatchObject({ type: 'error', code: 'SESSION_EXPIRED' });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    w.close();
+  });
+});
