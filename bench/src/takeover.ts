@@ -7,8 +7,8 @@
  * The coordinator judges the deadline on its own clock, as `receivedAt(last heartbeat) + TTL`; the
  * bench cannot see `receivedAt`, so it uses `sentAt(last acknowledged heartbeat) + TTL`, which is
  * at most one one-way loopback delay EARLIER than the real deadline: the latencies below are
- * upper bounds (conservative). A taker (a live session) polls `lease.acquire {taskId}` every 2 ms
- * from 20 ms before that estimate; measured: estimate → `lease.granted`, and estimate → the taker's
+ * upper bounds (conservative). A taker (a live session) sends a long-poll `lease.acquire {taskId,
+ * waitMs}` from 20 ms before that estimate (re-sent on `lease.none`); measured: estimate → `lease.granted`, and estimate → the taker's
  * first write accepted by the sink (200 `written`). The paused holder's late write (old token) is
  * then sent too and must be refused (STALE_TOKEN).
  */
@@ -86,7 +86,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
           await sleep(Math.max(0, deadline - 20 - performance.now()));
           let grant: GrantFrame | undefined;
           while (grant === undefined && performance.now() < deadline + 5_000) {
-            const reply = await taker.acquire(`k${++seq}`, task.taskId);
+            const reply = await taker.acquire(`k${++seq}`, task.taskId, 2_000);
             if (isGrant(reply)) grant = reply;
             else await sleep(2);
           }
@@ -138,7 +138,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
     const g = [...toGrant].sort((a, b) => a - b);
     const w = [...toWrite].sort((a, b) => a - b);
     const x = [...toExpired].sort((a, b) => a - b);
-    const n = `${g.length} takeovers, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker polls every 2 ms`;
+    const n = `${g.length} takeovers, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker long-polls lease.acquire {taskId, waitMs}`;
     return [
       limitRow({
         name: 'takeover: holder deadline → new holder granted, p99',
@@ -163,7 +163,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
         unit: 'ms',
         baseline: percentile(x, 50),
         baselineName: 'p50 of the same',
-        note: 'expiry judged, owner keys deleted in etcd, lease revoked, then pushed',
+        note: 'expiry judged, owner keys deleted in etcd, pushed, then the lease revoked',
       }),
       limitRow({
         name: 'takeover: late writes of paused holders accepted',

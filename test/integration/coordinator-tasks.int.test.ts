@@ -9,6 +9,9 @@ import { Stack, type AdminClient } from '../harness/coordinator.js';
 import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
 
 const PREFIX = 'test/coordinator-tasks/';
+interface BatchReply {
+  readonly results: unknown[];
+}
 let etcd: EtcdHandle;
 let stack: Stack;
 let url1: string;
@@ -109,5 +112,57 @@ describe('task API', () => {
     expect((await stack.admin(url2).resourceView('tasks/rel-r')).remainingMs).toBeGreaterThan(0);
     a.close();
     b.close();
+  });
+
+  it('batch submit: one result per task, idempotent per task id, conflicts per task, over 128 tasks', async () => {
+    expect(await admin.submit('batch/old', 'tasks/batch-old', { x: 1 })).toMatchObject({ status: 201 });
+    const many = Array.from({ length: 300 }, (_, i) => ({
+      taskId: `batch/n${i}`,
+      resource: `tasks/bn${i}`,
+      payload: { i },
+    }));
+    const tasks = [
+      { taskId: 'batch/old', resource: 'tasks/batch-old', payload: { x: 1 } }, // same definition: 200
+      { taskId: 'batch/new', resource: 'tasks/batch-new', payload: { y: 2 } }, // created: 201
+      { taskId: 'batch/new', resource: 'tasks/batch-new', payload: { y: 2 } }, // repeat, same: 200
+      { taskId: 'batch/new', resource: 'tasks/batch-new', payload: { y: 3 } }, // repeat, other: 409
+      ...many,
+    ];
+    const first = await admin.call('POST', '/v1/tasks/batch', { tasks });
+    expect(first.status).toBe(200);
+    const results = (first.body as BatchReply).results as {
+      taskId: string;
+      status: number;
+      error?: { code: string };
+    }[];
+    expect(results.map((r) => r.status)).toEqual([200, 201, 200, 409, ...many.map(() => 201)]);
+    expect(results[3]).toMatchObject({ taskId: 'batch/new', error: { code: 'CONFLICT' } });
+    expect(results[1]).toMatchObject({ task: { taskId: 'batch/new', state: 'pending', payload: { y: 2 } } });
+    expect((await admin.task('batch/n299')).body).toMatchObject({ resource: 'tasks/bn299', payload: { i: 299 } });
+
+    // The same batch again (a retry after a lost reply): nothing created, nothing changed.
+    const again = await admin.call('POST', '/v1/tasks/batch', { tasks });
+    const statuses = ((again.body as BatchReply).results as { status: number }[]).map((r) => r.status);
+    expect(statuses).toEqual([200, 200, 200, 409, ...many.map(() => 200)]);
+    // A different definition under an existing id: 409 for that task only.
+    const mixed = await admin.call('POST', '/v1/tasks/batch', {
+      tasks: [
+        { taskId: 'batch/n0', resource: 'tasks/elsewhere', payload: { i: 0 } },
+        { taskId: 'batch/fresh', resource: 'tasks/batch-fresh', payload: null },
+      ],
+    });
+    expect(((mixed.body as BatchReply).results as { status: number }[]).map((r) => r.status)).toEqual([409, 201]);
+    expect((await admin.task('batch/n0')).body).toMatchObject({ resource: 'tasks/bn0' });
+
+    // One invalid item refuses the whole request.
+    const bad = await admin.call('POST', '/v1/tasks/batch', {
+      tasks: [
+        { taskId: 'batch/ok', resource: 'tasks/ok', payload: 1 },
+        { taskId: '/bad', resource: 'r', payload: 1 },
+      ],
+    });
+    expect(bad.status).toBe(400);
+    expect((await admin.task('batch/ok')).status).toBe(404);
+    expect((await admin.call('POST', '/v1/tasks/batch', { tasks: [] })).status).toBe(400);
   });
 });

@@ -109,8 +109,14 @@ export class RawWorker {
     });
   }
 
-  acquire(requestId: string, taskId?: string): Promise<Frame> {
-    return this.request({ type: 'lease.acquire', requestId, ...(taskId === undefined ? {} : { taskId }) });
+  /** `waitMs`: a long poll (the coordinator holds the acquire until something is grantable). */
+  acquire(requestId: string, taskId?: string, waitMs?: number): Promise<Frame> {
+    return this.request({
+      type: 'lease.acquire',
+      requestId,
+      ...(taskId === undefined ? {} : { taskId }),
+      ...(waitMs === undefined ? {} : { waitMs }),
+    });
   }
 
   release(grant: GrantFrame): Promise<Frame> {
@@ -179,6 +185,22 @@ export class Admin {
     });
     await res.arrayBuffer();
     if (res.status !== 200 && res.status !== 201) throw new Error(`submit ${taskId}: HTTP ${res.status}`);
+  }
+
+  /** One `POST /v1/tasks/batch`; returns how many tasks it did not accept (status other than 200/201). */
+  async submitBatch(tasks: readonly { taskId: string; resource: string; payload?: unknown }[]): Promise<number> {
+    const res = await fetch(`${this.#url}/v1/tasks/batch`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${this.#key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ tasks: tasks.map((t) => ({ ...t, payload: t.payload ?? { n: 1 } })) }),
+      signal: AbortSignal.timeout(15_000),
+    });
+    if (res.status !== 200) {
+      await res.arrayBuffer();
+      throw new Error(`batch submit: HTTP ${res.status}`);
+    }
+    const body = (await res.json()) as { results: { status: number }[] };
+    return body.results.filter((r) => r.status !== 200 && r.status !== 201).length;
   }
 
   /** Submit many tasks with `concurrency` requests in flight. */

@@ -3,19 +3,26 @@
  *
  * - `POST /v1/tasks` {taskId, resource, payload}: 201 created; 200 with the existing task when the
  *   same definition was submitted before; 409 CONFLICT when the id exists with another definition.
+ * - `POST /v1/tasks/batch` {tasks: [{taskId, resource, payload}, ...]} (1 to 1000): 200 {results: [...]}
+ *   in order, each `{taskId, status: 201 | 200 | 409, task?, error?}` with the meaning of one
+ *   `POST /v1/tasks` (a repeated id in the batch is settled against its first occurrence); up to
+ *   128 tasks per etcd txn. One invalid item: 400 for the whole request. The body limit applies.
  * - `GET /v1/tasks/:taskId` (URL-encoded id): the task, state pending|leased|completed|cancelled.
  * - `GET /v1/tasks?state=&limit=&after=`: a page in id order; `next` continues it.
  * - `DELETE /v1/tasks/:taskId`: cancelled (owner key removed, holder pushed `lease.revoked`);
  *   409 when already completed.
  * - `GET /v1/resources/:resource` (URL-encoded id): owner, token and time left (when served here).
  */
-import { JsonValueSchema, ResourceIdSchema, TaskIdSchema } from '@leasehold/protocol';
+import { httpStatusOf, JsonValueSchema, ResourceIdSchema, TaskIdSchema } from '@leasehold/protocol';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { errorFrame } from '../core/replies.js';
 import type { TaskService } from '../service/tasks.js';
 import { sendError } from './replies.js';
 
 const SubmitSchema = z.strictObject({ taskId: TaskIdSchema, resource: ResourceIdSchema, payload: JsonValueSchema });
+export const MAX_BATCH_SUBMIT = 1_000;
+const SubmitBatchSchema = z.strictObject({ tasks: z.array(SubmitSchema).min(1).max(MAX_BATCH_SUBMIT) });
 const ListQuerySchema = z.object({
   state: z.enum(['pending', 'leased', 'completed', 'cancelled']).optional(),
   limit: z.coerce.number().int().min(1).max(1_000).default(100),
@@ -34,6 +41,20 @@ export function registerTaskRoutes(app: FastifyInstance, tasks: TaskService): vo
     const res = await tasks.submit(body.data);
     if (!res.ok) return sendError(reply, res.code, res.message);
     return reply.code(res.created ? 201 : 200).send(res.task);
+  });
+
+  app.post('/v1/tasks/batch', async (req, reply) => {
+    const body = SubmitBatchSchema.safeParse(req.body);
+    if (!body.success) return sendError(reply, 'INVALID_MESSAGE', describe(body.error));
+    const outcomes = await tasks.submitMany(body.data.tasks);
+    return reply.code(200).send({
+      results: outcomes.map((res, i) => {
+        const taskId = body.data.tasks[i]?.taskId;
+        return res.ok
+          ? { taskId, status: res.created ? 201 : 200, task: res.task }
+          : { taskId, status: httpStatusOf(res.code), error: errorFrame(res.code, res.message) };
+      }),
+    });
   });
 
   app.get('/v1/tasks', async (req, reply) => {

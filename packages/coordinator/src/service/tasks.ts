@@ -3,10 +3,16 @@
  * resource's current owner. Refusals (NOT_FOUND, CONFLICT) are returned as data.
  */
 import type { ErrorCode, JsonValue } from '@leasehold/protocol';
-import { sameDefinition, TaskState, type TaskRecord } from '../core/records.js';
+import { encodeRecord, sameDefinition, TaskState, type TaskRecord } from '../core/records.js';
 import { CoordinatorError } from '../errors.js';
 import { parseTask, type StoredOwner, type StoredTask } from '../etcd/reads.js';
-import { cancelTask, submitTask } from '../etcd/transactions/task-txns.js';
+import {
+  cancelTask,
+  MAX_SUBMIT_BYTES_PER_TXN,
+  MAX_SUBMITS_PER_TXN,
+  submitTask,
+  submitTasks,
+} from '../etcd/transactions/task-txns.js';
 import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
 
@@ -37,6 +43,14 @@ export interface ResourceView {
 }
 
 export type Refusal = { readonly ok: false; readonly code: ErrorCode; readonly message: string };
+
+export interface SubmitInput {
+  readonly taskId: string;
+  readonly resource: string;
+  readonly payload: JsonValue;
+}
+
+export type SubmitOutcome = { readonly ok: true; readonly created: boolean; readonly task: TaskView } | Refusal;
 
 function ownerView(owner: StoredOwner): OwnerView {
   const { sessionId, workerId, incarnation, attempt } = owner.record;
@@ -78,6 +92,83 @@ export class TaskService {
       return { ok: false, code: 'CONFLICT', message: 'task id exists with an unreadable record' };
     if (!sameDefinition(existing.record, input.resource, input.payload)) {
       return { ok: false, code: 'CONFLICT', message: `task ${input.taskId} exists with a different definition` };
+    }
+    return { ok: true, created: false, task: await this.#view(existing) };
+  }
+
+  /**
+   * Many submits, each with the meaning of {@link submit} (idempotent by task id, CONFLICT on another
+   * definition), in as few txns as etcd allows (up to 128 tasks or ~1 MB each, run concurrently).
+   * A task id repeated in the batch is settled against its first occurrence. Outcomes in order.
+   */
+  async submitMany(inputs: readonly SubmitInput[]): Promise<SubmitOutcome[]> {
+    const out: (SubmitOutcome | undefined)[] = inputs.map(() => undefined);
+    const first = new Map<string, number>();
+    const chunks: { index: number; record: TaskRecord }[][] = [];
+    let chunk: { index: number; record: TaskRecord }[] = [];
+    let bytes = 0;
+    inputs.forEach((input, index) => {
+      if (first.has(input.taskId)) return;
+      first.set(input.taskId, index);
+      const record: TaskRecord = { v: 1, ...input, state: 'pending', attempts: 0 };
+      const size = encodeRecord(record).length + input.taskId.length;
+      if (chunk.length >= MAX_SUBMITS_PER_TXN || (chunk.length > 0 && bytes + size > MAX_SUBMIT_BYTES_PER_TXN)) {
+        chunks.push(chunk);
+        chunk = [];
+        bytes = 0;
+      }
+      chunk.push({ index, record });
+      bytes += size;
+    });
+    if (chunk.length > 0) chunks.push(chunk);
+    await Promise.all(
+      chunks.map(async (jobs) => {
+        let left = jobs;
+        for (let attempt = 0; left.length > 0; attempt += 1) {
+          if (attempt >= 5) throw new CoordinatorError('UNAVAILABLE', 'tasks kept changing; submit again');
+          const res = await submitTasks(
+            this.#ctx.kv,
+            this.#ctx.keys,
+            left.map((j) => j.record),
+          );
+          if (res.created) {
+            for (const j of left) out[j.index] = { ok: true, created: true, task: taskView(j.record, undefined) };
+            return;
+          }
+          const absent: typeof left = [];
+          await Promise.all(
+            left.map(async (j, i) => {
+              const kv = res.existing[i];
+              if (kv === undefined) absent.push(j);
+              else out[j.index] = await this.#settleExisting(j.record, kv);
+            }),
+          );
+          left = absent;
+        }
+      }),
+    );
+    return inputs.map((input, index): SubmitOutcome => {
+      const firstIndex = first.get(input.taskId) ?? index;
+      const settled = out[firstIndex];
+      const original = inputs[firstIndex];
+      if (settled === undefined || original === undefined) {
+        throw new CoordinatorError('INTERNAL', `task ${input.taskId} was not settled`);
+      }
+      if (index === firstIndex) return settled;
+      // A repeat in the same batch: the first occurrence decided; same definition → the same task.
+      if (!sameDefinition({ v: 1, ...original, state: 'pending', attempts: 0 }, input.resource, input.payload)) {
+        return { ok: false, code: 'CONFLICT', message: `task ${input.taskId} exists with a different definition` };
+      }
+      return settled.ok ? { ok: true, created: false, task: settled.task } : settled;
+    });
+  }
+
+  async #settleExisting(record: TaskRecord, kv: Parameters<typeof parseTask>[0]): Promise<SubmitOutcome> {
+    const existing = parseTask(kv);
+    if (existing === undefined)
+      return { ok: false, code: 'CONFLICT', message: 'task id exists with an unreadable record' };
+    if (!sameDefinition(existing.record, record.resource, record.payload)) {
+      return { ok: false, code: 'CONFLICT', message: `task ${record.taskId} exists with a different definition` };
     }
     return { ok: true, created: false, task: await this.#view(existing) };
   }

@@ -69,3 +69,36 @@ export async function cancelTask(
   });
   return { ok: res.succeeded, revision: res.revision };
 }
+
+/** submitTasks takes at most this many tasks (one compare, one put and one get each; etcd's limit is 128). */
+export const MAX_SUBMITS_PER_TXN = 128;
+/** ... and at most this many bytes of records (etcd refuses requests over 1.5 MiB by default). */
+export const MAX_SUBMIT_BYTES_PER_TXN = 1_000_000;
+
+export type SubmitManyResult =
+  | { readonly created: true; readonly revision: bigint }
+  | { readonly created: false; readonly existing: readonly (IKeyValue | undefined)[] };
+
+/**
+ * submitTasks — submitTask for many distinct task ids in one txn.
+ * keys:     tasks/<t> of every task
+ * compares: every tasks/<t> absent
+ * success:  put every tasks/<t> = TaskRecord (state pending, attempts 0)
+ * failure:  get every tasks/<t> (in order; the caller settles the existing ones and submits the
+ *           absent ones again)
+ * result:   { created, revision } (all created at one revision) or what exists, per task
+ */
+export async function submitTasks(kv: Kv, keys: KeyLayout, tasks: readonly TaskRecord[]): Promise<SubmitManyResult> {
+  if (tasks.length === 0 || tasks.length > MAX_SUBMITS_PER_TXN) {
+    throw new RangeError(`submitTasks takes 1 to ${MAX_SUBMITS_PER_TXN} tasks`);
+  }
+  if (new Set(tasks.map((t) => t.taskId)).size !== tasks.length) throw new RangeError('submitTasks takes distinct ids');
+  const res = await kv.txn('submitTasks', {
+    compare: tasks.map((t) => cmp.absent(keys.task(t.taskId))),
+    success: tasks.map((t) => op.put(keys.task(t.taskId), encodeRecord(t))),
+    failure: tasks.map((t) => op.get(keys.task(t.taskId))),
+  });
+  return res.succeeded
+    ? { created: true, revision: res.revision }
+    : { created: false, existing: tasks.map((_, i) => firstKv(res, i)) };
+}
