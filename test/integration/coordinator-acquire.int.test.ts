@@ -198,4 +198,38 @@ describe('acquire', () => {
     expect(await ownerKeys('wide')).toHaveLength(0);
     for (const w of workers) w.close();
   });
+
+  it('completes of one turn share txns; a retried complete is a replay; a stale token is refused', async () => {
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('done') });
+    const admin = stack.admin(c.url);
+    const N = 40;
+    for (let i = 0; i < N; i++) await admin.submit(`t${i}`, `done/r${i}`);
+    const workers = await Promise.all(Array.from({ length: 4 }, (_, i) => stack.worker(c.url, `w${i}`)));
+    const grants = (await Promise.all(
+      Array.from({ length: N }, (_, i) => workers[i % 4]!.acquire(`q${i}`)),
+    )) as Grant[];
+    expect(grants.map((g) => g.type)).toEqual(Array<string>(N).fill('lease.granted'));
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the index has seen the grants
+    const stale = grants[0]!;
+    const replies = await Promise.all([
+      ...grants.map((g, i) => workers[i % 4]!.complete(g, `res-${g.taskId}`)),
+      workers[0]!.complete({ ...stale, token: (BigInt(stale.token) - 1n).toString() }, 'res-stale'),
+    ]);
+    expect(replies.slice(0, N).map((r) => r.type)).toEqual(Array<string>(N).fill('task.completed'));
+    expect(replies[N]).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
+    expect(await ownerKeys('done')).toHaveLength(0);
+    const tasks = await etcdSnapshot(etcd.endpoints, `${prefixOf('done')}tasks/`);
+    expect(new Set(Object.values(tasks)).size).toBeLessThan(N);
+    for (const g of grants) {
+      expect((await admin.task(g.taskId)).body).toMatchObject({
+        state: 'completed',
+        result: { resultId: `res-${g.taskId}`, token: g.token },
+      });
+    }
+    // A retry after a lost reply: the same answer, nothing changes; another result id is refused.
+    const again = grants[1]!;
+    expect(await workers[1]!.complete(again, `res-${again.taskId}`)).toMatchObject({ type: 'task.completed' });
+    expect(await workers[1]!.complete(again, 'res-other')).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
+    for (const w of workers) w.close();
+  });
 });

@@ -8,7 +8,10 @@ import { errorFrame } from '../core/replies.js';
 import type { StoredOwner } from '../etcd/reads.js';
 import {
   completeTask,
+  completeTasks,
+  MAX_COMPLETES_PER_TXN,
   MAX_RELEASES_PER_TXN,
+  type CompleteJob,
   releaseLease,
   releaseLeases,
   type HolderProof,
@@ -28,11 +31,14 @@ export class LeaseService {
   readonly #sessions: SessionManager;
   /** Releases of one event-loop turn go to etcd as one txn (one per lease when a compare fails). */
   readonly #releases: MicroBatcher<HolderProof, LeaseTxnResult>;
+  /** Completions of one turn whose holder and task the index already shows: one txn. */
+  readonly #completes: MicroBatcher<CompleteJob, LeaseTxnResult>;
 
   constructor(ctx: ServiceContext, sessions: SessionManager) {
     this.#ctx = ctx;
     this.#sessions = sessions;
     this.#releases = new MicroBatcher((proofs) => this.#runReleases(proofs), MAX_RELEASES_PER_TXN);
+    this.#completes = new MicroBatcher((jobs) => this.#runCompletes(jobs), MAX_COMPLETES_PER_TXN);
   }
 
   /** Never rejects. */
@@ -73,6 +79,36 @@ export class LeaseService {
       };
       if (msg.incarnation !== session.incarnation) {
         return errorFrame('NOT_HOLDER', 'incarnation does not match the session', msg.id);
+      }
+      // Fast path: the watch-fed index shows this session holding this token for this task, so the
+      // batched txn is tried without a read; its compares (holder proof, task unchanged) decide,
+      // and any failure falls through to the read below (which also answers replays).
+      const hint = this.#ctx.index.pendingTask(msg.taskId);
+      const held = this.#ctx.index.ownerOf(msg.resource);
+      if (
+        hint !== undefined &&
+        hint.resource === msg.resource &&
+        held?.token === token &&
+        held.sessionId === session.sessionId &&
+        held.taskId === msg.taskId &&
+        this.#sessions.isLive(session)
+      ) {
+        const fast = await this.#completes.submit({
+          sessionId: session.sessionId,
+          leaseId: session.leaseId,
+          resource: msg.resource,
+          token,
+          task: hint.record,
+          taskModRevision: hint.modRevision,
+          resultId: msg.resultId,
+        });
+        if (fast.ok) {
+          this.#ctx.log.debug(
+            { sessionId: session.sessionId, resource: msg.resource, token: msg.token },
+            'task completed',
+          );
+          return done;
+        }
       }
       const { owner, task } = await this.#ctx.reads.ownerAndTask(msg.resource, msg.taskId);
       const result = task?.record.result;
@@ -140,6 +176,33 @@ export class LeaseService {
     }
     // One lease, a duplicate resource, or a compare failed somewhere: one txn per lease tells which.
     return Promise.all(proofs.map(one));
+  }
+
+  async #runCompletes(jobs: readonly CompleteJob[]): Promise<Settled<LeaseTxnResult>[]> {
+    const { kv, keys } = this.#ctx;
+    const distinct =
+      new Set(jobs.map((j) => j.resource)).size === jobs.length &&
+      new Set(jobs.map((j) => j.task.taskId)).size === jobs.length;
+    if (jobs.length > 1 && distinct) {
+      let revision: bigint | undefined;
+      try {
+        revision = await completeTasks(kv, keys, jobs);
+      } catch (error) {
+        // Outcome unknown: every completion of the batch gets the error (the worker retries).
+        return jobs.map(() => ({ ok: false, error }));
+      }
+      if (revision !== undefined) return jobs.map(() => ({ ok: true, value: { ok: true, revision } }));
+    }
+    // One completion, a repeat, or a compare failed somewhere: one txn per completion tells which.
+    return Promise.all(
+      jobs.map(async (job): Promise<Settled<LeaseTxnResult>> => {
+        try {
+          return { ok: true, value: await completeTask(kv, keys, job) };
+        } catch (error) {
+          return { ok: false, error };
+        }
+      }),
+    );
   }
 
   #guard(session: LocalSession, id: string, run: () => Promise<CoordinatorMessage>): Promise<CoordinatorMessage> {

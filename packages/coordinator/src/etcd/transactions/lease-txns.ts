@@ -65,6 +65,54 @@ export async function completeTask(
     : { ok: false, owner: firstKv(res, 0), task: firstKv(res, 1) };
 }
 
+export interface CompleteJob extends HolderProof {
+  readonly task: TaskRecord;
+  readonly taskModRevision: bigint;
+  readonly resultId: string;
+}
+
+function completedRecord(job: CompleteJob): TaskRecord {
+  return { ...job.task, state: 'completed', result: { resultId: job.resultId, token: job.token.toString() } };
+}
+
+/** completeTasks takes at most this many completions (4 compares each; etcd's default limit is 128). */
+export const MAX_COMPLETES_PER_TXN = 32;
+
+/**
+ * completeTasks — completeTask for many leases (distinct resources and tasks) in one txn.
+ * keys:     per completion: owners/<r>, holdings/<sid>/<r>, tasks/<t>
+ * compares: per completion: as completeTask (holder proof on owners/<r>; tasks/<t> mod_revision ==
+ *           the one known, here from the watch-fed index)
+ * success:  per completion: as completeTask
+ * failure:  nothing (the caller falls back to one completeTask per completion to tell which failed)
+ * result:   the txn revision when every completion succeeded (all at that revision), else undefined
+ */
+export async function completeTasks(
+  kv: Kv,
+  keys: KeyLayout,
+  jobs: readonly CompleteJob[],
+): Promise<bigint | undefined> {
+  if (
+    jobs.length > MAX_COMPLETES_PER_TXN ||
+    new Set(jobs.map((j) => j.resource)).size !== jobs.length ||
+    new Set(jobs.map((j) => j.task.taskId)).size !== jobs.length
+  ) {
+    throw new RangeError('completeTasks takes distinct resources and tasks, at most MAX_COMPLETES_PER_TXN');
+  }
+  const res = await kv.txn('completeTasks', {
+    compare: jobs.flatMap((j) => [
+      ...holderCompares(keys, j),
+      cmp.modifiedAt(keys.task(j.task.taskId), j.taskModRevision),
+    ]),
+    success: jobs.flatMap((j) => [
+      op.del(keys.owner(j.resource)),
+      op.del(keys.holding(j.sessionId, j.resource)),
+      op.put(keys.task(j.task.taskId), encodeRecord(completedRecord(j))),
+    ]),
+  });
+  return res.succeeded ? res.revision : undefined;
+}
+
 /**
  * releaseLease — give the lease up without a result; the task is pending again.
  * keys:     owners/<r>, holdings/<sid>/<r>
