@@ -26,6 +26,20 @@ describe('TaskIndex', () => {
     expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['a', 'b']);
   });
 
+  it("lists a session's owner keys (what its end deletes without a read)", () => {
+    const index = new TaskIndex();
+    index.reset([], [{ resource: 'r1', taskId: 'a', sessionId: 's1', token: 5n }], 5n);
+    index.applyOwner('r2', { resource: 'r2', taskId: 'b', sessionId: 's2', token: 6n });
+    index.applyOwner('r3', { resource: 'r3', taskId: 'c', sessionId: 's1', token: 7n });
+    expect(index.ownersOf('s1').map((o) => [o.resource, o.token])).toEqual([
+      ['r1', 5n],
+      ['r3', 7n],
+    ]);
+    index.applyOwner('r1', undefined);
+    expect(index.ownersOf('s1').map((o) => o.resource)).toEqual(['r3']);
+    expect(index.ownersOf('nobody')).toEqual([]);
+  });
+
   it('drops tasks that stop being pending', () => {
     const index = new TaskIndex();
     index.reset([task('a', 'r1', 10n)], [], 10n);
