@@ -34,6 +34,31 @@ describe('etcd harness', () => {
     expect(BigInt(kv.mod_revision)).toBe(r2);
   });
 
+  it('compares a whole key range (what endSession relies on): every key, and an empty range passes', async () => {
+    const prefix = `${PREFIX}range/`;
+    const txn = (before: bigint) =>
+      client.kv.txn({
+        compare: [
+          {
+            key: Buffer.from(prefix),
+            range_end: Buffer.from(`${prefix.slice(0, -1)}0`), // '/' + 1
+            target: 'Create',
+            result: 'Less',
+            create_revision: before.toString(),
+          },
+        ],
+        success: [],
+        failure: [],
+      });
+    const empty = await txn(1n);
+    expect(empty.succeeded).toBe(true);
+    const a = BigInt((await client.put(`${prefix}a`).value('1').exec()).header.revision);
+    const b = BigInt((await client.put(`${prefix}b`).value('1').exec()).header.revision);
+    expect((await txn(b + 1n)).succeeded).toBe(true);
+    expect((await txn(b)).succeeded).toBe(false); // b was created at b: not before it
+    expect((await txn(a + 1n)).succeeded).toBe(false);
+  });
+
   it('runs a create-if-absent txn exactly once', async () => {
     const key = `${PREFIX}owner`;
     const attempt = () =>
