@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { parseCapabilityKeys, signCapability, verifyCapability } from './capability.js';
 
@@ -6,6 +7,13 @@ const k2 = { id: 'k2', secret: 'another-secret-long-enough' };
 const claims = { resource: 'orders/42', token: 17n, workerId: 'w1', incarnation: 'i1' };
 
 describe('capabilities', () => {
+  it('signs HMAC-SHA256 over the length-prefixed claims (the wire form peers verify)', () => {
+    const canonical = ['v1', 'orders/42', '17', 'w1', 'i1'].map((p) => `${p.length}:${p}`).join('|');
+    const expected = createHmac('sha256', k1.secret).update(canonical).digest('base64url');
+    expect(canonical).toBe('2:v1|9:orders/42|2:17|2:w1|2:i1');
+    expect(signCapability(k1, claims)).toBe(`v1.k1.${expected}`);
+  });
+
   it('verifies a capability signed with any live key (rotation)', () => {
     const old = signCapability(k1, claims);
     const fresh = signCapability(k2, claims);

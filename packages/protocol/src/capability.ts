@@ -6,7 +6,7 @@
  * Coordinator and sink share the keys; several keys may be live at once (rotation), selected by
  * key id. A correct token without a valid capability is refused, so a worker cannot forge a grant.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 export interface CapabilityKey {
   readonly id: string;
@@ -24,13 +24,26 @@ const KEY_ID = /^[A-Za-z0-9_-]{1,32}$/;
 
 function canonicalClaims(claims: CapabilityClaims): string {
   // Length-prefixed fields: no separator ambiguity whatever the ids contain.
-  return ['v1', claims.resource, claims.token.toString(10), claims.workerId, claims.incarnation]
-    .map((part) => `${part.length}:${part}`)
-    .join('|');
+  // (= ['v1', resource, token, workerId, incarnation].map((p) => `${p.length}:${p}`).join('|'))
+  const { resource, workerId, incarnation } = claims;
+  const token = claims.token.toString(10);
+  return `2:v1|${resource.length}:${resource}|${token.length}:${token}|${workerId.length}:${workerId}|${incarnation.length}:${incarnation}`;
+}
+
+/** HMAC keys imported once per secret (a string secret is re-imported on every createHmac). */
+const keyObjects = new Map<string, KeyObject>();
+
+function keyObjectOf(secret: string): KeyObject {
+  let key = keyObjects.get(secret);
+  if (key === undefined) {
+    key = createSecretKey(Buffer.from(secret, 'utf8'));
+    if (keyObjects.size < 64) keyObjects.set(secret, key);
+  }
+  return key;
 }
 
 function mac(secret: string, claims: CapabilityClaims): Buffer {
-  return createHmac('sha256', secret).update(canonicalClaims(claims)).digest();
+  return createHmac('sha256', keyObjectOf(secret)).update(canonicalClaims(claims)).digest();
 }
 
 export function signCapability(key: CapabilityKey, claims: CapabilityClaims): string {
