@@ -48,9 +48,14 @@ export default tseslint.config(
   },
   {
     // Pure decision code: no I/O, no clocks, no timers. Time comes in through an injected Clock.
-    // (capability.ts is the protocol's one exception: HMAC from node:crypto, still no I/O.)
+    // (capability.ts and bearer.ts are the protocol's exceptions: node:crypto hashing, still no I/O.)
     files: ['packages/*/src/core/**/*.ts', 'packages/protocol/src/**/*.ts'],
-    ignores: ['**/*.test.ts', 'packages/protocol/src/scripts/**', 'packages/protocol/src/capability.ts'],
+    ignores: [
+      '**/*.test.ts',
+      'packages/protocol/src/scripts/**',
+      'packages/protocol/src/capability.ts',
+      'packages/protocol/src/bearer.ts',
+    ],
     rules: {
       'no-restricted-imports': [
         'error',

@@ -59,3 +59,5 @@ export type {
 export { JSON_SCHEMA_SOURCES, generateJsonSchemas } from './json-schemas.js';
 export { collectOptions, formatOptionsHelp, wantsHelp, deepFreeze, splitList } from './config-options.js';
 export type { OptionSpec, OptionTable } from './config-options.js';
+export { createKeyRing, parseBearer } from './bearer.js';
+export type { KeyRing } from './bearer.js';

@@ -1,36 +1,13 @@
-/**
- * Bearer-key checks. Keys are compared in constant time: both sides are hashed to SHA-256 (equal
- * lengths) and compared with `timingSafeEqual` against EVERY configured key, so neither the match
- * position nor the key lengths leak through timing.
- */
-import { createHash, timingSafeEqual } from 'node:crypto';
+/** Bearer-key checks of the sink's routes (constant-time key rings from @leasehold/protocol). */
+import { parseBearer, type KeyRing } from '@leasehold/protocol';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from './replies.js';
 
-export type KeyRing = (presented: string | undefined) => boolean;
-
-function digest(text: string): Buffer {
-  return createHash('sha256').update(text, 'utf8').digest();
-}
-
-/** A matcher for `Authorization: Bearer <key>` against `keys`. */
-export function createKeyRing(keys: readonly string[]): KeyRing {
-  const digests = keys.map(digest);
-  return (presented) => {
-    if (presented === undefined) return false;
-    const given = digest(presented);
-    let match = false;
-    for (const d of digests) match = timingSafeEqual(given, d) || match;
-    return match;
-  };
-}
+export { createKeyRing, type KeyRing } from '@leasehold/protocol';
 
 /** The key of an `Authorization: Bearer <key>` header, if the header has that form. */
 export function bearerOf(request: FastifyRequest): string | undefined {
-  const header = request.headers.authorization;
-  if (typeof header !== 'string') return undefined;
-  const match = /^Bearer +(\S+) *$/i.exec(header);
-  return match?.[1];
+  return parseBearer(request.headers.authorization);
 }
 
 /**
