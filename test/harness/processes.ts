@@ -25,9 +25,17 @@ export function track(child: ChildProcess): void {
   child.once('exit', () => live.delete(child));
   if (!hooked) {
     hooked = true;
-    process.once('exit', () => {
+    const killAll = () => {
       for (const c of live) killGroup(c, 'SIGKILL');
-    });
+    };
+    process.once('exit', killAll);
+    // 'exit' does not run when the test process dies of a signal: clean up, then die of it.
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+      process.once(signal, () => {
+        killAll();
+        process.kill(process.pid, signal);
+      });
+    }
   }
 }
 
