@@ -103,6 +103,9 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   };
   const sessions = new SessionManager(ctx);
   const grants = new GrantService(ctx, sessions);
+  sessions.onOwnersFreed(() => {
+    grants.wake();
+  });
   const leases = new LeaseService(ctx, sessions);
   const tasks = new TaskService(ctx, sessions);
   const feed = new WatchFeed({

@@ -51,6 +51,7 @@ export class SessionManager {
   #timer: NodeJS.Timeout | undefined;
   #timerAtMs = Number.POSITIVE_INFINITY;
   #closed = false;
+  #onOwnersFreed: () => void = () => undefined;
 
   constructor(ctx: ServiceContext) {
     this.#ctx = ctx;
@@ -67,6 +68,11 @@ export class SessionManager {
 
   start(): void {
     this.#keepalive.start();
+  }
+
+  /** Called when an ended session's owner keys were deleted (waiting acquires may now be granted). */
+  onOwnersFreed(listener: () => void): void {
+    this.#onOwnersFreed = listener;
   }
 
   get(sessionId: string): LocalSession | undefined {
@@ -281,6 +287,7 @@ export class SessionManager {
           outcome = 'ended';
           held = holdings;
           log.info({ revision: res.revision.toString(), held: held.length }, 'session expired');
+          this.#freeInIndex(held);
           break;
         }
         if (fromIndex) {
@@ -322,6 +329,18 @@ export class SessionManager {
     }
     channel?.send({ type: 'session.expired', sessionId, reason: 'deadline' });
     await this.#revoke(session.leaseId);
+  }
+
+  /**
+   * The owner keys are gone in etcd (the end txn succeeded): drop them from the index now instead of
+   * waiting for the watch to say so, and wake waiting acquires. The index is a hint (a grant txn
+   * compares the owner key's absence), and the watch's own delete of the same key is a no-op.
+   */
+  #freeInIndex(held: readonly HeldOwner[]): void {
+    if (held.length === 0) return;
+    const { index } = this.#ctx;
+    for (const h of held) if (index.ownerOf(h.resource)?.token === h.token) index.applyOwner(h.resource, undefined);
+    this.#onOwnersFreed();
   }
 
   #onLeaseLost(leaseId: string): void {
