@@ -25,7 +25,7 @@ export {
 } from './ids.js';
 export type { ResourceId, TaskId, ResultId, WorkerId } from './ids.js';
 export { PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, isCompatibleProtocolVersion } from './protocol-version.js';
-export { canonicalJson } from './canonical-json.js';
+export { canonicalJson, canonicalJsonOfParsed } from './canonical-json.js';
 export type { JsonValue } from './canonical-json.js';
 export { signCapability, verifyCapability, parseCapabilityKeys } from './capability.js';
 export type { CapabilityKey, CapabilityClaims } from './capability.js';

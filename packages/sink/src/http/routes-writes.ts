@@ -12,13 +12,17 @@
  */
 import {
   WriteRequestSchema,
+  canonicalJsonOfParsed,
+  canonicalJson,
   formatToken,
   parseToken,
   verifyCapability,
   type CapabilityKey,
+  type WriteRequest,
   type WriteResponse,
 } from '@leasehold/protocol';
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
 import { describeIssues, sendError } from './replies.js';
@@ -35,6 +39,13 @@ const REFUSAL_TEXT = {
   RESULT_CONFLICT: 'result id already stored with a different payload',
 } as const;
 
+/**
+ * The write request's fields without the payload: the payload (already parsed JSON) is checked and
+ * canonicalized in one pass by `canonicalJsonOfParsed`, which accepts exactly what the full schema's
+ * `z.json()` accepts; on any refusal the full schema runs again to describe the problem.
+ */
+const WriteHeadSchema = WriteRequestSchema.extend({ payload: z.unknown() });
+
 export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOptions): void {
   const { service, capabilityKeys, metrics } = options;
 
@@ -46,9 +57,17 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
     if (typeof (body as { capability?: unknown }).capability !== 'string') {
       return sendError(reply, 'UNAUTHENTICATED', 'missing write capability');
     }
-    const parsed = WriteRequestSchema.safeParse(body);
-    if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
-    const w = parsed.data;
+    const head = WriteHeadSchema.safeParse(body);
+    let canonicalPayload = head.success ? canonicalJsonOfParsed(head.data.payload) : undefined;
+    let w: WriteRequest;
+    if (head.success && canonicalPayload !== undefined) {
+      w = head.data as WriteRequest;
+    } else {
+      const parsed = WriteRequestSchema.safeParse(body);
+      if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
+      w = parsed.data;
+      canonicalPayload = canonicalJson(w.payload);
+    }
     const token = parseToken(w.token);
     const claims = { resource: w.resource, token, workerId: w.workerId, incarnation: w.incarnation };
     if (!verifyCapability(capabilityKeys, w.capability, claims)) {
@@ -62,6 +81,7 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
       resultId: w.resultId,
       workerId: w.workerId,
       payload: w.payload,
+      canonicalPayload,
     });
     if (!decision.ok) return sendError(reply, decision.code, REFUSAL_TEXT[decision.code], decision.fence);
     const response: WriteResponse = {

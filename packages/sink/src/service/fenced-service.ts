@@ -25,6 +25,8 @@ export interface WriteInput {
   readonly resultId: string;
   readonly workerId: string;
   readonly payload: JsonValue;
+  /** `canonicalJson(payload)` when the caller already has it. */
+  readonly canonicalPayload?: string;
 }
 
 export interface FencedServiceOptions {
@@ -85,7 +87,7 @@ export class FencedService {
       token: input.token,
       resultId: input.resultId,
       workerId: input.workerId,
-      payload: canonicalJson(input.payload),
+      payload: input.canonicalPayload ?? canonicalJson(input.payload),
     };
     const [decision] = await this.#submit([op]);
     if (decision === undefined || !isWriteDecision(decision)) {
