@@ -31,7 +31,9 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
   const workerCount = o.workers ?? 8;
   const slots = o.slots ?? 8;
   const stack = await startStack({ name: 'cycle', etcd: o.etcd, sessionTtlMs: 10_000, heartbeatIntervalMs: 2_500 });
-  const baselines = new EtcdBaselines(o.etcd.endpoint, `${stack.prefix}baseline/`);
+  // Outside the coordinator's prefix: its watch covers the whole prefix, and the baseline's tens of
+  // thousands of writes inside it used to flood that watch (the index then lagged by seconds).
+  const baselines = new EtcdBaselines(o.etcd.endpoint, `${stack.prefix.slice(0, -1)}-baseline/`);
   const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
   let taskSeq = 0;
   try {

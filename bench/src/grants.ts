@@ -29,7 +29,9 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
   const lanes = o.concurrency ?? 64;
   const stack = await startStack({ name: 'grants', etcd: o.etcd, sessionTtlMs: 10_000, heartbeatIntervalMs: 2_500 });
-  const baselines = new EtcdBaselines(o.etcd.endpoint, `${stack.prefix}baseline/`);
+  // Outside the coordinator's prefix: its watch covers the whole prefix, and the baseline's tens of
+  // thousands of writes inside it used to flood that watch (the index then lagged by seconds).
+  const baselines = new EtcdBaselines(o.etcd.endpoint, `${stack.prefix.slice(0, -1)}-baseline/`);
   const workers: RawWorker[] = [];
   try {
     const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
