@@ -32,7 +32,7 @@ export type { SinkMetrics, MetricsOptions } from './metrics.js';
 export { buildHttpApp } from './http/app.js';
 export type { HttpAppOptions } from './http/app.js';
 
-export { SinkClient } from './client/sink-client.js';
+export * from './client/index.js';
 export type {
   SinkClientOptions,
   AdvanceResult,

@@ -1,7 +1,8 @@
 /** Bearer-key checks for the admin HTTP API and the worker WebSocket upgrade. */
 import { createKeyRing, parseBearer } from '@leasehold/protocol';
 
-/** True when `header` is `Bearer <k>` for one of `keys` (constant time, every key compared). */
-export function bearerMatches(header: string | string[] | undefined, keys: readonly string[]): boolean {
-  return createKeyRing(keys)(parseBearer(header));
+/** A check of an `Authorization` header against `keys`, built once (constant time, every key compared). */
+export function bearerCheck(keys: readonly string[]): (header: string | string[] | undefined) => boolean {
+  const ring = createKeyRing(keys);
+  return (header) => ring(parseBearer(header));
 }

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { LeaseholdError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { TaskService } from '../service/tasks.js';
-import { bearerMatches } from './auth.js';
+import { bearerCheck } from './auth.js';
 import { sendError } from './replies.js';
 import { registerTaskRoutes } from './routes-tasks.js';
 
@@ -40,9 +40,10 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
   });
   app.setNotFoundHandler((req, reply) => sendError(reply, 'NOT_FOUND', `no route ${req.method} ${req.url}`));
 
+  const isAdmin = bearerCheck(options.adminKeys);
   app.addHook('onRequest', async (req, reply) => {
     if (!req.url.startsWith('/v1/')) return;
-    if (!bearerMatches(req.headers.authorization, options.adminKeys)) {
+    if (!isAdmin(req.headers.authorization)) {
       await sendError(reply, 'UNAUTHENTICATED', 'missing or wrong admin key');
     }
   });

@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import { errorFrame } from '../core/replies.js';
-import { bearerMatches } from '../http/auth.js';
+import { bearerCheck } from '../http/auth.js';
 import type { Metrics } from '../metrics.js';
 import { WorkerConnection, type ConnectionDeps } from './connection.js';
 
@@ -33,9 +33,11 @@ function refuseUpgrade(socket: Duplex, status: number, text: string, body: unkno
 export class WorkerSockets {
   readonly #wss: WebSocketServer;
   readonly #o: WorkerSocketsOptions;
+  readonly #isWorker: (header: string | string[] | undefined) => boolean;
 
   constructor(server: Server, options: WorkerSocketsOptions) {
     this.#o = options;
+    this.#isWorker = bearerCheck(options.workerKeys);
     this.#wss = new WebSocketServer({
       noServer: true,
       maxPayload: options.connection.maxPayloadBytes * 4,
@@ -53,7 +55,7 @@ export class WorkerSockets {
       refuseUpgrade(socket, 404, 'Not Found', errorFrame('NOT_FOUND', `no WebSocket endpoint at ${path}`));
       return;
     }
-    if (!bearerMatches(req.headers.authorization, this.#o.workerKeys)) {
+    if (!this.#isWorker(req.headers.authorization)) {
       this.#o.log.warn({ remote: req.socket.remoteAddress }, 'worker upgrade refused: bad credentials');
       refuseUpgrade(socket, 401, 'Unauthorized', errorFrame('UNAUTHENTICATED', 'missing or wrong worker key'));
       return;
