@@ -9,7 +9,7 @@
  *   raw etcd3 create-if-absent txns with a lease (target grants >= 1.0x: batching must win back
  *   the extra work), and etcd3's Lock acquire + release of a fresh key (target >= 3x).
  */
-import { cpuMs } from './infra/proc.js';
+import { cpuMs, CpuPerOp } from './infra/proc.js';
 import { Admin, isGrant, RawWorker } from './infra/raw-worker.js';
 import { startStack } from './infra/stack.js';
 import type { Etcd } from './infra/etcd.js';
@@ -43,6 +43,10 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
     }
     const latencies: number[] = [];
     const coordinatorCpu: number[] = [];
+    // CPU per operation of every process involved (contention on a shared machine changes the
+    // rates, much less the CPU each operation costs): µs per grant / per raw txn.
+    const perOp = { grants: new CpuPerOp(), rawTxn: new CpuPerOp() };
+    const pids = { etcd: o.etcd.pid, coordinator: stack.coordinator.pid, sink: stack.sink.pid };
     let none = 0;
     const grantRound = async (round: number): Promise<LoopResult> => {
       const cpu0 = cpuMs(stack.coordinator.pid) ?? 0;
@@ -69,8 +73,8 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
     const results = await interleave(
       o.rounds,
       {
-        grants: grantRound,
-        rawTxn: () => baselines.rawTxn(lanes, o.seconds),
+        grants: (round) => perOp.grants.measure(pids, () => grantRound(round)),
+        rawTxn: () => perOp.rawTxn.measure({ etcd: o.etcd.pid }, () => baselines.rawTxn(lanes, o.seconds)),
         lock: () => baselines.lock(lanes, o.seconds),
       },
       o.log,
@@ -78,7 +82,9 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
     const rate = (rs: readonly LoopResult[]) => mean(rs.map((r) => r.perSecond));
     const grants = rate(results.grants);
     latencies.sort((a, b) => a - b);
-    const note = `${lanes} acquirers; coordinator CPU ${Math.round(mean(coordinatorCpu))} ms/s; lease.none ${none}`;
+    const note =
+      `${lanes} acquirers; coordinator CPU ${Math.round(mean(coordinatorCpu))} ms/s; lease.none ${none}; ` +
+      `CPU µs per grant: ${perOp.grants.describe()}; per raw txn: ${perOp.rawTxn.describe()}`;
     return [
       ratioRow({
         name: `grants/s (acquire → fence advanced → granted), ${lanes} acquirers`,

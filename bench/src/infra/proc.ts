@@ -42,3 +42,47 @@ export async function cpuDuring<T>(
   const after = pids.map((p) => cpuMs(p) ?? 0);
   return { result, cpuMsPerSecond: after.map((a, i) => (a - (before[i] ?? 0)) / seconds) };
 }
+
+/**
+ * CPU microseconds per operation of named processes (and of this bench process, as `clients`),
+ * accumulated over every measured round of one side.
+ */
+export class CpuPerOp {
+  readonly #us = new Map<string, number>();
+  #ops = 0;
+
+  /** `run` reports its measured rate; CPU is read over all of it (warm-up included), so the
+   * operations it stands for are rate × its whole wall time. */
+  async measure<T extends { readonly perSecond: number }>(
+    pids: Readonly<Record<string, number>>,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    const names = Object.keys(pids);
+    const before = names.map((n) => cpuMs(pids[n] ?? 0) ?? 0);
+    const self0 = process.cpuUsage();
+    const t0 = performance.now();
+    const result = await run();
+    const wallSeconds = (performance.now() - t0) / 1000;
+    const self = process.cpuUsage(self0);
+    names.forEach((n, i) => {
+      const used = ((cpuMs(pids[n] ?? 0) ?? 0) - (before[i] ?? 0)) * 1000;
+      this.#us.set(n, (this.#us.get(n) ?? 0) + used);
+    });
+    this.#us.set('clients', (this.#us.get('clients') ?? 0) + self.user + self.system);
+    this.#ops += result.perSecond * wallSeconds;
+    return result;
+  }
+
+  /** `etcd 120, coordinator 90, …, total 400` (µs per operation). */
+  describe(): string {
+    if (this.#ops === 0) return 'n/a';
+    let total = 0;
+    const parts: string[] = [];
+    for (const [name, us] of this.#us) {
+      const per = us / this.#ops;
+      total += per;
+      parts.push(`${name} ${Math.round(per)}`);
+    }
+    return `${parts.join(', ')}, total ${Math.round(total)}`;
+  }
+}

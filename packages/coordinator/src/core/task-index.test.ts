@@ -40,6 +40,22 @@ describe('TaskIndex', () => {
     expect(index.ownersOf('nobody')).toEqual([]);
   });
 
+  it('frees an owner ahead of the watch and still says whose it was until the watch gets there', () => {
+    const index = new TaskIndex();
+    const owner = { resource: 'r1', taskId: 'a', sessionId: 's1', token: 5n };
+    index.reset([task('a', 'r1', 4n)], [owner], 5n);
+    index.freeOwner('r1', 4n, 9n); // another token: not ours to free
+    expect(index.ownerOf('r1')).toEqual(owner);
+    index.freeOwner('r1', 5n, 9n);
+    expect(index.ownerOf('r1')).toBeUndefined();
+    expect(index.select().map((t) => t.taskId)).toEqual(['a']);
+    expect(index.previousOwner('r1')).toEqual(owner);
+    index.advanceTo(8n);
+    expect(index.previousOwner('r1')).toEqual(owner);
+    index.advanceTo(9n);
+    expect(index.previousOwner('r1')).toBeUndefined();
+  });
+
   it('drops tasks that stop being pending', () => {
     const index = new TaskIndex();
     index.reset([task('a', 'r1', 10n)], [], 10n);

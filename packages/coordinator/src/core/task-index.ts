@@ -49,6 +49,8 @@ export class TaskIndex {
   #pending = new Map<string, PendingTask>();
   #owners = new Map<string, OwnerEntry>();
   readonly #holds = new Map<string, Hold>();
+  /** Owner entries freed ahead of the watch ({@link freeOwner}), until the watch reaches `at`. */
+  readonly #freedEarly = new Map<string, { readonly owner: OwnerEntry; readonly at: bigint }>();
   #revision = 0n;
 
   /** Revision the index reflects (everything up to and including it). */
@@ -61,6 +63,7 @@ export class TaskIndex {
     const sorted = [...tasks].sort((a, b) => (a.createRevision < b.createRevision ? -1 : 1));
     this.#pending = new Map(sorted.map((t) => [t.taskId, t]));
     this.#owners = new Map(owners.map((o) => [o.resource, o]));
+    this.#freedEarly.clear();
     this.#revision = revision;
   }
 
@@ -75,9 +78,29 @@ export class TaskIndex {
     else this.#owners.set(resource, owner);
   }
 
+  /**
+   * This coordinator deleted `resource`'s owner key (token `token`) at `revision` itself: free it
+   * now instead of when the watch says so (a takeover need not wait for the watch). Until the watch
+   * reaches `revision`, {@link previousOwner} still answers with the entry, so the watch's delete
+   * event can tell whose key it was.
+   */
+  freeOwner(resource: string, token: bigint, revision: bigint): void {
+    const owner = this.#owners.get(resource);
+    if (owner?.token !== token) return;
+    this.#owners.delete(resource);
+    if (revision > this.#revision) this.#freedEarly.set(resource, { owner, at: revision });
+  }
+
+  /** The owner entry of `resource` before the watch event being applied: current or freed early. */
+  previousOwner(resource: string): OwnerEntry | undefined {
+    return this.#owners.get(resource) ?? this.#freedEarly.get(resource)?.owner;
+  }
+
   /** The watch has delivered everything up to `revision`. */
   advanceTo(revision: bigint): void {
-    if (revision > this.#revision) this.#revision = revision;
+    if (revision <= this.#revision) return;
+    this.#revision = revision;
+    for (const [resource, freed] of this.#freedEarly) if (freed.at <= revision) this.#freedEarly.delete(resource);
   }
 
   hold(resource: string): void {

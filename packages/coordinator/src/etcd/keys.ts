@@ -25,6 +25,12 @@ export class KeyLayout {
   readonly sessions: string;
   readonly holdings: string;
   readonly requests: string;
+  /**
+   * What the watch-fed index watches: `owners/` up to the end of `tasks/`. In key order the
+   * families are holdings < owners < requests < sessions < tasks, so this range skips holdings
+   * (and the watch filters requests out by parsing).
+   */
+  readonly watched: { readonly start: string; readonly end: Buffer };
 
   constructor(prefix: string) {
     this.prefix = prefix.endsWith('/') ? prefix : `${prefix}/`;
@@ -33,6 +39,7 @@ export class KeyLayout {
     this.sessions = `${this.prefix}sessions/`;
     this.holdings = `${this.prefix}holdings/`;
     this.requests = `${this.prefix}requests/`;
+    this.watched = { start: this.owners, end: prefixEnd(this.tasks) };
   }
 
   task(taskId: string): string {

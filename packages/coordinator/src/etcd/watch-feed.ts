@@ -1,8 +1,11 @@
 /**
  * Feeds the {@link TaskIndex} and the coordinator's reactions from one watch on the key prefix.
  *
- * Start: range-read tasks + owners at one revision X, reset the index, watch from X + 1 (with
- * previous values, so a delete says whose owner key it was). etcd3 resumes a dropped stream from
+ * Start: range-read tasks + owners at one revision X, reset the index, watch from X + 1. The watch
+ * covers only the families the index and the reactions use — `owners/`, `sessions/`, `tasks/`
+ * (adjacent in key order, see keys.ts) — and asks for no previous values: whose owner key a delete
+ * removed comes from the index itself, which holds every owner key up to the revision it has
+ * applied (etcd would otherwise read the previous value of every event from its backend). etcd3 resumes a dropped stream from
  * the last revision it delivered by itself; if the watch is cancelled (compaction: the revision
  * it needs is gone) or errors, the feed rebuilds: a fresh range read, then a new watch from that
  * revision + 1. Nothing here throws into the void: failures are logged, `ready` goes false, and a
@@ -10,7 +13,7 @@
  */
 import type { Etcd3, IKeyValue, IWatchResponse, Watcher } from 'etcd3';
 import type { Logger } from 'pino';
-import type { TaskIndex } from '../core/task-index.js';
+import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
 import { isCompacted } from './errors.js';
 import type { KeyLayout } from './keys.js';
 import {
@@ -29,14 +32,10 @@ export type FeedEvent =
       readonly kind: 'owner';
       readonly resource: string;
       readonly owner: StoredOwner | undefined;
-      readonly previous: StoredOwner | undefined;
+      /** The owner key this event replaced or deleted, as the index knew it (undefined if none). */
+      readonly previous: OwnerEntry | undefined;
     }
-  | {
-      readonly kind: 'session';
-      readonly sessionId: string;
-      readonly session: StoredSession | undefined;
-      readonly previous: StoredSession | undefined;
-    };
+  | { readonly kind: 'session'; readonly sessionId: string; readonly session: StoredSession | undefined };
 
 /** All events of one etcd revision (one transaction or one lease expiry). */
 export interface RevisionGroup {
@@ -103,8 +102,7 @@ export class WatchFeed {
     this.#o.index.reset(pending, owners, snap.revision);
     const watcher = await this.#o.client
       .watch()
-      .prefix(this.#o.keys.prefix)
-      .withPreviousKV()
+      .inRange(this.#o.keys.watched)
       .startRevision((snap.revision + 1n).toString())
       .create();
     if (this.#closed) {
@@ -163,16 +161,12 @@ export class WatchFeed {
   }
 
   #onData(res: IWatchResponse): void {
-    const groups = new Map<string, FeedEvent[]>();
-    for (const ev of res.events) {
-      const revision = ev.kv.mod_revision;
-      const event = this.#parse(ev.type === 'Delete', ev.kv, ev.prev_kv);
-      if (event === undefined) continue;
-      const group = groups.get(revision) ?? [];
-      group.push(event);
-      groups.set(revision, group);
-    }
-    for (const [revision, events] of groups) {
+    // Events arrive in revision order; each revision's events are parsed against the index as it
+    // was before that revision (so `previous` is the owner key the event replaced), then applied.
+    let events: FeedEvent[] = [];
+    let revision: string | undefined;
+    const flush = (): void => {
+      if (revision === undefined || events.length === 0) return;
       const group: RevisionGroup = { revision: BigInt(revision), events };
       this.#apply(group);
       try {
@@ -180,13 +174,22 @@ export class WatchFeed {
       } catch (err) {
         this.#o.log.error({ err }, 'watch handler failed');
       }
+    };
+    for (const ev of res.events) {
+      if (ev.kv.mod_revision !== revision) {
+        flush();
+        events = [];
+        revision = ev.kv.mod_revision;
+      }
+      const event = this.#parse(ev.type === 'Delete', ev.kv);
+      if (event !== undefined) events.push(event);
     }
+    flush();
     this.#o.index.advanceTo(BigInt(res.header.revision));
     this.#o.onApplied?.();
   }
 
-  #parse(deleted: boolean, kv: IKeyValue, prevKv: IKeyValue | null | undefined): FeedEvent | undefined {
-    const prev = prevKv ?? undefined;
+  #parse(deleted: boolean, kv: IKeyValue): FeedEvent | undefined {
     const parsed = this.#o.keys.parse(kv.key.toString());
     switch (parsed?.family) {
       case 'task':
@@ -196,14 +199,13 @@ export class WatchFeed {
           kind: 'owner',
           resource: parsed.resource,
           owner: deleted ? undefined : parseOwner(this.#o.keys, kv),
-          previous: prev === undefined ? undefined : parseOwner(this.#o.keys, prev),
+          previous: this.#o.index.previousOwner(parsed.resource),
         };
       case 'session':
         return {
           kind: 'session',
           sessionId: parsed.sessionId,
           session: deleted ? undefined : parseSession(kv),
-          previous: prev === undefined ? undefined : parseSession(prev),
         };
       case 'holding':
       case 'request':

@@ -28,16 +28,16 @@ export function createGroupHandler(ctx: ServiceContext, sessions: SessionManager
     }
     for (const ev of group.events) {
       if (ev.kind !== 'owner' || ev.owner !== undefined || ev.previous === undefined) continue;
-      const { resource, record, token } = ev.previous;
-      if (cancelledTasks.has(record.taskId)) {
-        sessions.get(record.sessionId)?.channel?.send({
+      const { resource, taskId, sessionId, token } = ev.previous;
+      if (cancelledTasks.has(taskId)) {
+        sessions.get(sessionId)?.channel?.send({
           type: 'lease.revoked',
           resource,
           token: token.toString(),
           reason: 'cancelled',
         });
       }
-      if (ctx.config.fenceOnExpiry && endedSessions.has(record.sessionId)) fenceOnExpiry(ctx, resource, group.revision);
+      if (ctx.config.fenceOnExpiry && endedSessions.has(sessionId)) fenceOnExpiry(ctx, resource, group.revision);
     }
   };
 }

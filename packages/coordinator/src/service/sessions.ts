@@ -287,7 +287,7 @@ export class SessionManager {
           outcome = 'ended';
           held = holdings;
           log.info({ revision: res.revision.toString(), held: held.length }, 'session expired');
-          this.#freeInIndex(held);
+          this.#freeInIndex(held, res.revision);
           break;
         }
         if (fromIndex) {
@@ -336,10 +336,10 @@ export class SessionManager {
    * waiting for the watch to say so, and wake waiting acquires. The index is a hint (a grant txn
    * compares the owner key's absence), and the watch's own delete of the same key is a no-op.
    */
-  #freeInIndex(held: readonly HeldOwner[]): void {
+  #freeInIndex(held: readonly HeldOwner[], revision: bigint): void {
     if (held.length === 0) return;
     const { index } = this.#ctx;
-    for (const h of held) if (index.ownerOf(h.resource)?.token === h.token) index.applyOwner(h.resource, undefined);
+    for (const h of held) index.freeOwner(h.resource, h.token, revision);
     this.#onOwnersFreed();
   }
 
