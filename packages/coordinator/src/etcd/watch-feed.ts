@@ -1,12 +1,12 @@
 /**
- * Feeds the {@link TaskIndex} and the coordinator's reactions from one watch on the key prefix.
+ * Feeds the {@link TaskIndex} and the coordinator's reactions from one watch under the key prefix.
  *
  * Start: range-read tasks + owners at one revision X, reset the index, watch from X + 1. The watch
  * covers only the families the index and the reactions use — `owners/`, `sessions/`, `tasks/`
  * (adjacent in key order, see keys.ts) — and asks for no previous values: whose owner key a delete
  * removed comes from the index itself, which holds every owner key up to the revision it has
- * applied (etcd would otherwise read the previous value of every event from its backend). etcd3 resumes a dropped stream from
- * the last revision it delivered by itself; if the watch is cancelled (compaction: the revision
+ * applied (etcd would otherwise read the previous value of every event from its backend). etcd3
+ * resumes a dropped stream from the last revision it delivered by itself; if the watch is cancelled (compaction: the revision
  * it needs is gone) or errors, the feed rebuilds: a fresh range read, then a new watch from that
  * revision + 1. Nothing here throws into the void: failures are logged, `ready` goes false, and a
  * rebuild is scheduled with backoff.
