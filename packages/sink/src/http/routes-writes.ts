@@ -9,6 +9,10 @@
  *   capability does not verify for (resource, token, workerId, incarnation) under any live key
  *                                         -> 403 FORBIDDEN (a correct token alone is not enough)
  * Then the fence rule decides, inside one group-commit transaction, and the reply follows the commit.
+ *
+ * Hot path: a valid body is recognised by `checkWriteHead` (no zod) and a capability that verified
+ * before for the same claims is found in a bounded cache (`CapabilityVerifier`); everything else
+ * takes the full schema and a full HMAC check, with the same refusals as before.
  */
 import {
   WriteRequestSchema,
@@ -16,21 +20,24 @@ import {
   canonicalJson,
   formatToken,
   parseToken,
-  verifyCapability,
   type CapabilityKey,
-  type WriteRequest,
+  type JsonValue,
   type WriteResponse,
 } from '@leasehold/protocol';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
+import { CapabilityVerifier } from './capability-cache.js';
 import { describeIssues, sendError } from './replies.js';
+import { checkWriteHead, type WriteHead } from './write-body.js';
 
 export interface WriteRoutesOptions {
   readonly service: FencedService;
   readonly capabilityKeys: readonly CapabilityKey[];
   readonly metrics: SinkMetrics;
+  /** Successful capability checks remembered (exact capability string + claims); 0 disables. */
+  readonly capabilityCacheEntries?: number;
 }
 
 const REFUSAL_TEXT = {
@@ -46,8 +53,17 @@ const REFUSAL_TEXT = {
  */
 const WriteHeadSchema = WriteRequestSchema.extend({ payload: z.unknown() });
 
+/** `checkWriteHead` (hand-written, the common case), else zod; then the payload in one pass. */
+function headOf(body: Record<string, unknown>): WriteHead | undefined {
+  const fast = checkWriteHead(body);
+  if (fast !== undefined) return fast;
+  const head = WriteHeadSchema.safeParse(body);
+  return head.success ? head.data : undefined;
+}
+
 export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOptions): void {
-  const { service, capabilityKeys, metrics } = options;
+  const { service, metrics } = options;
+  const capabilities = new CapabilityVerifier(options.capabilityKeys, options.capabilityCacheEntries);
 
   app.post('/v1/writes', async (request, reply) => {
     const body: unknown = request.body;
@@ -57,11 +73,11 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
     if (typeof (body as { capability?: unknown }).capability !== 'string') {
       return sendError(reply, 'UNAUTHENTICATED', 'missing write capability');
     }
-    const head = WriteHeadSchema.safeParse(body);
-    let canonicalPayload = head.success ? canonicalJsonOfParsed(head.data.payload) : undefined;
-    let w: WriteRequest;
-    if (head.success && canonicalPayload !== undefined) {
-      w = head.data as WriteRequest;
+    const head = headOf(body as Record<string, unknown>);
+    let canonicalPayload = head === undefined ? undefined : canonicalJsonOfParsed(head.payload);
+    let w: WriteHead;
+    if (head !== undefined && canonicalPayload !== undefined) {
+      w = head;
     } else {
       const parsed = WriteRequestSchema.safeParse(body);
       if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
@@ -69,8 +85,8 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
       canonicalPayload = canonicalJson(w.payload);
     }
     const token = parseToken(w.token);
-    const claims = { resource: w.resource, token, workerId: w.workerId, incarnation: w.incarnation };
-    if (!verifyCapability(capabilityKeys, w.capability, claims)) {
+    const claims = { resource: w.resource, token: w.token, workerId: w.workerId, incarnation: w.incarnation };
+    if (!capabilities.verify(w.capability, claims, token)) {
       metrics.writes.inc({ outcome: 'FORBIDDEN' });
       request.log.warn({ resource: w.resource, token: w.token, workerId: w.workerId }, 'write capability refused');
       return sendError(reply, 'FORBIDDEN', 'capability does not match (resource, token, workerId, incarnation)');
@@ -80,7 +96,7 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
       token,
       resultId: w.resultId,
       workerId: w.workerId,
-      payload: w.payload,
+      payload: w.payload as JsonValue,
       canonicalPayload,
     });
     if (!decision.ok) return sendError(reply, decision.code, REFUSAL_TEXT[decision.code], decision.fence);

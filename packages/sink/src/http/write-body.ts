@@ -1,0 +1,74 @@
+/**
+ * The hot path of `POST /v1/writes` input checking: a hand-written test of the common, valid body
+ * that accepts a SUBSET of what `WriteRequestSchema` (zod) accepts, without zod's per-check
+ * machinery. Anything it does not accept goes through the full schema, which decides and describes
+ * the problem, so refusals keep their codes and messages. `write-body.test.ts` checks the subset
+ * property against the schema (tables of bad values and generated bodies).
+ *
+ * The rules, from @leasehold/protocol (`ids.ts`, `token.ts`, `messages/sink.ts`):
+ *   exactly the keys resource, token, resultId, workerId, incarnation, capability, payload
+ *   resource, resultId, workerId  1-200 chars of [A-Za-z0-9._:/@-], not starting with /, no // or ..
+ *   token                         positive decimal, no leading zeros, <= int64 max
+ *   incarnation                   1-64 chars of [A-Za-z0-9._-]
+ *   capability                    1-512 chars
+ *   payload                       any JSON value (checked while canonicalizing, by the caller)
+ */
+import { ID_MAX_LENGTH, INT64_MAX } from '@leasehold/protocol';
+
+export interface WriteHead {
+  readonly resource: string;
+  readonly token: string;
+  readonly resultId: string;
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly capability: string;
+  readonly payload: unknown;
+}
+
+const WRITE_KEYS = 7;
+const ID_PATTERN = /^[A-Za-z0-9._:@-][A-Za-z0-9._:/@-]*$/;
+const TOKEN_PATTERN = /^[1-9][0-9]{0,18}$/;
+const INT64_MAX_TEXT = INT64_MAX.toString(10);
+const INCARNATION_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+const CAPABILITY_MAX_LENGTH = 512;
+
+function isId(value: unknown): value is string {
+  return (
+    typeof value === 'string' &&
+    value.length >= 1 &&
+    value.length <= ID_MAX_LENGTH &&
+    ID_PATTERN.test(value) &&
+    !value.includes('//') &&
+    !value.includes('..')
+  );
+}
+
+function isToken(value: unknown): value is string {
+  if (typeof value !== 'string' || !TOKEN_PATTERN.test(value)) return false;
+  // Same length, no leading zeros: lexical order is numeric order.
+  return value.length < INT64_MAX_TEXT.length || value <= INT64_MAX_TEXT;
+}
+
+/**
+ * `body` as a {@link WriteHead} when it is certainly a valid write request apart from its payload
+ * (which the caller checks); `undefined` when the full schema must decide.
+ */
+export function checkWriteHead(body: Record<string, unknown>): WriteHead | undefined {
+  const { resource, token, resultId, workerId, incarnation, capability } = body;
+  if (
+    !isId(resource) ||
+    !isToken(token) ||
+    !isId(resultId) ||
+    !isId(workerId) ||
+    typeof incarnation !== 'string' ||
+    !INCARNATION_PATTERN.test(incarnation) ||
+    typeof capability !== 'string' ||
+    capability.length < 1 ||
+    capability.length > CAPABILITY_MAX_LENGTH ||
+    !Object.hasOwn(body, 'payload') ||
+    Object.keys(body).length !== WRITE_KEYS
+  ) {
+    return undefined;
+  }
+  return { resource, token, resultId, workerId, incarnation, capability, payload: body['payload'] };
+}
