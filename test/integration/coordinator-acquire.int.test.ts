@@ -73,6 +73,18 @@ async function ownerKeys(name: string) {
   return Object.entries(snap);
 }
 
+/** Every holding key (one per live grant, all sessions) under the test's prefix. */
+async function holdingKeys(name: string) {
+  return Object.keys(await etcdSnapshot(etcd.endpoints, `${prefixOf(name)}holdings/`));
+}
+
+/** Keys under the test's prefix other than tasks and sessions: what grants left behind. */
+async function leftovers(name: string) {
+  const keep = [`${prefixOf(name)}tasks/`, `${prefixOf(name)}sessions/`];
+  const all = Object.keys(await etcdSnapshot(etcd.endpoints, prefixOf(name)));
+  return all.filter((k) => !keep.some((p) => k.startsWith(p)));
+}
+
 describe('acquire', () => {
   it('returns the same grant to a retry with the same request id after the grant was lost', async () => {
     const fence = new GatedFence();
@@ -187,6 +199,7 @@ describe('acquire', () => {
     expect(new Set(grants.map((g) => g.resource)).size).toBe(N);
     for (const g of grants) expect((await stack.sinkClient.getResource(g.resource)).fence).toBe(BigInt(g.token));
     expect(await ownerKeys('wide')).toHaveLength(N);
+    expect(await holdingKeys('wide')).toHaveLength(N);
     // Releases of one turn share txns too; a stale one (wrong token) is refused alone.
     const stale = grants[0]!;
     const released = await Promise.all([
@@ -196,6 +209,8 @@ describe('acquire', () => {
     expect(released.slice(0, N).map((r) => r.type)).toEqual(Array<string>(N).fill('lease.released'));
     expect(released[N]).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
     expect(await ownerKeys('wide')).toHaveLength(0);
+    // Nothing per grant outlives it while the sessions live on (no idempotency records pile up).
+    expect(await leftovers('wide')).toEqual([]);
     for (const w of workers) w.close();
   });
 
@@ -218,6 +233,7 @@ describe('acquire', () => {
     expect(replies.slice(0, N).map((r) => r.type)).toEqual(Array<string>(N).fill('task.completed'));
     expect(replies[N]).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
     expect(await ownerKeys('done')).toHaveLength(0);
+    expect(await leftovers('done')).toEqual([]);
     const tasks = await etcdSnapshot(etcd.endpoints, `${prefixOf('done')}tasks/`);
     expect(new Set(Object.values(tasks)).size).toBeLessThan(N);
     for (const g of grants) {

@@ -59,17 +59,17 @@ export const SessionRecordSchema = z.object({
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 
-/** `requests/<sessionId>/<requestId>`, attached to the session lease; create_revision = token. */
-export const RequestRecordSchema = z.object({
+/**
+ * `holdings/<sessionId>/<requestId>`, attached to the session lease; create_revision = token. One
+ * per live grant: the session's owner keys, findable by prefix, and the acquire's idempotency
+ * record (deleted with the owner key on release, complete, cancel and session end).
+ */
+export const HoldingRecordSchema = z.object({
   v: z.literal(1),
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
   attempt: z.number().int().positive(),
 });
-export type RequestRecord = z.infer<typeof RequestRecordSchema>;
-
-/** `holdings/<sessionId>/<resource>`, attached to the session lease; create_revision = token. */
-export const HoldingRecordSchema = z.object({ v: z.literal(1), taskId: TaskIdSchema });
 export type HoldingRecord = z.infer<typeof HoldingRecordSchema>;
 
 /** Parse a stored value; undefined when it is not valid JSON of the schema. */

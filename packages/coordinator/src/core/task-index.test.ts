@@ -20,7 +20,7 @@ describe('TaskIndex', () => {
   it('skips resources that have an owner, and returns when the owner goes', () => {
     const index = new TaskIndex();
     index.reset([task('a', 'r1', 10n), task('b', 'r2', 11n)], [], 11n);
-    index.applyOwner('r1', { resource: 'r1', taskId: 'a', sessionId: 's', token: 13n });
+    index.applyOwner('r1', { resource: 'r1', taskId: 'a', sessionId: 's', requestId: 'q', token: 13n });
     expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['b']);
     index.applyOwner('r1', undefined);
     expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['a', 'b']);
@@ -28,9 +28,9 @@ describe('TaskIndex', () => {
 
   it("lists a session's owner keys (what its end deletes without a read)", () => {
     const index = new TaskIndex();
-    index.reset([], [{ resource: 'r1', taskId: 'a', sessionId: 's1', token: 5n }], 5n);
-    index.applyOwner('r2', { resource: 'r2', taskId: 'b', sessionId: 's2', token: 6n });
-    index.applyOwner('r3', { resource: 'r3', taskId: 'c', sessionId: 's1', token: 7n });
+    index.reset([], [{ resource: 'r1', taskId: 'a', sessionId: 's1', requestId: 'q', token: 5n }], 5n);
+    index.applyOwner('r2', { resource: 'r2', taskId: 'b', sessionId: 's2', requestId: 'q', token: 6n });
+    index.applyOwner('r3', { resource: 'r3', taskId: 'c', sessionId: 's1', requestId: 'q', token: 7n });
     expect(index.ownersOf('s1').map((o) => [o.resource, o.token])).toEqual([
       ['r1', 5n],
       ['r3', 7n],
@@ -42,7 +42,7 @@ describe('TaskIndex', () => {
 
   it('frees an owner ahead of the watch and still says whose it was until the watch gets there', () => {
     const index = new TaskIndex();
-    const owner = { resource: 'r1', taskId: 'a', sessionId: 's1', token: 5n };
+    const owner = { resource: 'r1', taskId: 'a', sessionId: 's1', requestId: 'q', token: 5n };
     index.reset([task('a', 'r1', 4n)], [owner], 5n);
     index.freeOwner('r1', 4n, 9n); // another token: not ours to free
     expect(index.ownerOf('r1')).toEqual(owner);

@@ -30,6 +30,8 @@ export interface OwnerEntry {
   readonly resource: string;
   readonly taskId: string;
   readonly sessionId: string;
+  /** The acquire's request id: names the grant's holding key. */
+  readonly requestId: string;
   /** The owner key's create_revision: the fencing token. */
   readonly token: bigint;
 }

@@ -6,17 +6,24 @@
  * | `P/tasks/<taskId>`                    | TaskRecord     | none    | state pending / completed / cancelled  |
  * | `P/owners/<resource>`                 | OwnerRecord    | session | create_revision = fencing token        |
  * | `P/sessions/<sessionId>`              | SessionRecord  | session | mod_revision = who serves it, and when |
- * | `P/holdings/<sessionId>/<resource>`   | HoldingRecord  | session | the session's owner keys, findable     |
- * | `P/requests/<sessionId>/<requestId>`  | RequestRecord  | session | acquire idempotency; create_rev = token|
+ * | `P/holdings/<sessionId>/<requestId>`  | HoldingRecord  | session | one per live grant: the session's      |
+ * |                                       |                |         | owner keys by prefix, and the acquire's|
+ * |                                       |                |         | idempotency record; create_rev = token |
  *
- * Session ids are hex (no `/`), so `holdings/<sid>/` and `requests/<sid>/` are exact prefixes.
+ * Session ids are hex (no `/`), so `holdings/<sid>/` is an exact prefix. In key order the families
+ * are holdings < owners < sessions < tasks: the watch-fed index watches `owners/` to the end of
+ * `tasks/` ({@link KeyLayout.watched}) and never sees the holdings.
+ *
+ * Layout history: until 2026-11-29 holdings were keyed by resource and a separate
+ * `requests/<sid>/<requestId>` record (never deleted before the session ended) made acquires
+ * idempotent; one key now does both. A coordinator of this layout needs a prefix without
+ * live sessions of the old one.
  */
 export type ParsedKey =
   | { readonly family: 'task'; readonly taskId: string }
   | { readonly family: 'owner'; readonly resource: string }
   | { readonly family: 'session'; readonly sessionId: string }
-  | { readonly family: 'holding'; readonly sessionId: string; readonly resource: string }
-  | { readonly family: 'request'; readonly sessionId: string; readonly requestId: string };
+  | { readonly family: 'holding'; readonly sessionId: string; readonly requestId: string };
 
 export class KeyLayout {
   readonly prefix: string;
@@ -24,12 +31,7 @@ export class KeyLayout {
   readonly owners: string;
   readonly sessions: string;
   readonly holdings: string;
-  readonly requests: string;
-  /**
-   * What the watch-fed index watches: `owners/` up to the end of `tasks/`. In key order the
-   * families are holdings < owners < requests < sessions < tasks, so this range skips holdings
-   * (and the watch filters requests out by parsing).
-   */
+  /** What the watch-fed index watches: `owners/` up to the end of `tasks/` (not the holdings). */
   readonly watched: { readonly start: string; readonly end: Buffer };
 
   constructor(prefix: string) {
@@ -38,7 +40,6 @@ export class KeyLayout {
     this.owners = `${this.prefix}owners/`;
     this.sessions = `${this.prefix}sessions/`;
     this.holdings = `${this.prefix}holdings/`;
-    this.requests = `${this.prefix}requests/`;
     this.watched = { start: this.owners, end: prefixEnd(this.tasks) };
   }
 
@@ -58,33 +59,20 @@ export class KeyLayout {
     return `${this.holdings}${sessionId}/`;
   }
 
-  holding(sessionId: string, resource: string): string {
-    return `${this.holdingsOf(sessionId)}${resource}`;
-  }
-
-  requestsOf(sessionId: string): string {
-    return `${this.requests}${sessionId}/`;
-  }
-
-  request(sessionId: string, requestId: string): string {
-    return `${this.requestsOf(sessionId)}${requestId}`;
+  holding(sessionId: string, requestId: string): string {
+    return `${this.holdingsOf(sessionId)}${requestId}`;
   }
 
   parse(key: string): ParsedKey | undefined {
     if (key.startsWith(this.tasks)) return { family: 'task', taskId: key.slice(this.tasks.length) };
     if (key.startsWith(this.owners)) return { family: 'owner', resource: key.slice(this.owners.length) };
     if (key.startsWith(this.sessions)) return { family: 'session', sessionId: key.slice(this.sessions.length) };
-    const scoped = (base: string): [string, string] | undefined => {
-      if (!key.startsWith(base)) return undefined;
-      const rest = key.slice(base.length);
-      const slash = rest.indexOf('/');
-      return slash > 0 ? [rest.slice(0, slash), rest.slice(slash + 1)] : undefined;
-    };
-    const h = scoped(this.holdings);
-    if (h !== undefined) return { family: 'holding', sessionId: h[0], resource: h[1] };
-    const r = scoped(this.requests);
-    if (r !== undefined) return { family: 'request', sessionId: r[0], requestId: r[1] };
-    return undefined;
+    if (!key.startsWith(this.holdings)) return undefined;
+    const rest = key.slice(this.holdings.length);
+    const slash = rest.indexOf('/');
+    return slash > 0
+      ? { family: 'holding', sessionId: rest.slice(0, slash), requestId: rest.slice(slash + 1) }
+      : undefined;
   }
 }
 

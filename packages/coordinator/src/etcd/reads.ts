@@ -8,11 +8,10 @@ import {
   decodeRecord,
   HoldingRecordSchema,
   OwnerRecordSchema,
-  RequestRecordSchema,
   SessionRecordSchema,
   TaskRecordSchema,
+  type HoldingRecord,
   type OwnerRecord,
-  type RequestRecord,
   type SessionRecord,
   type TaskRecord,
 } from '../core/records.js';
@@ -41,9 +40,9 @@ export interface StoredSession {
   readonly leaseId: string;
 }
 
-export interface StoredRequest {
-  readonly record: RequestRecord;
-  /** create_revision of the request record = the token of the grant made for it. */
+export interface StoredHolding {
+  readonly record: HoldingRecord;
+  /** create_revision of the holding = the token of the grant made for its request id. */
   readonly token: bigint;
 }
 
@@ -75,9 +74,9 @@ export function parseSession(kv: IKeyValue | undefined): StoredSession | undefin
   return { record, modRevision: BigInt(kv.mod_revision), leaseId: kv.lease };
 }
 
-export function parseRequest(kv: IKeyValue | undefined): StoredRequest | undefined {
+export function parseHolding(kv: IKeyValue | undefined): StoredHolding | undefined {
   if (kv === undefined) return undefined;
-  const record = decodeRecord(RequestRecordSchema, kv.value);
+  const record = decodeRecord(HoldingRecordSchema, kv.value);
   return record === undefined ? undefined : { record, token: BigInt(kv.create_revision) };
 }
 
@@ -103,17 +102,16 @@ export class EtcdReads {
     ]);
     const held: HeldOwner[] = [];
     for (const kv of rangeKvs(res, 1)) {
-      const parsed = this.#keys.parse(kv.key.toString());
-      if (parsed?.family === 'holding' && decodeRecord(HoldingRecordSchema, kv.value) !== undefined) {
-        held.push({ resource: parsed.resource, token: BigInt(kv.create_revision) });
-      }
+      const holding = parseHolding(kv);
+      if (holding !== undefined) held.push({ resource: holding.record.resource, token: holding.token });
     }
     return { session: parseSession(firstKv(res, 0)), held };
   }
 
-  async request(sessionId: string, requestId: string): Promise<StoredRequest | undefined> {
-    const res = await this.#kv.read('request', [op.get(this.#keys.request(sessionId, requestId))]);
-    return parseRequest(firstKv(res, 0));
+  /** The live grant made for `requestId` of the session, if any. */
+  async holding(sessionId: string, requestId: string): Promise<StoredHolding | undefined> {
+    const res = await this.#kv.read('holding', [op.get(this.#keys.holding(sessionId, requestId))]);
+    return parseHolding(firstKv(res, 0));
   }
 
   async task(taskId: string): Promise<StoredTask | undefined> {

@@ -93,12 +93,7 @@ export class WatchFeed {
         modRevision: t.modRevision,
         record: t.record,
       }));
-    const owners = snap.owners.map((o) => ({
-      resource: o.resource,
-      taskId: o.record.taskId,
-      sessionId: o.record.sessionId,
-      token: o.token,
-    }));
+    const owners = snap.owners.map(ownerEntry);
     this.#o.index.reset(pending, owners, snap.revision);
     const watcher = await this.#o.client
       .watch()
@@ -208,7 +203,6 @@ export class WatchFeed {
           session: deleted ? undefined : parseSession(kv),
         };
       case 'holding':
-      case 'request':
       case undefined:
         return undefined;
     }
@@ -233,14 +227,14 @@ export class WatchFeed {
         );
       } else if (ev.kind === 'owner') {
         const o = ev.owner;
-        index.applyOwner(
-          ev.resource,
-          o === undefined
-            ? undefined
-            : { resource: o.resource, taskId: o.record.taskId, sessionId: o.record.sessionId, token: o.token },
-        );
+        index.applyOwner(ev.resource, o === undefined ? undefined : ownerEntry(o));
       }
     }
     index.advanceTo(group.revision);
   }
+}
+
+function ownerEntry(o: StoredOwner): OwnerEntry {
+  const { taskId, sessionId, requestId } = o.record;
+  return { resource: o.resource, taskId, sessionId, requestId, token: o.token };
 }

@@ -19,7 +19,7 @@
 import { signCapability, type Acquire, type CoordinatorMessage, type JsonValue } from '@leasehold/protocol';
 import { errorFrame } from '../core/replies.js';
 import type { PendingTask } from '../core/task-index.js';
-import { parseRequest, type StoredRequest } from '../etcd/reads.js';
+import { parseHolding, type StoredHolding } from '../etcd/reads.js';
 import {
   abandonGrant,
   forgetRequest,
@@ -128,7 +128,7 @@ export class GrantService {
       // compare catches a retry instead, and #tryGrant replays it.) Once checked, it stays
       // unrecorded while this request is served: copies of it share this promise.
       if (!requestChecked) {
-        const recorded = await ctx.reads.request(session.sessionId, msg.requestId);
+        const recorded = await ctx.reads.holding(session.sessionId, msg.requestId);
         if (recorded !== undefined) return this.#replay(session, msg, recorded, receivedAtMs);
         requestChecked = true;
       }
@@ -180,7 +180,7 @@ export class GrantService {
       });
       if (!res.ok) {
         settledAt = res.revision;
-        const recorded = parseRequest(res.seen?.request);
+        const recorded = parseHolding(res.seen?.holding);
         if (recorded !== undefined) return await this.#replay(session, msg, recorded, receivedAtMs);
         const seenSession = res.seen?.session;
         if (
@@ -203,7 +203,7 @@ export class GrantService {
   async #replay(
     session: LocalSession,
     msg: Acquire,
-    recorded: StoredRequest,
+    recorded: StoredHolding,
     receivedAtMs: number,
   ): Promise<CoordinatorMessage> {
     const { resource, taskId, attempt } = recorded.record;

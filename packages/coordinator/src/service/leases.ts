@@ -98,6 +98,7 @@ export class LeaseService {
           leaseId: session.leaseId,
           resource: msg.resource,
           token,
+          requestId: held.requestId,
           task: hint.record,
           taskModRevision: hint.modRevision,
           resultId: msg.resultId,
@@ -125,6 +126,7 @@ export class LeaseService {
         leaseId: session.leaseId,
         resource: msg.resource,
         token,
+        requestId: owner.record.requestId,
         task: task.record,
         taskModRevision: task.modRevision,
         resultId: msg.resultId,
@@ -143,15 +145,32 @@ export class LeaseService {
       }
       if (!this.#sessions.isLive(session))
         return errorFrame('LEASE_EXPIRED', 'the session deadline has passed', msg.id);
+      const token = parseToken(msg.token);
+      const notHolder = () => errorFrame('NOT_HOLDER', 'this session does not hold that token', msg.id);
+      const requestId = await this.#heldRequestId(session, msg.resource, token);
+      if (requestId === undefined) return notHolder();
       const res = await this.#releases.submit({
         sessionId: session.sessionId,
         leaseId: session.leaseId,
         resource: msg.resource,
-        token: parseToken(msg.token),
+        token,
+        requestId,
       });
-      if (!res.ok) return errorFrame('NOT_HOLDER', 'this session does not hold that token', msg.id);
+      if (!res.ok) return notHolder();
       return { type: 'lease.released', inReplyTo: msg.id, resource: msg.resource, token: msg.token };
     });
+  }
+
+  /**
+   * The request id of `session`'s grant `token` on `resource` (it names the grant's holding key):
+   * from the watch-fed index, else read from the owner key; undefined when the session does not
+   * hold that token. Only a hint: the release txn compares the owner and holding keys.
+   */
+  async #heldRequestId(session: LocalSession, resource: string, token: bigint): Promise<string | undefined> {
+    const hint = this.#ctx.index.ownerOf(resource);
+    if (hint?.token === token && hint.sessionId === session.sessionId) return hint.requestId;
+    const owner = await this.#ctx.reads.owner(resource);
+    return holds(owner, session, token) ? owner.record.requestId : undefined;
   }
 
   async #runReleases(proofs: readonly HolderProof[]): Promise<Settled<LeaseTxnResult>[]> {

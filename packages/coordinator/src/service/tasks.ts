@@ -215,7 +215,10 @@ export class TaskService {
       const res = await cancelTask(this.#ctx.kv, this.#ctx.keys, {
         task: task.record,
         taskModRevision: task.modRevision,
-        owner: holder === undefined ? undefined : { sessionId: holder.record.sessionId, token: holder.token },
+        owner:
+          holder === undefined
+            ? undefined
+            : { sessionId: holder.record.sessionId, token: holder.token, requestId: holder.record.requestId },
       });
       if (res.ok) {
         this.#ctx.log.info({ taskId, token: holder?.token.toString() }, 'task cancelled');

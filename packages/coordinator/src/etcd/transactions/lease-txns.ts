@@ -14,15 +14,24 @@ export interface HolderProof {
   readonly leaseId: string;
   readonly resource: string;
   readonly token: bigint;
+  /** The request id the grant was made for (its holding key), from the owner record. */
+  readonly requestId: string;
 }
 
+/** 4 compares: the owner key is this grant's, unchanged, on this session's lease; so is its holding. */
 function holderCompares(keys: KeyLayout, proof: HolderProof) {
   const ownerKey = keys.owner(proof.resource);
   return [
     cmp.createdAt(ownerKey, proof.token),
     cmp.modifiedAt(ownerKey, proof.token),
     cmp.leaseIs(ownerKey, proof.leaseId),
+    cmp.createdAt(keys.holding(proof.sessionId, proof.requestId), proof.token),
   ];
+}
+
+/** The keys a held lease ends with: the owner key and its holding. */
+function holderDeletes(keys: KeyLayout, proof: HolderProof) {
+  return [op.del(keys.owner(proof.resource)), op.del(keys.holding(proof.sessionId, proof.requestId))];
 }
 
 export type LeaseTxnResult =
@@ -31,10 +40,11 @@ export type LeaseTxnResult =
 
 /**
  * completeTask
- * keys:     owners/<r>, holdings/<sid>/<r>, tasks/<t>
+ * keys:     owners/<r>, holdings/<sid>/<q>, tasks/<t>
  * compares: owners/<r> create_revision == token and mod_revision == token and lease == session
- *           lease (this session holds this token); tasks/<t> mod_revision == read (unchanged)
- * success:  delete owners/<r>, holdings/<sid>/<r>; put tasks/<t> state=completed,
+ *           lease (this session holds this token); holdings/<sid>/<q> create_revision == token;
+ *           tasks/<t> mod_revision == read (unchanged)
+ * success:  delete owners/<r>, holdings/<sid>/<q>; put tasks/<t> state=completed,
  *           result={resultId, token}
  * failure:  get owners/<r>, get tasks/<t>
  * result:   { ok, revision }; on failure what was seen (a retry after a lost reply finds the task
@@ -53,11 +63,7 @@ export async function completeTask(
   const taskKey = keys.task(args.task.taskId);
   const res = await kv.txn('completeTask', {
     compare: [...holderCompares(keys, args), cmp.modifiedAt(taskKey, args.taskModRevision)],
-    success: [
-      op.del(keys.owner(args.resource)),
-      op.del(keys.holding(args.sessionId, args.resource)),
-      op.put(taskKey, encodeRecord(completed)),
-    ],
+    success: [...holderDeletes(keys, args), op.put(taskKey, encodeRecord(completed))],
     failure: [op.get(keys.owner(args.resource)), op.get(taskKey)],
   });
   return res.succeeded
@@ -75,12 +81,12 @@ function completedRecord(job: CompleteJob): TaskRecord {
   return { ...job.task, state: 'completed', result: { resultId: job.resultId, token: job.token.toString() } };
 }
 
-/** completeTasks takes at most this many completions (4 compares each; etcd's default limit is 128). */
-export const MAX_COMPLETES_PER_TXN = 32;
+/** completeTasks takes at most this many completions (5 compares each; etcd's default limit is 128). */
+export const MAX_COMPLETES_PER_TXN = 25;
 
 /**
  * completeTasks — completeTask for many leases (distinct resources and tasks) in one txn.
- * keys:     per completion: owners/<r>, holdings/<sid>/<r>, tasks/<t>
+ * keys:     per completion: owners/<r>, holdings/<sid>/<q>, tasks/<t>
  * compares: per completion: as completeTask (holder proof on owners/<r>; tasks/<t> mod_revision ==
  *           the one known, here from the watch-fed index)
  * success:  per completion: as completeTask
@@ -105,8 +111,7 @@ export async function completeTasks(
       cmp.modifiedAt(keys.task(j.task.taskId), j.taskModRevision),
     ]),
     success: jobs.flatMap((j) => [
-      op.del(keys.owner(j.resource)),
-      op.del(keys.holding(j.sessionId, j.resource)),
+      ...holderDeletes(keys, j),
       op.put(keys.task(j.task.taskId), encodeRecord(completedRecord(j))),
     ]),
   });
@@ -115,29 +120,30 @@ export async function completeTasks(
 
 /**
  * releaseLease — give the lease up without a result; the task is pending again.
- * keys:     owners/<r>, holdings/<sid>/<r>
- * compares: owners/<r> create_revision == token, mod_revision == token, lease == session lease
- * success:  delete owners/<r>, holdings/<sid>/<r>
+ * keys:     owners/<r>, holdings/<sid>/<q>
+ * compares: owners/<r> create_revision == token, mod_revision == token, lease == session lease;
+ *           holdings/<sid>/<q> create_revision == token
+ * success:  delete owners/<r>, holdings/<sid>/<q>
  * failure:  get owners/<r>
  * result:   { ok, revision }
  */
 export async function releaseLease(kv: Kv, keys: KeyLayout, args: HolderProof): Promise<LeaseTxnResult> {
   const res = await kv.txn('releaseLease', {
     compare: holderCompares(keys, args),
-    success: [op.del(keys.owner(args.resource)), op.del(keys.holding(args.sessionId, args.resource))],
+    success: holderDeletes(keys, args),
     failure: [op.get(keys.owner(args.resource))],
   });
   return res.succeeded ? { ok: true, revision: res.revision } : { ok: false, owner: firstKv(res, 0) };
 }
 
-/** releaseLeases takes at most this many releases (3 compares each; etcd's default limit is 128). */
-export const MAX_RELEASES_PER_TXN = 42;
+/** releaseLeases takes at most this many releases (4 compares each; etcd's default limit is 128). */
+export const MAX_RELEASES_PER_TXN = 32;
 
 /**
  * releaseLeases — releaseLease for many leases (distinct resources) in one txn.
- * keys:     per release: owners/<r>, holdings/<sid>/<r>
+ * keys:     per release: owners/<r>, holdings/<sid>/<q>
  * compares: per release: as releaseLease
- * success:  per release: delete owners/<r>, holdings/<sid>/<r>
+ * success:  per release: delete owners/<r>, holdings/<sid>/<q>
  * failure:  nothing (the caller falls back to one releaseLease per lease to tell which failed)
  * result:   the txn revision when every release succeeded (all at that revision), else undefined
  */
@@ -151,7 +157,7 @@ export async function releaseLeases(
   }
   const res = await kv.txn('releaseLeases', {
     compare: proofs.flatMap((p) => holderCompares(keys, p)),
-    success: proofs.flatMap((p) => [op.del(keys.owner(p.resource)), op.del(keys.holding(p.sessionId, p.resource))]),
+    success: proofs.flatMap((p) => holderDeletes(keys, p)),
   });
   return res.succeeded ? res.revision : undefined;
 }

@@ -72,13 +72,13 @@ export type EndSessionResult =
 
 /**
  * endSession — the serving coordinator judged the session expired.
- * keys:     sessions/<sid>, owners/<r> for every held r, holdings/<sid>/*, requests/<sid>/*
+ * keys:     sessions/<sid>, owners/<r> for every held r, holdings/<sid>/*
  * compares: sessions/<sid> mod_revision == the one this coordinator knows (it still serves it);
  *           owners/<r> create_revision == token, for each holding read just before (or taken from
  *           the watch-fed index); with `knownUpTo` V (holdings taken from an index complete up to
  *           V): every holdings/<sid>/* create_revision < V + 1, so no holding the index has not
  *           seen can survive the delete (owner and holding keys are created and deleted together)
- * success:  delete every owners/<r>, holdings/<sid>/*, requests/<sid>/* and sessions/<sid> — all
+ * success:  delete every owners/<r>, holdings/<sid>/* and sessions/<sid> — all
  *           at one revision D (the caller revokes the lease afterwards)
  * failure:  get sessions/<sid> (absent: already ended; other mod_revision: a peer adopted it;
  *           same: the holdings changed or the index lagged, read again)
@@ -106,7 +106,6 @@ export async function endSession(
     success: [
       ...args.held.map((h) => op.del(keys.owner(h.resource))),
       op.delPrefix(keys.holdingsOf(args.sessionId)),
-      op.delPrefix(keys.requestsOf(args.sessionId)),
       op.del(key),
     ],
     failure: [op.get(key)],

@@ -29,14 +29,15 @@ export async function submitTask(kv: Kv, keys: KeyLayout, task: TaskRecord): Pro
 export interface CurrentOwner {
   readonly sessionId: string;
   readonly token: bigint;
+  readonly requestId: string;
 }
 
 /**
  * cancelTask
- * keys:     tasks/<t>, owners/<r>, holdings/<sid>/<r>
+ * keys:     tasks/<t>, owners/<r>, holdings/<sid>/<q>
  * compares: tasks/<t> mod_revision == read (a grant rewrites the task, so a grant in between
  *           fails this); if the task is leased: owners/<r> create_revision == the holder's token
- * success:  put tasks/<t> state=cancelled; if leased: delete owners/<r>, holdings/<sid>/<r>
+ * success:  put tasks/<t> state=cancelled; if leased: delete owners/<r>, holdings/<sid>/<q>
  *           (the serving coordinator sees the delete in its watch and pushes lease.revoked)
  * failure:  get tasks/<t> (the caller reads again and retries)
  * result:   { ok, revision }
@@ -63,7 +64,7 @@ export async function cancelTask(
       op.put(taskKey, encodeRecord(cancelled)),
       ...(args.owner === undefined
         ? []
-        : [op.del(ownerKey), op.del(keys.holding(args.owner.sessionId, args.task.resource))]),
+        : [op.del(ownerKey), op.del(keys.holding(args.owner.sessionId, args.owner.requestId))]),
     ],
     failure: [op.get(taskKey)],
   });
