@@ -290,6 +290,7 @@ export class GrantService {
       workerId: session.workerId,
       incarnation: session.incarnation,
     });
+    session.granted.set(grant.resource, { token: grant.token, requestId: msg.requestId });
     ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
     ctx.metrics.grantLatency.observe((ctx.clock.nowMs() - receivedAtMs) / 1_000);
     ctx.log.debug(

@@ -26,6 +26,11 @@ function holds(owner: StoredOwner | undefined, session: LocalSession, token: big
   return owner !== undefined && owner.token === token && owner.record.sessionId === session.sessionId;
 }
 
+/** The grant `token` on `resource` has ended (released or completed here). */
+function forgetGrant(session: LocalSession, resource: string, token: bigint): void {
+  if (session.granted.get(resource)?.token === token) session.granted.delete(resource);
+}
+
 export class LeaseService {
   readonly #ctx: ServiceContext;
   readonly #sessions: SessionManager;
@@ -104,6 +109,7 @@ export class LeaseService {
           resultId: msg.resultId,
         });
         if (fast.ok) {
+          forgetGrant(session, msg.resource, token);
           this.#ctx.log.debug(
             { sessionId: session.sessionId, resource: msg.resource, token: msg.token },
             'task completed',
@@ -132,6 +138,7 @@ export class LeaseService {
         resultId: msg.resultId,
       });
       if (!res.ok) return errorFrame('NOT_HOLDER', 'the lease changed before completion was recorded', msg.id);
+      forgetGrant(session, msg.resource, token);
       this.#ctx.log.info({ sessionId: session.sessionId, resource: msg.resource, token: msg.token }, 'task completed');
       return done;
     });
@@ -157,16 +164,19 @@ export class LeaseService {
         requestId,
       });
       if (!res.ok) return notHolder();
+      forgetGrant(session, msg.resource, token);
       return { type: 'lease.released', inReplyTo: msg.id, resource: msg.resource, token: msg.token };
     });
   }
 
   /**
    * The request id of `session`'s grant `token` on `resource` (it names the grant's holding key):
-   * from the watch-fed index, else read from the owner key; undefined when the session does not
+   * from the grants sent to the session, else the watch-fed index, else read from the owner key; undefined when the session does not
    * hold that token. Only a hint: the release txn compares the owner and holding keys.
    */
   async #heldRequestId(session: LocalSession, resource: string, token: bigint): Promise<string | undefined> {
+    const sent = session.granted.get(resource);
+    if (sent?.token === token) return sent.requestId;
     const hint = this.#ctx.index.ownerOf(resource);
     if (hint?.token === token && hint.sessionId === session.sessionId) return hint.requestId;
     const owner = await this.#ctx.reads.owner(resource);

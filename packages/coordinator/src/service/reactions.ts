@@ -1,8 +1,8 @@
 /**
  * What this coordinator does when the watch shows a revision's changes:
  * - sessions/<sid> rewritten by a peer (adoption): stop serving that session here, without ending it;
- * - owners/<r> deleted together with its task turning `cancelled`: push `lease.revoked` (cancelled)
- *   to the holder, if its session is served here;
+ * - owners/<r> deleted: the grant has ended (forget it in the holder's session, if served here);
+ *   together with its task turning `cancelled`: push `lease.revoked` (cancelled) to the holder;
  * - fence-on-expiry (opt-in): owners/<r> deleted at the same revision as its session key (session
  *   ended at its deadline, or the etcd lease expired / was revoked): advance the sink fence of r to
  *   that deletion revision, so the expired holder is refused even before anyone takes over.
@@ -29,8 +29,11 @@ export function createGroupHandler(ctx: ServiceContext, sessions: SessionManager
     for (const ev of group.events) {
       if (ev.kind !== 'owner' || ev.owner !== undefined || ev.previous === undefined) continue;
       const { resource, taskId, sessionId, token } = ev.previous;
+      // However the owner key went (release, complete, cancel, session end), the grant has ended.
+      const holder = sessions.get(sessionId);
+      if (holder?.granted.get(resource)?.token === token) holder.granted.delete(resource);
       if (cancelledTasks.has(taskId)) {
-        sessions.get(sessionId)?.channel?.send({
+        holder?.channel?.send({
           type: 'lease.revoked',
           resource,
           token: token.toString(),

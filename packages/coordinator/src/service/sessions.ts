@@ -30,6 +30,12 @@ export interface LocalSession {
   readonly inflight: Set<Promise<unknown>>;
   /** Waiting long-poll acquires of this session: woken when the session ends. */
   readonly wakers: Set<() => void>;
+  /**
+   * Grants sent to this session's worker and not yet released or completed here: resource ->
+   * token and request id (which names the grant's holding key). A hint for release / complete,
+   * which compare both keys in etcd; the watch-fed index and a read back it up.
+   */
+  readonly granted: Map<string, { readonly token: bigint; readonly requestId: string }>;
 }
 
 export type ExpiredReason = 'deadline' | 'unknown-session' | 'incarnation-mismatch';
@@ -190,6 +196,7 @@ export class SessionManager {
       channel,
       inflight: new Set(),
       wakers: new Set(),
+      granted: new Map(),
     };
     this.#sessions.set(sessionId, session);
     this.#table.open(sessionId);
