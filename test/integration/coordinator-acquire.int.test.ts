@@ -214,6 +214,45 @@ describe('acquire', () => {
     for (const w of workers) w.close();
   });
 
+  it('ends a session holding more grants than one etcd txn may delete: promptly, all keys at one revision', async () => {
+    const c = await stack.coordinator({
+      LEASEHOLD_COORDINATOR_PREFIX: prefixOf('many'),
+      LEASEHOLD_COORDINATOR_FENCE_ON_EXPIRY: 'true',
+    });
+    const admin = stack.admin(c.url);
+    const N = 150; // > MAX_END_SESSION_OWNERS (120): endSession cannot carry them
+    const tasks = Array.from({ length: N }, (_, i) => ({ taskId: `t${i}`, resource: `many/r${i}`, payload: {} }));
+    expect((await admin.call('POST', '/v1/tasks/batch', { tasks })).status).toBe(200);
+    const holder = await stack.worker(c.url, 'holder');
+    const grants = (await Promise.all(Array.from({ length: N }, (_, i) => holder.acquire(`q${i}`)))) as Grant[];
+    expect(grants.map((g) => g.type)).toEqual(Array<string>(N).fill('lease.granted'));
+    // No heartbeats: the deadline (TTL 2 s) passes; the end must not wait for the lease backstop.
+    const started = Date.now();
+    expect(await holder.push('session.expired', 10_000)).toMatchObject({ reason: 'deadline' });
+    expect(Date.now() - started).toBeLessThan(2_000 + 1_500);
+    await waitFor('owner keys gone', async () => (await ownerKeys('many')).length === 0, 5_000);
+    expect(await leftovers('many')).toEqual([]);
+    expect(Object.keys(await etcdSnapshot(etcd.endpoints, `${prefixOf('many')}sessions/`))).toEqual([]);
+    // Fence-on-expiry saw every owner key go with the session key: each fence moved past its grant.
+    await waitFor(
+      'fences advanced on expiry',
+      async () => {
+        for (const g of grants) {
+          if ((await stack.sinkClient.getResource(g.resource)).fence <= BigInt(g.token)) return false;
+        }
+        return true;
+      },
+      10_000,
+    );
+    // The tasks are grantable again, at larger tokens.
+    const taker = await stack.worker(c.url, 'taker');
+    const again = (await taker.acquire('q-again')) as Grant;
+    expect(again).toMatchObject({ type: 'lease.granted' });
+    expect(BigInt(again.token)).toBeGreaterThan(BigInt(grants[N - 1]!.token));
+    holder.close();
+    taker.close();
+  });
+
   it('completes of one turn share txns; a retried complete is a replay; a stale token is refused', async () => {
     const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('done') });
     const admin = stack.admin(c.url);

@@ -56,6 +56,8 @@ export const SessionRecordSchema = z.object({
   incarnation: IncarnationSchema,
   coordinatorId: z.string().min(1),
   ttlMs: z.number().int().positive(),
+  /** Set by `closeSession`: the session is over, its lease about to be revoked; never adopted. */
+  ending: z.literal(true).optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 

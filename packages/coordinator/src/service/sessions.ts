@@ -15,7 +15,14 @@ import { CoordinatorError } from '../errors.js';
 import { KeepAliveStream } from '../etcd/keepalive.js';
 import { sessionIdOf } from '../etcd/keys.js';
 import { grantLease, revokeLease } from '../etcd/leases.js';
-import { adoptSession, createSession, endSession, type HeldOwner } from '../etcd/transactions/session-txns.js';
+import {
+  adoptSession,
+  closeSession,
+  createSession,
+  endSession,
+  MAX_END_SESSION_OWNERS,
+  type HeldOwner,
+} from '../etcd/transactions/session-txns.js';
 import type { WorkerChannel } from './channel.js';
 import { leaseTtlSeconds, type ServiceContext } from './context.js';
 
@@ -162,6 +169,7 @@ export class SessionManager {
         return { ok: false, reason: 'unknown-session' };
       }
       if (stored.record.incarnation !== hello.incarnation) return { ok: false, reason: 'incarnation-mismatch' };
+      if (stored.record.ending === true) return { ok: false, reason: 'deadline' };
       const res = await adoptSession(this.#ctx.kv, this.#ctx.keys, {
         sessionId,
         leaseId: stored.leaseId,
@@ -254,7 +262,9 @@ export class SessionManager {
    * The deadline passed: end the session in etcd (if still ours), tell the worker, revoke its lease.
    * The first attempt takes the session's owner keys from the watch-fed index, without a read: the
    * txn compares each owner's create_revision and that no holding is newer than the index, so a
-   * lagging index only fails it, and the next attempts read the holdings from etcd.
+   * lagging index only fails it, and the next attempts read the holdings from etcd. A session
+   * holding more than one txn can delete ({@link MAX_END_SESSION_OWNERS}) is marked ending by
+   * `closeSession` instead, and the lease revoke deletes its keys.
    */
   async #end(session: LocalSession): Promise<void> {
     const { sessionId } = session;
@@ -283,6 +293,33 @@ export class SessionManager {
             break;
           }
           holdings = read.held;
+        }
+        if (holdings.length > MAX_END_SESSION_OWNERS) {
+          // Too many owner keys for one txn: mark the session ending (only if still ours), then
+          // the lease revoke below deletes every key on it at one revision. The watch frees them.
+          const closed = await closeSession(this.#ctx.kv, this.#ctx.keys, {
+            sessionId,
+            leaseId: session.leaseId,
+            knownModRevision: session.modRevision,
+            record: {
+              v: 1,
+              workerId: session.workerId,
+              incarnation: session.incarnation,
+              coordinatorId: this.#ctx.coordinatorId,
+              ttlMs: this.#ctx.config.sessionTtlMs,
+            },
+          });
+          if (closed.ok) {
+            outcome = 'ended';
+            held = holdings;
+            log.info({ held: held.length }, 'session expired (closed; the lease revoke deletes its keys)');
+            break;
+          }
+          if (closed.current === undefined) break;
+          if (BigInt(closed.current.mod_revision) !== session.modRevision) {
+            outcome = 'moved';
+          }
+          break;
         }
         const res = await endSession(this.#ctx.kv, this.#ctx.keys, {
           sessionId,

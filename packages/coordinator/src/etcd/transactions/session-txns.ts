@@ -67,6 +67,13 @@ export interface HeldOwner {
   readonly token: bigint;
 }
 
+/**
+ * endSession takes at most this many owner keys: 1 + n (+ 1) compares and n + 2 deletes must fit
+ * etcd's `--max-txn-ops` (default 128). A session holding more ends with {@link closeSession} and
+ * a lease revoke instead.
+ */
+export const MAX_END_SESSION_OWNERS = 120;
+
 export type EndSessionResult =
   { readonly ok: true; readonly revision: bigint } | { readonly ok: false; readonly current: IKeyValue | undefined };
 
@@ -94,6 +101,9 @@ export async function endSession(
     readonly knownUpTo?: bigint;
   },
 ): Promise<EndSessionResult> {
+  if (args.held.length > MAX_END_SESSION_OWNERS) {
+    throw new RangeError(`endSession takes at most ${MAX_END_SESSION_OWNERS} owner keys; use closeSession`);
+  }
   const key = keys.session(args.sessionId);
   const res = await kv.txn('endSession', {
     compare: [
@@ -111,4 +121,35 @@ export async function endSession(
     failure: [op.get(key)],
   });
   return res.succeeded ? { ok: true, revision: res.revision } : { ok: false, current: firstKv(res, 0) };
+}
+
+/**
+ * closeSession — the serving coordinator judged a session expired that holds more owner keys than
+ * {@link endSession} can delete in one txn. The caller revokes the session's lease right after:
+ * etcd then deletes every key attached to it (owner keys, holdings, the session key) at one
+ * revision D, as endSession would have.
+ * keys:     sessions/<sid>
+ * compares: sessions/<sid> mod_revision == the one this coordinator knows (it still serves it)
+ * success:  put sessions/<sid> = record with `ending: true` (same lease): its new mod_revision fails
+ *           every grant txn of the session still in flight, and no coordinator adopts it any more
+ * failure:  get sessions/<sid> (absent: already ended; other mod_revision: a peer adopted it)
+ * result:   { ok, modRevision }
+ */
+export async function closeSession(
+  kv: Kv,
+  keys: KeyLayout,
+  args: {
+    readonly sessionId: string;
+    readonly leaseId: string;
+    readonly knownModRevision: bigint;
+    readonly record: SessionRecord;
+  },
+): Promise<SessionWriteResult> {
+  const key = keys.session(args.sessionId);
+  const res = await kv.txn('closeSession', {
+    compare: [cmp.modifiedAt(key, args.knownModRevision)],
+    success: [op.put(key, encodeRecord({ ...args.record, ending: true }), args.leaseId)],
+    failure: [op.get(key)],
+  });
+  return res.succeeded ? { ok: true, modRevision: res.revision } : { ok: false, current: firstKv(res, 0) };
 }
