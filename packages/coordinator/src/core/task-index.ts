@@ -47,9 +47,25 @@ interface Hold {
   until: bigint | undefined;
 }
 
+/**
+ * Pending tasks are kept so that {@link TaskIndex.select} never walks past tasks whose resource is
+ * owned (a queue with thousands of leased tasks at its head would otherwise cost a scan per
+ * acquire): `#queue` holds the free tasks that were never blocked, in create order (tasks arrive
+ * in revision order); `#returned` the free tasks that were blocked by an owner and freed again,
+ * sorted by create_revision; tasks of an owned resource are in neither. Selection merges the two.
+ */
 export class TaskIndex {
+  /** Every pending task, by task id. */
   #pending = new Map<string, PendingTask>();
+  /** Pending task ids per resource. */
+  #byResource = new Map<string, Set<string>>();
+  #queue = new Map<string, PendingTask>();
+  #returned: PendingTask[] = [];
+  /** Highest create_revision ever appended to `#queue`. */
+  #queuedUpTo = -1n;
   #owners = new Map<string, OwnerEntry>();
+  /** Owned resources per session id. */
+  #bySession = new Map<string, Set<string>>();
   readonly #holds = new Map<string, Hold>();
   /** Owner entries freed ahead of the watch ({@link freeOwner}), until the watch reaches `at`. */
   readonly #freedEarly = new Map<string, { readonly owner: OwnerEntry; readonly at: bigint }>();
@@ -62,22 +78,39 @@ export class TaskIndex {
 
   /** Replace everything with a snapshot read at `revision`. Holds survive. */
   reset(tasks: readonly PendingTask[], owners: readonly OwnerEntry[], revision: bigint): void {
+    this.#pending = new Map();
+    this.#byResource = new Map();
+    this.#queue = new Map();
+    this.#returned = [];
+    this.#queuedUpTo = -1n;
+    this.#owners = new Map();
+    this.#bySession = new Map();
+    for (const owner of owners) this.#setOwner(owner);
     const sorted = [...tasks].sort((a, b) => (a.createRevision < b.createRevision ? -1 : 1));
-    this.#pending = new Map(sorted.map((t) => [t.taskId, t]));
-    this.#owners = new Map(owners.map((o) => [o.resource, o]));
+    for (const task of sorted) this.#addTask(task);
     this.#freedEarly.clear();
     this.#revision = revision;
   }
 
   /** A task key changed: pending tasks are indexed, anything else (or a delete) drops it. */
   applyTask(taskId: string, pending: PendingTask | undefined): void {
-    if (pending === undefined) this.#pending.delete(taskId);
-    else this.#pending.set(taskId, pending);
+    const known = this.#pending.get(taskId);
+    if (known !== undefined && (pending === undefined || pending.resource !== known.resource)) {
+      this.#removeTask(known);
+    } else if (known !== undefined && pending !== undefined) {
+      // Same task, newer record: replace it where it sits.
+      this.#pending.set(taskId, pending);
+      if (this.#queue.has(taskId)) this.#queue.set(taskId, pending);
+      const at = this.#returnedIndex(known);
+      if (at >= 0) this.#returned[at] = pending;
+      return;
+    }
+    if (pending !== undefined) this.#addTask(pending);
   }
 
   applyOwner(resource: string, owner: OwnerEntry | undefined): void {
-    if (owner === undefined) this.#owners.delete(resource);
-    else this.#owners.set(resource, owner);
+    if (owner === undefined) this.#deleteOwner(resource);
+    else this.#setOwner(owner);
   }
 
   /**
@@ -89,7 +122,7 @@ export class TaskIndex {
   freeOwner(resource: string, token: bigint, revision: bigint): void {
     const owner = this.#owners.get(resource);
     if (owner?.token !== token) return;
-    this.#owners.delete(resource);
+    this.#deleteOwner(resource);
     if (revision > this.#revision) this.#freedEarly.set(resource, { owner, at: revision });
   }
 
@@ -132,7 +165,10 @@ export class TaskIndex {
   /** Owner keys of `sessionId` as the index knows them (complete up to {@link revision}). */
   ownersOf(sessionId: string): OwnerEntry[] {
     const held: OwnerEntry[] = [];
-    for (const owner of this.#owners.values()) if (owner.sessionId === sessionId) held.push(owner);
+    for (const resource of this.#bySession.get(sessionId) ?? []) {
+      const owner = this.#owners.get(resource);
+      if (owner !== undefined) held.push(owner);
+    }
     return held;
   }
 
@@ -152,9 +188,26 @@ export class TaskIndex {
     }
     const picked: PendingTask[] = [];
     const resources = new Set<string>();
-    for (const task of this.#pending.values()) {
-      if (picked.length >= limit) break;
-      if (resources.has(task.resource) || !this.#eligible(task)) continue;
+    const queue = this.#queue.values();
+    let q = queue.next();
+    let r = 0;
+    while (picked.length < limit) {
+      const fromQueue = q.done === true ? undefined : q.value;
+      const fromReturned = this.#returned[r];
+      let task: PendingTask;
+      if (
+        fromQueue !== undefined &&
+        (fromReturned === undefined || fromQueue.createRevision < fromReturned.createRevision)
+      ) {
+        task = fromQueue;
+        q = queue.next();
+      } else if (fromReturned !== undefined) {
+        task = fromReturned;
+        r += 1;
+      } else {
+        break;
+      }
+      if (resources.has(task.resource) || this.isHeld(task.resource)) continue;
       resources.add(task.resource);
       picked.push(task);
     }
@@ -167,5 +220,89 @@ export class TaskIndex {
 
   #eligible(task: PendingTask): boolean {
     return !this.#owners.has(task.resource) && !this.isHeld(task.resource);
+  }
+
+  #addTask(task: PendingTask): void {
+    this.#pending.set(task.taskId, task);
+    let ids = this.#byResource.get(task.resource);
+    if (ids === undefined) this.#byResource.set(task.resource, (ids = new Set()));
+    ids.add(task.taskId);
+    if (this.#owners.has(task.resource)) return;
+    // New tasks arrive in create order, so appending keeps the queue sorted; anything older than
+    // what was queued last (not expected) goes to the sorted returned list instead.
+    if (task.createRevision > this.#queuedUpTo) {
+      this.#queue.set(task.taskId, task);
+      this.#queuedUpTo = task.createRevision;
+    } else {
+      this.#insertReturned(task);
+    }
+  }
+
+  #removeTask(task: PendingTask): void {
+    this.#pending.delete(task.taskId);
+    const ids = this.#byResource.get(task.resource);
+    ids?.delete(task.taskId);
+    if (ids?.size === 0) this.#byResource.delete(task.resource);
+    if (!this.#queue.delete(task.taskId)) {
+      const at = this.#returnedIndex(task);
+      if (at >= 0) this.#returned.splice(at, 1);
+    }
+  }
+
+  #setOwner(owner: OwnerEntry): void {
+    const before = this.#owners.get(owner.resource);
+    if (before !== undefined) this.#bySession.get(before.sessionId)?.delete(owner.resource);
+    this.#owners.set(owner.resource, owner);
+    let resources = this.#bySession.get(owner.sessionId);
+    if (resources === undefined) this.#bySession.set(owner.sessionId, (resources = new Set()));
+    resources.add(owner.resource);
+    if (before !== undefined) return;
+    // The resource's pending tasks are blocked now.
+    for (const taskId of this.#byResource.get(owner.resource) ?? []) {
+      const task = this.#pending.get(taskId);
+      if (task === undefined || this.#queue.delete(taskId)) continue;
+      const at = this.#returnedIndex(task);
+      if (at >= 0) this.#returned.splice(at, 1);
+    }
+  }
+
+  #deleteOwner(resource: string): void {
+    const owner = this.#owners.get(resource);
+    if (owner === undefined) return;
+    this.#owners.delete(resource);
+    const resources = this.#bySession.get(owner.sessionId);
+    resources?.delete(resource);
+    if (resources?.size === 0) this.#bySession.delete(owner.sessionId);
+    // The resource's pending tasks are free again, in create order among the returned ones.
+    for (const taskId of this.#byResource.get(resource) ?? []) {
+      const task = this.#pending.get(taskId);
+      if (task !== undefined) this.#insertReturned(task);
+    }
+  }
+
+  /** Position of `task` (by create_revision) in `#returned`, or -1. */
+  #returnedIndex(task: PendingTask): number {
+    const at = this.#lowerBound(task.createRevision);
+    const found = this.#returned[at];
+    return found?.taskId === task.taskId ? at : -1;
+  }
+
+  #insertReturned(task: PendingTask): void {
+    const at = this.#lowerBound(task.createRevision);
+    if (this.#returned[at]?.taskId === task.taskId) return;
+    this.#returned.splice(at, 0, task);
+  }
+
+  /** First index in `#returned` whose create_revision is >= `revision`. */
+  #lowerBound(revision: bigint): number {
+    let lo = 0;
+    let hi = this.#returned.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const at = this.#returned[mid];
+      if (at !== undefined && at.createRevision < revision) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 }

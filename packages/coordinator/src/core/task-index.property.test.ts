@@ -1,0 +1,148 @@
+/**
+ * TaskIndex against a naive reference: after any sequence of task / owner / hold changes, `select`
+ * answers what sorting every pending task by create_revision and filtering would answer, and
+ * `ownersOf` lists exactly the session's owners. (The index keeps free tasks in a queue plus a
+ * sorted list so that an acquire never walks past owned tasks; this checks that bookkeeping.)
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { TaskIndex, type OwnerEntry, type PendingTask } from './task-index.js';
+
+type Op =
+  | { readonly kind: 'add'; readonly resource: number }
+  | { readonly kind: 'update'; readonly pick: number }
+  | { readonly kind: 'remove'; readonly pick: number }
+  | { readonly kind: 'own'; readonly resource: number; readonly session: number }
+  | { readonly kind: 'disown'; readonly resource: number }
+  | { readonly kind: 'free'; readonly resource: number }
+  | { readonly kind: 'hold'; readonly resource: number }
+  | { readonly kind: 'unhold'; readonly resource: number }
+  | { readonly kind: 'reset' };
+
+const resource = fc.integer({ min: 0, max: 5 });
+const pick = fc.nat(1000);
+const op: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('add' as const), resource }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('update' as const), pick }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('remove' as const), pick }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({ kind: fc.constant('own' as const), resource, session: fc.integer({ min: 0, max: 2 }) }),
+  },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('disown' as const), resource }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('free' as const), resource }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('hold' as const), resource }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('unhold' as const), resource }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'reset' as const }) },
+);
+
+function reference(
+  pending: ReadonlyMap<string, PendingTask>,
+  owners: ReadonlyMap<string, OwnerEntry>,
+  held: ReadonlySet<string>,
+) {
+  const seen = new Set<string>();
+  return [...pending.values()]
+    .sort((a, b) => (a.createRevision < b.createRevision ? -1 : 1))
+    .filter((t) => {
+      if (owners.has(t.resource) || held.has(t.resource) || seen.has(t.resource)) return false;
+      seen.add(t.resource);
+      return true;
+    })
+    .map((t) => t.taskId);
+}
+
+describe('TaskIndex (property)', () => {
+  it('selects exactly what a full sort-and-filter would, after any sequence of changes', () => {
+    fc.assert(
+      fc.property(fc.array(op, { minLength: 5, maxLength: 60, size: 'max' }), (ops) => {
+        const index = new TaskIndex();
+        const pending = new Map<string, PendingTask>();
+        const owners = new Map<string, OwnerEntry>();
+        const held = new Set<string>();
+        let revision = 1n;
+        let n = 0;
+        const nth = <T>(m: ReadonlyMap<string, T>, i: number): T | undefined =>
+          [...m.values()][i % Math.max(1, m.size)];
+        for (const o of ops) {
+          revision += 1n;
+          switch (o.kind) {
+            case 'add': {
+              const taskId = `t${n++}`;
+              const r = `r${o.resource}`;
+              const task: PendingTask = {
+                taskId,
+                resource: r,
+                createRevision: revision,
+                modRevision: revision,
+                record: { v: 1, taskId, resource: r, payload: null, state: 'pending', attempts: 0 },
+              };
+              pending.set(taskId, task);
+              index.applyTask(taskId, task);
+              break;
+            }
+            case 'update': {
+              const t = nth(pending, o.pick);
+              if (t === undefined) break;
+              const next = { ...t, modRevision: revision, record: { ...t.record, attempts: t.record.attempts + 1 } };
+              pending.set(t.taskId, next);
+              index.applyTask(t.taskId, next);
+              break;
+            }
+            case 'remove': {
+              const t = nth(pending, o.pick);
+              if (t === undefined) break;
+              pending.delete(t.taskId);
+              index.applyTask(t.taskId, undefined);
+              break;
+            }
+            case 'own': {
+              const r = `r${o.resource}`;
+              if (owners.has(r)) break; // an owner key is created only when absent
+              const owner = { resource: r, taskId: 'x', sessionId: `s${o.session}`, requestId: 'q', token: revision };
+              owners.set(r, owner);
+              index.applyOwner(r, owner);
+              break;
+            }
+            case 'disown':
+              owners.delete(`r${o.resource}`);
+              index.applyOwner(`r${o.resource}`, undefined);
+              break;
+            case 'free': {
+              const owner = owners.get(`r${o.resource}`);
+              if (owner === undefined) break;
+              owners.delete(owner.resource);
+              index.freeOwner(owner.resource, owner.token, revision);
+              break;
+            }
+            case 'hold':
+              held.add(`r${o.resource}`);
+              index.hold(`r${o.resource}`);
+              break;
+            case 'unhold':
+              held.delete(`r${o.resource}`);
+              index.holdUntil(`r${o.resource}`, 0n);
+              break;
+            case 'reset':
+              index.reset([...pending.values()].reverse(), [...owners.values()], revision);
+              break;
+          }
+          index.advanceTo(revision - 1n);
+          expect(index.select({ limit: 100 }).map((t) => t.taskId)).toEqual(reference(pending, owners, held));
+          for (const s of ['s0', 's1', 's2']) {
+            const want = [...owners.values()].filter((x) => x.sessionId === s).map((x) => x.resource);
+            expect(
+              index
+                .ownersOf(s)
+                .map((x) => x.resource)
+                .sort(),
+            ).toEqual(want.sort());
+          }
+        }
+      }),
+      {
+        numRuns: 300,
+      },
+    );
+  });
+});
