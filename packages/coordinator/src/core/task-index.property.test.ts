@@ -10,6 +10,7 @@ import { TaskIndex, type OwnerEntry, type PendingTask } from './task-index.js';
 
 type Op =
   | { readonly kind: 'add'; readonly resource: number }
+  | { readonly kind: 'addBatch'; readonly resources: readonly number[] }
   | { readonly kind: 'update'; readonly pick: number }
   | { readonly kind: 'remove'; readonly pick: number }
   | { readonly kind: 'own'; readonly resource: number; readonly session: number }
@@ -23,6 +24,13 @@ const resource = fc.integer({ min: 0, max: 5 });
 const pick = fc.nat(1000);
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('add' as const), resource }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('addBatch' as const),
+      resources: fc.array(resource, { minLength: 2, maxLength: 4 }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('update' as const), pick }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('remove' as const), pick }) },
   {
@@ -36,6 +44,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: 'reset' as const }) },
 );
 
+/** Stable: tasks with one create_revision (one batch txn) keep their arrival order. */
 function reference(
   pending: ReadonlyMap<string, PendingTask>,
   owners: ReadonlyMap<string, OwnerEntry>,
@@ -67,20 +76,23 @@ describe('TaskIndex (property)', () => {
         for (const o of ops) {
           revision += 1n;
           switch (o.kind) {
-            case 'add': {
-              const taskId = `t${n++}`;
-              const r = `r${o.resource}`;
-              const task: PendingTask = {
-                taskId,
-                resource: r,
-                createRevision: revision,
-                modRevision: revision,
-                record: { v: 1, taskId, resource: r, payload: null, state: 'pending', attempts: 0 },
-              };
-              pending.set(taskId, task);
-              index.applyTask(taskId, task);
+            case 'add':
+            case 'addBatch':
+              // A batch: several tasks created by one txn, so at one revision, arriving in op order.
+              for (const res of o.kind === 'add' ? [o.resource] : o.resources) {
+                const taskId = `t${n++}`;
+                const r = `r${res}`;
+                const task: PendingTask = {
+                  taskId,
+                  resource: r,
+                  createRevision: revision,
+                  modRevision: revision,
+                  record: { v: 1, taskId, resource: r, payload: null, state: 'pending', attempts: 0 },
+                };
+                pending.set(taskId, task);
+                index.applyTask(taskId, task);
+              }
               break;
-            }
             case 'update': {
               const t = nth(pending, o.pick);
               if (t === undefined) break;
@@ -124,7 +136,14 @@ describe('TaskIndex (property)', () => {
               index.holdUntil(`r${o.resource}`, 0n);
               break;
             case 'reset':
-              index.reset([...pending.values()].reverse(), [...owners.values()], revision);
+              // As a snapshot read would: not in create order (the index sorts; ties keep their order).
+              index.reset(
+                [...pending.values()].sort(
+                  (a, b) => a.taskId.length - b.taskId.length || (a.taskId < b.taskId ? -1 : 1),
+                ),
+                [...owners.values()],
+                revision,
+              );
               break;
           }
           index.advanceTo(revision - 1n);

@@ -50,19 +50,23 @@ interface Hold {
 /**
  * Pending tasks are kept so that {@link TaskIndex.select} never walks past tasks whose resource is
  * owned (a queue with thousands of leased tasks at its head would otherwise cost a scan per
- * acquire): `#queue` holds the free tasks that were never blocked, in create order (tasks arrive
- * in revision order); `#returned` the free tasks that were blocked by an owner and freed again,
- * sorted by create_revision; tasks of an owned resource are in neither. Selection merges the two.
+ * acquire): `#queue` holds the free tasks that were never blocked, in arrival order (tasks arrive
+ * in revision order; a batch submit creates many at one revision, in op order); `#returned` the
+ * free tasks that were blocked by an owner and freed again, sorted the same way; tasks of an owned
+ * resource are in neither. Selection merges the two. Order = (create_revision, arrival sequence).
  */
 export class TaskIndex {
   /** Every pending task, by task id. */
   #pending = new Map<string, PendingTask>();
+  /** Arrival sequence of every pending task: breaks create_revision ties (one txn, many tasks). */
+  #seq = new Map<string, number>();
+  #nextSeq = 0;
   /** Pending task ids per resource. */
   #byResource = new Map<string, Set<string>>();
   #queue = new Map<string, PendingTask>();
   #returned: PendingTask[] = [];
-  /** Highest create_revision ever appended to `#queue`. */
-  #queuedUpTo = -1n;
+  /** Order key of the last task appended to `#queue`. */
+  #queuedUpTo: { revision: bigint; seq: number } = { revision: -1n, seq: -1 };
   #owners = new Map<string, OwnerEntry>();
   /** Owned resources per session id. */
   #bySession = new Map<string, Set<string>>();
@@ -79,14 +83,17 @@ export class TaskIndex {
   /** Replace everything with a snapshot read at `revision`. Holds survive. */
   reset(tasks: readonly PendingTask[], owners: readonly OwnerEntry[], revision: bigint): void {
     this.#pending = new Map();
+    this.#seq = new Map();
     this.#byResource = new Map();
     this.#queue = new Map();
     this.#returned = [];
-    this.#queuedUpTo = -1n;
+    this.#queuedUpTo = { revision: -1n, seq: -1 };
     this.#owners = new Map();
     this.#bySession = new Map();
     for (const owner of owners) this.#setOwner(owner);
-    const sorted = [...tasks].sort((a, b) => (a.createRevision < b.createRevision ? -1 : 1));
+    const sorted = [...tasks].sort((a, b) =>
+      a.createRevision < b.createRevision ? -1 : a.createRevision > b.createRevision ? 1 : 0,
+    );
     for (const task of sorted) this.#addTask(task);
     this.#freedEarly.clear();
     this.#revision = revision;
@@ -195,10 +202,7 @@ export class TaskIndex {
       const fromQueue = q.done === true ? undefined : q.value;
       const fromReturned = this.#returned[r];
       let task: PendingTask;
-      if (
-        fromQueue !== undefined &&
-        (fromReturned === undefined || fromQueue.createRevision < fromReturned.createRevision)
-      ) {
+      if (fromQueue !== undefined && (fromReturned === undefined || this.#before(fromQueue, fromReturned))) {
         task = fromQueue;
         q = queue.next();
       } else if (fromReturned !== undefined) {
@@ -224,29 +228,33 @@ export class TaskIndex {
 
   #addTask(task: PendingTask): void {
     this.#pending.set(task.taskId, task);
+    const seq = this.#nextSeq++;
+    this.#seq.set(task.taskId, seq);
     let ids = this.#byResource.get(task.resource);
     if (ids === undefined) this.#byResource.set(task.resource, (ids = new Set()));
     ids.add(task.taskId);
     if (this.#owners.has(task.resource)) return;
     // New tasks arrive in create order, so appending keeps the queue sorted; anything older than
     // what was queued last (not expected) goes to the sorted returned list instead.
-    if (task.createRevision > this.#queuedUpTo) {
+    const last = this.#queuedUpTo;
+    if (task.createRevision > last.revision || (task.createRevision === last.revision && seq > last.seq)) {
       this.#queue.set(task.taskId, task);
-      this.#queuedUpTo = task.createRevision;
+      this.#queuedUpTo = { revision: task.createRevision, seq };
     } else {
       this.#insertReturned(task);
     }
   }
 
   #removeTask(task: PendingTask): void {
-    this.#pending.delete(task.taskId);
-    const ids = this.#byResource.get(task.resource);
-    ids?.delete(task.taskId);
-    if (ids?.size === 0) this.#byResource.delete(task.resource);
     if (!this.#queue.delete(task.taskId)) {
       const at = this.#returnedIndex(task);
       if (at >= 0) this.#returned.splice(at, 1);
     }
+    this.#pending.delete(task.taskId);
+    this.#seq.delete(task.taskId);
+    const ids = this.#byResource.get(task.resource);
+    ids?.delete(task.taskId);
+    if (ids?.size === 0) this.#byResource.delete(task.resource);
   }
 
   #setOwner(owner: OwnerEntry): void {
@@ -280,27 +288,32 @@ export class TaskIndex {
     }
   }
 
-  /** Position of `task` (by create_revision) in `#returned`, or -1. */
+  /** Does `a` come before `b` (create_revision, then arrival)? */
+  #before(a: PendingTask, b: PendingTask): boolean {
+    if (a.createRevision !== b.createRevision) return a.createRevision < b.createRevision;
+    return (this.#seq.get(a.taskId) ?? 0) < (this.#seq.get(b.taskId) ?? 0);
+  }
+
+  /** Position of `task` in `#returned`, or -1. */
   #returnedIndex(task: PendingTask): number {
-    const at = this.#lowerBound(task.createRevision);
-    const found = this.#returned[at];
-    return found?.taskId === task.taskId ? at : -1;
+    const at = this.#lowerBound(task);
+    return this.#returned[at]?.taskId === task.taskId ? at : -1;
   }
 
   #insertReturned(task: PendingTask): void {
-    const at = this.#lowerBound(task.createRevision);
+    const at = this.#lowerBound(task);
     if (this.#returned[at]?.taskId === task.taskId) return;
     this.#returned.splice(at, 0, task);
   }
 
-  /** First index in `#returned` whose create_revision is >= `revision`. */
-  #lowerBound(revision: bigint): number {
+  /** First index in `#returned` of a task not before `task`. */
+  #lowerBound(task: PendingTask): number {
     let lo = 0;
     let hi = this.#returned.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       const at = this.#returned[mid];
-      if (at !== undefined && at.createRevision < revision) lo = mid + 1;
+      if (at !== undefined && this.#before(at, task)) lo = mid + 1;
       else hi = mid;
     }
     return lo;
