@@ -48,6 +48,66 @@ interface Hold {
 }
 
 /**
+ * Free tasks that were blocked by an owner and freed again, sorted by (create_revision, arrival
+ * sequence). Removal is lazy (O(1): the entry is marked dead and skipped), so re-granting thousands
+ * of freed tasks costs no array shifting; dead entries are dropped from the front as selection
+ * passes them and compacted away when they outnumber the live ones.
+ */
+class ReturnedList {
+  #entries: { readonly taskId: string; readonly revision: bigint; readonly seq: number; readonly gen: number }[] = [];
+  #head = 0;
+  /** Live entries: task id -> generation of its entry. */
+  readonly #live = new Map<string, number>();
+  #gen = 0;
+
+  clear(): void {
+    this.#entries = [];
+    this.#head = 0;
+    this.#live.clear();
+  }
+
+  insert(taskId: string, revision: bigint, seq: number): void {
+    if (this.#live.has(taskId)) return;
+    const gen = ++this.#gen;
+    this.#live.set(taskId, gen);
+    let lo = this.#head;
+    let hi = this.#entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const at = this.#entries[mid];
+      if (at !== undefined && (at.revision < revision || (at.revision === revision && at.seq < seq))) lo = mid + 1;
+      else hi = mid;
+    }
+    this.#entries.splice(lo, 0, { taskId, revision, seq, gen });
+  }
+
+  remove(taskId: string): boolean {
+    if (!this.#live.delete(taskId)) return false;
+    if (this.#entries.length - this.#head > 64 && this.#live.size * 2 < this.#entries.length - this.#head) {
+      this.#entries = this.#entries.slice(this.#head).filter((e) => this.#live.get(e.taskId) === e.gen);
+      this.#head = 0;
+    }
+    return true;
+  }
+
+  /** Live entries in order, from position `from` (a cursor into the list); moves the head past dead ones. */
+  liveAt(
+    from: number,
+  ): { readonly taskId: string; readonly revision: bigint; readonly seq: number; next: number } | undefined {
+    let i = Math.max(from, this.#head);
+    for (; i < this.#entries.length; i += 1) {
+      const e = this.#entries[i];
+      if (e !== undefined && this.#live.get(e.taskId) === e.gen) {
+        return { taskId: e.taskId, revision: e.revision, seq: e.seq, next: i + 1 };
+      }
+      if (i === this.#head) this.#head += 1;
+    }
+    if (this.#live.size === 0) this.clear();
+    return undefined;
+  }
+}
+
+/**
  * Pending tasks are kept so that {@link TaskIndex.select} never walks past tasks whose resource is
  * owned (a queue with thousands of leased tasks at its head would otherwise cost a scan per
  * acquire): `#queue` holds the free tasks that were never blocked, in arrival order (tasks arrive
@@ -64,7 +124,7 @@ export class TaskIndex {
   /** Pending task ids per resource. */
   #byResource = new Map<string, Set<string>>();
   #queue = new Map<string, PendingTask>();
-  #returned: PendingTask[] = [];
+  readonly #returned = new ReturnedList();
   /** Order key of the last task appended to `#queue`. */
   #queuedUpTo: { revision: bigint; seq: number } = { revision: -1n, seq: -1 };
   #owners = new Map<string, OwnerEntry>();
@@ -86,7 +146,7 @@ export class TaskIndex {
     this.#seq = new Map();
     this.#byResource = new Map();
     this.#queue = new Map();
-    this.#returned = [];
+    this.#returned.clear();
     this.#queuedUpTo = { revision: -1n, seq: -1 };
     this.#owners = new Map();
     this.#bySession = new Map();
@@ -108,8 +168,6 @@ export class TaskIndex {
       // Same task, newer record: replace it where it sits.
       this.#pending.set(taskId, pending);
       if (this.#queue.has(taskId)) this.#queue.set(taskId, pending);
-      const at = this.#returnedIndex(known);
-      if (at >= 0) this.#returned[at] = pending;
       return;
     }
     if (pending !== undefined) this.#addTask(pending);
@@ -197,20 +255,20 @@ export class TaskIndex {
     const resources = new Set<string>();
     const queue = this.#queue.values();
     let q = queue.next();
-    let r = 0;
+    let r = this.#returned.liveAt(0);
     while (picked.length < limit) {
       const fromQueue = q.done === true ? undefined : q.value;
-      const fromReturned = this.#returned[r];
-      let task: PendingTask;
-      if (fromQueue !== undefined && (fromReturned === undefined || this.#before(fromQueue, fromReturned))) {
+      let task: PendingTask | undefined;
+      if (fromQueue !== undefined && (r === undefined || this.#before(fromQueue, r.revision, r.seq))) {
         task = fromQueue;
         q = queue.next();
-      } else if (fromReturned !== undefined) {
-        task = fromReturned;
-        r += 1;
+      } else if (r !== undefined) {
+        task = this.#pending.get(r.taskId);
+        r = this.#returned.liveAt(r.next);
       } else {
         break;
       }
+      if (task === undefined) continue;
       if (resources.has(task.resource) || this.isHeld(task.resource)) continue;
       resources.add(task.resource);
       picked.push(task);
@@ -246,10 +304,7 @@ export class TaskIndex {
   }
 
   #removeTask(task: PendingTask): void {
-    if (!this.#queue.delete(task.taskId)) {
-      const at = this.#returnedIndex(task);
-      if (at >= 0) this.#returned.splice(at, 1);
-    }
+    if (!this.#queue.delete(task.taskId)) this.#returned.remove(task.taskId);
     this.#pending.delete(task.taskId);
     this.#seq.delete(task.taskId);
     const ids = this.#byResource.get(task.resource);
@@ -267,10 +322,7 @@ export class TaskIndex {
     if (before !== undefined) return;
     // The resource's pending tasks are blocked now.
     for (const taskId of this.#byResource.get(owner.resource) ?? []) {
-      const task = this.#pending.get(taskId);
-      if (task === undefined || this.#queue.delete(taskId)) continue;
-      const at = this.#returnedIndex(task);
-      if (at >= 0) this.#returned.splice(at, 1);
+      if (!this.#queue.delete(taskId)) this.#returned.remove(taskId);
     }
   }
 
@@ -288,34 +340,13 @@ export class TaskIndex {
     }
   }
 
-  /** Does `a` come before `b` (create_revision, then arrival)? */
-  #before(a: PendingTask, b: PendingTask): boolean {
-    if (a.createRevision !== b.createRevision) return a.createRevision < b.createRevision;
-    return (this.#seq.get(a.taskId) ?? 0) < (this.#seq.get(b.taskId) ?? 0);
-  }
-
-  /** Position of `task` in `#returned`, or -1. */
-  #returnedIndex(task: PendingTask): number {
-    const at = this.#lowerBound(task);
-    return this.#returned[at]?.taskId === task.taskId ? at : -1;
+  /** Does `a` come before the task ordered (revision, seq)? */
+  #before(a: PendingTask, revision: bigint, seq: number): boolean {
+    if (a.createRevision !== revision) return a.createRevision < revision;
+    return (this.#seq.get(a.taskId) ?? 0) < seq;
   }
 
   #insertReturned(task: PendingTask): void {
-    const at = this.#lowerBound(task);
-    if (this.#returned[at]?.taskId === task.taskId) return;
-    this.#returned.splice(at, 0, task);
-  }
-
-  /** First index in `#returned` of a task not before `task`. */
-  #lowerBound(task: PendingTask): number {
-    let lo = 0;
-    let hi = this.#returned.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      const at = this.#returned[mid];
-      if (at !== undefined && this.#before(at, task)) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    this.#returned.insert(task.taskId, task.createRevision, this.#seq.get(task.taskId) ?? 0);
   }
 }
