@@ -9,9 +9,10 @@
  */
 import { startWorker, type Worker } from '@leasehold/worker';
 import { EtcdBaselines, type LoopResult } from './etcd-baselines.js';
-import type { Etcd } from './infra/etcd.js';
+import { compactEtcd, type Etcd } from './infra/etcd.js';
 import { Admin } from './infra/raw-worker.js';
 import { startStack } from './infra/stack.js';
+import { CpuPerOp } from './infra/proc.js';
 import { interleave, mean, ratioRow, type BenchRow } from './report.js';
 
 export interface CycleOptions {
@@ -91,13 +92,17 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
       await Promise.all(workers.map((w) => w.stop(2_000)));
       return { ops: completed, errors, seconds: o.seconds, perSecond: completed / o.seconds };
     };
+    const perOp = { cycle: new CpuPerOp(), rawTxn: new CpuPerOp() };
+    const pids = { etcd: o.etcd.pid, coordinator: stack.coordinator.pid, sink: stack.sink.pid };
     const results = await interleave(
       o.rounds,
       {
-        cycle: cycleRound,
-        rawTxn: () => baselines.rawTxn(workerCount * slots, o.seconds),
+        cycle: (round) => perOp.cycle.measure(pids, () => cycleRound(round)),
+        rawTxn: () =>
+          perOp.rawTxn.measure({ etcd: o.etcd.pid }, () => baselines.rawTxn(workerCount * slots, o.seconds)),
       },
       o.log,
+      () => compactEtcd(o.etcd),
     );
     const cycles = mean(results.cycle.map((r) => r.perSecond));
     const raw = mean(results.rawTxn.map((r) => r.perSecond));
@@ -109,7 +114,10 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
         baseline: raw / 3,
         baselineName: `raw etcd3 txn/s ÷ 3, ${workerCount * slots} in flight`,
         target: 1.0,
-        note: `refused or lost during measurement: ${results.cycle.reduce((a, r) => a + r.errors, 0)}`,
+        note:
+          `refused or lost during measurement: ${results.cycle.reduce((a, r) => a + r.errors, 0)}; ` +
+          `CPU µs per cycle (SDK workers and submitters are the clients; worker start/stop included): ` +
+          `${perOp.cycle.describe()}; per raw txn: ${perOp.rawTxn.describe()}`,
       }),
     ];
   } finally {

@@ -16,7 +16,7 @@
 import { cpuMs, CpuPerOp } from './infra/proc.js';
 import { Admin, isGrant, pool, RawWorker, type GrantFrame } from './infra/raw-worker.js';
 import { startStack } from './infra/stack.js';
-import type { Etcd } from './infra/etcd.js';
+import { compactEtcd, type Etcd } from './infra/etcd.js';
 import { EtcdBaselines, runLanes, type LoopResult } from './etcd-baselines.js';
 import { interleave, mean, percentile, ratioRow, limitRow, type BenchRow } from './report.js';
 
@@ -117,6 +117,7 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
         lock: () => baselines.lock(lanes, o.seconds),
       },
       o.log,
+      () => compactEtcd(o.etcd),
     );
     const rate = (rs: readonly LoopResult[]) => mean(rs.map((r) => r.perSecond));
     const grants = rate(results.grants);

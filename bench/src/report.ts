@@ -96,11 +96,13 @@ export function formatTable(rows: readonly BenchRow[]): string {
 /**
  * Measure a figure and its baselines in `rounds` interleaved rounds (A, B, C, A, B, C, ...), so a
  * load swing on a shared machine hits every side alike; returns each side's per-round results.
+ * `between` runs after every side's round (not measured), e.g. to compact etcd.
  */
 export async function interleave<K extends string, T>(
   rounds: number,
   sides: Readonly<Record<K, (round: number) => Promise<T>>>,
   log: (line: string) => void,
+  between?: () => Promise<void>,
 ): Promise<Record<K, T[]>> {
   const keys = Object.keys(sides) as K[];
   const out = Object.fromEntries(keys.map((k) => [k, [] as T[]])) as Record<K, T[]>;
@@ -109,6 +111,7 @@ export async function interleave<K extends string, T>(
       const value = await sides[k](r);
       out[k].push(value);
       log(`round ${r}/${rounds} ${k}: ${JSON.stringify(value)}`);
+      await between?.();
     }
   }
   return out;
