@@ -13,7 +13,7 @@
  *     released — vs etcd3's Lock acquire + release of a fresh key (target >= 3x).
  * Same 64-way concurrency, same etcd, interleaved round by round.
  */
-import { cpuMs, CpuPerOp } from './infra/proc.js';
+import { cpuMs, CpuPerOp, waitIdle } from './infra/proc.js';
 import { Admin, isGrant, pool, RawWorker, type GrantFrame } from './infra/raw-worker.js';
 import { startStack } from './infra/stack.js';
 import { compactEtcd, type Etcd } from './infra/etcd.js';
@@ -47,6 +47,8 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
       const refused = await admin.submitBatch(tasks.slice(i * 1000, (i + 1) * 1000));
       if (refused > 0) throw new Error(`${refused} tasks refused`);
     });
+    // The coordinator indexes the pool from its watch: let it finish before anything is measured.
+    await waitIdle(stack.coordinator.pid);
     for (let i = 0; i < lanes; i += 1) {
       const w = await RawWorker.open(stack.coordinator.url, stack.keys.workerKey, `grant-${i}`);
       w.startHeartbeats(2_000);

@@ -86,3 +86,13 @@ export class CpuPerOp {
     return `${parts.join(', ')}, total ${Math.round(total)}`;
   }
 }
+
+/** Wait (up to `maxMs`) until `pid` uses under 10 % of a core over a 200 ms window. */
+export async function waitIdle(pid: number, maxMs = 10_000): Promise<void> {
+  const until = performance.now() + maxMs;
+  while (performance.now() < until) {
+    const before = cpuMs(pid) ?? 0;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    if ((cpuMs(pid) ?? 0) - before < 20) return;
+  }
+}
