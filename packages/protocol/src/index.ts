@@ -61,3 +61,4 @@ export { collectOptions, formatOptionsHelp, wantsHelp, deepFreeze, splitList } f
 export type { OptionSpec, OptionTable } from './config-options.js';
 export { createKeyRing, parseBearer } from './bearer.js';
 export type { KeyRing } from './bearer.js';
+export { fastWorkerMessage, isIdText, isTokenText, isIncarnationText } from './messages/fast-decode.js';

@@ -9,6 +9,7 @@
  * - Each refused frame counts; at `maxBadFrames` the connection is closed with 1008.
  */
 import {
+  fastWorkerMessage,
   isCompatibleProtocolVersion,
   MIN_PROTOCOL_VERSION,
   PROTOCOL_VERSION,
@@ -54,6 +55,9 @@ export function decodeWorkerFrame(text: string, byteLength: number, maxPayloadBy
   } catch {
     return { ok: false, error: errorFrame('INVALID_MESSAGE', 'frame is not JSON') };
   }
+  // The hot frames (acquire, release, complete, heartbeat) when certainly valid, without zod.
+  const fast = fastWorkerMessage(raw);
+  if (fast !== undefined) return { ok: true, message: fast };
   const inReplyTo = idOf(raw);
   const type = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>).type : undefined;
   if (typeof type !== 'string' || !(WORKER_MESSAGE_TYPES as readonly string[]).includes(type)) {

@@ -5,7 +5,8 @@
  * the problem, so refusals keep their codes and messages. `write-body.test.ts` checks the subset
  * property against the schema (tables of bad values and generated bodies).
  *
- * The rules, from @leasehold/protocol (`ids.ts`, `token.ts`, `messages/sink.ts`):
+ * The rules, from @leasehold/protocol (`ids.ts`, `token.ts`, `messages/sink.ts`; the id, token and
+ * incarnation predicates are the protocol's own, shared with the coordinator's frame decoder):
  *   exactly the keys resource, token, resultId, workerId, incarnation, capability, payload
  *   resource, resultId, workerId  1-200 chars of [A-Za-z0-9._:/@-], not starting with /, no // or ..
  *   token                         positive decimal, no leading zeros, <= int64 max
@@ -13,7 +14,7 @@
  *   capability                    1-512 chars
  *   payload                       any JSON value (checked while canonicalizing, by the caller)
  */
-import { ID_MAX_LENGTH, INT64_MAX } from '@leasehold/protocol';
+import { isIdText as isId, isIncarnationText, isTokenText as isToken } from '@leasehold/protocol';
 
 export interface WriteHead {
   readonly resource: string;
@@ -26,28 +27,7 @@ export interface WriteHead {
 }
 
 const WRITE_KEYS = 7;
-const ID_PATTERN = /^[A-Za-z0-9._:@-][A-Za-z0-9._:/@-]*$/;
-const TOKEN_PATTERN = /^[1-9][0-9]{0,18}$/;
-const INT64_MAX_TEXT = INT64_MAX.toString(10);
-const INCARNATION_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 const CAPABILITY_MAX_LENGTH = 512;
-
-function isId(value: unknown): value is string {
-  return (
-    typeof value === 'string' &&
-    value.length >= 1 &&
-    value.length <= ID_MAX_LENGTH &&
-    ID_PATTERN.test(value) &&
-    !value.includes('//') &&
-    !value.includes('..')
-  );
-}
-
-function isToken(value: unknown): value is string {
-  if (typeof value !== 'string' || !TOKEN_PATTERN.test(value)) return false;
-  // Same length, no leading zeros: lexical order is numeric order.
-  return value.length < INT64_MAX_TEXT.length || value <= INT64_MAX_TEXT;
-}
 
 /**
  * `body` as a {@link WriteHead} when it is certainly a valid write request apart from its payload
@@ -60,8 +40,7 @@ export function checkWriteHead(body: Record<string, unknown>): WriteHead | undef
     !isToken(token) ||
     !isId(resultId) ||
     !isId(workerId) ||
-    typeof incarnation !== 'string' ||
-    !INCARNATION_PATTERN.test(incarnation) ||
+    !isIncarnationText(incarnation) ||
     typeof capability !== 'string' ||
     capability.length < 1 ||
     capability.length > CAPABILITY_MAX_LENGTH ||
