@@ -293,10 +293,12 @@ export class GrantService {
     session.granted.set(grant.resource, { token: grant.token, requestId: msg.requestId });
     ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
     ctx.metrics.grantLatency.observe((ctx.clock.nowMs() - receivedAtMs) / 1_000);
-    ctx.log.debug(
-      { sessionId: session.sessionId, resource: grant.resource, token: grant.token.toString(), replay: !fresh },
-      'lease granted',
-    );
+    if (ctx.log.isLevelEnabled('debug')) {
+      ctx.log.debug(
+        { sessionId: session.sessionId, resource: grant.resource, token: grant.token.toString(), replay: !fresh },
+        'lease granted',
+      );
+    }
     return {
       type: 'lease.granted',
       inReplyTo: msg.id,

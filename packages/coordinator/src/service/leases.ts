@@ -110,10 +110,12 @@ export class LeaseService {
         });
         if (fast.ok) {
           forgetGrant(session, msg.resource, token);
-          this.#ctx.log.debug(
-            { sessionId: session.sessionId, resource: msg.resource, token: msg.token },
-            'task completed',
-          );
+          if (this.#ctx.log.isLevelEnabled('debug')) {
+            this.#ctx.log.debug(
+              { sessionId: session.sessionId, resource: msg.resource, token: msg.token },
+              'task completed',
+            );
+          }
           return done;
         }
       }

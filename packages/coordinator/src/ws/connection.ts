@@ -66,7 +66,8 @@ export class WorkerConnection implements WorkerChannel {
 
   send(message: CoordinatorMessage): boolean {
     if (!this.isOpen) return false;
-    this.#log.debug({ type: message.type }, 'send');
+    // Per frame: no log object is built unless debug is on (allocation per frame shows up in GC).
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ type: message.type }, 'send');
     this.#socket.send(JSON.stringify(message));
     return true;
   }
@@ -146,7 +147,7 @@ export class WorkerConnection implements WorkerChannel {
     const session = this.#session;
     if (session === undefined) return;
     const receivedAtMs = this.#deps.clock.nowMs();
-    this.#log.debug({ type: message.type }, 'received');
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ type: message.type }, 'received');
     const reply = (p: Promise<CoordinatorMessage>): void => {
       p.then(
         (m) => this.send(m),
