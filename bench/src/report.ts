@@ -39,7 +39,11 @@ export function ratioRow(args: {
     unit: args.unit,
     baseline: round(args.baseline, digits),
     baselineName: args.baselineName,
-    ratio: round(ratio, 2),
+    // Two decimals, or three when two would round a miss up to its target (0.997 is not 1.00).
+    ratio:
+      args.target !== undefined && ratio < args.target && round(ratio, 2) >= args.target
+        ? Math.floor(ratio * 1000) / 1000
+        : round(ratio, 2),
     target: args.target ?? null,
     ...(args.target === undefined ? {} : { targetKind: '>=' as const }),
     met: args.target === undefined ? null : ratio >= args.target,
