@@ -173,8 +173,9 @@ export class LeaseService {
 
   /**
    * The request id of `session`'s grant `token` on `resource` (it names the grant's holding key):
-   * from the grants sent to the session, else the watch-fed index, else read from the owner key; undefined when the session does not
-   * hold that token. Only a hint: the release txn compares the owner and holding keys.
+   * from the grants sent to the session, else the watch-fed index, else read from the owner key;
+   * undefined when the session does not hold that token. Only a hint: the release txn compares the
+   * owner and holding keys.
    */
   async #heldRequestId(session: LocalSession, resource: string, token: bigint): Promise<string | undefined> {
     const sent = session.granted.get(resource);
