@@ -5,10 +5,11 @@
  * covers only the families the index and the reactions use — `owners/`, `sessions/`, `tasks/`
  * (adjacent in key order, see keys.ts) — and asks for no previous values: whose owner key a delete
  * removed comes from the index itself, which holds every owner key up to the revision it has
- * applied (etcd would otherwise read the previous value of every event from its backend). etcd3
- * resumes a dropped stream from the last revision it delivered by itself; if the watch is cancelled (compaction: the revision
- * it needs is gone) or errors, the feed rebuilds: a fresh range read, then a new watch from that
- * revision + 1. Nothing here throws into the void: failures are logged, `ready` goes false, and a
+ * applied (etcd would otherwise read the previous value of every event from its backend).
+ *
+ * etcd3 resumes a dropped stream from the last revision it delivered by itself; if the watch is
+ * cancelled (compaction: the revision it needs is gone) or errors, the feed rebuilds: a fresh
+ * range read, then a new watch from that revision + 1. Nothing here throws into the void: failures are logged, `ready` goes false, and a
  * rebuild is scheduled with backoff.
  */
 import type { Etcd3, IKeyValue, IWatchResponse, Watcher } from 'etcd3';
