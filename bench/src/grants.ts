@@ -61,6 +61,16 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
     const perOp = { grants: new CpuPerOp(), rawTxn: new CpuPerOp() };
     const pids = { etcd: o.etcd.pid, coordinator: stack.coordinator.pid, sink: stack.sink.pid };
     let none = 0;
+    /** One acquire; the grant, or undefined (a `lease.none` is counted and backed off). */
+    const acquire = async (w: RawWorker, requestId: string): Promise<GrantFrame | undefined> => {
+      const reply = await w.acquire(requestId);
+      if (isGrant(reply)) return reply;
+      if (reply.type === 'lease.none') {
+        none += 1;
+        await sleep(2);
+      }
+      return undefined;
+    };
     const heldRound = async (round: number): Promise<LoopResult> => {
       const held: GrantFrame[][] = workers.map(() => []);
       const cpu0 = cpuMs(stack.coordinator.pid) ?? 0;
@@ -69,15 +79,9 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
         const w = workers[lane];
         if (w === undefined) return false;
         const sentAt = performance.now();
-        const reply = await w.acquire(`h${round}-${n}`);
-        if (!isGrant(reply)) {
-          if (reply.type === 'lease.none') {
-            none += 1;
-            await sleep(2);
-          }
-          return false;
-        }
-        held[lane]?.push(reply);
+        const grant = await acquire(w, `h${round}-${n}`);
+        if (grant === undefined) return false;
+        held[lane]?.push(grant);
         if ((n & 3) === 0) latencies.push(performance.now() - sentAt);
         return true;
       });
@@ -93,23 +97,13 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
       );
       return res;
     };
-    const cycleRound = async (round: number): Promise<LoopResult> => {
-      const res = await runLanes(lanes, o.seconds, 1, async (lane, n) => {
+    const cycleRound = (round: number): Promise<LoopResult> =>
+      runLanes(lanes, o.seconds, 1, async (lane, n) => {
         const w = workers[lane];
-        if (w === undefined) return false;
-        const reply = await w.acquire(`g${round}-${n}`);
-        if (!isGrant(reply)) {
-          if (reply.type === 'lease.none') {
-            none += 1;
-            await sleep(2);
-          }
-          return false;
-        }
-        const released = await w.release(reply);
-        return released.type === 'lease.released';
+        const grant = w === undefined ? undefined : await acquire(w, `g${round}-${n}`);
+        if (w === undefined || grant === undefined) return false;
+        return (await w.release(grant)).type === 'lease.released';
       });
-      return res;
-    };
     const results = await interleave(
       o.rounds,
       {

@@ -53,9 +53,20 @@ export async function adoptSession(
     readonly record: SessionRecord;
   },
 ): Promise<SessionWriteResult> {
+  return rewriteSession(kv, keys, 'adoptSession', args.seenModRevision, args);
+}
+
+/** adoptSession and closeSession: compare the session key's mod_revision, rewrite it on its lease. */
+async function rewriteSession(
+  kv: Kv,
+  keys: KeyLayout,
+  name: string,
+  expectedModRevision: bigint,
+  args: { readonly sessionId: string; readonly leaseId: string; readonly record: SessionRecord },
+): Promise<SessionWriteResult> {
   const key = keys.session(args.sessionId);
-  const res = await kv.txn('adoptSession', {
-    compare: [cmp.modifiedAt(key, args.seenModRevision)],
+  const res = await kv.txn(name, {
+    compare: [cmp.modifiedAt(key, expectedModRevision)],
     success: [op.put(key, encodeRecord(args.record), args.leaseId)],
     failure: [op.get(key)],
   });
@@ -145,11 +156,8 @@ export async function closeSession(
     readonly record: SessionRecord;
   },
 ): Promise<SessionWriteResult> {
-  const key = keys.session(args.sessionId);
-  const res = await kv.txn('closeSession', {
-    compare: [cmp.modifiedAt(key, args.knownModRevision)],
-    success: [op.put(key, encodeRecord({ ...args.record, ending: true }), args.leaseId)],
-    failure: [op.get(key)],
+  return rewriteSession(kv, keys, 'closeSession', args.knownModRevision, {
+    ...args,
+    record: { ...args.record, ending: true },
   });
-  return res.succeeded ? { ok: true, modRevision: res.revision } : { ok: false, current: firstKv(res, 0) };
 }
