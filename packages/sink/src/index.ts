@@ -33,12 +33,3 @@ export { buildHttpApp } from './http/app.js';
 export type { HttpAppOptions } from './http/app.js';
 
 export * from './client/index.js';
-export type {
-  SinkClientOptions,
-  AdvanceResult,
-  WriteResult,
-  WriteArgs,
-  ClientStoredResult,
-  ClientResourceView,
-  SinkHealth,
-} from './client/sink-client.js';
