@@ -14,6 +14,7 @@ const resolve = {
     { find: /^@leasehold\/sink\/client$/, replacement: src('sink/src/client/index.ts') },
     { find: /^@leasehold\/coordinator$/, replacement: src('coordinator/src/index.ts') },
     { find: /^@leasehold\/worker$/, replacement: src('worker/src/index.ts') },
+    { find: /^@leasehold\/devkit$/, replacement: src('devkit/src/index.ts') },
   ],
 };
 

@@ -60,5 +60,6 @@ export { JSON_SCHEMA_SOURCES, generateJsonSchemas } from './json-schemas.js';
 export { collectOptions, formatOptionsHelp, wantsHelp, deepFreeze, splitList } from './config-options.js';
 export type { OptionSpec, OptionTable } from './config-options.js';
 export { createKeyRing, parseBearer } from './bearer.js';
+export { normalizePath, RouteCredential } from './http-path.js';
 export type { KeyRing } from './bearer.js';
 export { fastWorkerMessage, isIdText, isTokenText, isIncarnationText } from './messages/fast-decode.js';

@@ -19,6 +19,7 @@ import { z } from 'zod';
 import { errorFrame } from '../core/replies.js';
 import type { TaskService } from '../service/tasks.js';
 import { sendError } from './replies.js';
+import { Credential } from './route-auth.js';
 
 const SubmitSchema = z.strictObject({ taskId: TaskIdSchema, resource: ResourceIdSchema, payload: JsonValueSchema });
 export const MAX_BATCH_SUBMIT = 1_000;
@@ -34,8 +35,13 @@ function describe(error: z.ZodError): string {
   return first === undefined ? 'invalid input' : `${first.path.join('.') || '(root)'}: ${first.message}`;
 }
 
-export function registerTaskRoutes(app: FastifyInstance, tasks: TaskService): void {
-  app.post('/v1/tasks', async (req, reply) => {
+/** What the admin routes need of the task service. */
+export type TaskApi = Pick<TaskService, 'submit' | 'submitMany' | 'get' | 'list' | 'cancel' | 'resource'>;
+
+const admin = { config: { credential: Credential.ADMIN } };
+
+export function registerTaskRoutes(app: FastifyInstance, tasks: TaskApi): void {
+  app.post('/v1/tasks', admin, async (req, reply) => {
     const body = SubmitSchema.safeParse(req.body);
     if (!body.success) return sendError(reply, 'INVALID_MESSAGE', describe(body.error));
     const res = await tasks.submit(body.data);
@@ -43,7 +49,7 @@ export function registerTaskRoutes(app: FastifyInstance, tasks: TaskService): vo
     return reply.code(res.created ? 201 : 200).send(res.task);
   });
 
-  app.post('/v1/tasks/batch', async (req, reply) => {
+  app.post('/v1/tasks/batch', admin, async (req, reply) => {
     const body = SubmitBatchSchema.safeParse(req.body);
     if (!body.success) return sendError(reply, 'INVALID_MESSAGE', describe(body.error));
     const outcomes = await tasks.submitMany(body.data.tasks);
@@ -57,28 +63,28 @@ export function registerTaskRoutes(app: FastifyInstance, tasks: TaskService): vo
     });
   });
 
-  app.get('/v1/tasks', async (req, reply) => {
+  app.get('/v1/tasks', admin, async (req, reply) => {
     const query = ListQuerySchema.safeParse(req.query);
     if (!query.success) return sendError(reply, 'INVALID_MESSAGE', describe(query.error));
     const { state, limit, after } = query.data;
     return tasks.list({ limit, ...(state === undefined ? {} : { state }), ...(after === undefined ? {} : { after }) });
   });
 
-  app.get<{ Params: { taskId: string } }>('/v1/tasks/:taskId', async (req, reply) => {
+  app.get<{ Params: { taskId: string } }>('/v1/tasks/:taskId', admin, async (req, reply) => {
     const id = TaskIdSchema.safeParse(req.params.taskId);
     if (!id.success) return sendError(reply, 'INVALID_MESSAGE', describe(id.error));
     const task = await tasks.get(id.data);
     return task === undefined ? sendError(reply, 'NOT_FOUND', `no task ${id.data}`) : task;
   });
 
-  app.delete<{ Params: { taskId: string } }>('/v1/tasks/:taskId', async (req, reply) => {
+  app.delete<{ Params: { taskId: string } }>('/v1/tasks/:taskId', admin, async (req, reply) => {
     const id = TaskIdSchema.safeParse(req.params.taskId);
     if (!id.success) return sendError(reply, 'INVALID_MESSAGE', describe(id.error));
     const res = await tasks.cancel(id.data);
     return res.ok ? res.task : sendError(reply, res.code, res.message);
   });
 
-  app.get<{ Params: { resource: string } }>('/v1/resources/:resource', async (req, reply) => {
+  app.get<{ Params: { resource: string } }>('/v1/resources/:resource', admin, async (req, reply) => {
     const id = ResourceIdSchema.safeParse(req.params.resource);
     if (!id.success) return sendError(reply, 'INVALID_MESSAGE', describe(id.error));
     return tasks.resource(id.data);

@@ -3,19 +3,20 @@
  * (`/healthz`, `/readyz`, `/metrics`, unauthenticated). Every error body is the protocol's
  * ErrorMessage with the HTTP status of its code (400/401/404/409/413/503).
  */
+import { normalizePath } from '@leasehold/protocol';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { LeaseholdError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
-import type { TaskService } from '../service/tasks.js';
 import { bearerCheck } from './auth.js';
 import { sendError } from './replies.js';
-import { registerTaskRoutes } from './routes-tasks.js';
+import { Credential, installRouteAuth } from './route-auth.js';
+import { registerTaskRoutes, type TaskApi } from './routes-tasks.js';
 
 export interface HttpOptions {
   readonly adminKeys: readonly string[];
   readonly maxPayloadBytes: number;
-  readonly tasks: TaskService;
+  readonly tasks: TaskApi;
   readonly metrics: Metrics;
   readonly log: Logger;
   /** Readiness checks by name: etcd, sink, index. */
@@ -27,6 +28,9 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
     logger: false,
     bodyLimit: options.maxPayloadBytes,
     return503OnClosing: true,
+    // Route on the canonical path (dot segments, doubled slashes), static parts case-insensitive.
+    rewriteUrl: (req) => normalizePath(req.url ?? '/'),
+    routerOptions: { caseSensitive: false, maxParamLength: 1_000 },
   });
 
   app.setErrorHandler((err: { code?: string; statusCode?: number; message: string }, _req, reply) => {
@@ -41,20 +45,16 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
   app.setNotFoundHandler((req, reply) => sendError(reply, 'NOT_FOUND', `no route ${req.method} ${req.url}`));
 
   const isAdmin = bearerCheck(options.adminKeys);
-  app.addHook('onRequest', async (req, reply) => {
-    if (!req.url.startsWith('/v1/')) return;
-    if (!isAdmin(req.headers.authorization)) {
-      await sendError(reply, 'UNAUTHENTICATED', 'missing or wrong admin key');
-    }
-  });
+  installRouteAuth(app, { checks: { admin: (req) => isAdmin(req.headers.authorization) }, log: options.log });
 
-  app.get('/healthz', () => ({ status: 'ok' }));
-  app.get('/readyz', async (_req, reply) => {
+  const open = { config: { credential: Credential.NONE } };
+  app.get('/healthz', open, () => ({ status: 'ok' }));
+  app.get('/readyz', open, async (_req, reply) => {
     const checks = await options.readiness();
     const ready = Object.values(checks).every(Boolean);
     return reply.code(ready ? 200 : 503).send({ ready, checks });
   });
-  app.get('/metrics', async (_req, reply) => {
+  app.get('/metrics', open, async (_req, reply) => {
     const body = await options.metrics.registry.metrics();
     return reply.header('content-type', options.metrics.registry.contentType).send(body);
   });

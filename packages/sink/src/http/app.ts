@@ -7,7 +7,7 @@
  *   - /healthz, /readyz, /metrics: open (bind to loopback or firewall them)
  */
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import type { CapabilityKey } from '@leasehold/protocol';
+import { normalizePath, type CapabilityKey } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
@@ -16,6 +16,7 @@ import { installErrorHandling, onClientError, onFrameworkError, sendError } from
 import { registerFenceRoutes } from './routes-fences.js';
 import { registerReadRoutes } from './routes-read.js';
 import { registerWriteRoutes } from './routes-writes.js';
+import { Credential, installRouteAuth } from './route-auth.js';
 
 export interface HttpAppOptions {
   readonly service: FencedService;
@@ -38,14 +39,17 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     keepAliveTimeout: 72_000,
-    routerOptions: { maxParamLength: 1000 },
+    // Route on the canonical path (dot segments, doubled slashes), static parts case-insensitive;
+    // auth comes from the matched route (route-auth.ts), never from the URL text.
+    rewriteUrl: (req) => normalizePath(req.url ?? '/'),
+    routerOptions: { maxParamLength: 1000, caseSensitive: false },
     frameworkErrors: onFrameworkError,
     clientErrorHandler: onClientError,
   }) as unknown as FastifyInstance;
   installErrorHandling(app);
 
   app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    if (options.isClosing() && !request.url.startsWith('/healthz')) {
+    if (options.isClosing() && request.routeOptions.url !== '/healthz') {
       void reply.header('connection', 'close');
       void sendError(reply, 'SHUTTING_DOWN', 'the sink is shutting down');
       return;
@@ -53,20 +57,23 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     done();
   });
 
-  const coordinatorRing = createKeyRing(options.coordinatorKeys);
-  const readRing = createKeyRing([...options.coordinatorKeys, ...options.readKeys]);
-  const readOnlyRing = createKeyRing(options.readKeys);
-  registerFenceRoutes(app, { service, coordinatorRing, readOnlyRing });
+  installRouteAuth(app, {
+    coordinator: createKeyRing(options.coordinatorKeys),
+    read: createKeyRing([...options.coordinatorKeys, ...options.readKeys]),
+    readOnly: createKeyRing(options.readKeys),
+  });
+  registerFenceRoutes(app, { service });
   registerWriteRoutes(app, { service, capabilityKeys: options.capabilityKeys, metrics });
-  registerReadRoutes(app, { service, readRing });
+  registerReadRoutes(app, { service });
 
-  app.get('/healthz', (_request, reply) => reply.send({ status: 'ok' }));
-  app.get('/readyz', (_request, reply) => {
+  const open = { config: { credential: Credential.NONE } };
+  app.get('/healthz', open, (_request, reply) => reply.send({ status: 'ok' }));
+  app.get('/readyz', open, (_request, reply) => {
     if (options.isClosing() || service.closing) return sendError(reply, 'SHUTTING_DOWN', 'shutting down');
     if (!service.store.isOpen()) return sendError(reply, 'UNAVAILABLE', 'store is closed');
     return reply.send({ status: 'ready' });
   });
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', open, async (_request, reply) => {
     const text = await metrics.registry.metrics();
     return reply.header('content-type', metrics.registry.contentType).send(text);
   });

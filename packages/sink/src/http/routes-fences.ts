@@ -17,21 +17,19 @@ import {
 } from '@leasehold/protocol';
 import type { FastifyInstance } from 'fastify';
 import type { FencedService } from '../service/fenced-service.js';
-import { authenticate, type KeyRing } from './auth.js';
 import { describeIssues, sendError } from './replies.js';
+import { Credential } from './route-auth.js';
 
 export interface FenceRoutesOptions {
   readonly service: FencedService;
-  readonly coordinatorRing: KeyRing;
-  /** Read-only keys: refused with 403 instead of 401. */
-  readonly readOnlyRing: KeyRing;
 }
 
-export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOptions): void {
-  const { service, coordinatorRing, readOnlyRing } = options;
+const coordinatorOnly = { config: { credential: Credential.COORDINATOR } };
 
-  app.post('/v1/fences/advance', async (request, reply) => {
-    if (!authenticate(request, reply, coordinatorRing, readOnlyRing)) return reply;
+export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOptions): void {
+  const { service } = options;
+
+  app.post('/v1/fences/advance', coordinatorOnly, async (request, reply) => {
     const parsed = AdvanceRequestSchema.safeParse(request.body);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
     const { resource, token } = parsed.data;
@@ -43,8 +41,7 @@ export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOp
     return reply.send(body);
   });
 
-  app.post('/v1/fences/advance-batch', async (request, reply) => {
-    if (!authenticate(request, reply, coordinatorRing, readOnlyRing)) return reply;
+  app.post('/v1/fences/advance-batch', coordinatorOnly, async (request, reply) => {
     const parsed = AdvanceBatchRequestSchema.safeParse(request.body);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
     const items = parsed.data.items.map((i) => ({ resource: i.resource, token: parseToken(i.token) }));

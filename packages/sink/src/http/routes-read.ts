@@ -19,13 +19,14 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { FencedService } from '../service/fenced-service.js';
 import type { DecisionRow, StoredResultRow } from '../store/port.js';
-import { authenticate, type KeyRing } from './auth.js';
 import { describeIssues, sendError } from './replies.js';
+import { Credential } from './route-auth.js';
 
 export interface ReadRoutesOptions {
   readonly service: FencedService;
-  readonly readRing: KeyRing;
 }
+
+const reader = { config: { credential: Credential.READ } };
 
 export const DECISION_PAGE_MAX = 1000;
 
@@ -43,10 +44,9 @@ const ResourceParamsSchema = z.object({ resource: ResourceIdSchema });
 const ResultParamsSchema = z.object({ resource: ResourceIdSchema, resultId: ResultIdSchema });
 
 export function registerReadRoutes(app: FastifyInstance, options: ReadRoutesOptions): void {
-  const { service, readRing } = options;
+  const { service } = options;
 
-  app.get('/v1/resources/:resource', async (request, reply) => {
-    if (!authenticate(request, reply, readRing)) return reply;
+  app.get('/v1/resources/:resource', reader, async (request, reply) => {
     const parsed = ResourceParamsSchema.safeParse(request.params);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
     const rows = await service.resource(parsed.data.resource);
@@ -58,8 +58,7 @@ export function registerReadRoutes(app: FastifyInstance, options: ReadRoutesOpti
     return reply.send(body);
   });
 
-  app.get('/v1/resources/:resource/results/:resultId', async (request, reply) => {
-    if (!authenticate(request, reply, readRing)) return reply;
+  app.get('/v1/resources/:resource/results/:resultId', reader, async (request, reply) => {
     const parsed = ResultParamsSchema.safeParse(request.params);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
     const row = await service.result(parsed.data.resource, parsed.data.resultId);
@@ -67,8 +66,7 @@ export function registerReadRoutes(app: FastifyInstance, options: ReadRoutesOpti
     return reply.send(toStoredResult(row));
   });
 
-  app.get('/v1/decisions', async (request, reply) => {
-    if (!authenticate(request, reply, readRing)) return reply;
+  app.get('/v1/decisions', reader, async (request, reply) => {
     const parsed = DecisionsQuerySchema.safeParse(request.query);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
     const page = await service.decisions(parsed.data.after, parsed.data.limit);

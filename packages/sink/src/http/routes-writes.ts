@@ -30,6 +30,7 @@ import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
 import { CapabilityVerifier } from './capability-cache.js';
 import { describeIssues, sendError } from './replies.js';
+import { Credential } from './route-auth.js';
 import { checkWriteHead, type WriteHead } from './write-body.js';
 
 export interface WriteRoutesOptions {
@@ -65,7 +66,7 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
   const { service, metrics } = options;
   const capabilities = new CapabilityVerifier(options.capabilityKeys, options.capabilityCacheEntries);
 
-  app.post('/v1/writes', async (request, reply) => {
+  app.post('/v1/writes', { config: { credential: Credential.CAPABILITY } }, async (request, reply) => {
     const body: unknown = request.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       return sendError(reply, 'INVALID_MESSAGE', 'body must be a JSON object');

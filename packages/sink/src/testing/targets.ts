@@ -68,6 +68,25 @@ export async function openInjectSink(
   };
 }
 
+/** A sink (SQLite in a temp dir) listening on a free loopback port; for raw-socket tests. */
+export async function openListeningSink(
+  overrides: Parameters<typeof testOptions>[1] = {},
+): Promise<{ sink: Sink; port: number; cleanup: () => Promise<void> }> {
+  const dir = tempDir();
+  const sink = await createSink(testOptions(dir.file('sink.db'), overrides), {
+    processMetrics: false,
+    logger: pino({ level: 'silent' }),
+  });
+  return {
+    sink,
+    port: sink.address?.port ?? 0,
+    cleanup: async () => {
+      await sink.close();
+      dir.remove();
+    },
+  };
+}
+
 function fromWireDecision(d: Decision): ContractDecision {
   return {
     seq: d.seq,

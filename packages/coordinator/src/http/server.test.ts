@@ -1,0 +1,187 @@
+/**
+ * The admin HTTP surface's auth comes from the route table. These tests talk raw HTTP over a real
+ * socket (so the exact bytes of the request line reach the server, as an attacker would send them)
+ * to the real fastify server with a recording task service: a refused request must do no work.
+ */
+import { rawJson } from '@leasehold/devkit';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
+import { Metrics } from '../metrics.js';
+import { installRouteAuth, routeTable } from './route-auth.js';
+import type { TaskApi } from './routes-tasks.js';
+import { createHttpServer } from './server.js';
+
+const ADMIN_KEY = 'admin-key-0123456789abcdef';
+const calls: string[] = [];
+
+const view = (taskId: string) => ({ taskId, resource: 'r', payload: 1, state: 'pending', attempts: 0 }) as const;
+const tasks: TaskApi = {
+  submit: (input) => {
+    calls.push(`submit ${input.taskId}`);
+    return Promise.resolve({ ok: true, created: true, task: view(input.taskId) });
+  },
+  submitMany: (inputs) => {
+    calls.push(`submitMany ${inputs.length}`);
+    return Promise.resolve(inputs.map((i) => ({ ok: true as const, created: true, task: view(i.taskId) })));
+  },
+  get: (taskId) => {
+    calls.push(`get ${taskId}`);
+    return Promise.resolve(view(taskId));
+  },
+  list: () => {
+    calls.push('list');
+    return Promise.resolve({ tasks: [], next: null });
+  },
+  cancel: (taskId) => {
+    calls.push(`cancel ${taskId}`);
+    return Promise.resolve({ ok: true, task: view(taskId) });
+  },
+  resource: (resource) => {
+    calls.push(`resource ${resource}`);
+    return Promise.resolve({ resource, owner: null, token: null, remainingMs: null });
+  },
+};
+
+let app: FastifyInstance;
+let port: number;
+
+beforeAll(async () => {
+  app = createHttpServer({
+    adminKeys: [ADMIN_KEY],
+    maxPayloadBytes: 65_536,
+    tasks,
+    metrics: new Metrics(),
+    log: pino({ level: 'silent' }),
+    readiness: () => Promise.resolve({ etcd: true }),
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  port = address.port;
+});
+afterAll(async () => {
+  await app.close();
+});
+afterEach(() => {
+  calls.length = 0;
+});
+
+function raw(method: string, target: string, options: { key?: string; body?: unknown } = {}) {
+  return rawJson(port, method, target, options);
+}
+
+/** Path params filled so that the route's handler would do work if reached. */
+function concrete(url: string): string {
+  return url.replace(':taskId', 't1').replace(':resource', 'r1');
+}
+
+describe('route table', () => {
+  it('every route declares a credential, and every non-open route refuses a request without one', async () => {
+    const table = routeTable(app);
+    expect(table.length).toBeGreaterThan(5);
+    for (const route of table) expect(route.credential, `${route.method} ${route.url}`).toMatch(/^(none|admin)$/);
+    for (const route of table.filter((r) => r.credential !== 'none')) {
+      const body = route.method === 'POST' ? {} : undefined;
+      const answer = await raw(route.method, concrete(route.url), body === undefined ? {} : { body });
+      expect(answer.status, `${route.method} ${route.url}`).toBe(401);
+      if (route.method !== 'HEAD') {
+        expect(JSON.parse(answer.body)).toMatchObject({ type: 'error', code: 'UNAUTHENTICATED' });
+      }
+    }
+    expect(calls).toEqual([]);
+  });
+
+  it('refuses to register a route that declares no (coordinator )?credential', async () => {
+    const other = Fastify();
+    installRouteAuth(other, { checks: { admin: () => true }, log: pino({ level: 'silent' }) });
+    expect(() => other.get('/v1/new-thing', () => 'oops')).toThrow(/declares no (coordinator )?credential/);
+    other.get('/v1/declared', { config: { credential: 'admin' } }, () => 'fine');
+    await other.close();
+  });
+});
+
+describe('percent-encoding and other spellings of a path', () => {
+  // Each variant must get exactly the answer its canonical path gets: 401 without a key.
+  const variants: [canonical: string, variants: string[]][] = [
+    [
+      '/v1/tasks',
+      [
+        '/%761/tasks',
+        '/v%31/tasks',
+        '/v1/%74asks',
+        '/%76%31/%74%61%73%6b%73',
+        '//v1/tasks',
+        '/v1//tasks',
+        '/v1/tasks/',
+        '/./v1/tasks',
+        '/v1/./tasks',
+        '/x/../v1/tasks',
+        '/v1/x/%2e%2e/tasks',
+        '/V1/Tasks',
+        '/V1/TASKS',
+        '/v1/tasks?',
+        '/v1/tasks#frag',
+        '/v1/tasks?x=/healthz',
+        '/v1/tasks;/healthz',
+      ],
+    ],
+    ['/v1/tasks/t1', ['/%761/tasks/t1', '/v1/tasks//t1', '/v1/TASKS/t1', '/v1/./tasks/t1', '/healthz/../v1/tasks/t1']],
+    ['/v1/resources/r1', ['/v%31/resources/r1', '/V1/RESOURCES/r1', '/v1/resources/./r1']],
+  ];
+
+  it.each(variants)('%s: every variant is refused without a key, and does no work', async (canonical, list) => {
+    const expected = await raw('GET', canonical);
+    expect(expected.status).toBe(401);
+    for (const target of list) {
+      const answer = await raw('GET', target);
+      // Either the router resolves the variant to the same route (401) or to nothing (404).
+      expect([401, 404], target).toContain(answer.status);
+      if (answer.status === 404) expect(JSON.parse(answer.body), target).toMatchObject({ code: 'NOT_FOUND' });
+    }
+    expect(calls).toEqual([]);
+  });
+
+  it('percent-encoded, doubled-slash, dot-segment and case variants reach the canonical route', async () => {
+    for (const target of ['/%761/tasks', '/v%31/tasks', '//v1/tasks', '/v1/./tasks', '/x/../v1/tasks', '/V1/Tasks']) {
+      expect((await raw('GET', target)).status, target).toBe(401);
+      expect((await raw('GET', target, { key: ADMIN_KEY })).status, target).toBe(200);
+    }
+    expect(calls).toEqual(Array(6).fill('list'));
+  });
+
+  it('refuses mutations by any spelling: submit and cancel without a key reach no handler', async () => {
+    for (const target of ['/%761/tasks', '/v%31/tasks', '//v1//tasks', '/V1/TASKS']) {
+      const answer = await raw('POST', target, { body: { taskId: 'evil', resource: 'r', payload: 1 } });
+      expect(answer.status, target).toBe(401);
+    }
+    for (const target of ['/%761/tasks/t1', '/v1/tasks/%74%31', '/v1/x/../tasks/t1']) {
+      expect((await raw('DELETE', target)).status, target).toBe(401);
+    }
+    expect(calls).toEqual([]);
+  });
+
+  it('keeps an encoded slash inside an id segment (ids may contain "/")', async () => {
+    const answer = await raw('GET', '/v1/tasks/a%2Fb', { key: ADMIN_KEY });
+    expect(answer.status).toBe(200);
+    expect(calls).toEqual(['get a/b']);
+  });
+
+  it('answers HEAD like GET and OPTIONS like an unknown route, both without work', async () => {
+    expect((await raw('HEAD', '/v1/tasks')).status).toBe(401);
+    expect((await raw('HEAD', '/%761/tasks')).status).toBe(401);
+    expect((await raw('OPTIONS', '/v1/tasks')).status).toBe(404);
+    expect((await raw('HEAD', '/healthz')).status).toBe(200);
+    expect(calls).toEqual([]);
+  });
+
+  it('keeps open routes open and unknown routes 404', async () => {
+    expect((await raw('GET', '/healthz')).status).toBe(200);
+    expect((await raw('GET', '/%68ealthz')).status).toBe(200);
+    expect((await raw('GET', '/readyz')).status).toBe(200);
+    expect((await raw('GET', '/metrics')).status).toBe(200);
+    expect((await raw('GET', '/v1/nothing')).status).toBe(404);
+    expect((await raw('GET', '/v1/nothing', { key: ADMIN_KEY })).status).toBe(404);
+  });
+});
