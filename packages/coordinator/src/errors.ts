@@ -11,12 +11,17 @@ export class CoordinatorError extends LeaseholdError {
   override name = 'CoordinatorError';
 }
 
-/** etcd did not answer, or answered with an error we cannot act on; the outcome may be unknown. */
+/**
+ * etcd did not answer, or answered with an error we cannot act on; the outcome may be unknown.
+ * `transient`: the same idempotent request may succeed if sent again (set where the error is cast).
+ */
 export class EtcdUnavailableError extends LeaseholdError {
   override name = 'EtcdUnavailableError';
+  readonly transient: boolean;
 
-  constructor(message: string, options?: { cause?: unknown }) {
-    super('UNAVAILABLE', message, options);
+  constructor(message: string, options?: { cause?: unknown; transient?: boolean }) {
+    super('UNAVAILABLE', message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.transient = options?.transient ?? false;
   }
 }
 

@@ -13,30 +13,22 @@ import type { Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from './config.js';
 import { CLOSE_GOING_AWAY } from './core/dispatch.js';
-import { LeaseholdError, SinkUnavailableError } from './errors.js';
-import { TaskIndex } from './core/task-index.js';
-import { createEtcdClient } from './etcd/client.js';
+import type { Timers } from './core/timers.js';
+import { EtcdBackend } from './etcd/etcd-backend.js';
 import { KeyLayout } from './etcd/keys.js';
-import { Kv } from './etcd/kv.js';
-import { EtcdReads } from './etcd/reads.js';
-import { WatchFeed } from './etcd/watch-feed.js';
+import { KvLeaseStore } from './etcd/lease-store.js';
+import { SinkFenceTarget, type FenceTarget } from './fence/fence-target.js';
 import { createHttpServer } from './http/server.js';
 import { Metrics } from './metrics.js';
-import { MicroBatcher } from './service/batcher.js';
-import type { ServiceContext } from './service/context.js';
-import { GrantService } from './service/grants.js';
-import { LeaseService } from './service/leases.js';
-import { createGroupHandler } from './service/reactions.js';
-import { SessionManager } from './service/sessions.js';
-import { TaskService } from './service/tasks.js';
-import { SinkFenceTarget, type FenceTarget } from './sink/fence-target.js';
+import { createServices } from './services.js';
+import { realTimers } from './timers.js';
 import { WorkerSockets } from './ws/server.js';
 
 export { loadConfig, redactConfig, HELP_TEXT, ENV_PREFIX, OPTIONS } from './config.js';
 export type { CoordinatorConfig } from './config.js';
 export { CoordinatorError, EtcdUnavailableError, SinkUnavailableError } from './errors.js';
-export { SinkFenceTarget } from './sink/fence-target.js';
-export type { FenceTarget, AdvanceItem, AdvanceItemResult } from './sink/fence-target.js';
+export { SinkFenceTarget } from './fence/fence-target.js';
+export type { FenceTarget, AdvanceItem, AdvanceItemResult } from './fence/fence-target.js';
 export { KeyLayout } from './etcd/keys.js';
 export { WORKER_PATH } from './ws/server.js';
 export type { TaskView, ResourceView } from './service/tasks.js';
@@ -45,6 +37,8 @@ export interface CoordinatorDeps {
   readonly logger: Logger;
   /** Monotonic clock for session deadlines; default `performance.now()`. */
   readonly clock?: Clock;
+  /** Timers on that clock; default the real ones. */
+  readonly timers?: Timers;
   /** The sink's fence; default: HTTP to `config.sink.url`. */
   readonly fenceTarget?: FenceTarget;
   /** Also collect Node's default process metrics. */
@@ -66,67 +60,33 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const coordinatorId = config.coordinatorId ?? `c-${randomUUID().slice(0, 8)}`;
   const log = deps.logger.child({ component: 'coordinator', coordinatorId });
   const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
-  const etcd = createEtcdClient(config.etcd);
-  const kv = new Kv(etcd.kv, {
+  const backend = new EtcdBackend({ ...config.etcd, log });
+  const store = new KvLeaseStore(backend, new KeyLayout(config.etcd.prefix), {
     onTxn: (txn, seconds, outcome) => {
       metrics.etcdTxn.observe({ txn, outcome }, seconds);
     },
   });
-  const keys = new KeyLayout(config.etcd.prefix);
-  const reads = new EtcdReads(kv, keys);
   const fenceTarget =
     deps.fenceTarget ??
     new SinkFenceTarget({ url: config.sink.url, key: config.sink.key, timeoutMs: config.sink.timeoutMs });
-  const ctx: ServiceContext = {
+  const services = createServices({
     config,
     coordinatorId,
+    store,
+    fenceTarget,
     clock: deps.clock ?? monotonic,
+    timers: deps.timers ?? realTimers,
     log,
     metrics,
-    etcd,
-    kv,
-    keys,
-    reads,
-    index: new TaskIndex(),
-    fenceTarget,
-    fences: new MicroBatcher(async (items) => {
-      try {
-        return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
-      } catch (err) {
-        // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
-        throw err instanceof LeaseholdError
-          ? err
-          : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
-      }
-    }, 1_000),
-    state: { shuttingDown: false },
-  };
-  const sessions = new SessionManager(ctx);
-  const grants = new GrantService(ctx, sessions);
-  sessions.onOwnersFreed(() => {
-    grants.wake();
   });
-  const leases = new LeaseService(ctx, sessions);
-  const tasks = new TaskService(ctx, sessions);
-  const feed = new WatchFeed({
-    client: etcd,
-    reads,
-    keys,
-    index: ctx.index,
-    log: log.child({ component: 'watch' }),
-    onGroup: createGroupHandler(ctx, sessions),
-    onApplied: () => {
-      grants.wake();
-    },
-  });
+  const { ctx, sessions, grants, leases, tasks, feed } = services;
 
   try {
-    await feed.start();
+    await services.start();
   } catch (err) {
-    etcd.close();
+    store.close();
     throw err;
   }
-  sessions.start();
 
   const app = createHttpServer({
     adminKeys: config.adminKeys,
@@ -135,10 +95,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     metrics,
     log: log.child({ component: 'http' }),
     readiness: async () => ({
-      etcd: await reads.session('0').then(
-        () => true,
-        () => false,
-      ),
+      etcd: await store.ping(),
       sink: await fenceTarget.ping(),
       index: feed.ready,
       keepalive: sessions.keepaliveConnected,
@@ -167,9 +124,8 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   try {
     await app.listen({ host: config.http.host, port: config.http.port });
   } catch (err) {
-    sessions.close();
-    await feed.close();
-    etcd.close();
+    await services.close();
+    store.close();
     throw err;
   }
   const bound = app.server.address() as AddressInfo;
@@ -186,14 +142,12 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     metrics,
     close: () =>
       (closing ??= (async () => {
-        ctx.state.shuttingDown = true;
         log.info('coordinator shutting down');
-        sessions.close();
-        grants.close();
+        const stopping = services.close();
         await sockets.close(CLOSE_GOING_AWAY, 'coordinator going away');
         await app.close();
-        await feed.close();
-        etcd.close();
+        await stopping;
+        store.close();
         if (deps.fenceTarget === undefined) fenceTarget.close?.();
         log.info('coordinator stopped');
       })()),

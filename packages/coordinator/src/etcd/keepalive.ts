@@ -11,6 +11,7 @@
  */
 import type { ILeaseKeepAliveRequest, ILeaseKeepAliveResponse, IDuplexStream, LeaseClient } from 'etcd3';
 import type { Logger } from 'pino';
+import type { LeaseKeeper } from './backend.js';
 
 export interface KeepAliveOptions {
   readonly intervalMs: number;
@@ -21,7 +22,7 @@ export interface KeepAliveOptions {
 
 type Stream = IDuplexStream<ILeaseKeepAliveRequest, ILeaseKeepAliveResponse>;
 
-export class KeepAliveStream {
+export class KeepAliveStream implements LeaseKeeper {
   readonly #client: LeaseClient;
   readonly #opts: KeepAliveOptions;
   readonly #leases = new Set<string>();

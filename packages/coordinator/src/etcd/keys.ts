@@ -19,6 +19,8 @@
  * idempotent; one key now does both. A coordinator of this layout needs a prefix without
  * live sessions of the old one.
  */
+import type { KeyRange } from './backend.js';
+
 export type ParsedKey =
   | { readonly family: 'task'; readonly taskId: string }
   | { readonly family: 'owner'; readonly resource: string }
@@ -32,7 +34,7 @@ export class KeyLayout {
   readonly sessions: string;
   readonly holdings: string;
   /** What the watch-fed index watches: `owners/` up to the end of `tasks/` (not the holdings). */
-  readonly watched: { readonly start: string; readonly end: Buffer };
+  readonly watched: KeyRange;
 
   constructor(prefix: string) {
     this.prefix = prefix.endsWith('/') ? prefix : `${prefix}/`;
@@ -40,7 +42,7 @@ export class KeyLayout {
     this.owners = `${this.prefix}owners/`;
     this.sessions = `${this.prefix}sessions/`;
     this.holdings = `${this.prefix}holdings/`;
-    this.watched = { start: this.owners, end: prefixEnd(this.tasks) };
+    this.watched = { start: this.owners, endPrefix: this.tasks };
   }
 
   task(taskId: string): string {

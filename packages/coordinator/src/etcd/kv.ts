@@ -1,90 +1,63 @@
 /**
- * A thin layer over etcd3's raw KV client: compare / op builders with revisions as bigint, one
- * `txn` entry point (timed, errors translated, never retried) and idempotent reads (retried).
+ * A thin layer over a {@link KvBackend}: compare / op builders with revisions as bigint, one `txn`
+ * entry point (timed, never retried) and idempotent reads (retried by the one read policy).
  */
-import type { ICompare, IKeyValue, IRangeResponse, IRequestOp, IResponseOp, ITxnResponse, KVClient } from 'etcd3';
-import { translateEtcdError, withRetry } from './errors.js';
-import { prefixEnd } from './keys.js';
+import type { Compare, KeyValue, KvBackend, Op, RangePage, TxnResult, TxnSpec } from './backend.js';
+import { readPolicy, translateEtcdError } from './errors.js';
 
 export interface KvObserver {
   /** Called after every transaction with its family name, duration and outcome. */
   onTxn?(name: string, seconds: number, outcome: 'succeeded' | 'failed' | 'error'): void;
 }
 
-export interface TxnSpec {
-  readonly compare: readonly ICompare[];
-  readonly success: readonly IRequestOp[];
-  readonly failure?: readonly IRequestOp[];
-}
-
-export interface TxnResult {
-  readonly succeeded: boolean;
-  readonly revision: bigint;
-  readonly responses: readonly IResponseOp[];
-}
-
-const buf = (key: string): Buffer => Buffer.from(key);
+export type { TxnResult, TxnSpec } from './backend.js';
 
 export const cmp = {
   /** Key does not exist. */
-  absent: (key: string): ICompare => ({ key: buf(key), target: 'Create', result: 'Equal', create_revision: '0' }),
+  absent: (key: string): Compare => ({ key, target: 'create', result: 'equal', value: 0n }),
   /** Key exists. */
-  present: (key: string): ICompare => ({ key: buf(key), target: 'Create', result: 'Greater', create_revision: '0' }),
-  createdAt: (key: string, revision: bigint): ICompare => ({
-    key: buf(key),
-    target: 'Create',
-    result: 'Equal',
-    create_revision: revision.toString(),
-  }),
-  modifiedAt: (key: string, revision: bigint): ICompare => ({
-    key: buf(key),
-    target: 'Mod',
-    result: 'Equal',
-    mod_revision: revision.toString(),
-  }),
+  present: (key: string): Compare => ({ key, target: 'create', result: 'greater', value: 0n }),
+  createdAt: (key: string, revision: bigint): Compare => ({ key, target: 'create', result: 'equal', value: revision }),
+  modifiedAt: (key: string, revision: bigint): Compare => ({ key, target: 'mod', result: 'equal', value: revision }),
   /** Every key under `prefix` was created before `revision` (true when there is none). */
-  allCreatedBefore: (prefix: string, revision: bigint): ICompare => ({
-    key: buf(prefix),
-    range_end: prefixEnd(prefix),
-    target: 'Create',
-    result: 'Less',
-    create_revision: revision.toString(),
+  allCreatedBefore: (prefix: string, revision: bigint): Compare => ({
+    key: prefix,
+    prefix: true,
+    target: 'create',
+    result: 'less',
+    value: revision,
   }),
-  leaseIs: (key: string, leaseId: string): ICompare => ({
-    key: buf(key),
-    target: 'Lease',
-    result: 'Equal',
-    lease: leaseId,
-  }),
+  leaseIs: (key: string, leaseId: string): Compare => ({ key, target: 'lease', result: 'equal', value: leaseId }),
 };
 
 export const op = {
-  put: (key: string, value: string, leaseId?: string): IRequestOp => ({
-    request_put: { key: buf(key), value: Buffer.from(value), ...(leaseId === undefined ? {} : { lease: leaseId }) },
+  put: (key: string, value: string, leaseId?: string): Op => ({
+    type: 'put',
+    key,
+    value,
+    ...(leaseId === undefined ? {} : { lease: leaseId }),
   }),
-  get: (key: string): IRequestOp => ({ request_range: { key: buf(key) } }),
-  getPrefix: (prefix: string): IRequestOp => ({ request_range: { key: buf(prefix), range_end: prefixEnd(prefix) } }),
-  del: (key: string): IRequestOp => ({ request_delete_range: { key: buf(key) } }),
-  delPrefix: (prefix: string): IRequestOp => ({
-    request_delete_range: { key: buf(prefix), range_end: prefixEnd(prefix) },
-  }),
+  get: (key: string): Op => ({ type: 'get', key }),
+  getPrefix: (prefix: string): Op => ({ type: 'get', key: prefix, prefix: true }),
+  del: (key: string): Op => ({ type: 'delete', key }),
+  delPrefix: (prefix: string): Op => ({ type: 'delete', key: prefix, prefix: true }),
 };
 
-/** The kvs of the `index`-th response of a txn (a range op), or []. */
-export function rangeKvs(result: TxnResult | ITxnResponse, index: number): IKeyValue[] {
-  return result.responses[index]?.response_range.kvs ?? [];
+/** The kvs of the `index`-th response of a txn (a get op), or []. */
+export function rangeKvs(result: TxnResult, index: number): readonly KeyValue[] {
+  return result.responses[index]?.kvs ?? [];
 }
 
-export function firstKv(result: TxnResult | ITxnResponse, index: number): IKeyValue | undefined {
+export function firstKv(result: TxnResult, index: number): KeyValue | undefined {
   return rangeKvs(result, index)[0];
 }
 
 export class Kv {
-  readonly #client: KVClient;
+  readonly backend: KvBackend;
   readonly #observer: KvObserver;
 
-  constructor(client: KVClient, observer: KvObserver = {}) {
-    this.#client = client;
+  constructor(backend: KvBackend, observer: KvObserver = {}) {
+    this.backend = backend;
     this.#observer = observer;
   }
 
@@ -92,13 +65,9 @@ export class Kv {
   async txn(name: string, spec: TxnSpec): Promise<TxnResult> {
     const started = performance.now();
     try {
-      const res = await this.#client.txn({
-        compare: [...spec.compare],
-        success: [...spec.success],
-        failure: [...(spec.failure ?? [])],
-      });
+      const res = await this.backend.txn(spec);
       this.#observer.onTxn?.(name, (performance.now() - started) / 1000, res.succeeded ? 'succeeded' : 'failed');
-      return { succeeded: res.succeeded, revision: BigInt(res.header.revision), responses: res.responses };
+      return res;
     } catch (err) {
       this.#observer.onTxn?.(name, (performance.now() - started) / 1000, 'error');
       throw translateEtcdError(err, `txn ${name}`);
@@ -106,34 +75,24 @@ export class Kv {
   }
 
   /** Several reads at one revision (a read-only txn: idempotent, so retried). */
-  async read(name: string, ops: readonly IRequestOp[]): Promise<TxnResult> {
-    return withRetry(`read ${name}`, async () => {
-      const res = await this.#client.txn({ compare: [], success: [...ops], failure: [] });
-      return { succeeded: true, revision: BigInt(res.header.revision), responses: res.responses };
-    });
+  async read(name: string, ops: readonly Op[]): Promise<TxnResult> {
+    return readPolicy(`read ${name}`, () => this.backend.txn({ compare: [], success: ops }));
   }
 
   /** One page of a prefix range, optionally at a fixed revision, starting at `fromKey`. */
   async rangePage(
     prefix: string,
     options: { readonly fromKey?: string; readonly limit: number; readonly revision?: bigint },
-  ): Promise<IRangeResponse> {
-    return withRetry(`range ${prefix}`, () =>
-      this.#client.range({
-        key: buf(options.fromKey ?? prefix),
-        range_end: prefixEnd(prefix),
-        limit: options.limit,
-        ...(options.revision === undefined ? {} : { revision: options.revision.toString() }),
-      }),
-    );
+  ): Promise<RangePage> {
+    return readPolicy(`range ${prefix}`, () => this.backend.range(prefix, options));
   }
 
   /** Every key under `prefix` at one revision, page by page. Returns the kvs and that revision. */
   async rangeAll(
     prefix: string,
     options: { readonly atRevision?: bigint; readonly pageSize?: number } = {},
-  ): Promise<{ kvs: IKeyValue[]; revision: bigint }> {
-    const kvs: IKeyValue[] = [];
+  ): Promise<{ kvs: KeyValue[]; revision: bigint }> {
+    const kvs: KeyValue[] = [];
     const pageSize = options.pageSize ?? 500;
     let revision: bigint | undefined = options.atRevision;
     let fromKey: string | undefined;
@@ -143,11 +102,11 @@ export class Kv {
         ...(fromKey === undefined ? {} : { fromKey }),
         ...(revision === undefined ? {} : { revision }),
       });
-      revision ??= BigInt(page.header.revision);
+      revision ??= page.revision;
       kvs.push(...page.kvs);
       const last = page.kvs.at(-1);
       if (!page.more || last === undefined) return { kvs, revision };
-      fromKey = `${last.key.toString()}\0`;
+      fromKey = `${last.key}\0`;
     }
   }
 }

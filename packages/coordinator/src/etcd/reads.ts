@@ -1,83 +1,53 @@
 /**
  * Read-only access to the key layout, with values parsed and revisions as bigint. Every read here
  * is idempotent and retried by {@link Kv.read}. Tokens are read from create_revision, never from
- * a value.
+ * a value. The parse functions are the one place stored bytes become records.
  */
-import type { IKeyValue } from 'etcd3';
 import {
   decodeRecord,
   HoldingRecordSchema,
   OwnerRecordSchema,
   SessionRecordSchema,
   TaskRecordSchema,
-  type HoldingRecord,
-  type OwnerRecord,
-  type SessionRecord,
-  type TaskRecord,
 } from '../core/records.js';
+import type { HeldOwner, StoredHolding, StoredOwner, StoredSession, StoredTask } from '../store/port.js';
+import type { KeyValue } from './backend.js';
 import type { KeyLayout } from './keys.js';
 import { firstKv, op, rangeKvs, type Kv } from './kv.js';
-import type { HeldOwner } from './transactions/session-txns.js';
 
-export interface StoredTask {
-  readonly record: TaskRecord;
-  readonly createRevision: bigint;
-  readonly modRevision: bigint;
-}
-
-export interface StoredOwner {
-  readonly resource: string;
-  readonly record: OwnerRecord;
-  /** create_revision of the owner key. */
-  readonly token: bigint;
-  readonly modRevision: bigint;
-  readonly leaseId: string;
-}
-
-export interface StoredSession {
-  readonly record: SessionRecord;
-  readonly modRevision: bigint;
-  readonly leaseId: string;
-}
-
-export interface StoredHolding {
-  readonly record: HoldingRecord;
-  /** create_revision of the holding = the token of the grant made for its request id. */
-  readonly token: bigint;
-}
-
-export function parseTask(kv: IKeyValue | undefined): StoredTask | undefined {
+export function parseTask(kv: KeyValue | undefined): StoredTask | undefined {
   if (kv === undefined) return undefined;
   const record = decodeRecord(TaskRecordSchema, kv.value);
   if (record === undefined) return undefined;
-  return { record, createRevision: BigInt(kv.create_revision), modRevision: BigInt(kv.mod_revision) };
+  return { record, createRevision: kv.createRevision, modRevision: kv.modRevision };
 }
 
-export function parseOwner(keys: KeyLayout, kv: IKeyValue | undefined): StoredOwner | undefined {
+export function parseOwner(keys: KeyLayout, kv: KeyValue | undefined): StoredOwner | undefined {
   if (kv === undefined) return undefined;
-  const parsed = keys.parse(kv.key.toString());
+  const parsed = keys.parse(kv.key);
   const record = decodeRecord(OwnerRecordSchema, kv.value);
   if (parsed?.family !== 'owner' || record === undefined) return undefined;
   return {
     resource: parsed.resource,
     record,
-    token: BigInt(kv.create_revision),
-    modRevision: BigInt(kv.mod_revision),
+    token: kv.createRevision,
+    modRevision: kv.modRevision,
     leaseId: kv.lease,
   };
 }
 
-export function parseSession(kv: IKeyValue | undefined): StoredSession | undefined {
+export function parseSession(keys: KeyLayout, kv: KeyValue | undefined): StoredSession | undefined {
   if (kv === undefined) return undefined;
+  const parsed = keys.parse(kv.key);
   const record = decodeRecord(SessionRecordSchema, kv.value);
-  if (record === undefined) return undefined;
-  return { record, modRevision: BigInt(kv.mod_revision), leaseId: kv.lease };
+  if (parsed?.family !== 'session' || record === undefined) return undefined;
+  return { sessionId: parsed.sessionId, record, modRevision: kv.modRevision, leaseId: kv.lease };
 }
 
-export function parseHolding(kv: IKeyValue | undefined): StoredHolding | undefined {
+export function parseHolding(kv: KeyValue | undefined): StoredHolding | undefined {
   if (kv === undefined) return undefined;
   const record = decodeRecord(HoldingRecordSchema, kv.value);
-  return record === undefined ? undefined : { record, token: BigInt(kv.create_revision) };
+  return record === undefined ? undefined : { record, token: kv.createRevision };
 }
 
 export class EtcdReads {
@@ -91,7 +61,7 @@ export class EtcdReads {
 
   async session(sessionId: string): Promise<StoredSession | undefined> {
     const res = await this.#kv.read('session', [op.get(this.#keys.session(sessionId))]);
-    return parseSession(firstKv(res, 0));
+    return parseSession(this.#keys, firstKv(res, 0));
   }
 
   /** The session key and the owner keys it holds (from holdings/), at one revision. */
@@ -105,7 +75,7 @@ export class EtcdReads {
       const holding = parseHolding(kv);
       if (holding !== undefined) held.push({ resource: holding.record.resource, token: holding.token });
     }
-    return { session: parseSession(firstKv(res, 0)), held };
+    return { session: parseSession(this.#keys, firstKv(res, 0)), held };
   }
 
   /** The live grant made for `requestId` of the session, if any. */
@@ -128,12 +98,12 @@ export class EtcdReads {
   async ownerAndTask(
     resource: string,
     taskId: string,
-  ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined; revision: bigint }> {
+  ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined }> {
     const res = await this.#kv.read('ownerAndTask', [
       op.get(this.#keys.owner(resource)),
       op.get(this.#keys.task(taskId)),
     ]);
-    return { owner: parseOwner(this.#keys, firstKv(res, 0)), task: parseTask(firstKv(res, 1)), revision: res.revision };
+    return { owner: parseOwner(this.#keys, firstKv(res, 0)), task: parseTask(firstKv(res, 1)) };
   }
 
   /** Up to `limit` tasks with ids after `after`, in key order. */

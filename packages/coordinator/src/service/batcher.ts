@@ -3,7 +3,9 @@
  * one call: many owner keys in one etcd txn, many fence advances in one sink request. Each
  * submitter gets its own item's outcome; a failure of the whole call rejects every item of it.
  */
-export type Settled<O> = { readonly ok: true; readonly value: O } | { readonly ok: false; readonly error: unknown };
+import type { Settled } from '../store/port.js';
+
+export type { Settled } from '../store/port.js';
 
 export class MicroBatcher<I, O> {
   readonly #run: (items: readonly I[]) => Promise<readonly Settled<O>[]>;

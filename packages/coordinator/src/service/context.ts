@@ -1,26 +1,22 @@
-/** Everything the services share: config, clock, logger, metrics and the etcd / sink ports. */
+/** Everything the services share: config, clock, timers, logger, metrics, and the store / fence ports. */
 import type { Clock } from '@leasehold/protocol';
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import type { TaskIndex } from '../core/task-index.js';
-import type { KeyLayout } from '../etcd/keys.js';
-import type { Kv } from '../etcd/kv.js';
-import type { EtcdReads } from '../etcd/reads.js';
+import type { Timers } from '../core/timers.js';
+import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence-target.js';
 import type { Metrics } from '../metrics.js';
-import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../sink/fence-target.js';
+import type { LeaseStore } from '../store/port.js';
 import type { MicroBatcher } from './batcher.js';
 
 export interface ServiceContext {
   readonly config: CoordinatorConfig;
   readonly coordinatorId: string;
   readonly clock: Clock;
+  readonly timers: Timers;
   readonly log: Logger;
   readonly metrics: Metrics;
-  readonly etcd: Etcd3;
-  readonly kv: Kv;
-  readonly keys: KeyLayout;
-  readonly reads: EtcdReads;
+  readonly store: LeaseStore;
   readonly index: TaskIndex;
   readonly fenceTarget: FenceTarget;
   /** Fence advances of one event-loop turn go to the sink as one advance-batch. */

@@ -19,16 +19,8 @@
 import { signCapability, type Acquire, type CoordinatorMessage, type JsonValue } from '@leasehold/protocol';
 import { errorFrame } from '../core/replies.js';
 import type { PendingTask } from '../core/task-index.js';
-import { parseHolding, type StoredHolding } from '../etcd/reads.js';
-import {
-  abandonGrant,
-  forgetRequest,
-  grantOwners,
-  MAX_GRANTS_PER_TXN,
-  type GrantJob,
-  type GrantTxnResult,
-} from '../etcd/transactions/grant-txns.js';
-import { MicroBatcher, type Settled } from './batcher.js';
+import type { GrantJob, GrantOutcome, StoredHolding } from '../store/port.js';
+import { MicroBatcher } from './batcher.js';
 import type { ServiceContext } from './context.js';
 import { failureReply } from './replies.js';
 import type { LocalSession, SessionManager } from './sessions.js';
@@ -47,7 +39,7 @@ const MAX_CANDIDATES = 4;
 export class GrantService {
   readonly #ctx: ServiceContext;
   readonly #sessions: SessionManager;
-  readonly #owners: MicroBatcher<GrantJob, GrantTxnResult>;
+  readonly #owners: MicroBatcher<GrantJob, GrantOutcome>;
   readonly #inflight = new Map<string, Promise<CoordinatorMessage>>();
   /** Waiting long-poll acquires, oldest first: each is woken once, then re-registers. */
   readonly #waiters = new Set<() => void>();
@@ -56,7 +48,7 @@ export class GrantService {
   constructor(ctx: ServiceContext, sessions: SessionManager) {
     this.#ctx = ctx;
     this.#sessions = sessions;
-    this.#owners = new MicroBatcher((jobs) => this.#runGrantTxn(jobs), ctx.config.grantBatchMax);
+    this.#owners = new MicroBatcher((jobs) => ctx.store.grant(jobs), ctx.config.grantBatchMax);
   }
 
   /** Never rejects: every failure is an `error` reply. */
@@ -99,12 +91,12 @@ export class GrantService {
   #waitForChange(session: LocalSession, ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
       const done = (): void => {
-        clearTimeout(timer);
+        this.#ctx.timers.clearTimeout(timer);
         this.#waiters.delete(done);
         session.wakers.delete(done);
         resolve();
       };
-      const timer = setTimeout(done, ms);
+      const timer = this.#ctx.timers.setTimeout(done, ms);
       this.#waiters.add(done);
       session.wakers.add(done);
     });
@@ -128,7 +120,7 @@ export class GrantService {
       // compare catches a retry instead, and #tryGrant replays it.) Once checked, it stays
       // unrecorded while this request is served: copies of it share this promise.
       if (!requestChecked) {
-        const recorded = await ctx.reads.holding(session.sessionId, msg.requestId);
+        const recorded = await ctx.store.holding(session.sessionId, msg.requestId);
         if (recorded !== undefined) return this.#replay(session, msg, recorded, receivedAtMs);
         requestChecked = true;
       }
@@ -178,18 +170,16 @@ export class GrantService {
           attempt,
         },
       });
-      if (!res.ok) {
-        settledAt = res.revision;
-        const recorded = parseHolding(res.seen?.holding);
-        if (recorded !== undefined) return await this.#replay(session, msg, recorded, receivedAtMs);
-        const seenSession = res.seen?.session;
-        if (
-          res.seen !== undefined &&
-          (seenSession === undefined || BigInt(seenSession.mod_revision) !== session.modRevision)
-        ) {
+      switch (res.kind) {
+        case 'replay':
+          return await this.#replay(session, msg, res.holding, receivedAtMs);
+        case 'sessionMoved':
           return errorFrame('SESSION_EXPIRED', 'session is no longer served by this coordinator', msg.id);
-        }
-        return RETRY;
+        case 'raced':
+          settledAt = res.revision;
+          return RETRY;
+        case 'granted':
+          break;
       }
       settledAt = res.token;
       const facts = { resource, taskId, token: res.token, payload: task.payload, attempt };
@@ -207,7 +197,7 @@ export class GrantService {
     receivedAtMs: number,
   ): Promise<CoordinatorMessage> {
     const { resource, taskId, attempt } = recorded.record;
-    const { owner, task } = await this.#ctx.reads.ownerAndTask(resource, taskId);
+    const { owner, task } = await this.#ctx.store.ownerAndTask(resource, taskId);
     if (owner?.token !== recorded.token || owner.record.sessionId !== session.sessionId) {
       this.#ctx.metrics.grants.inc({ outcome: 'ended' });
       return errorFrame(
@@ -236,11 +226,11 @@ export class GrantService {
     if (ctx.config.testSabotage === 'grant-before-advance') {
       // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken order the chaos checker
       // must catch. The grant goes out now; the fence moves a second later.
-      setTimeout(() => {
+      ctx.timers.setTimeout(() => {
         ctx.fences.submit({ resource: grant.resource, token: grant.token }).catch((err: unknown) => {
           log().warn({ err }, 'sabotaged late advance failed');
         });
-      }, 1_000).unref();
+      }, 1_000);
       return this.#grantMessage(session, msg, grant, receivedAtMs, fresh);
     }
     try {
@@ -314,33 +304,11 @@ export class GrantService {
   }
 
   async #abandon(session: LocalSession, requestId: string, grant: GrantFacts): Promise<void> {
-    const args = { sessionId: session.sessionId, requestId, resource: grant.resource, token: grant.token };
+    const ref = { sessionId: session.sessionId, requestId, resource: grant.resource, token: grant.token };
     try {
-      if (!(await abandonGrant(this.#ctx.kv, this.#ctx.keys, args))) {
-        await forgetRequest(this.#ctx.kv, this.#ctx.keys, args);
-      }
+      await this.#ctx.store.abandonGrant(ref);
     } catch (err) {
       this.#ctx.log.warn({ err, resource: grant.resource }, 'could not remove an unsent grant; the session end will');
     }
-  }
-
-  async #runGrantTxn(jobs: readonly GrantJob[]): Promise<Settled<GrantTxnResult>[]> {
-    const one = async (batch: readonly GrantJob[]): Promise<Settled<GrantTxnResult>> => {
-      try {
-        return { ok: true, value: await grantOwners(this.#ctx.kv, this.#ctx.keys, batch) };
-      } catch (error) {
-        return { ok: false, error };
-      }
-    };
-    const chunk = async (batch: readonly GrantJob[]): Promise<Settled<GrantTxnResult>[]> => {
-      const all = await one(batch);
-      if (batch.length === 1 || !all.ok || all.value.ok) return batch.map(() => all);
-      // A compare failed somewhere in the batch: one txn per job tells which.
-      return Promise.all(batch.map((job) => one([job])));
-    };
-    // etcd caps the operations of one txn: a batch bigger than that goes as several txns.
-    const chunks: (readonly GrantJob[])[] = [];
-    for (let i = 0; i < jobs.length; i += MAX_GRANTS_PER_TXN) chunks.push(jobs.slice(i, i + MAX_GRANTS_PER_TXN));
-    return (await Promise.all(chunks.map(chunk))).flat();
   }
 }

@@ -5,19 +5,8 @@
  */
 import { parseToken, type Complete, type CoordinatorMessage, type Release, type Renew } from '@leasehold/protocol';
 import { errorFrame } from '../core/replies.js';
-import type { StoredOwner } from '../etcd/reads.js';
-import {
-  completeTask,
-  completeTasks,
-  MAX_COMPLETES_PER_TXN,
-  MAX_RELEASES_PER_TXN,
-  type CompleteJob,
-  releaseLease,
-  releaseLeases,
-  type HolderProof,
-  type LeaseTxnResult,
-} from '../etcd/transactions/lease-txns.js';
-import { MicroBatcher, type Settled } from './batcher.js';
+import type { CompleteJob, HolderProof, LeaseOutcome, StoredOwner } from '../store/port.js';
+import { MicroBatcher } from './batcher.js';
 import type { ServiceContext } from './context.js';
 import { failureReply } from './replies.js';
 import type { LocalSession, SessionManager } from './sessions.js';
@@ -31,19 +20,22 @@ function forgetGrant(session: LocalSession, resource: string, token: bigint): vo
   if (session.granted.get(resource)?.token === token) session.granted.delete(resource);
 }
 
+/** Releases / completions per store call (the store splits them to fit its own limits). */
+const BATCH_MAX = 25;
+
 export class LeaseService {
   readonly #ctx: ServiceContext;
   readonly #sessions: SessionManager;
   /** Releases of one event-loop turn go to etcd as one txn (one per lease when a compare fails). */
-  readonly #releases: MicroBatcher<HolderProof, LeaseTxnResult>;
+  readonly #releases: MicroBatcher<HolderProof, LeaseOutcome>;
   /** Completions of one turn whose holder and task the index already shows: one txn. */
-  readonly #completes: MicroBatcher<CompleteJob, LeaseTxnResult>;
+  readonly #completes: MicroBatcher<CompleteJob, LeaseOutcome>;
 
   constructor(ctx: ServiceContext, sessions: SessionManager) {
     this.#ctx = ctx;
     this.#sessions = sessions;
-    this.#releases = new MicroBatcher((proofs) => this.#runReleases(proofs), MAX_RELEASES_PER_TXN);
-    this.#completes = new MicroBatcher((jobs) => this.#runCompletes(jobs), MAX_COMPLETES_PER_TXN);
+    this.#releases = new MicroBatcher((proofs) => ctx.store.release(proofs), BATCH_MAX);
+    this.#completes = new MicroBatcher((jobs) => ctx.store.complete(jobs), BATCH_MAX);
   }
 
   /** Never rejects. */
@@ -57,7 +49,7 @@ export class LeaseService {
         return refuse('NOT_HOLDER', 'incarnation does not match the session');
       if (!this.#sessions.isLive(session)) return refuse('LEASE_EXPIRED', 'the session deadline has passed');
       const token = parseToken(msg.token);
-      const owner = await this.#ctx.reads.owner(msg.resource);
+      const owner = await this.#ctx.store.owner(msg.resource);
       if (!holds(owner, session, token)) return refuse('NOT_HOLDER', 'this session does not hold that token');
       const beat = this.#sessions.heartbeat(session, receivedAtMs);
       if (!beat.ok) return refuse('LEASE_EXPIRED', 'the session deadline has passed');
@@ -108,7 +100,7 @@ export class LeaseService {
           taskModRevision: hint.modRevision,
           resultId: msg.resultId,
         });
-        if (fast.ok) {
+        if (fast.kind === 'done') {
           forgetGrant(session, msg.resource, token);
           if (this.#ctx.log.isLevelEnabled('debug')) {
             this.#ctx.log.debug(
@@ -119,7 +111,7 @@ export class LeaseService {
           return done;
         }
       }
-      const { owner, task } = await this.#ctx.reads.ownerAndTask(msg.resource, msg.taskId);
+      const { owner, task } = await this.#ctx.store.ownerAndTask(msg.resource, msg.taskId);
       const result = task?.record.result;
       if (task?.record.state === 'completed' && result?.token === msg.token && result.resultId === msg.resultId) {
         return done;
@@ -129,17 +121,23 @@ export class LeaseService {
       if (!holds(owner, session, token) || owner.record.taskId !== msg.taskId || task === undefined) {
         return errorFrame('NOT_HOLDER', 'this session does not hold that task and token', msg.id);
       }
-      const res = await completeTask(this.#ctx.kv, this.#ctx.keys, {
-        sessionId: session.sessionId,
-        leaseId: session.leaseId,
-        resource: msg.resource,
-        token,
-        requestId: owner.record.requestId,
-        task: task.record,
-        taskModRevision: task.modRevision,
-        resultId: msg.resultId,
-      });
-      if (!res.ok) return errorFrame('NOT_HOLDER', 'the lease changed before completion was recorded', msg.id);
+      const [settled] = await this.#ctx.store.complete([
+        {
+          sessionId: session.sessionId,
+          leaseId: session.leaseId,
+          resource: msg.resource,
+          token,
+          requestId: owner.record.requestId,
+          task: task.record,
+          taskModRevision: task.modRevision,
+          resultId: msg.resultId,
+        },
+      ]);
+      if (settled === undefined) throw new Error('store.complete returned no outcome');
+      if (!settled.ok) throw settled.error;
+      if (settled.value.kind !== 'done') {
+        return errorFrame('NOT_HOLDER', 'the lease changed before completion was recorded', msg.id);
+      }
       forgetGrant(session, msg.resource, token);
       this.#ctx.log.info({ sessionId: session.sessionId, resource: msg.resource, token: msg.token }, 'task completed');
       return done;
@@ -165,7 +163,7 @@ export class LeaseService {
         token,
         requestId,
       });
-      if (!res.ok) return notHolder();
+      if (res.kind !== 'done') return notHolder();
       forgetGrant(session, msg.resource, token);
       return { type: 'lease.released', inReplyTo: msg.id, resource: msg.resource, token: msg.token };
     });
@@ -182,59 +180,8 @@ export class LeaseService {
     if (sent?.token === token) return sent.requestId;
     const hint = this.#ctx.index.ownerOf(resource);
     if (hint?.token === token && hint.sessionId === session.sessionId) return hint.requestId;
-    const owner = await this.#ctx.reads.owner(resource);
+    const owner = await this.#ctx.store.owner(resource);
     return holds(owner, session, token) ? owner.record.requestId : undefined;
-  }
-
-  async #runReleases(proofs: readonly HolderProof[]): Promise<Settled<LeaseTxnResult>[]> {
-    const { kv, keys } = this.#ctx;
-    const one = async (proof: HolderProof): Promise<Settled<LeaseTxnResult>> => {
-      try {
-        return { ok: true, value: await releaseLease(kv, keys, proof) };
-      } catch (error) {
-        return { ok: false, error };
-      }
-    };
-    const distinct = new Set(proofs.map((p) => p.resource)).size === proofs.length;
-    if (proofs.length > 1 && distinct) {
-      let revision: bigint | undefined;
-      try {
-        revision = await releaseLeases(kv, keys, proofs);
-      } catch (error) {
-        // Outcome unknown: every release of the batch gets the error (never re-sent blindly).
-        return proofs.map(() => ({ ok: false, error }));
-      }
-      if (revision !== undefined) return proofs.map(() => ({ ok: true, value: { ok: true, revision } }));
-    }
-    // One lease, a duplicate resource, or a compare failed somewhere: one txn per lease tells which.
-    return Promise.all(proofs.map(one));
-  }
-
-  async #runCompletes(jobs: readonly CompleteJob[]): Promise<Settled<LeaseTxnResult>[]> {
-    const { kv, keys } = this.#ctx;
-    const distinct =
-      new Set(jobs.map((j) => j.resource)).size === jobs.length &&
-      new Set(jobs.map((j) => j.task.taskId)).size === jobs.length;
-    if (jobs.length > 1 && distinct) {
-      let revision: bigint | undefined;
-      try {
-        revision = await completeTasks(kv, keys, jobs);
-      } catch (error) {
-        // Outcome unknown: every completion of the batch gets the error (the worker retries).
-        return jobs.map(() => ({ ok: false, error }));
-      }
-      if (revision !== undefined) return jobs.map(() => ({ ok: true, value: { ok: true, revision } }));
-    }
-    // One completion, a repeat, or a compare failed somewhere: one txn per completion tells which.
-    return Promise.all(
-      jobs.map(async (job): Promise<Settled<LeaseTxnResult>> => {
-        try {
-          return { ok: true, value: await completeTask(kv, keys, job) };
-        } catch (error) {
-          return { ok: false, error };
-        }
-      }),
-    );
   }
 
   #guard(session: LocalSession, id: string, run: () => Promise<CoordinatorMessage>): Promise<CoordinatorMessage> {

@@ -8,7 +8,8 @@
  *   that deletion revision, so the expired holder is refused even before anyone takes over.
  *   Every coordinator does it; an advance to the same token is a no-op at the sink.
  */
-import type { RevisionGroup } from '../etcd/watch-feed.js';
+import { ExponentialBackoff, handleAll, retry } from 'cockatiel';
+import type { RevisionGroup } from './watch-feed.js';
 import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
 
@@ -45,24 +46,21 @@ export function createGroupHandler(ctx: ServiceContext, sessions: SessionManager
   };
 }
 
-/** Advance the fence to the deletion revision; retried a few times (an advance is idempotent). */
+/** An advance is idempotent: retried by one policy (3 more attempts, 100 ms doubling). */
+const advanceRetry = retry(handleAll, { maxAttempts: 3, backoff: new ExponentialBackoff({ initialDelay: 100 }) });
+
+/** Advance the fence to the deletion revision (retried; a failure leaves it to the next grant). */
 function fenceOnExpiry(ctx: ServiceContext, resource: string, revision: bigint): void {
   const log = ctx.log.child({ resource, token: revision.toString() });
-  const attempt = async (): Promise<void> => {
-    for (let i = 0; ; i += 1) {
-      try {
-        const res = await ctx.fences.submit({ resource, token: revision });
-        ctx.metrics.fencesOnExpiry.inc({ outcome: res.ok ? res.outcome : 'stale' });
-        log.info({ fence: res.fence.toString() }, 'fence advanced on expiry');
-        return;
-      } catch (err) {
-        if (i >= 3 || ctx.state.shuttingDown) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** i));
-      }
-    }
-  };
-  attempt().catch((err: unknown) => {
-    ctx.metrics.fencesOnExpiry.inc({ outcome: 'error' });
-    log.warn({ err }, 'fence advance on expiry failed; the next grant of this resource will move it');
-  });
+  advanceRetry
+    .execute(async () => {
+      if (ctx.state.shuttingDown) throw new Error('shutting down');
+      const res = await ctx.fences.submit({ resource, token: revision });
+      ctx.metrics.fencesOnExpiry.inc({ outcome: res.ok ? res.outcome : 'stale' });
+      log.info({ fence: res.fence.toString() }, 'fence advanced on expiry');
+    })
+    .catch((err: unknown) => {
+      ctx.metrics.fencesOnExpiry.inc({ outcome: 'error' });
+      log.warn({ err }, 'fence advance on expiry failed; the next grant of this resource will move it');
+    });
 }

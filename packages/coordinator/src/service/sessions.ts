@@ -9,20 +9,13 @@
  * backstop when this coordinator dies.
  */
 import type { Hello } from '@leasehold/protocol';
-import { SessionTable, type HeartbeatDecision } from '../core/session-table.js';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
+import type { SessionRecord } from '../core/records.js';
+import { SessionEndPlan, type EndAction, type EndObservation } from '../core/session-end.js';
+import { SessionTable, type HeartbeatDecision } from '../core/session-table.js';
+import type { TimerHandle } from '../core/timers.js';
 import { CoordinatorError } from '../errors.js';
-import { KeepAliveStream } from '../etcd/keepalive.js';
-import { sessionIdOf } from '../etcd/keys.js';
-import { grantLease, revokeLease } from '../etcd/leases.js';
-import {
-  adoptSession,
-  closeSession,
-  createSession,
-  endSession,
-  MAX_END_SESSION_OWNERS,
-  type HeldOwner,
-} from '../etcd/transactions/session-txns.js';
+import type { HeldOwner, SessionLeaseKeeper } from '../store/port.js';
 import type { WorkerChannel } from './channel.js';
 import { leaseTtlSeconds, type ServiceContext } from './context.js';
 
@@ -54,14 +47,12 @@ export interface OpenResult {
   readonly previous?: { readonly sessionId: string; readonly reason: ExpiredReason };
 }
 
-const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
 export class SessionManager {
   readonly #ctx: ServiceContext;
   readonly #table: SessionTable;
   readonly #sessions = new Map<string, LocalSession>();
-  readonly #keepalive: KeepAliveStream;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #keepalive: SessionLeaseKeeper;
+  #timer: TimerHandle | undefined;
   #timerAtMs = Number.POSITIVE_INFINITY;
   #closed = false;
   #onOwnersFreed: () => void = () => undefined;
@@ -70,9 +61,8 @@ export class SessionManager {
     this.#ctx = ctx;
     this.#table = new SessionTable(ctx.clock, ctx.config.sessionTtlMs);
     const leaseMs = leaseTtlSeconds(ctx.config.sessionTtlMs) * 1_000;
-    this.#keepalive = new KeepAliveStream(ctx.etcd.leaseClient, {
+    this.#keepalive = ctx.store.leaseKeeper({
       intervalMs: Math.max(50, Math.min(ctx.config.heartbeatIntervalMs, Math.floor(leaseMs / 3))),
-      log: ctx.log.child({ component: 'keepalive' }),
       onLost: (leaseId) => {
         this.#onLeaseLost(leaseId);
       },
@@ -139,21 +129,21 @@ export class SessionManager {
 
   async #create(hello: Hello, channel: WorkerChannel): Promise<LocalSession> {
     const ctx = this.#ctx;
-    const leaseId = await grantLease(ctx.etcd, leaseTtlSeconds(ctx.config.sessionTtlMs));
-    const sessionId = sessionIdOf(leaseId);
-    const record = {
-      v: 1 as const,
-      workerId: hello.workerId,
-      incarnation: hello.incarnation,
-      coordinatorId: ctx.coordinatorId,
-      ttlMs: ctx.config.sessionTtlMs,
+    const opened = await ctx.store.openSession(
+      this.#record(hello.workerId, hello.incarnation),
+      leaseTtlSeconds(ctx.config.sessionTtlMs),
+    );
+    return this.#adoptLocally(opened.sessionId, opened.leaseId, hello, opened.modRevision, channel);
+  }
+
+  #record(workerId: string, incarnation: string): SessionRecord {
+    return {
+      v: 1,
+      workerId,
+      incarnation,
+      coordinatorId: this.#ctx.coordinatorId,
+      ttlMs: this.#ctx.config.sessionTtlMs,
     };
-    const res = await createSession(ctx.kv, ctx.keys, { sessionId, leaseId, record });
-    if (!res.ok) {
-      await this.#revoke(leaseId);
-      throw new CoordinatorError('INTERNAL', `session key for fresh lease ${sessionId} already exists`);
-    }
-    return this.#adoptLocally(sessionId, leaseId, hello, res.modRevision, channel);
   }
 
   async #resume(
@@ -164,19 +154,17 @@ export class SessionManager {
     const local = this.#sessions.get(sessionId);
     if (local !== undefined && !this.#table.isLive(sessionId)) return { ok: false, reason: 'deadline' };
     for (let attempt = 0; attempt < 3; attempt += 1) {
-      const stored = await this.#ctx.reads.session(sessionId);
+      const stored = await this.#ctx.store.session(sessionId);
       if (stored === undefined || stored.record.workerId !== hello.workerId) {
         return { ok: false, reason: 'unknown-session' };
       }
       if (stored.record.incarnation !== hello.incarnation) return { ok: false, reason: 'incarnation-mismatch' };
       if (stored.record.ending === true) return { ok: false, reason: 'deadline' };
-      const res = await adoptSession(this.#ctx.kv, this.#ctx.keys, {
-        sessionId,
-        leaseId: stored.leaseId,
-        seenModRevision: stored.modRevision,
-        record: { ...stored.record, coordinatorId: this.#ctx.coordinatorId },
+      const res = await this.#ctx.store.adoptSession(stored, {
+        ...stored.record,
+        coordinatorId: this.#ctx.coordinatorId,
       });
-      if (!res.ok) continue;
+      if (res.kind !== 'adopted') continue;
       const existing = this.#sessions.get(sessionId);
       if (existing !== undefined) {
         existing.modRevision = res.modRevision;
@@ -235,9 +223,9 @@ export class SessionManager {
     if (this.#closed) return;
     const next = this.#table.nextDeadlineMs();
     if (next === undefined || (this.#timer !== undefined && this.#timerAtMs <= next)) return;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#ctx.timers.clearTimeout(this.#timer);
     this.#timerAtMs = next;
-    this.#timer = setTimeout(
+    this.#timer = this.#ctx.timers.setTimeout(
       () => {
         this.#timer = undefined;
         this.#timerAtMs = Number.POSITIVE_INFINITY;
@@ -259,110 +247,49 @@ export class SessionManager {
   }
 
   /**
-   * The deadline passed: end the session in etcd (if still ours), tell the worker, revoke its lease.
-   * The first attempt takes the session's owner keys from the watch-fed index, without a read: the
-   * txn compares each owner's create_revision and that no holding is newer than the index, so a
-   * lagging index only fails it, and the next attempts read the holdings from etcd. A session
-   * holding more than one txn can delete ({@link MAX_END_SESSION_OWNERS}) is marked ending by
-   * `closeSession` instead, and the lease revoke deletes its keys.
+   * The deadline passed: end the session in the store (if still ours), tell the worker, revoke its
+   * lease. The steps are decided by the pure {@link SessionEndPlan}; this shell performs them.
    */
   async #end(session: LocalSession): Promise<void> {
     const { sessionId } = session;
-    const log = this.#ctx.log.child({ sessionId, workerId: session.workerId });
+    const ctx = this.#ctx;
+    const log = ctx.log.child({ sessionId, workerId: session.workerId });
     this.#keepalive.remove(session.leaseId);
     for (const wakeUp of [...session.wakers]) wakeUp();
     if (session.inflight.size > 0) {
-      await Promise.race([Promise.allSettled([...session.inflight]), delay(this.#ctx.config.sink.timeoutMs + 500)]);
+      await Promise.race([Promise.allSettled([...session.inflight]), this.#delay(ctx.config.sink.timeoutMs + 500)]);
     }
-    const giveUpAt = this.#ctx.clock.nowMs() + 2_000 * leaseTtlSeconds(this.#ctx.config.sessionTtlMs);
-    let outcome: 'ended' | 'moved' | 'gone' = 'gone';
-    let held: HeldOwner[] = [];
-    let fromIndex = true;
-    for (let attempt = 0; ; attempt += 1) {
+    const plan = new SessionEndPlan({
+      maxOwnersPerTxn: ctx.store.limits.maxEndSessionOwners,
+      giveUpAtMs: ctx.clock.nowMs() + 2_000 * leaseTtlSeconds(ctx.config.sessionTtlMs),
+    });
+    let action: EndAction = plan.first();
+    for (;;) {
+      if (action.kind === 'finish') break;
+      let seen: EndObservation | { kind: 'next'; action: EndAction };
       try {
-        let holdings: HeldOwner[];
-        let knownUpTo: bigint | undefined;
-        if (fromIndex) {
-          knownUpTo = this.#ctx.index.revision;
-          holdings = this.#ctx.index.ownersOf(sessionId).map((o) => ({ resource: o.resource, token: o.token }));
-        } else {
-          const read = await this.#ctx.reads.sessionHoldings(sessionId);
-          if (read.session === undefined) break;
-          if (read.session.modRevision !== session.modRevision) {
-            outcome = 'moved';
-            break;
-          }
-          holdings = read.held;
-        }
-        if (holdings.length > MAX_END_SESSION_OWNERS) {
-          // Too many owner keys for one txn: mark the session ending (only if still ours), then
-          // the lease revoke below deletes every key on it at one revision. The watch frees them.
-          const closed = await closeSession(this.#ctx.kv, this.#ctx.keys, {
-            sessionId,
-            leaseId: session.leaseId,
-            knownModRevision: session.modRevision,
-            record: {
-              v: 1,
-              workerId: session.workerId,
-              incarnation: session.incarnation,
-              coordinatorId: this.#ctx.coordinatorId,
-              ttlMs: this.#ctx.config.sessionTtlMs,
-            },
-          });
-          if (closed.ok) {
-            outcome = 'ended';
-            held = holdings;
-            log.info({ held: held.length }, 'session expired (closed; the lease revoke deletes its keys)');
-            break;
-          }
-          if (closed.current === undefined) break;
-          if (BigInt(closed.current.mod_revision) !== session.modRevision) {
-            outcome = 'moved';
-          }
-          break;
-        }
-        const res = await endSession(this.#ctx.kv, this.#ctx.keys, {
-          sessionId,
-          knownModRevision: session.modRevision,
-          held: holdings,
-          ...(knownUpTo === undefined ? {} : { knownUpTo }),
-        });
-        if (res.ok) {
-          outcome = 'ended';
-          held = holdings;
-          log.info({ revision: res.revision.toString(), held: held.length }, 'session expired');
-          this.#freeInIndex(held, res.revision);
-          break;
-        }
-        if (fromIndex) {
-          fromIndex = false;
-          if (res.current === undefined) break;
-          if (BigInt(res.current.mod_revision) !== session.modRevision) {
-            outcome = 'moved';
-            break;
-          }
-        }
+        seen = await this.#perform(session, plan, action);
       } catch (err) {
-        fromIndex = false;
-        if (this.#ctx.clock.nowMs() > giveUpAt) {
-          log.warn({ err }, 'could not end session in etcd, leaving it to the lease backstop');
-          break;
-        }
         log.warn({ err }, 'ending session failed, retrying');
-        await delay(Math.min(500, 25 * 2 ** Math.min(attempt, 5)));
+        seen = { kind: 'error', nowMs: ctx.clock.nowMs() };
       }
+      action = seen.kind === 'next' ? seen.action : plan.next(seen);
     }
     this.#table.markEnded(sessionId);
     this.#forget(session);
     const channel = session.channel;
-    if (outcome === 'moved') {
+    if (action.result === 'moved') {
       log.info('session was adopted by a peer before its deadline here');
       channel?.close(CLOSE_SESSION_MOVED, 'session moved to another coordinator');
       return;
     }
-    this.#ctx.metrics.expiries.inc({ reason: 'deadline' });
-    // Told first (its owner keys are gone from etcd already, or the session key was): the revoke
-    // only drops what is left on the lease and does not change what the worker may do.
+    const { held } = action;
+    if (action.result === 'ended') log.info({ held: held.length }, 'session expired');
+    else log.warn('could not end session in the store, leaving it to the lease backstop');
+    if (action.revision !== undefined) this.#freeInIndex(held, action.revision);
+    ctx.metrics.expiries.inc({ reason: 'deadline' });
+    // Told first (its owner keys are gone from the store already, or the session key was): the
+    // revoke only drops what is left on the lease and does not change what the worker may do.
     for (const h of held) {
       channel?.send({
         type: 'lease.revoked',
@@ -372,7 +299,57 @@ export class SessionManager {
       });
     }
     channel?.send({ type: 'session.expired', sessionId, reason: 'deadline' });
-    await this.#revoke(session.leaseId);
+    if (action.revoke) await this.#revoke(session.leaseId);
+  }
+
+  /** One step of the end plan against the store; what was seen (or the plan's next action). */
+  async #perform(
+    session: LocalSession,
+    plan: SessionEndPlan,
+    action: Exclude<EndAction, { kind: 'finish' }>,
+  ): Promise<EndObservation | { kind: 'next'; action: EndAction }> {
+    const { store, index } = this.#ctx;
+    switch (action.kind) {
+      case 'endFromIndex': {
+        const held = index.ownersOf(session.sessionId).map((o) => ({ resource: o.resource, token: o.token }));
+        return { kind: 'next', action: plan.fromIndex(held, index.revision) };
+      }
+      case 'readHoldings': {
+        const read = await store.sessionHoldings(session.sessionId);
+        const state =
+          read.session === undefined ? 'gone' : read.session.modRevision === session.modRevision ? 'ours' : 'moved';
+        return { kind: 'holdings', session: state, held: read.held };
+      }
+      case 'end': {
+        const outcome = await store.endSession({
+          sessionId: session.sessionId,
+          knownModRevision: session.modRevision,
+          held: action.held,
+          ...(action.knownUpTo === undefined ? {} : { knownUpTo: action.knownUpTo }),
+        });
+        return { kind: 'ended', held: action.held, outcome };
+      }
+      case 'close': {
+        // Too many owner keys for one txn: mark the session ending (only if still ours); the lease
+        // revoke deletes every key on it at one revision, and the watch frees them.
+        const outcome = await store.closeSession({
+          sessionId: session.sessionId,
+          leaseId: session.leaseId,
+          knownModRevision: session.modRevision,
+          record: this.#record(session.workerId, session.incarnation),
+        });
+        return { kind: 'closed', held: action.held, outcome };
+      }
+      case 'wait':
+        await this.#delay(action.ms);
+        return { kind: 'waited' };
+    }
+  }
+
+  #delay(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#ctx.timers.setTimeout(resolve, ms);
+    });
   }
 
   /**
@@ -399,7 +376,7 @@ export class SessionManager {
 
   async #revoke(leaseId: string): Promise<void> {
     try {
-      await revokeLease(this.#ctx.etcd, leaseId);
+      await this.#ctx.store.revokeLease(leaseId);
     } catch (err) {
       this.#ctx.log.warn({ err }, 'lease revoke failed; the lease TTL will end it');
     }
@@ -408,7 +385,7 @@ export class SessionManager {
   /** Shutdown: close sockets with "going away", stop keepalives; sessions stay in etcd for a peer. */
   close(): void {
     this.#closed = true;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#ctx.timers.clearTimeout(this.#timer);
     this.#keepalive.close();
     for (const session of this.#sessions.values()) session.channel?.close(CLOSE_GOING_AWAY, 'coordinator going away');
   }

@@ -5,14 +5,7 @@
 import type { ErrorCode, JsonValue } from '@leasehold/protocol';
 import { encodeRecord, sameDefinition, TaskState, type TaskRecord } from '../core/records.js';
 import { CoordinatorError } from '../errors.js';
-import { parseTask, type StoredOwner, type StoredTask } from '../etcd/reads.js';
-import {
-  cancelTask,
-  MAX_SUBMIT_BYTES_PER_TXN,
-  MAX_SUBMITS_PER_TXN,
-  submitTask,
-  submitTasks,
-} from '../etcd/transactions/task-txns.js';
+import type { StoredOwner, StoredTask } from '../store/port.js';
 import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
 
@@ -84,16 +77,9 @@ export class TaskService {
     resource: string;
     payload: JsonValue;
   }): Promise<{ ok: true; created: boolean; task: TaskView } | Refusal> {
-    const record: TaskRecord = { v: 1, ...input, state: 'pending', attempts: 0 };
-    const res = await submitTask(this.#ctx.kv, this.#ctx.keys, record);
-    if (res.created) return { ok: true, created: true, task: taskView(record, undefined) };
-    const existing = parseTask(res.existing);
-    if (existing === undefined)
-      return { ok: false, code: 'CONFLICT', message: 'task id exists with an unreadable record' };
-    if (!sameDefinition(existing.record, input.resource, input.payload)) {
-      return { ok: false, code: 'CONFLICT', message: `task ${input.taskId} exists with a different definition` };
-    }
-    return { ok: true, created: false, task: await this.#view(existing) };
+    const [outcome] = await this.submitMany([input]);
+    if (outcome === undefined) throw new CoordinatorError('INTERNAL', 'submit returned no outcome');
+    return outcome;
   }
 
   /**
@@ -104,6 +90,7 @@ export class TaskService {
   async submitMany(inputs: readonly SubmitInput[]): Promise<SubmitOutcome[]> {
     const out: (SubmitOutcome | undefined)[] = inputs.map(() => undefined);
     const first = new Map<string, number>();
+    const { maxSubmitsPerCall, maxSubmitBytesPerCall } = this.#ctx.store.limits;
     const chunks: { index: number; record: TaskRecord }[][] = [];
     let chunk: { index: number; record: TaskRecord }[] = [];
     let bytes = 0;
@@ -112,7 +99,7 @@ export class TaskService {
       first.set(input.taskId, index);
       const record: TaskRecord = { v: 1, ...input, state: 'pending', attempts: 0 };
       const size = encodeRecord(record).length + input.taskId.length;
-      if (chunk.length >= MAX_SUBMITS_PER_TXN || (chunk.length > 0 && bytes + size > MAX_SUBMIT_BYTES_PER_TXN)) {
+      if (chunk.length >= maxSubmitsPerCall || (chunk.length > 0 && bytes + size > maxSubmitBytesPerCall)) {
         chunks.push(chunk);
         chunk = [];
         bytes = 0;
@@ -126,21 +113,17 @@ export class TaskService {
         let left = jobs;
         for (let attempt = 0; left.length > 0; attempt += 1) {
           if (attempt >= 5) throw new CoordinatorError('UNAVAILABLE', 'tasks kept changing; submit again');
-          const res = await submitTasks(
-            this.#ctx.kv,
-            this.#ctx.keys,
-            left.map((j) => j.record),
-          );
-          if (res.created) {
+          const res = await this.#ctx.store.submitTasks(left.map((j) => j.record));
+          if (res.kind === 'created') {
             for (const j of left) out[j.index] = { ok: true, created: true, task: taskView(j.record, undefined) };
             return;
           }
           const absent: typeof left = [];
           await Promise.all(
             left.map(async (j, i) => {
-              const kv = res.existing[i];
-              if (kv === undefined) absent.push(j);
-              else out[j.index] = await this.#settleExisting(j.record, kv);
+              const existing = res.existing[i];
+              if (existing === undefined) absent.push(j);
+              else out[j.index] = await this.#settleExisting(j.record, existing);
             }),
           );
           left = absent;
@@ -163,10 +146,10 @@ export class TaskService {
     });
   }
 
-  async #settleExisting(record: TaskRecord, kv: Parameters<typeof parseTask>[0]): Promise<SubmitOutcome> {
-    const existing = parseTask(kv);
-    if (existing === undefined)
+  async #settleExisting(record: TaskRecord, existing: StoredTask | 'unreadable'): Promise<SubmitOutcome> {
+    if (existing === 'unreadable') {
       return { ok: false, code: 'CONFLICT', message: 'task id exists with an unreadable record' };
+    }
     if (!sameDefinition(existing.record, record.resource, record.payload)) {
       return { ok: false, code: 'CONFLICT', message: `task ${record.taskId} exists with a different definition` };
     }
@@ -174,7 +157,7 @@ export class TaskService {
   }
 
   async get(taskId: string): Promise<TaskView | undefined> {
-    const task = await this.#ctx.reads.task(taskId);
+    const task = await this.#ctx.store.task(taskId);
     return task === undefined ? undefined : this.#view(task);
   }
 
@@ -187,7 +170,7 @@ export class TaskService {
     const out: TaskView[] = [];
     let after = options.after;
     for (let page = 0; page < 50 && out.length < options.limit; page += 1) {
-      const { tasks, more } = await this.#ctx.reads.taskPage(after, Math.max(options.limit, 100));
+      const { tasks, more } = await this.#ctx.store.taskPage(after, Math.max(options.limit, 100));
       for (const t of tasks) {
         after = t.record.taskId;
         const hint = this.#ctx.index.ownerOf(t.record.resource);
@@ -204,15 +187,15 @@ export class TaskService {
 
   async cancel(taskId: string): Promise<{ ok: true; task: TaskView } | Refusal> {
     for (let attempt = 0; attempt < 5; attempt += 1) {
-      const task = await this.#ctx.reads.task(taskId);
+      const task = await this.#ctx.store.task(taskId);
       if (task === undefined) return { ok: false, code: 'NOT_FOUND', message: `no task ${taskId}` };
       if (task.record.state === 'cancelled') return { ok: true, task: taskView(task.record, undefined) };
       if (task.record.state === 'completed') {
         return { ok: false, code: 'CONFLICT', message: `task ${taskId} is already completed` };
       }
-      const owner = await this.#ctx.reads.owner(task.record.resource);
+      const owner = await this.#ctx.store.owner(task.record.resource);
       const holder = owner?.record.taskId === taskId ? owner : undefined;
-      const res = await cancelTask(this.#ctx.kv, this.#ctx.keys, {
+      const res = await this.#ctx.store.cancelTask({
         task: task.record,
         taskModRevision: task.modRevision,
         owner:
@@ -220,7 +203,7 @@ export class TaskService {
             ? undefined
             : { sessionId: holder.record.sessionId, token: holder.token, requestId: holder.record.requestId },
       });
-      if (res.ok) {
+      if (res.kind === 'cancelled') {
         this.#ctx.log.info({ taskId, token: holder?.token.toString() }, 'task cancelled');
         return { ok: true, task: taskView({ ...task.record, state: 'cancelled' }, undefined) };
       }
@@ -229,9 +212,9 @@ export class TaskService {
   }
 
   async resource(resource: string): Promise<ResourceView> {
-    const owner = await this.#ctx.reads.owner(resource);
+    const owner = await this.#ctx.store.owner(resource);
     if (owner === undefined) return { resource, owner: null, token: null, remainingMs: null };
-    const session = await this.#ctx.reads.session(owner.record.sessionId);
+    const session = await this.#ctx.store.session(owner.record.sessionId);
     const local = this.#sessions.get(owner.record.sessionId);
     return {
       resource,
@@ -242,7 +225,7 @@ export class TaskService {
   }
 
   async #view(task: StoredTask): Promise<TaskView> {
-    const owner = task.record.state === 'pending' ? await this.#ctx.reads.owner(task.record.resource) : undefined;
+    const owner = task.record.state === 'pending' ? await this.#ctx.store.owner(task.record.resource) : undefined;
     return taskView(task.record, owner);
   }
 }

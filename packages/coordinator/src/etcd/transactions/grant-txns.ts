@@ -1,24 +1,14 @@
 /**
  * Grant transactions: step (a) of a grant — create the owner key, whose create_revision R is the
- * fencing token — and its undo when step (b), the sink's fence advance, fails.
+ * fencing token — and its undo when step (b), the sink's fence advance, fails. Each classifies its
+ * own failure into a typed outcome; callers never read what a compare saw.
  */
-import type { IKeyValue } from 'etcd3';
-import { encodeRecord, type HoldingRecord, type OwnerRecord, type TaskRecord } from '../../core/records.js';
+import { encodeRecord, type HoldingRecord, type TaskRecord } from '../../core/records.js';
 import { CoordinatorError } from '../../errors.js';
+import type { AbandonOutcome, GrantJob, GrantOutcome, GrantRef } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
-
-export interface GrantJob {
-  readonly sessionId: string;
-  readonly leaseId: string;
-  /** sessions/<sid> mod_revision this coordinator knows: it still serves the session. */
-  readonly sessionModRevision: bigint;
-  readonly requestId: string;
-  /** The task as read, and the mod_revision it was read at: it is still pending and unchanged. */
-  readonly task: TaskRecord;
-  readonly taskModRevision: bigint;
-  readonly owner: OwnerRecord;
-}
+import { parseHolding, parseSession } from '../reads.js';
 
 /**
  * etcd refuses a txn with more than `--max-txn-ops` (default 128) compares, or success ops, or
@@ -28,19 +18,8 @@ export interface GrantJob {
 export const ETCD_MAX_TXN_OPS = 128;
 export const MAX_GRANTS_PER_TXN = Math.floor(ETCD_MAX_TXN_OPS / 4);
 
-export type GrantTxnResult =
-  | { readonly ok: true; readonly token: bigint }
-  | {
-      readonly ok: false;
-      /** Only for a single-job txn: what the compares saw. */
-      readonly seen?: {
-        readonly owner: IKeyValue | undefined;
-        readonly task: IKeyValue | undefined;
-        readonly session: IKeyValue | undefined;
-        readonly holding: IKeyValue | undefined;
-      };
-      readonly revision: bigint;
-    };
+/** A multi-job txn that failed says only that: the caller retries one txn per job to tell which. */
+export type GrantTxnResult = GrantOutcome | { readonly kind: 'batchFailed' };
 
 /**
  * grantOwners — many grants in one txn (only for resources believed free).
@@ -51,10 +30,12 @@ export type GrantTxnResult =
  * success:  per job: put owners/<r> = OwnerRecord (session lease); put holdings/<sid>/<q> =
  *           HoldingRecord (session lease); put tasks/<t> with attempts + 1
  * failure:  single job only: get owners/<r>, tasks/<t>, sessions/<sid>, holdings/<sid>/<q>
- * result:   { ok, token R } where R = the txn revision, which is the create_revision of every owner
+ * result:   granted{token R} where R = the txn revision, which is the create_revision of every owner
  *           key created: each was absent (compare) and is put by this txn, and etcd gives all keys a
- *           txn creates its one revision (no read-back needed); on failure the caller falls back to
- *           one txn per job
+ *           txn creates its one revision (no read-back needed). A single job's failure is
+ *           classified: the holding exists -> replay{holding}; the session key is gone or has
+ *           another mod_revision -> sessionMoved; otherwise (owner present or task changed) ->
+ *           raced{revision}. A batch's failure -> batchFailed (retry one txn per job).
  */
 export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJob[]): Promise<GrantTxnResult> {
   if (jobs.length === 0) throw new CoordinatorError('INTERNAL', 'grantOwners needs at least one job');
@@ -80,27 +61,15 @@ export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJ
   const failure =
     single === undefined
       ? []
-      : [
-          op.get(keys.owner(single.task.resource)),
-          op.get(keys.task(single.task.taskId)),
-          op.get(keys.session(single.sessionId)),
-          op.get(keys.holding(single.sessionId, single.requestId)),
-        ];
-  const res = await kv.txn(jobs.length === 1 ? 'grantOwner' : 'grantOwners', {
-    compare,
-    success,
-    failure,
-  });
-  if (!res.succeeded) {
-    return single === undefined
-      ? { ok: false, revision: res.revision }
-      : {
-          ok: false,
-          revision: res.revision,
-          seen: { owner: firstKv(res, 0), task: firstKv(res, 1), session: firstKv(res, 2), holding: firstKv(res, 3) },
-        };
-  }
-  return { ok: true, token: res.revision };
+      : [op.get(keys.session(single.sessionId)), op.get(keys.holding(single.sessionId, single.requestId))];
+  const res = await kv.txn(jobs.length === 1 ? 'grantOwner' : 'grantOwners', { compare, success, failure });
+  if (res.succeeded) return { kind: 'granted', token: res.revision };
+  if (single === undefined) return { kind: 'batchFailed' };
+  const holding = parseHolding(firstKv(res, 1));
+  if (holding !== undefined) return { kind: 'replay', holding };
+  const session = parseSession(keys, firstKv(res, 0));
+  if (session?.modRevision !== single.sessionModRevision) return { kind: 'sessionMoved' };
+  return { kind: 'raced', revision: res.revision };
 }
 
 /**
@@ -111,11 +80,7 @@ export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJ
  * failure:  nothing (the owner key is already gone; see forgetRequest)
  * result:   true when removed
  */
-export async function abandonGrant(
-  kv: Kv,
-  keys: KeyLayout,
-  args: { readonly sessionId: string; readonly requestId: string; readonly resource: string; readonly token: bigint },
-): Promise<boolean> {
+export async function abandonGrant(kv: Kv, keys: KeyLayout, args: GrantRef): Promise<boolean> {
   const ownerKey = keys.owner(args.resource);
   const holdingKey = keys.holding(args.sessionId, args.requestId);
   const res = await kv.txn('abandonGrant', {
@@ -133,15 +98,17 @@ export async function abandonGrant(
  * success:  delete holdings/<sid>/<q>
  * result:   true when removed
  */
-export async function forgetRequest(
-  kv: Kv,
-  keys: KeyLayout,
-  args: { readonly sessionId: string; readonly requestId: string; readonly token: bigint },
-): Promise<boolean> {
+export async function forgetRequest(kv: Kv, keys: KeyLayout, args: GrantRef): Promise<boolean> {
   const holdingKey = keys.holding(args.sessionId, args.requestId);
   const res = await kv.txn('forgetRequest', {
     compare: [cmp.createdAt(holdingKey, args.token)],
     success: [op.del(holdingKey)],
   });
   return res.succeeded;
+}
+
+/** abandonGrant, then forgetRequest when the owner key was already gone. */
+export async function undoGrant(kv: Kv, keys: KeyLayout, ref: GrantRef): Promise<AbandonOutcome> {
+  if (await abandonGrant(kv, keys, ref)) return 'removed';
+  return (await forgetRequest(kv, keys, ref)) ? 'forgotten' : 'gone';
 }

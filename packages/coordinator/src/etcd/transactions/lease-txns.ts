@@ -4,19 +4,10 @@
  * created at the worker's token, never rewritten since, and is attached to the caller's session
  * lease.
  */
-import type { IKeyValue } from 'etcd3';
 import { encodeRecord, type TaskRecord } from '../../core/records.js';
+import type { CompleteJob, HolderProof, LeaseOutcome } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
-import { cmp, firstKv, op, type Kv } from '../kv.js';
-
-export interface HolderProof {
-  readonly sessionId: string;
-  readonly leaseId: string;
-  readonly resource: string;
-  readonly token: bigint;
-  /** The request id the grant was made for (its holding key), from the owner record. */
-  readonly requestId: string;
-}
+import { cmp, op, type Kv } from '../kv.js';
 
 /** 4 compares: the owner key is this grant's, unchanged, on this session's lease; so is its holding. */
 function holderCompares(keys: KeyLayout, proof: HolderProof) {
@@ -34,49 +25,6 @@ function holderDeletes(keys: KeyLayout, proof: HolderProof) {
   return [op.del(keys.owner(proof.resource)), op.del(keys.holding(proof.sessionId, proof.requestId))];
 }
 
-export type LeaseTxnResult =
-  | { readonly ok: true; readonly revision: bigint }
-  | { readonly ok: false; readonly owner: IKeyValue | undefined; readonly task?: IKeyValue | undefined };
-
-/**
- * completeTask
- * keys:     owners/<r>, holdings/<sid>/<q>, tasks/<t>
- * compares: owners/<r> create_revision == token and mod_revision == token and lease == session
- *           lease (this session holds this token); holdings/<sid>/<q> create_revision == token;
- *           tasks/<t> mod_revision == read (unchanged)
- * success:  delete owners/<r>, holdings/<sid>/<q>; put tasks/<t> state=completed,
- *           result={resultId, token}
- * failure:  get owners/<r>, get tasks/<t>
- * result:   { ok, revision }; on failure what was seen (a retry after a lost reply finds the task
- *           completed with this token and result id, and is answered as a replay)
- */
-export async function completeTask(
-  kv: Kv,
-  keys: KeyLayout,
-  args: HolderProof & { readonly task: TaskRecord; readonly taskModRevision: bigint; readonly resultId: string },
-): Promise<LeaseTxnResult> {
-  const completed: TaskRecord = {
-    ...args.task,
-    state: 'completed',
-    result: { resultId: args.resultId, token: args.token.toString() },
-  };
-  const taskKey = keys.task(args.task.taskId);
-  const res = await kv.txn('completeTask', {
-    compare: [...holderCompares(keys, args), cmp.modifiedAt(taskKey, args.taskModRevision)],
-    success: [...holderDeletes(keys, args), op.put(taskKey, encodeRecord(completed))],
-    failure: [op.get(keys.owner(args.resource)), op.get(taskKey)],
-  });
-  return res.succeeded
-    ? { ok: true, revision: res.revision }
-    : { ok: false, owner: firstKv(res, 0), task: firstKv(res, 1) };
-}
-
-export interface CompleteJob extends HolderProof {
-  readonly task: TaskRecord;
-  readonly taskModRevision: bigint;
-  readonly resultId: string;
-}
-
 function completedRecord(job: CompleteJob): TaskRecord {
   return { ...job.task, state: 'completed', result: { resultId: job.resultId, token: job.token.toString() } };
 }
@@ -85,27 +33,28 @@ function completedRecord(job: CompleteJob): TaskRecord {
 export const MAX_COMPLETES_PER_TXN = 25;
 
 /**
- * completeTasks — completeTask for many leases (distinct resources and tasks) in one txn.
+ * completeTasks — complete one or many leases (distinct resources and tasks) in one txn.
  * keys:     per completion: owners/<r>, holdings/<sid>/<q>, tasks/<t>
- * compares: per completion: as completeTask (holder proof on owners/<r>; tasks/<t> mod_revision ==
- *           the one known, here from the watch-fed index)
- * success:  per completion: as completeTask
- * failure:  nothing (the caller falls back to one completeTask per completion to tell which failed)
- * result:   the txn revision when every completion succeeded (all at that revision), else undefined
+ * compares: per completion: owners/<r> create_revision == token and mod_revision == token and
+ *           lease == session lease (this session holds this token); holdings/<sid>/<q>
+ *           create_revision == token; tasks/<t> mod_revision == the one known (unchanged)
+ * success:  per completion: delete owners/<r>, holdings/<sid>/<q>; put tasks/<t> state=completed,
+ *           result={resultId, token}
+ * failure:  nothing
+ * result:   done{revision} when every completion succeeded (all at that revision), else notHolder
+ *           (for a batch: retry one txn per completion to tell which; a retry after a lost reply is
+ *           recognised by the caller from the task's recorded result)
  */
-export async function completeTasks(
-  kv: Kv,
-  keys: KeyLayout,
-  jobs: readonly CompleteJob[],
-): Promise<bigint | undefined> {
+export async function completeTasks(kv: Kv, keys: KeyLayout, jobs: readonly CompleteJob[]): Promise<LeaseOutcome> {
   if (
+    jobs.length === 0 ||
     jobs.length > MAX_COMPLETES_PER_TXN ||
     new Set(jobs.map((j) => j.resource)).size !== jobs.length ||
     new Set(jobs.map((j) => j.task.taskId)).size !== jobs.length
   ) {
-    throw new RangeError('completeTasks takes distinct resources and tasks, at most MAX_COMPLETES_PER_TXN');
+    throw new RangeError('completeTasks takes 1 to MAX_COMPLETES_PER_TXN distinct resources and tasks');
   }
-  const res = await kv.txn('completeTasks', {
+  const res = await kv.txn(jobs.length === 1 ? 'completeTask' : 'completeTasks', {
     compare: jobs.flatMap((j) => [
       ...holderCompares(keys, j),
       cmp.modifiedAt(keys.task(j.task.taskId), j.taskModRevision),
@@ -115,49 +64,34 @@ export async function completeTasks(
       op.put(keys.task(j.task.taskId), encodeRecord(completedRecord(j))),
     ]),
   });
-  return res.succeeded ? res.revision : undefined;
-}
-
-/**
- * releaseLease — give the lease up without a result; the task is pending again.
- * keys:     owners/<r>, holdings/<sid>/<q>
- * compares: owners/<r> create_revision == token, mod_revision == token, lease == session lease;
- *           holdings/<sid>/<q> create_revision == token
- * success:  delete owners/<r>, holdings/<sid>/<q>
- * failure:  get owners/<r>
- * result:   { ok, revision }
- */
-export async function releaseLease(kv: Kv, keys: KeyLayout, args: HolderProof): Promise<LeaseTxnResult> {
-  const res = await kv.txn('releaseLease', {
-    compare: holderCompares(keys, args),
-    success: holderDeletes(keys, args),
-    failure: [op.get(keys.owner(args.resource))],
-  });
-  return res.succeeded ? { ok: true, revision: res.revision } : { ok: false, owner: firstKv(res, 0) };
+  return res.succeeded ? { kind: 'done', revision: res.revision } : { kind: 'notHolder' };
 }
 
 /** releaseLeases takes at most this many releases (4 compares each; etcd's default limit is 128). */
 export const MAX_RELEASES_PER_TXN = 32;
 
 /**
- * releaseLeases — releaseLease for many leases (distinct resources) in one txn.
+ * releaseLeases — give one or many leases (distinct resources) up without a result; their tasks
+ * are pending again.
  * keys:     per release: owners/<r>, holdings/<sid>/<q>
- * compares: per release: as releaseLease
+ * compares: per release: owners/<r> create_revision == token, mod_revision == token, lease ==
+ *           session lease; holdings/<sid>/<q> create_revision == token
  * success:  per release: delete owners/<r>, holdings/<sid>/<q>
- * failure:  nothing (the caller falls back to one releaseLease per lease to tell which failed)
- * result:   the txn revision when every release succeeded (all at that revision), else undefined
+ * failure:  nothing
+ * result:   done{revision} when every release succeeded (all at that revision), else notHolder
+ *           (for a batch: retry one txn per release to tell which)
  */
-export async function releaseLeases(
-  kv: Kv,
-  keys: KeyLayout,
-  proofs: readonly HolderProof[],
-): Promise<bigint | undefined> {
-  if (proofs.length > MAX_RELEASES_PER_TXN || new Set(proofs.map((p) => p.resource)).size !== proofs.length) {
-    throw new RangeError('releaseLeases takes distinct resources, at most MAX_RELEASES_PER_TXN');
+export async function releaseLeases(kv: Kv, keys: KeyLayout, proofs: readonly HolderProof[]): Promise<LeaseOutcome> {
+  if (
+    proofs.length === 0 ||
+    proofs.length > MAX_RELEASES_PER_TXN ||
+    new Set(proofs.map((p) => p.resource)).size !== proofs.length
+  ) {
+    throw new RangeError('releaseLeases takes 1 to MAX_RELEASES_PER_TXN distinct resources');
   }
-  const res = await kv.txn('releaseLeases', {
+  const res = await kv.txn(proofs.length === 1 ? 'releaseLease' : 'releaseLeases', {
     compare: proofs.flatMap((p) => holderCompares(keys, p)),
     success: proofs.flatMap((p) => holderDeletes(keys, p)),
   });
-  return res.succeeded ? res.revision : undefined;
+  return res.succeeded ? { kind: 'done', revision: res.revision } : { kind: 'notHolder' };
 }

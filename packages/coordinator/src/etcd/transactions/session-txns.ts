@@ -4,44 +4,42 @@
  * coordinator's proof: every txn a coordinator runs for a session compares it, so a coordinator
  * that lost the session (a peer adopted it) can no longer act for it, even if it resumes late.
  */
-import type { IKeyValue } from 'etcd3';
 import { encodeRecord, type SessionRecord } from '../../core/records.js';
+import type { AdoptOutcome, CloseOutcome, EndOutcome, HeldOwner } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
-
-export type SessionWriteResult =
-  { readonly ok: true; readonly modRevision: bigint } | { readonly ok: false; readonly current: IKeyValue | undefined };
 
 /**
  * createSession
  * keys:     sessions/<sid>
  * compares: sessions/<sid> absent (create_revision == 0)
  * success:  put sessions/<sid> = SessionRecord, attached to lease <leaseId>
- * failure:  get sessions/<sid>
- * result:   { ok, modRevision = txn revision } — the revision the serving coordinator compares later
+ * failure:  nothing
+ * result:   the txn revision (the session key's mod_revision, which the serving coordinator
+ *           compares later), or undefined when the key already existed
  */
 export async function createSession(
   kv: Kv,
   keys: KeyLayout,
   args: { readonly sessionId: string; readonly leaseId: string; readonly record: SessionRecord },
-): Promise<SessionWriteResult> {
+): Promise<bigint | undefined> {
   const key = keys.session(args.sessionId);
   const res = await kv.txn('createSession', {
     compare: [cmp.absent(key)],
     success: [op.put(key, encodeRecord(args.record), args.leaseId)],
-    failure: [op.get(key)],
   });
-  return res.succeeded ? { ok: true, modRevision: res.revision } : { ok: false, current: firstKv(res, 0) };
+  return res.succeeded ? res.revision : undefined;
 }
 
 /**
  * adoptSession — a worker resumed its session on this coordinator.
  * keys:     sessions/<sid>
- * compares: sessions/<sid> mod_revision == the revision just read (and checked: same worker id and
- *           incarnation)
+ * compares: sessions/<sid> mod_revision == the revision just read (and checked by the caller: same
+ *           worker id and incarnation, not ending)
  * success:  put sessions/<sid> = record with coordinatorId = this coordinator, same lease
- * failure:  get sessions/<sid>
- * result:   { ok, modRevision } — from now on only this coordinator may end the session
+ * failure:  nothing
+ * result:   adopted{modRevision} — from now on only this coordinator may end the session; or
+ *           raced (the key changed since it was read: read again)
  */
 export async function adoptSession(
   kv: Kv,
@@ -52,30 +50,13 @@ export async function adoptSession(
     readonly seenModRevision: bigint;
     readonly record: SessionRecord;
   },
-): Promise<SessionWriteResult> {
-  return rewriteSession(kv, keys, 'adoptSession', args.seenModRevision, args);
-}
-
-/** adoptSession and closeSession: compare the session key's mod_revision, rewrite it on its lease. */
-async function rewriteSession(
-  kv: Kv,
-  keys: KeyLayout,
-  name: string,
-  expectedModRevision: bigint,
-  args: { readonly sessionId: string; readonly leaseId: string; readonly record: SessionRecord },
-): Promise<SessionWriteResult> {
+): Promise<AdoptOutcome> {
   const key = keys.session(args.sessionId);
-  const res = await kv.txn(name, {
-    compare: [cmp.modifiedAt(key, expectedModRevision)],
+  const res = await kv.txn('adoptSession', {
+    compare: [cmp.modifiedAt(key, args.seenModRevision)],
     success: [op.put(key, encodeRecord(args.record), args.leaseId)],
-    failure: [op.get(key)],
   });
-  return res.succeeded ? { ok: true, modRevision: res.revision } : { ok: false, current: firstKv(res, 0) };
-}
-
-export interface HeldOwner {
-  readonly resource: string;
-  readonly token: bigint;
+  return res.succeeded ? { kind: 'adopted', modRevision: res.revision } : { kind: 'raced' };
 }
 
 /**
@@ -84,9 +65,6 @@ export interface HeldOwner {
  * a lease revoke instead.
  */
 export const MAX_END_SESSION_OWNERS = 120;
-
-export type EndSessionResult =
-  { readonly ok: true; readonly revision: bigint } | { readonly ok: false; readonly current: IKeyValue | undefined };
 
 /**
  * endSession — the serving coordinator judged the session expired.
@@ -98,9 +76,10 @@ export type EndSessionResult =
  *           seen can survive the delete (owner and holding keys are created and deleted together)
  * success:  delete every owners/<r>, holdings/<sid>/* and sessions/<sid> — all
  *           at one revision D (the caller revokes the lease afterwards)
- * failure:  get sessions/<sid> (absent: already ended; other mod_revision: a peer adopted it;
- *           same: the holdings changed or the index lagged, read again)
- * result:   { ok, revision D }
+ * failure:  get sessions/<sid>
+ * result:   ended{revision D}; on failure: gone (the session key is absent: already ended),
+ *           moved (another mod_revision: a peer adopted it), changed (same mod_revision: the
+ *           holdings changed or the index lagged; read them again)
  */
 export async function endSession(
   kv: Kv,
@@ -111,7 +90,7 @@ export async function endSession(
     readonly held: readonly HeldOwner[];
     readonly knownUpTo?: bigint;
   },
-): Promise<EndSessionResult> {
+): Promise<EndOutcome> {
   if (args.held.length > MAX_END_SESSION_OWNERS) {
     throw new RangeError(`endSession takes at most ${MAX_END_SESSION_OWNERS} owner keys; use closeSession`);
   }
@@ -131,7 +110,10 @@ export async function endSession(
     ],
     failure: [op.get(key)],
   });
-  return res.succeeded ? { ok: true, revision: res.revision } : { ok: false, current: firstKv(res, 0) };
+  if (res.succeeded) return { kind: 'ended', revision: res.revision };
+  const current = firstKv(res, 0);
+  if (current === undefined) return { kind: 'gone' };
+  return current.modRevision === args.knownModRevision ? { kind: 'changed' } : { kind: 'moved' };
 }
 
 /**
@@ -143,8 +125,9 @@ export async function endSession(
  * compares: sessions/<sid> mod_revision == the one this coordinator knows (it still serves it)
  * success:  put sessions/<sid> = record with `ending: true` (same lease): its new mod_revision fails
  *           every grant txn of the session still in flight, and no coordinator adopts it any more
- * failure:  get sessions/<sid> (absent: already ended; other mod_revision: a peer adopted it)
- * result:   { ok, modRevision }
+ * failure:  get sessions/<sid>
+ * result:   closed{modRevision}; on failure: gone (absent: already ended) or moved (another
+ *           mod_revision: a peer adopted it)
  */
 export async function closeSession(
   kv: Kv,
@@ -155,9 +138,13 @@ export async function closeSession(
     readonly knownModRevision: bigint;
     readonly record: SessionRecord;
   },
-): Promise<SessionWriteResult> {
-  return rewriteSession(kv, keys, 'closeSession', args.knownModRevision, {
-    ...args,
-    record: { ...args.record, ending: true },
+): Promise<CloseOutcome> {
+  const key = keys.session(args.sessionId);
+  const res = await kv.txn('closeSession', {
+    compare: [cmp.modifiedAt(key, args.knownModRevision)],
+    success: [op.put(key, encodeRecord({ ...args.record, ending: true }), args.leaseId)],
+    failure: [op.get(key)],
   });
+  if (res.succeeded) return { kind: 'closed', modRevision: res.revision };
+  return firstKv(res, 0) === undefined ? { kind: 'gone' } : { kind: 'moved' };
 }

@@ -1,0 +1,218 @@
+/**
+ * {@link KvBackend} on a real etcd through the etcd3 client. The only file (with keepalive.ts and
+ * client.ts) that sees etcd3 types: compares, ops and key-values are converted here, and every
+ * etcd3 / gRPC error is cast here into an {@link EtcdUnavailableError} (`transient` when the same
+ * idempotent call may succeed again).
+ */
+import {
+  ClientRuntimeError,
+  EtcdLeaseInvalidError,
+  GRPCDeadlineExceededError,
+  GRPCUnavailableError,
+  isRecoverableError,
+  type Etcd3,
+  type ICompare,
+  type IKeyValue,
+  type IRangeResponse,
+  type IRequestOp,
+  type IWatchResponse,
+} from 'etcd3';
+import { EtcdUnavailableError } from '../errors.js';
+import type {
+  Compare,
+  KeyRange,
+  KeyValue,
+  KvBackend,
+  LeaseKeeper,
+  LeaseKeeperOptions,
+  Op,
+  RangeOptions,
+  RangePage,
+  TxnResult,
+  TxnSpec,
+  WatchHandle,
+  WatchListener,
+} from './backend.js';
+import { createEtcdClient, type EtcdClientOptions } from './client.js';
+import { readPolicy } from './errors.js';
+import { KeepAliveStream } from './keepalive.js';
+import { prefixEnd } from './keys.js';
+import type { Logger } from 'pino';
+
+/** The etcd error as the coordinator's own, cast once. */
+export function castEtcdError(err: unknown, what: string): EtcdUnavailableError {
+  if (err instanceof EtcdUnavailableError) return err;
+  const transient =
+    err instanceof Error &&
+    (isRecoverableError(err) ||
+      err instanceof GRPCUnavailableError ||
+      err instanceof GRPCDeadlineExceededError ||
+      err instanceof ClientRuntimeError);
+  const detail = err instanceof Error ? `${err.constructor.name}: ${err.message}` : String(err);
+  return new EtcdUnavailableError(`etcd ${what} failed: ${detail}`, { cause: err, transient });
+}
+
+/** The lease named in a request no longer exists (expired or revoked). */
+function isLeaseNotFound(err: unknown): boolean {
+  return (
+    err instanceof EtcdLeaseInvalidError || (err instanceof Error && /requested lease not found/.test(err.message))
+  );
+}
+
+const buf = (key: string): Buffer => Buffer.from(key);
+
+const TARGET = { create: 'Create', mod: 'Mod', version: 'Version', lease: 'Lease' } as const;
+const RESULT = { equal: 'Equal', greater: 'Greater', less: 'Less', 'not-equal': 'NotEqual' } as const;
+
+function toCompare(c: Compare): ICompare {
+  const value = c.value.toString();
+  const base: ICompare = {
+    key: buf(c.key),
+    target: TARGET[c.target],
+    result: RESULT[c.result],
+    ...(c.prefix === true ? { range_end: prefixEnd(c.key) } : {}),
+  };
+  switch (c.target) {
+    case 'create':
+      return { ...base, create_revision: value };
+    case 'mod':
+      return { ...base, mod_revision: value };
+    case 'version':
+      return { ...base, version: value };
+    case 'lease':
+      return { ...base, lease: value };
+  }
+}
+
+function toOp(o: Op): IRequestOp {
+  const range = o.type !== 'put' && o.prefix === true ? { range_end: prefixEnd(o.key) } : {};
+  switch (o.type) {
+    case 'put':
+      return {
+        request_put: {
+          key: buf(o.key),
+          value: Buffer.from(o.value),
+          ...(o.lease === undefined ? {} : { lease: o.lease }),
+        },
+      };
+    case 'get':
+      return { request_range: { key: buf(o.key), ...range } };
+    case 'delete':
+      return { request_delete_range: { key: buf(o.key), ...range } };
+  }
+}
+
+export function fromKv(kv: IKeyValue): KeyValue {
+  return {
+    key: kv.key.toString(),
+    value: kv.value.toString(),
+    createRevision: BigInt(kv.create_revision),
+    modRevision: BigInt(kv.mod_revision),
+    version: BigInt(kv.version),
+    lease: kv.lease,
+  };
+}
+
+export interface EtcdBackendOptions extends EtcdClientOptions {
+  readonly log: Logger;
+}
+
+export class EtcdBackend implements KvBackend {
+  readonly client: Etcd3;
+  readonly #log: Logger;
+
+  constructor(options: EtcdBackendOptions) {
+    this.client = createEtcdClient(options);
+    this.#log = options.log;
+  }
+
+  async txn(spec: TxnSpec): Promise<TxnResult> {
+    try {
+      const res = await this.client.kv.txn({
+        compare: spec.compare.map(toCompare),
+        success: spec.success.map(toOp),
+        failure: (spec.failure ?? []).map(toOp),
+      });
+      return {
+        succeeded: res.succeeded,
+        revision: BigInt(res.header.revision),
+        // Typed as always present, but only a range op's response has one.
+        responses: res.responses.map((r) => ({
+          kvs: ((r.response_range as IRangeResponse | undefined)?.kvs ?? []).map(fromKv),
+        })),
+      };
+    } catch (err) {
+      throw castEtcdError(err, 'txn');
+    }
+  }
+
+  async range(prefix: string, options: RangeOptions): Promise<RangePage> {
+    try {
+      const page = await this.client.kv.range({
+        key: buf(options.fromKey ?? prefix),
+        range_end: prefixEnd(prefix),
+        limit: options.limit,
+        ...(options.revision === undefined ? {} : { revision: options.revision.toString() }),
+      });
+      return { kvs: page.kvs.map(fromKv), more: page.more, revision: BigInt(page.header.revision) };
+    } catch (err) {
+      throw castEtcdError(err, 'range');
+    }
+  }
+
+  async grantLease(ttlSeconds: number): Promise<string> {
+    try {
+      return (await this.client.leaseClient.leaseGrant({ TTL: ttlSeconds })).ID;
+    } catch (err) {
+      throw castEtcdError(err, 'lease grant');
+    }
+  }
+
+  async revokeLease(leaseId: string): Promise<void> {
+    await readPolicy('lease revoke', async () => {
+      try {
+        await this.client.leaseClient.leaseRevoke({ ID: leaseId });
+      } catch (err) {
+        if (!isLeaseNotFound(err)) throw castEtcdError(err, 'lease revoke');
+      }
+    });
+  }
+
+  leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper {
+    return new KeepAliveStream(this.client.leaseClient, {
+      ...options,
+      log: this.#log.child({ component: 'keepalive' }),
+    });
+  }
+
+  async watch(range: KeyRange, fromRevision: bigint, listener: WatchListener): Promise<WatchHandle> {
+    const watcher = await this.client
+      .watch()
+      .inRange({ start: range.start, end: prefixEnd(range.endPrefix) })
+      .startRevision(fromRevision.toString())
+      .create();
+    watcher.on('data', (res: IWatchResponse) => {
+      listener.onEvents(
+        res.events.map((ev) => ({ type: ev.type === 'Delete' ? 'delete' : 'put', kv: fromKv(ev.kv) })),
+        BigInt(res.header.revision),
+      );
+    });
+    watcher.on('error', (err: unknown) => {
+      listener.onError(err);
+    });
+    watcher.on('disconnected', (err: unknown) => {
+      listener.onDisconnected?.(err);
+    });
+    return {
+      cancel: async () => {
+        watcher.removeAllListeners();
+        watcher.on('error', () => undefined);
+        await watcher.cancel().catch(() => undefined);
+      },
+    };
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}

@@ -1,0 +1,321 @@
+/**
+ * {@link LeaseStore} on a {@link KvBackend} (a real etcd, or the in-memory etcd of the unit tests):
+ * each operation is one of the documented transactions in `transactions/`, plus the batching rules
+ * (split to fit etcd's 128 ops per txn; when a batch's compares fail, one txn per item tells which)
+ * and the parsing of watch events into records.
+ */
+import type { SessionRecord, TaskRecord } from '../core/records.js';
+import type {
+  AbandonOutcome,
+  AdoptOutcome,
+  CancelArgs,
+  CancelOutcome,
+  CloseOutcome,
+  CompleteJob,
+  EndOutcome,
+  GrantJob,
+  GrantOutcome,
+  GrantRef,
+  HeldOwner,
+  HolderProof,
+  LeaseKeeperOptions,
+  LeaseOutcome,
+  LeaseStore,
+  OpenedSession,
+  SessionLeaseKeeper,
+  Settled,
+  StoreEvent,
+  StoredHolding,
+  StoredOwner,
+  StoredSession,
+  StoredTask,
+  StoreLimits,
+  StoreSnapshot,
+  StoreWatchListener,
+  SubmitBatchOutcome,
+} from '../store/port.js';
+import { CoordinatorError } from '../errors.js';
+import type { KvBackend, WatchEvent } from './backend.js';
+import { sessionIdOf, type KeyLayout } from './keys.js';
+import { Kv, type KvObserver } from './kv.js';
+import { EtcdReads, parseOwner, parseSession, parseTask } from './reads.js';
+import { grantOwners, MAX_GRANTS_PER_TXN, undoGrant } from './transactions/grant-txns.js';
+import {
+  completeTasks,
+  MAX_COMPLETES_PER_TXN,
+  MAX_RELEASES_PER_TXN,
+  releaseLeases,
+} from './transactions/lease-txns.js';
+import {
+  adoptSession,
+  closeSession,
+  createSession,
+  endSession,
+  MAX_END_SESSION_OWNERS,
+} from './transactions/session-txns.js';
+import { cancelTask, MAX_SUBMIT_BYTES_PER_TXN, MAX_SUBMITS_PER_TXN, submitTasks } from './transactions/task-txns.js';
+
+async function settle<O>(run: () => Promise<O>): Promise<Settled<O>> {
+  try {
+    return { ok: true, value: await run() };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+function chunks<T>(items: readonly T[], size: number): (readonly T[])[] {
+  const out: (readonly T[])[] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+export class KvLeaseStore implements LeaseStore {
+  readonly backend: KvBackend;
+  readonly keys: KeyLayout;
+  readonly kv: Kv;
+  readonly #reads: EtcdReads;
+  readonly limits: StoreLimits = {
+    maxEndSessionOwners: MAX_END_SESSION_OWNERS,
+    maxSubmitsPerCall: MAX_SUBMITS_PER_TXN,
+    maxSubmitBytesPerCall: MAX_SUBMIT_BYTES_PER_TXN,
+  };
+
+  constructor(backend: KvBackend, keys: KeyLayout, observer: KvObserver = {}) {
+    this.backend = backend;
+    this.keys = keys;
+    this.kv = new Kv(backend, observer);
+    this.#reads = new EtcdReads(this.kv, keys);
+  }
+
+  // --- sessions -----------------------------------------------------------------------------------
+
+  async openSession(record: SessionRecord, leaseTtlSeconds: number): Promise<OpenedSession> {
+    const leaseId = await this.backend.grantLease(leaseTtlSeconds);
+    const sessionId = sessionIdOf(leaseId);
+    let modRevision: bigint | undefined;
+    try {
+      modRevision = await createSession(this.kv, this.keys, { sessionId, leaseId, record });
+    } catch (err) {
+      await this.backend.revokeLease(leaseId).catch(() => undefined);
+      throw err;
+    }
+    if (modRevision === undefined) {
+      await this.backend.revokeLease(leaseId).catch(() => undefined);
+      throw new CoordinatorError('INTERNAL', `session key for fresh lease ${sessionId} already exists`);
+    }
+    return { sessionId, leaseId, modRevision };
+  }
+
+  session(sessionId: string): Promise<StoredSession | undefined> {
+    return this.#reads.session(sessionId);
+  }
+
+  sessionHoldings(sessionId: string): Promise<{ session: StoredSession | undefined; held: HeldOwner[] }> {
+    return this.#reads.sessionHoldings(sessionId);
+  }
+
+  adoptSession(session: StoredSession, record: SessionRecord): Promise<AdoptOutcome> {
+    return adoptSession(this.kv, this.keys, {
+      sessionId: session.sessionId,
+      leaseId: session.leaseId,
+      seenModRevision: session.modRevision,
+      record,
+    });
+  }
+
+  endSession(args: {
+    readonly sessionId: string;
+    readonly knownModRevision: bigint;
+    readonly held: readonly HeldOwner[];
+    readonly knownUpTo?: bigint;
+  }): Promise<EndOutcome> {
+    return endSession(this.kv, this.keys, args);
+  }
+
+  closeSession(args: {
+    readonly sessionId: string;
+    readonly leaseId: string;
+    readonly knownModRevision: bigint;
+    readonly record: SessionRecord;
+  }): Promise<CloseOutcome> {
+    return closeSession(this.kv, this.keys, args);
+  }
+
+  revokeLease(leaseId: string): Promise<void> {
+    return this.backend.revokeLease(leaseId);
+  }
+
+  leaseKeeper(options: LeaseKeeperOptions): SessionLeaseKeeper {
+    return this.backend.leaseKeeper(options);
+  }
+
+  // --- grants -------------------------------------------------------------------------------------
+
+  /** Up to 32 jobs per txn; when a batch txn fails, one txn per job tells which (and why). */
+  async grant(jobs: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]> {
+    const one = (job: GrantJob): Promise<Settled<GrantOutcome>> =>
+      settle(async () => {
+        const res = await grantOwners(this.kv, this.keys, [job]);
+        if (res.kind === 'batchFailed') throw new CoordinatorError('INTERNAL', 'a single grant reported batchFailed');
+        return res;
+      });
+    const chunk = async (batch: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]> => {
+      if (batch.length === 1) return Promise.all(batch.map(one));
+      const all = await settle(() => grantOwners(this.kv, this.keys, batch));
+      if (!all.ok) return batch.map(() => all);
+      if (all.value.kind !== 'batchFailed') {
+        const granted = all.value;
+        return batch.map(() => ({ ok: true, value: granted }));
+      }
+      return Promise.all(batch.map(one));
+    };
+    return (await Promise.all(chunks(jobs, MAX_GRANTS_PER_TXN).map(chunk))).flat();
+  }
+
+  abandonGrant(ref: GrantRef): Promise<AbandonOutcome> {
+    return undoGrant(this.kv, this.keys, ref);
+  }
+
+  holding(sessionId: string, requestId: string): Promise<StoredHolding | undefined> {
+    return this.#reads.holding(sessionId, requestId);
+  }
+
+  // --- held leases --------------------------------------------------------------------------------
+
+  release(proofs: readonly HolderProof[]): Promise<Settled<LeaseOutcome>[]> {
+    const distinct = new Set(proofs.map((p) => p.resource)).size === proofs.length;
+    return this.#batched(proofs, distinct, MAX_RELEASES_PER_TXN, (batch) => releaseLeases(this.kv, this.keys, batch));
+  }
+
+  complete(jobs: readonly CompleteJob[]): Promise<Settled<LeaseOutcome>[]> {
+    const distinct =
+      new Set(jobs.map((j) => j.resource)).size === jobs.length &&
+      new Set(jobs.map((j) => j.task.taskId)).size === jobs.length;
+    return this.#batched(jobs, distinct, MAX_COMPLETES_PER_TXN, (batch) => completeTasks(this.kv, this.keys, batch));
+  }
+
+  /**
+   * One txn for the whole batch when its items are distinct and fit; if that txn fails a compare,
+   * one txn per item tells which. A thrown batch txn (outcome unknown) fails every item of it:
+   * nothing is re-sent blindly.
+   */
+  async #batched<T>(
+    items: readonly T[],
+    distinct: boolean,
+    max: number,
+    run: (batch: readonly T[]) => Promise<LeaseOutcome>,
+  ): Promise<Settled<LeaseOutcome>[]> {
+    if (items.length > 1 && distinct && items.length <= max) {
+      const all = await settle(() => run(items));
+      if (!all.ok) return items.map(() => all);
+      if (all.value.kind === 'done') {
+        const done = all.value;
+        return items.map(() => ({ ok: true, value: done }));
+      }
+    }
+    return Promise.all(items.map((item) => settle(() => run([item]))));
+  }
+
+  // --- tasks --------------------------------------------------------------------------------------
+
+  submitTasks(tasks: readonly TaskRecord[]): Promise<SubmitBatchOutcome> {
+    return submitTasks(this.kv, this.keys, tasks);
+  }
+
+  cancelTask(args: CancelArgs): Promise<CancelOutcome> {
+    return cancelTask(this.kv, this.keys, args);
+  }
+
+  // --- reads --------------------------------------------------------------------------------------
+
+  task(taskId: string): Promise<StoredTask | undefined> {
+    return this.#reads.task(taskId);
+  }
+
+  owner(resource: string): Promise<StoredOwner | undefined> {
+    return this.#reads.owner(resource);
+  }
+
+  ownerAndTask(
+    resource: string,
+    taskId: string,
+  ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined }> {
+    return this.#reads.ownerAndTask(resource, taskId);
+  }
+
+  taskPage(after: string | undefined, limit: number): Promise<{ tasks: StoredTask[]; more: boolean }> {
+    return this.#reads.taskPage(after, limit);
+  }
+
+  snapshot(): Promise<StoreSnapshot> {
+    return this.#reads.snapshot();
+  }
+
+  // --- watch --------------------------------------------------------------------------------------
+
+  /**
+   * Watches `owners/` to the end of `tasks/` (see keys.ts: the holdings are not in that range),
+   * without previous values: whose owner key a delete removed is for the caller's index to know.
+   */
+  async watch(fromRevision: bigint, listener: StoreWatchListener): Promise<{ cancel(): Promise<void> }> {
+    return this.backend.watch(this.keys.watched, fromRevision, {
+      onEvents: (events, headerRevision) => {
+        let group: StoreEvent[] = [];
+        let revision: bigint | undefined;
+        const flush = (): void => {
+          if (revision !== undefined && group.length > 0) listener.onRevision(revision, group);
+        };
+        for (const ev of events) {
+          if (ev.kv.modRevision !== revision) {
+            flush();
+            group = [];
+            revision = ev.kv.modRevision;
+          }
+          const parsed = this.#parseEvent(ev);
+          if (parsed !== undefined) group.push(parsed);
+        }
+        flush();
+        listener.onProgress(headerRevision);
+      },
+      onError: (err) => {
+        listener.onError(err);
+      },
+      onDisconnected: (err) => {
+        listener.onDisconnected?.(err);
+      },
+    });
+  }
+
+  #parseEvent(ev: WatchEvent): StoreEvent | undefined {
+    const deleted = ev.type === 'delete';
+    const parsed = this.keys.parse(ev.kv.key);
+    switch (parsed?.family) {
+      case 'task':
+        return { kind: 'task', taskId: parsed.taskId, task: deleted ? undefined : parseTask(ev.kv) };
+      case 'owner':
+        return { kind: 'owner', resource: parsed.resource, owner: deleted ? undefined : parseOwner(this.keys, ev.kv) };
+      case 'session':
+        return {
+          kind: 'session',
+          sessionId: parsed.sessionId,
+          session: deleted ? undefined : parseSession(this.keys, ev.kv),
+        };
+      case 'holding':
+      case undefined:
+        return undefined;
+    }
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      await this.#reads.session('0');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  close(): void {
+    this.backend.close();
+  }
+}

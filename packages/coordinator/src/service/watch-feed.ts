@@ -1,0 +1,200 @@
+/**
+ * Feeds the {@link TaskIndex} and the coordinator's reactions from the store's watch.
+ *
+ * Start: a snapshot of tasks + owners at one revision X, reset the index, watch from X + 1. The
+ * watch covers only the families the index and the reactions use — owners, sessions, tasks — and
+ * carries no previous values: whose owner key a delete removed comes from the index itself, which
+ * holds every owner key up to the revision it has applied.
+ *
+ * The store resumes a dropped stream by itself; if the watch is cancelled (compaction: the revision
+ * it needs is gone) or errors, the feed rebuilds: a fresh snapshot, then a new watch from that
+ * revision + 1. Nothing here throws into the void: failures are logged, `ready` goes false, and a
+ * rebuild is scheduled with backoff.
+ */
+import type { Logger } from 'pino';
+import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
+import type { Timers } from '../core/timers.js';
+import type { LeaseStore, StoreEvent, StoredOwner, StoredSession, StoredTask } from '../store/port.js';
+
+export type FeedEvent =
+  | { readonly kind: 'task'; readonly taskId: string; readonly task: StoredTask | undefined }
+  | {
+      readonly kind: 'owner';
+      readonly resource: string;
+      readonly owner: StoredOwner | undefined;
+      /** The owner key this event replaced or deleted, as the index knew it (undefined if none). */
+      readonly previous: OwnerEntry | undefined;
+    }
+  | { readonly kind: 'session'; readonly sessionId: string; readonly session: StoredSession | undefined };
+
+/** All events of one etcd revision (one transaction or one lease expiry). */
+export interface RevisionGroup {
+  readonly revision: bigint;
+  readonly events: readonly FeedEvent[];
+}
+
+export interface WatchFeedOptions {
+  readonly store: LeaseStore;
+  readonly timers: Timers;
+  readonly index: TaskIndex;
+  readonly log: Logger;
+  readonly onGroup: (group: RevisionGroup) => void;
+  /** After a watch response (or a rebuild) was applied to the index. */
+  readonly onApplied?: () => void;
+}
+
+export class WatchFeed {
+  readonly #o: WatchFeedOptions;
+  #watcher: { cancel(): Promise<void> } | undefined;
+  #ready = false;
+  #closed = false;
+  #rebuilding: Promise<void> | undefined;
+  #failures = 0;
+
+  constructor(options: WatchFeedOptions) {
+    this.#o = options;
+  }
+
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  /** First build; rejects if etcd cannot be read at all (start-up fails loudly). */
+  async start(): Promise<void> {
+    await this.#build();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#ready = false;
+    await this.#cancelWatcher();
+  }
+
+  async #build(): Promise<void> {
+    await this.#cancelWatcher();
+    const snap = await this.#o.store.snapshot();
+    const pending = snap.tasks
+      .filter((t) => t.record.state === 'pending')
+      .map((t) => ({
+        taskId: t.record.taskId,
+        resource: t.record.resource,
+        createRevision: t.createRevision,
+        modRevision: t.modRevision,
+        record: t.record,
+      }));
+    const owners = snap.owners.map(ownerEntry);
+    this.#o.index.reset(pending, owners, snap.revision);
+    let failed = false;
+    const watcher = await this.#o.store.watch(snap.revision + 1n, {
+      onRevision: (revision, events) => {
+        if (failed) return;
+        try {
+          this.#onRevision(revision, events);
+        } catch (err) {
+          failed = true;
+          this.#o.log.error({ err }, 'watch event handling failed, rebuilding index');
+          this.#scheduleRebuild();
+        }
+      },
+      onProgress: (revision) => {
+        if (failed) return;
+        this.#o.index.advanceTo(revision);
+        this.#o.onApplied?.();
+      },
+      onError: (err) => {
+        failed = true;
+        this.#o.log.warn({ err }, 'watch cancelled, rebuilding index');
+        this.#scheduleRebuild();
+      },
+      onDisconnected: (err) => {
+        this.#o.log.warn({ err }, 'watch disconnected, resuming');
+      },
+    });
+    if (this.#closed) {
+      await watcher.cancel();
+      return;
+    }
+    this.#watcher = watcher;
+    this.#ready = true;
+    this.#failures = 0;
+    this.#o.log.info(
+      { revision: snap.revision.toString(), pending: pending.length, owners: owners.length },
+      'index built',
+    );
+    this.#o.onApplied?.();
+  }
+
+  #scheduleRebuild(): void {
+    this.#ready = false;
+    if (this.#closed || this.#rebuilding !== undefined) return;
+    const delayMs = Math.min(2_000, 50 * 2 ** Math.min(this.#failures, 6));
+    this.#rebuilding = new Promise<void>((resolve) => {
+      this.#o.timers.setTimeout(resolve, delayMs);
+    })
+      .then(() => (this.#closed ? undefined : this.#build()))
+      .catch((err: unknown) => {
+        this.#failures += 1;
+        this.#o.log.warn({ err }, 'index rebuild failed, will retry');
+      })
+      .finally(() => {
+        this.#rebuilding = undefined;
+        if (!this.#ready && !this.#closed) this.#scheduleRebuild();
+      });
+  }
+
+  async #cancelWatcher(): Promise<void> {
+    const watcher = this.#watcher;
+    this.#watcher = undefined;
+    if (watcher === undefined) return;
+    await watcher.cancel().catch(() => undefined);
+  }
+
+  /**
+   * One revision's events, parsed against the index as it was before that revision (so `previous`
+   * is the owner key the event replaced), then applied, then handed to the reactions.
+   */
+  #onRevision(revision: bigint, events: readonly StoreEvent[]): void {
+    const group: RevisionGroup = {
+      revision,
+      events: events.map((ev): FeedEvent =>
+        ev.kind === 'owner' ? { ...ev, previous: this.#o.index.previousOwner(ev.resource) } : ev,
+      ),
+    };
+    this.#apply(group);
+    try {
+      this.#o.onGroup(group);
+    } catch (err) {
+      this.#o.log.error({ err }, 'watch handler failed');
+    }
+  }
+
+  #apply(group: RevisionGroup): void {
+    const index = this.#o.index;
+    for (const ev of group.events) {
+      if (ev.kind === 'task') {
+        const t = ev.task;
+        index.applyTask(
+          ev.taskId,
+          t?.record.state === 'pending'
+            ? {
+                taskId: t.record.taskId,
+                resource: t.record.resource,
+                createRevision: t.createRevision,
+                modRevision: t.modRevision,
+                record: t.record,
+              }
+            : undefined,
+        );
+      } else if (ev.kind === 'owner') {
+        const o = ev.owner;
+        index.applyOwner(ev.resource, o === undefined ? undefined : ownerEntry(o));
+      }
+    }
+    index.advanceTo(group.revision);
+  }
+}
+
+function ownerEntry(o: StoredOwner): OwnerEntry {
+  const { taskId, sessionId, requestId } = o.record;
+  return { resource: o.resource, taskId, sessionId, requestId, token: o.token };
+}

@@ -1,0 +1,108 @@
+/**
+ * The coordinator's service graph without transports: sessions, grants, leases, tasks, the watch
+ * feed and its reactions, over a {@link LeaseStore} and a {@link FenceTarget}. `createCoordinator`
+ * adds the etcd store, the sink client and the HTTP / WebSocket servers; unit tests build it over
+ * the in-memory etcd with a manual clock and timers (see `testing/`).
+ */
+import type { Clock } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from './config.js';
+import { TaskIndex } from './core/task-index.js';
+import type { Timers } from './core/timers.js';
+import { LeaseholdError, SinkUnavailableError } from './errors.js';
+import type { FenceTarget } from './fence/fence-target.js';
+import type { Metrics } from './metrics.js';
+import { MicroBatcher } from './service/batcher.js';
+import type { ServiceContext } from './service/context.js';
+import { GrantService } from './service/grants.js';
+import { LeaseService } from './service/leases.js';
+import { createGroupHandler } from './service/reactions.js';
+import { SessionManager } from './service/sessions.js';
+import { TaskService } from './service/tasks.js';
+import { WatchFeed } from './service/watch-feed.js';
+import type { LeaseStore } from './store/port.js';
+
+export interface ServiceDeps {
+  readonly config: CoordinatorConfig;
+  readonly coordinatorId: string;
+  readonly store: LeaseStore;
+  readonly fenceTarget: FenceTarget;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+}
+
+export interface Services {
+  readonly ctx: ServiceContext;
+  readonly sessions: SessionManager;
+  readonly grants: GrantService;
+  readonly leases: LeaseService;
+  readonly tasks: TaskService;
+  readonly feed: WatchFeed;
+  /** Build the index and start the watch and keepalives. Rejects when the store cannot be read. */
+  start(): Promise<void>;
+  /** Stop taking grants, close sessions' sockets ("going away"), stop the watch. */
+  close(): Promise<void>;
+}
+
+export function createServices(deps: ServiceDeps): Services {
+  const { fenceTarget, log } = deps;
+  const ctx: ServiceContext = {
+    config: deps.config,
+    coordinatorId: deps.coordinatorId,
+    clock: deps.clock,
+    timers: deps.timers,
+    log,
+    metrics: deps.metrics,
+    store: deps.store,
+    index: new TaskIndex(),
+    fenceTarget,
+    fences: new MicroBatcher(async (items) => {
+      try {
+        return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
+      } catch (err) {
+        // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
+        throw err instanceof LeaseholdError
+          ? err
+          : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
+      }
+    }, 1_000),
+    state: { shuttingDown: false },
+  };
+  const sessions = new SessionManager(ctx);
+  const grants = new GrantService(ctx, sessions);
+  sessions.onOwnersFreed(() => {
+    grants.wake();
+  });
+  const leases = new LeaseService(ctx, sessions);
+  const tasks = new TaskService(ctx, sessions);
+  const feed = new WatchFeed({
+    store: deps.store,
+    timers: deps.timers,
+    index: ctx.index,
+    log: log.child({ component: 'watch' }),
+    onGroup: createGroupHandler(ctx, sessions),
+    onApplied: () => {
+      grants.wake();
+    },
+  });
+  return {
+    ctx,
+    sessions,
+    grants,
+    leases,
+    tasks,
+    feed,
+    start: async () => {
+      await feed.start();
+      sessions.start();
+    },
+    close: async () => {
+      ctx.state.shuttingDown = true;
+      sessions.close();
+      grants.close();
+      await feed.close();
+    },
+  };
+}

@@ -1,0 +1,258 @@
+/**
+ * The LeaseStore port: everything the services need of the coordination store, with typed
+ * outcomes. Nothing above this port sees an etcd type, a raw key-value or a revision string:
+ * revisions are bigint, records are parsed, and each atomic operation says what happened
+ * (`granted | replay | sessionMoved | raced`, …) instead of handing back what its compares saw.
+ *
+ * The implementation is {@link KvLeaseStore} (`etcd/lease-store.ts`): every operation is one of
+ * the documented transactions in `etcd/transactions/`, run on a KvBackend — a real etcd, or the
+ * in-memory etcd of the unit tests (`etcd/memory-etcd.ts`). `store.contract.ts` runs one suite
+ * against both.
+ */
+import type { HoldingRecord, OwnerRecord, SessionRecord, TaskRecord } from '../core/records.js';
+
+export interface StoredTask {
+  readonly record: TaskRecord;
+  readonly createRevision: bigint;
+  readonly modRevision: bigint;
+}
+
+export interface StoredOwner {
+  readonly resource: string;
+  readonly record: OwnerRecord;
+  /** The owner key's create_revision: the fencing token. */
+  readonly token: bigint;
+  readonly modRevision: bigint;
+  readonly leaseId: string;
+}
+
+export interface StoredSession {
+  readonly sessionId: string;
+  readonly record: SessionRecord;
+  readonly modRevision: bigint;
+  readonly leaseId: string;
+}
+
+export interface StoredHolding {
+  readonly record: HoldingRecord;
+  /** create_revision of the holding = the token of the grant made for its request id. */
+  readonly token: bigint;
+}
+
+export interface HeldOwner {
+  readonly resource: string;
+  readonly token: bigint;
+}
+
+/** Outcome of an operation that can throw: a thrown error means the outcome is unknown. */
+export type Settled<O> = { readonly ok: true; readonly value: O } | { readonly ok: false; readonly error: unknown };
+
+// --- sessions ------------------------------------------------------------------------------------
+
+export interface OpenedSession {
+  readonly sessionId: string;
+  readonly leaseId: string;
+  /** The session key's mod_revision: this coordinator's proof that it serves the session. */
+  readonly modRevision: bigint;
+}
+
+export type AdoptOutcome =
+  | { readonly kind: 'adopted'; readonly modRevision: bigint }
+  /** The session key changed since it was read (a peer adopted it, or it ended): read again. */
+  | { readonly kind: 'raced' };
+
+export type EndOutcome =
+  | { readonly kind: 'ended'; readonly revision: bigint }
+  /** The session key is gone: already ended (by a peer, the lease, or an earlier attempt). */
+  | { readonly kind: 'gone' }
+  /** A peer serves the session now: do not end it. */
+  | { readonly kind: 'moved' }
+  /** Still ours, but the holdings differ from those given (a grant landed, the index lagged). */
+  | { readonly kind: 'changed' };
+
+export type CloseOutcome =
+  { readonly kind: 'closed'; readonly modRevision: bigint } | { readonly kind: 'gone' } | { readonly kind: 'moved' };
+
+// --- grants --------------------------------------------------------------------------------------
+
+export interface GrantJob {
+  readonly sessionId: string;
+  readonly leaseId: string;
+  /** sessions/<sid> mod_revision this coordinator knows: it still serves the session. */
+  readonly sessionModRevision: bigint;
+  readonly requestId: string;
+  /** The task as read, and the mod_revision it was read at: it is still pending and unchanged. */
+  readonly task: TaskRecord;
+  readonly taskModRevision: bigint;
+  readonly owner: OwnerRecord;
+}
+
+export type GrantOutcome =
+  /** The owner key was created; its create_revision is the token. */
+  | { readonly kind: 'granted'; readonly token: bigint }
+  /** This request id already holds a grant (a retry after a lost reply): that one. */
+  | { readonly kind: 'replay'; readonly holding: StoredHolding }
+  /** The session is gone or served by a peer. */
+  | { readonly kind: 'sessionMoved' }
+  /** The resource is owned or the task changed since it was read (a stale index): select again. */
+  | { readonly kind: 'raced'; readonly revision: bigint };
+
+export interface GrantRef {
+  readonly sessionId: string;
+  readonly requestId: string;
+  readonly resource: string;
+  readonly token: bigint;
+}
+
+export type AbandonOutcome =
+  /** Owner key and holding removed. */
+  | 'removed'
+  /** The owner key was already gone; the stale holding was removed. */
+  | 'forgotten'
+  /** Neither was there any more. */
+  | 'gone';
+
+// --- held leases ---------------------------------------------------------------------------------
+
+export interface HolderProof {
+  readonly sessionId: string;
+  readonly leaseId: string;
+  readonly resource: string;
+  readonly token: bigint;
+  /** The request id the grant was made for (its holding key). */
+  readonly requestId: string;
+}
+
+export interface CompleteJob extends HolderProof {
+  readonly task: TaskRecord;
+  readonly taskModRevision: bigint;
+  readonly resultId: string;
+}
+
+export type LeaseOutcome =
+  | { readonly kind: 'done'; readonly revision: bigint }
+  /** The proof failed: the caller no longer holds that token (or the task changed). */
+  | { readonly kind: 'notHolder' };
+
+// --- tasks ---------------------------------------------------------------------------------------
+
+export type SubmitBatchOutcome =
+  | { readonly kind: 'created'; readonly revision: bigint }
+  /** Nothing was created; per task (in order), the existing one or undefined when absent. */
+  | { readonly kind: 'exists'; readonly existing: readonly (StoredTask | 'unreadable' | undefined)[] };
+
+export interface CancelArgs {
+  readonly task: TaskRecord;
+  readonly taskModRevision: bigint;
+  /** The holder when the task is leased. */
+  readonly owner: { readonly sessionId: string; readonly token: bigint; readonly requestId: string } | undefined;
+}
+
+export type CancelOutcome = { readonly kind: 'cancelled'; readonly revision: bigint } | { readonly kind: 'raced' };
+
+// --- watch ---------------------------------------------------------------------------------------
+
+export type StoreEvent =
+  | { readonly kind: 'task'; readonly taskId: string; readonly task: StoredTask | undefined }
+  | { readonly kind: 'owner'; readonly resource: string; readonly owner: StoredOwner | undefined }
+  | { readonly kind: 'session'; readonly sessionId: string; readonly session: StoredSession | undefined };
+
+export interface StoreWatchListener {
+  /** The events of one revision (one transaction or one lease expiry). */
+  onRevision(revision: bigint, events: readonly StoreEvent[]): void;
+  /** Everything up to `revision` has been delivered. */
+  onProgress(revision: bigint): void;
+  /** The watch is over (compacted, cancelled, failed): rebuild from a snapshot. */
+  onError(err: unknown): void;
+  onDisconnected?(err: unknown): void;
+}
+
+export interface StoreSnapshot {
+  readonly tasks: readonly StoredTask[];
+  readonly owners: readonly StoredOwner[];
+  readonly revision: bigint;
+}
+
+export interface LeaseKeeperOptions {
+  readonly intervalMs: number;
+  readonly onLost: (leaseId: string) => void;
+}
+
+export interface SessionLeaseKeeper {
+  start(): void;
+  add(leaseId: string): void;
+  remove(leaseId: string): void;
+  readonly size: number;
+  readonly connected: boolean;
+  close(): void;
+}
+
+/** Limits of one atomic operation, from the store's own (etcd: 128 ops per txn). */
+export interface StoreLimits {
+  /** endSession takes at most this many owner keys; more: closeSession + revoke. */
+  readonly maxEndSessionOwners: number;
+  /** submitTasks takes at most this many tasks / bytes of records per call. */
+  readonly maxSubmitsPerCall: number;
+  readonly maxSubmitBytesPerCall: number;
+}
+
+export interface LeaseStore {
+  readonly limits: StoreLimits;
+
+  // sessions
+  /** A fresh lease of `leaseTtlSeconds` and its session key; undone if the key cannot be created. */
+  openSession(record: SessionRecord, leaseTtlSeconds: number): Promise<OpenedSession>;
+  session(sessionId: string): Promise<StoredSession | undefined>;
+  /** The session and the owner keys it holds, at one revision. */
+  sessionHoldings(sessionId: string): Promise<{ session: StoredSession | undefined; held: HeldOwner[] }>;
+  adoptSession(session: StoredSession, record: SessionRecord): Promise<AdoptOutcome>;
+  endSession(args: {
+    readonly sessionId: string;
+    readonly knownModRevision: bigint;
+    readonly held: readonly HeldOwner[];
+    /** The holdings come from an index complete up to this revision. */
+    readonly knownUpTo?: bigint;
+  }): Promise<EndOutcome>;
+  closeSession(args: {
+    readonly sessionId: string;
+    readonly leaseId: string;
+    readonly knownModRevision: bigint;
+    readonly record: SessionRecord;
+  }): Promise<CloseOutcome>;
+  /** Revoke a session's lease (its remaining keys go at one revision). Idempotent. */
+  revokeLease(leaseId: string): Promise<void>;
+  leaseKeeper(options: LeaseKeeperOptions): SessionLeaseKeeper;
+
+  // grants
+  /** Many grants, batched into as few atomic steps as the store allows; one outcome per job. */
+  grant(jobs: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]>;
+  /** Undo a grant that will never be sent (its fence advance failed). */
+  abandonGrant(ref: GrantRef): Promise<AbandonOutcome>;
+  holding(sessionId: string, requestId: string): Promise<StoredHolding | undefined>;
+
+  // held leases
+  release(proofs: readonly HolderProof[]): Promise<Settled<LeaseOutcome>[]>;
+  complete(jobs: readonly CompleteJob[]): Promise<Settled<LeaseOutcome>[]>;
+
+  // tasks
+  submitTasks(tasks: readonly TaskRecord[]): Promise<SubmitBatchOutcome>;
+  cancelTask(args: CancelArgs): Promise<CancelOutcome>;
+
+  // reads
+  task(taskId: string): Promise<StoredTask | undefined>;
+  owner(resource: string): Promise<StoredOwner | undefined>;
+  ownerAndTask(
+    resource: string,
+    taskId: string,
+  ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined }>;
+  taskPage(after: string | undefined, limit: number): Promise<{ tasks: StoredTask[]; more: boolean }>;
+  snapshot(): Promise<StoreSnapshot>;
+
+  // watch
+  /** Watch tasks, owners and sessions from `fromRevision`. */
+  watch(fromRevision: bigint, listener: StoreWatchListener): Promise<{ cancel(): Promise<void> }>;
+
+  /** The store answers (readiness). */
+  ping(): Promise<boolean>;
+  close(): void;
+}
