@@ -17,10 +17,10 @@ import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SinkClient } from '@leasehold/sink';
-import { findEtcdBinary, waitForHealth } from './etcd.js';
+import { findEtcdBinary, waitForHealth } from '@leasehold/devkit';
 import { startFaultProxy, seededRandom, type FaultProxy } from './fault-proxy.js';
-import { freePorts } from './ports.js';
-import { signalGroup, stopProcess, track } from './processes.js';
+import { freePorts } from '@leasehold/devkit';
+import { signalGroup, stopProcess, track } from '@leasehold/devkit';
 import { BIN, Service } from './service.js';
 
 export type ProcessRole = 'etcd' | 'sink' | 'coordinator' | 'worker';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DecisionPage } from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink/client';
-import { startEtcd, type EtcdHandle, type StartEtcdOptions } from './etcd.js';
+import { startEtcd, type EtcdHandle, type StartEtcdOptions } from '@leasehold/devkit';
 import { BIN, Service } from './service.js';
 
 export interface ClusterKeys {

@@ -29,7 +29,7 @@ import { createSink, SinkClient, type Sink } from '@leasehold/sink';
 import { Etcd3 } from 'etcd3';
 import { pino } from 'pino';
 import WebSocket from 'ws';
-import type { EtcdHandle } from './etcd.js';
+import type { EtcdHandle } from '@leasehold/devkit';
 import { BIN, Service } from './service.js';
 
 const secret = (): string => randomBytes(18).toString('base64url');

@@ -12,7 +12,7 @@ import { SinkFenceTarget, type AdvanceItem, type FenceTarget } from '@leasehold/
 import type { Grant } from '@leasehold/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack, TestWorker, etcdSnapshot } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-acquire/';

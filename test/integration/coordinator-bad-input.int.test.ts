@@ -7,7 +7,7 @@
 import { ErrorMessageSchema, PROTOCOL_VERSION, type Grant } from '@leasehold/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdminClient, Stack, TestWorker, UpgradeRefused, etcdSnapshot } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 
 const PREFIX = 'test/coordinator-bad-input/';
 const MAX_PAYLOAD = 4_096;

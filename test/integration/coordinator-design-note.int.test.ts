@@ -12,7 +12,7 @@
 import { ManualClock, type Grant } from '@leasehold/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack, TestWorker, sleep, type AdminClient } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-design-note/';

@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { signCapability, type Grant } from '@leasehold/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack, TestWorker, etcdSnapshot, sleep } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-ha/';

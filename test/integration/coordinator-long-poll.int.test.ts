@@ -9,7 +9,7 @@
 import type { Grant } from '@leasehold/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack, etcdSnapshot } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 
 const PREFIX = 'test/coordinator-long-poll/';
 let etcd: EtcdHandle;

@@ -7,7 +7,7 @@
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-watch/';

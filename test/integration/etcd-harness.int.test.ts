@@ -4,7 +4,7 @@
  */
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 
 const PREFIX = 'test/etcd-harness/';
 let etcd: EtcdHandle;

@@ -6,7 +6,7 @@
  */
 import { startWorker, type TaskHandler, type Worker } from '@leasehold/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEtcd, type EtcdHandle } from '../harness/etcd.js';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { Stack, type AdminClient } from '../harness/coordinator.js';
 import { waitFor } from '../harness/service.js';
 

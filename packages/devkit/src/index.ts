@@ -1,3 +1,7 @@
 // @leasehold/devkit: helpers for leasehold's own tests and benchmarks. Not published.
 export { rawHttp, rawJson } from './raw-http.js';
 export type { RawHttpAnswer, RawHttpRequest } from './raw-http.js';
+export { freePort, freePorts } from './ports.js';
+export { signalGroup, stopProcess, track } from './processes.js';
+export { findEtcdBinary, startEtcd, waitForHealth } from './etcd.js';
+export type { EtcdHandle, EtcdMember, StartEtcdOptions } from './etcd.js';

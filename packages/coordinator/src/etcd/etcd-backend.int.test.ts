@@ -1,0 +1,28 @@
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { pino } from 'pino';
+import { afterAll, beforeAll } from 'vitest';
+import { describeBackendContract } from '../testing/backend-contract.js';
+import { EtcdBackend } from './etcd-backend.js';
+
+let etcd: EtcdHandle;
+beforeAll(async () => {
+  etcd = await startEtcd();
+});
+afterAll(async () => {
+  await etcd.stop();
+});
+
+describeBackendContract('etcd', () => {
+  const backend = new EtcdBackend({ endpoints: etcd.endpoints, requestTimeoutMs: 5_000, log: pino({ level: 'silent' }) });
+  return Promise.resolve({
+    backend,
+    pass: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+    compact: async (revision: bigint) => {
+      await backend.client.kv.compact({ revision: revision.toString(), physical: true });
+    },
+    close: () => {
+      backend.close();
+      return Promise.resolve();
+    },
+  });
+});

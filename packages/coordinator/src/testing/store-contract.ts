@@ -1,0 +1,451 @@
+/**
+ * The LeaseStore contract: the typed outcome of every atomic operation, one suite run against the
+ * store on a real etcd (`lease-store.int.test.ts`) and on the in-memory etcd (`lease-store.test.ts`).
+ * Each compare of each transaction has a case here whose outcome changes when the compare is gone.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { OwnerRecord, SessionRecord, TaskRecord } from '../core/records.js';
+import type { KvBackend } from '../etcd/backend.js';
+import { KeyLayout } from '../etcd/keys.js';
+import { op } from '../etcd/kv.js';
+import { KvLeaseStore } from '../etcd/lease-store.js';
+import type { GrantJob, OpenedSession, StoreEvent } from '../store/port.js';
+
+export interface StoreTarget {
+  readonly backend: KvBackend;
+  /** Let `ms` pass (memory: move the manual clock; etcd: wait). */
+  pass(ms: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+let counter = 0;
+
+const sessionRecord = (workerId: string, coordinatorId = 'c1'): SessionRecord => ({
+  v: 1,
+  workerId,
+  incarnation: 'inc-1',
+  coordinatorId,
+  ttlMs: 5_000,
+});
+
+const taskRecord = (taskId: string, resource: string): TaskRecord => ({
+  v: 1,
+  taskId,
+  resource,
+  payload: { n: 1 },
+  state: 'pending',
+  attempts: 0,
+});
+
+export function describeStoreContract(name: string, openTarget: () => Promise<StoreTarget>): void {
+  describe(`LeaseStore contract: ${name}`, () => {
+    let target: StoreTarget;
+    let store: KvLeaseStore;
+
+    beforeEach(async () => {
+      target = await openTarget();
+      counter += 1;
+      store = new KvLeaseStore(target.backend, new KeyLayout(`store-contract/${process.pid}-${Date.now()}-${counter}/`));
+    });
+    afterEach(async () => {
+      await target.close();
+    });
+
+    async function submit(taskId: string, resource: string) {
+      const res = await store.submitTasks([taskRecord(taskId, resource)]);
+      expect(res.kind).toBe('created');
+      const task = await store.task(taskId);
+      if (task === undefined) throw new Error('task not stored');
+      return task;
+    }
+
+    async function open(workerId = 'w1'): Promise<OpenedSession> {
+      return store.openSession(sessionRecord(workerId), 10);
+    }
+
+    function job(session: OpenedSession, task: { record: TaskRecord; modRevision: bigint }, requestId: string): GrantJob {
+      const owner: OwnerRecord = {
+        v: 1,
+        taskId: task.record.taskId,
+        sessionId: session.sessionId,
+        workerId: 'w1',
+        incarnation: 'inc-1',
+        requestId,
+        attempt: task.record.attempts + 1,
+      };
+      return {
+        sessionId: session.sessionId,
+        leaseId: session.leaseId,
+        sessionModRevision: session.modRevision,
+        requestId,
+        task: task.record,
+        taskModRevision: task.modRevision,
+        owner,
+      };
+    }
+
+    async function grantOne(j: GrantJob) {
+      const [settled] = await store.grant([j]);
+      if (settled === undefined || !settled.ok) throw new Error(`grant failed: ${String(settled)}`);
+      return settled.value;
+    }
+
+    async function granted(session: OpenedSession, taskId: string, resource: string, requestId = `q-${taskId}`) {
+      const task = await submit(taskId, resource);
+      const out = await grantOne(job(session, task, requestId));
+      if (out.kind !== 'granted') throw new Error(`expected granted, got ${out.kind}`);
+      return { token: out.token, task, requestId };
+    }
+
+    describe('sessions', () => {
+      it('opens a session on a fresh lease; its key proves who serves it', async () => {
+        const s = await open();
+        const stored = await store.session(s.sessionId);
+        expect(stored).toMatchObject({ sessionId: s.sessionId, leaseId: s.leaseId, modRevision: s.modRevision });
+        expect(stored?.record.workerId).toBe('w1');
+      });
+
+      it('adopts only at the mod_revision read (a second adoption from the same read is raced)', async () => {
+        const s = await open();
+        const read = await store.session(s.sessionId);
+        if (read === undefined) throw new Error('no session');
+        const first = await store.adoptSession(read, { ...read.record, coordinatorId: 'c2' });
+        expect(first.kind).toBe('adopted');
+        const second = await store.adoptSession(read, { ...read.record, coordinatorId: 'c3' });
+        expect(second).toEqual({ kind: 'raced' });
+        expect((await store.session(s.sessionId))?.record.coordinatorId).toBe('c2');
+      });
+
+      it('ends a session: its owners, holdings and key at one revision; then gone', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        const b = await granted(s, 't2', 'r2');
+        const held = [
+          { resource: 'r1', token: a.token },
+          { resource: 'r2', token: b.token },
+        ];
+        const ended = await store.endSession({ sessionId: s.sessionId, knownModRevision: s.modRevision, held });
+        expect(ended.kind).toBe('ended');
+        expect(await store.owner('r1')).toBeUndefined();
+        expect(await store.owner('r2')).toBeUndefined();
+        expect(await store.session(s.sessionId)).toBeUndefined();
+        expect(await store.holding(s.sessionId, a.requestId)).toBeUndefined();
+        const again = await store.endSession({ sessionId: s.sessionId, knownModRevision: s.modRevision, held });
+        expect(again).toEqual({ kind: 'gone' });
+      });
+
+      it('does not end a session a peer adopted (moved), nor one whose holdings were under-reported (changed)', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        // Holdings from an index that missed the grant: the holdings compare fails it.
+        const lagging = await store.endSession({
+          sessionId: s.sessionId,
+          knownModRevision: s.modRevision,
+          held: [],
+          knownUpTo: a.token - 1n,
+        });
+        expect(lagging).toEqual({ kind: 'changed' });
+        // A wrong token for a held owner: the owner compare fails it.
+        const wrongToken = await store.endSession({
+          sessionId: s.sessionId,
+          knownModRevision: s.modRevision,
+          held: [{ resource: 'r1', token: a.token + 1000n }],
+        });
+        expect(wrongToken).toEqual({ kind: 'changed' });
+        expect(await store.owner('r1')).toMatchObject({ token: a.token });
+        const read = await store.session(s.sessionId);
+        if (read === undefined) throw new Error('no session');
+        await store.adoptSession(read, { ...read.record, coordinatorId: 'peer' });
+        const moved = await store.endSession({
+          sessionId: s.sessionId,
+          knownModRevision: s.modRevision,
+          held: [{ resource: 'r1', token: a.token }],
+        });
+        expect(moved).toEqual({ kind: 'moved' });
+        expect(await store.owner('r1')).toMatchObject({ token: a.token });
+      });
+
+      it('closes a session (ending): grants compared on the old mod_revision fail from then on', async () => {
+        const s = await open();
+        const closed = await store.closeSession({
+          sessionId: s.sessionId,
+          leaseId: s.leaseId,
+          knownModRevision: s.modRevision,
+          record: sessionRecord('w1'),
+        });
+        expect(closed.kind).toBe('closed');
+        expect((await store.session(s.sessionId))?.record.ending).toBe(true);
+        const task = await submit('t1', 'r1');
+        expect(await grantOne(job(s, task, 'q1'))).toEqual({ kind: 'sessionMoved' });
+        const twice = await store.closeSession({
+          sessionId: s.sessionId,
+          leaseId: s.leaseId,
+          knownModRevision: s.modRevision,
+          record: sessionRecord('w1'),
+        });
+        expect(twice).toEqual({ kind: 'moved' });
+        await store.revokeLease(s.leaseId);
+        expect(await store.session(s.sessionId)).toBeUndefined();
+        const gone = await store.closeSession({
+          sessionId: s.sessionId,
+          leaseId: s.leaseId,
+          knownModRevision: s.modRevision,
+          record: sessionRecord('w1'),
+        });
+        expect(gone).toEqual({ kind: 'gone' });
+      });
+    });
+
+    describe('grants', () => {
+      it('grants: the token is the owner key create_revision, the task counts the attempt, the request is recorded', async () => {
+        const s = await open();
+        const { token, requestId } = await granted(s, 't1', 'r1');
+        expect(await store.owner('r1')).toMatchObject({ token, modRevision: token, leaseId: s.leaseId });
+        expect((await store.task('t1'))?.record.attempts).toBe(1);
+        expect((await store.holding(s.sessionId, requestId))?.token).toBe(token);
+      });
+
+      it('refuses a second owner of a resource (raced), whoever asks', async () => {
+        const s1 = await open('w1');
+        const s2 = await open('w2');
+        const first = await granted(s1, 't1', 'r1');
+        const other = await submit('t2', 'r1');
+        const out = await grantOne(job(s2, other, 'q-other'));
+        expect(out.kind).toBe('raced');
+        expect(await store.owner('r1')).toMatchObject({ token: first.token });
+      });
+
+      it('replays the grant of a request id that holds one', async () => {
+        const s = await open();
+        const { token, task, requestId } = await granted(s, 't1', 'r1');
+        const out = await grantOne(job(s, { record: task.record, modRevision: token }, requestId));
+        expect(out).toMatchObject({ kind: 'replay', holding: { token } });
+      });
+
+      it('refuses a grant compared on a task revision that is no longer current (raced)', async () => {
+        const s = await open();
+        const task = await submit('t1', 'r1');
+        const stale = { record: task.record, modRevision: task.modRevision - 1n };
+        expect((await grantOne(job(s, stale, 'q1'))).kind).toBe('raced');
+        expect(await store.owner('r1')).toBeUndefined();
+      });
+
+      it('refuses a grant for a session served elsewhere or gone (sessionMoved)', async () => {
+        const s = await open();
+        const task = await submit('t1', 'r1');
+        const stale = { ...job(s, task, 'q1'), sessionModRevision: s.modRevision - 1n };
+        expect(await grantOne(stale)).toEqual({ kind: 'sessionMoved' });
+        await store.revokeLease(s.leaseId);
+        expect(await grantOne(job(s, task, 'q1'))).toEqual({ kind: 'sessionMoved' });
+        expect(await store.owner('r1')).toBeUndefined();
+      });
+
+      it('grants a batch at one revision, and tells per job which failed when one cannot', async () => {
+        const s = await open();
+        const tasks = await Promise.all(['a', 'b', 'c'].map((id) => submit(id, `r-${id}`)));
+        const [ta, tb, tc] = tasks;
+        if (ta === undefined || tb === undefined || tc === undefined) throw new Error('tasks');
+        const batch = await store.grant([job(s, ta, 'qa'), job(s, tb, 'qb')]);
+        const tokens = batch.map((r) => (r.ok && r.value.kind === 'granted' ? r.value.token : undefined));
+        expect(tokens[0]).toBeDefined();
+        expect(tokens[0]).toBe(tokens[1]);
+        const conflict = await submit('d', 'r-a'); // r-a is owned now
+        const mixed = await store.grant([job(s, tc, 'qc'), job(s, conflict, 'qd')]);
+        expect(mixed.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'raced']);
+      });
+
+      it('abandons an unsent grant (removed), and its holding alone when the owner is gone (forgotten)', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        const ref = { sessionId: s.sessionId, requestId: a.requestId, resource: 'r1', token: a.token };
+        expect(await store.abandonGrant(ref)).toBe('removed');
+        expect(await store.owner('r1')).toBeUndefined();
+        expect(await store.holding(s.sessionId, a.requestId)).toBeUndefined();
+        expect(await store.abandonGrant(ref)).toBe('gone');
+        const b = await granted(s, 't2', 'r2');
+        await store.kv.txn('test', { compare: [], success: [op.del(store.keys.owner('r2'))] });
+        const refB = { sessionId: s.sessionId, requestId: b.requestId, resource: 'r2', token: b.token };
+        expect(await store.abandonGrant(refB)).toBe('forgotten');
+        expect(await store.holding(s.sessionId, b.requestId)).toBeUndefined();
+      });
+    });
+
+    describe('held leases', () => {
+      it('releases with the holder proof only; the task is pending again', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        const proof = { sessionId: s.sessionId, leaseId: s.leaseId, resource: 'r1', token: a.token, requestId: a.requestId };
+        const wrong = [
+          { ...proof, token: a.token + 1n },
+          { ...proof, leaseId: '424242' },
+          { ...proof, requestId: 'q-other' },
+        ];
+        for (const p of wrong) {
+          const [r] = await store.release([p]);
+          expect(r?.ok && r.value.kind).toBe('notHolder');
+        }
+        const [ok] = await store.release([proof]);
+        expect(ok?.ok && ok.value.kind).toBe('done');
+        expect(await store.owner('r1')).toBeUndefined();
+        expect((await store.task('t1'))?.record.state).toBe('pending');
+        const [again] = await store.release([proof]);
+        expect(again?.ok && again.value.kind).toBe('notHolder');
+      });
+
+      it('refuses a release whose owner key was rewritten (mod_revision moved)', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        const owner = await store.owner('r1');
+        if (owner === undefined) throw new Error('no owner');
+        await store.kv.txn('test', {
+          compare: [],
+          success: [op.put(store.keys.owner('r1'), JSON.stringify(owner.record), s.leaseId)],
+        });
+        const [r] = await store.release([
+          { sessionId: s.sessionId, leaseId: s.leaseId, resource: 'r1', token: a.token, requestId: a.requestId },
+        ]);
+        expect(r?.ok && r.value.kind).toBe('notHolder');
+      });
+
+      it('completes with the holder proof and an unchanged task; records the result', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        const task = await store.task('t1');
+        if (task === undefined) throw new Error('no task');
+        const base = {
+          sessionId: s.sessionId,
+          leaseId: s.leaseId,
+          resource: 'r1',
+          token: a.token,
+          requestId: a.requestId,
+          task: task.record,
+          taskModRevision: task.modRevision,
+          resultId: 'task:t1',
+        };
+        const [stale] = await store.complete([{ ...base, taskModRevision: task.modRevision - 1n }]);
+        expect(stale?.ok && stale.value.kind).toBe('notHolder');
+        const [other] = await store.complete([{ ...base, token: a.token - 1n }]);
+        expect(other?.ok && other.value.kind).toBe('notHolder');
+        const [done] = await store.complete([base]);
+        expect(done?.ok && done.value.kind).toBe('done');
+        expect((await store.task('t1'))?.record).toMatchObject({
+          state: 'completed',
+          result: { resultId: 'task:t1', token: a.token.toString() },
+        });
+        expect(await store.owner('r1')).toBeUndefined();
+      });
+
+      it('completes a batch in one txn, and tells which failed when one cannot', async () => {
+        const s = await open();
+        const a = await granted(s, 'ta', 'ra');
+        const b = await granted(s, 'tb', 'rb');
+        const jobFor = async (taskId: string, resource: string, g: { token: bigint; requestId: string }) => {
+          const t = await store.task(taskId);
+          if (t === undefined) throw new Error('no task');
+          return {
+            sessionId: s.sessionId,
+            leaseId: s.leaseId,
+            resource,
+            token: g.token,
+            requestId: g.requestId,
+            task: t.record,
+            taskModRevision: t.modRevision,
+            resultId: `task:${taskId}`,
+          };
+        };
+        const ja = await jobFor('ta', 'ra', a);
+        const jb = { ...(await jobFor('tb', 'rb', b)), token: b.token + 7n };
+        const out = await store.complete([ja, jb]);
+        expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['done', 'notHolder']);
+      });
+    });
+
+    describe('tasks', () => {
+      it('submits idempotently by id: nothing is created when one id exists', async () => {
+        await submit('t1', 'r1');
+        const res = await store.submitTasks([taskRecord('t1', 'r1'), taskRecord('t2', 'r2')]);
+        expect(res.kind).toBe('exists');
+        if (res.kind !== 'exists') return;
+        expect(res.existing[0]).toMatchObject({ record: { taskId: 't1' } });
+        expect(res.existing[1]).toBeUndefined();
+        expect(await store.task('t2')).toBeUndefined();
+      });
+
+      it('cancels a held task: the owner key goes with it; a stale read is raced', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        const task = await store.task('t1');
+        if (task === undefined) throw new Error('no task');
+        const owner = { sessionId: s.sessionId, token: a.token, requestId: a.requestId };
+        const stale = await store.cancelTask({ task: task.record, taskModRevision: task.modRevision - 1n, owner });
+        expect(stale).toEqual({ kind: 'raced' });
+        const wrongOwner = await store.cancelTask({
+          task: task.record,
+          taskModRevision: task.modRevision,
+          owner: { ...owner, token: a.token + 1n },
+        });
+        expect(wrongOwner).toEqual({ kind: 'raced' });
+        const ok = await store.cancelTask({ task: task.record, taskModRevision: task.modRevision, owner });
+        expect(ok.kind).toBe('cancelled');
+        expect((await store.task('t1'))?.record.state).toBe('cancelled');
+        expect(await store.owner('r1')).toBeUndefined();
+        expect(await store.holding(s.sessionId, a.requestId)).toBeUndefined();
+      });
+
+      it('pages tasks in id order and snapshots tasks and owners at one revision', async () => {
+        const s = await open();
+        for (const id of ['a', 'b', 'c']) await submit(id, `r-${id}`);
+        const page = await store.taskPage(undefined, 2);
+        expect(page.tasks.map((t) => t.record.taskId)).toEqual(['a', 'b']);
+        expect(page.more).toBe(true);
+        expect((await store.taskPage('b', 10)).tasks.map((t) => t.record.taskId)).toEqual(['c']);
+        const task = await store.task('b');
+        if (task === undefined) throw new Error('no task');
+        const g = await grantOne(job(s, task, 'q'));
+        const snap = await store.snapshot();
+        expect(snap.tasks.map((t) => t.record.taskId)).toEqual(['a', 'b', 'c']);
+        expect(snap.owners.map((o) => [o.resource, o.token])).toEqual([['r-b', g.kind === 'granted' ? g.token : 0n]]);
+        expect(snap.revision).toBeGreaterThanOrEqual(g.kind === 'granted' ? g.token : 0n);
+      });
+    });
+
+    describe('watch', () => {
+      it('delivers parsed task, owner and session events grouped by revision, then progress', async () => {
+        const start = await store.snapshot();
+        const groups: { revision: bigint; events: readonly StoreEvent[] }[] = [];
+        let progress = 0n;
+        const handle = await store.watch(start.revision + 1n, {
+          onRevision: (revision, events) => groups.push({ revision, events }),
+          onProgress: (revision) => {
+            progress = revision;
+          },
+          onError: () => undefined,
+        });
+        try {
+          const s = await open();
+          const { token } = await granted(s, 't1', 'r1');
+          for (let i = 0; i < 50 && progress < token; i += 1) await target.pass(20);
+          const grant = groups.find((g) => g.revision === token);
+          expect(grant?.events.map((e) => e.kind).sort()).toEqual(['owner', 'task']);
+          const owner = grant?.events.find((e) => e.kind === 'owner');
+          expect(owner).toMatchObject({ resource: 'r1', owner: { token, record: { taskId: 't1' } } });
+          expect(groups.some((g) => g.events.some((e) => e.kind === 'session' && e.sessionId === s.sessionId))).toBe(
+            true,
+          );
+          await store.revokeLease(s.leaseId);
+          const revoked = await store.snapshot();
+          for (let i = 0; i < 50 && progress < revoked.revision; i += 1) await target.pass(20);
+          const last = groups.at(-1);
+          expect(last?.events).toEqual(
+            expect.arrayContaining([
+              { kind: 'owner', resource: 'r1', owner: undefined },
+              { kind: 'session', sessionId: s.sessionId, session: undefined },
+            ]),
+          );
+        } finally {
+          await handle.cancel();
+        }
+      });
+    });
+  });
+}
