@@ -86,7 +86,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/*.test.ts', 'test/**/*.ts'],
+    files: ['**/*.test.ts', 'test/**/*.ts', 'packages/devkit/src/**/*.ts', 'packages/*/src/testing/**/*.ts'],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',
       '@typescript-eslint/require-await': 'off',

@@ -13,7 +13,11 @@ afterAll(async () => {
 });
 
 describeBackendContract('etcd', () => {
-  const backend = new EtcdBackend({ endpoints: etcd.endpoints, requestTimeoutMs: 5_000, log: pino({ level: 'silent' }) });
+  const backend = new EtcdBackend({
+    endpoints: etcd.endpoints,
+    requestTimeoutMs: 5_000,
+    log: pino({ level: 'silent' }),
+  });
   return Promise.resolve({
     backend,
     pass: (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),

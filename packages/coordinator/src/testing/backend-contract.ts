@@ -66,12 +66,18 @@ export function describeBackendContract(name: string, open: () => Promise<Backen
     });
 
     const get = async (key: string) => (await b.txn({ compare: [], success: [op.get(key)] })).responses[0]?.kvs[0];
-    const put = (key: string, value = 'v', lease?: string) => b.txn({ compare: [], success: [op.put(key, value, lease)] });
+    const put = (key: string, value = 'v', lease?: string) =>
+      b.txn({ compare: [], success: [op.put(key, value, lease)] });
 
     it('gives every key create / mod revision and version; a txn writes at one revision', async () => {
       const first = await put(`${p}a`);
       const a1 = await get(`${p}a`);
-      expect(a1).toMatchObject({ createRevision: first.revision, modRevision: first.revision, version: 1n, lease: '0' });
+      expect(a1).toMatchObject({
+        createRevision: first.revision,
+        modRevision: first.revision,
+        version: 1n,
+        lease: '0',
+      });
       const second = await b.txn({ compare: [], success: [op.put(`${p}a`, 'w'), op.put(`${p}b`, 'x')] });
       expect(second.revision).toBe(first.revision + 1n);
       expect(await get(`${p}a`)).toMatchObject({

@@ -45,7 +45,10 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
     beforeEach(async () => {
       target = await openTarget();
       counter += 1;
-      store = new KvLeaseStore(target.backend, new KeyLayout(`store-contract/${process.pid}-${Date.now()}-${counter}/`));
+      store = new KvLeaseStore(
+        target.backend,
+        new KeyLayout(`store-contract/${process.pid}-${Date.now()}-${counter}/`),
+      );
     });
     afterEach(async () => {
       await target.close();
@@ -63,7 +66,11 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
       return store.openSession(sessionRecord(workerId), 10);
     }
 
-    function job(session: OpenedSession, task: { record: TaskRecord; modRevision: bigint }, requestId: string): GrantJob {
+    function job(
+      session: OpenedSession,
+      task: { record: TaskRecord; modRevision: bigint },
+      requestId: string,
+    ): GrantJob {
       const owner: OwnerRecord = {
         v: 1,
         taskId: task.record.taskId,
@@ -86,7 +93,7 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
 
     async function grantOne(j: GrantJob) {
       const [settled] = await store.grant([j]);
-      if (settled === undefined || !settled.ok) throw new Error(`grant failed: ${String(settled)}`);
+      if (settled === undefined || !settled.ok) throw new Error(`grant failed: ${JSON.stringify(settled)}`);
       return settled.value;
     }
 
@@ -274,7 +281,13 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
       it('releases with the holder proof only; the task is pending again', async () => {
         const s = await open();
         const a = await granted(s, 't1', 'r1');
-        const proof = { sessionId: s.sessionId, leaseId: s.leaseId, resource: 'r1', token: a.token, requestId: a.requestId };
+        const proof = {
+          sessionId: s.sessionId,
+          leaseId: s.leaseId,
+          resource: 'r1',
+          token: a.token,
+          requestId: a.requestId,
+        };
         const wrong = [
           { ...proof, token: a.token + 1n },
           { ...proof, leaseId: '424242' },

@@ -1,0 +1,123 @@
+/**
+ * GrantService over the in-memory etcd, a manual clock and an in-memory fence: the grant order
+ * (owner txn -> durable fence advance -> grant), idempotent acquires, and what a failed advance
+ * leaves behind. Each test names the mechanism whose deletion makes it fail.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ServiceCluster, tokenOf, type TestCoordinator } from '../testing/service-harness.js';
+
+let cluster: ServiceCluster;
+let c1: TestCoordinator;
+
+beforeEach(async () => {
+  cluster = new ServiceCluster();
+  c1 = await cluster.coordinator();
+});
+afterEach(async () => {
+  await cluster.close();
+});
+
+describe('grant order', () => {
+  it('sends no grant before the fence is advanced to its token (advance before grant)', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    cluster.fence.hold();
+    let answered = false;
+    const reply = cluster.acquire(w).then((r) => {
+      answered = true;
+      return r;
+    });
+    await cluster.settle();
+    // The owner key exists (step a), the advance is waiting (step b): no grant may be out yet.
+    expect(cluster.owners().has('r1')).toBe(true);
+    expect(cluster.fence.heldCount).toBe(1);
+    expect(answered).toBe(false);
+    cluster.fence.release();
+    const token = tokenOf(await reply);
+    expect(cluster.fence.fence('r1')).toBe(token);
+    expect(cluster.owners().get('r1')).toBe(token);
+    expect(cluster.fence.write('r1', token)).toBe('written');
+  });
+
+  it('grants the fencing token the store allocated (the owner key create_revision), never a count of its own', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    await cluster.submit(c1, 't2', 'r2');
+    const w = await cluster.worker(c1, 'w1');
+    const a = tokenOf(await cluster.acquire(w));
+    const b = tokenOf(await cluster.acquire(w));
+    expect(cluster.owners()).toEqual(
+      new Map([
+        ['r1', a],
+        ['r2', b],
+      ]),
+    );
+    expect(b).toBeGreaterThan(a);
+  });
+
+  it('abandons the grant when the advance is refused (the fence is past its token): no grant, no owner', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    cluster.fence.fences.set('r1', 1_000_000n); // the sink saw a later grant (e.g. a restored etcd)
+    const w = await cluster.worker(c1, 'w1');
+    const reply = await cluster.acquire(w);
+    expect(reply.type).toBe('lease.none');
+    expect(cluster.owners().has('r1')).toBe(false);
+    expect(cluster.fence.fence('r1')).toBe(1_000_000n);
+  });
+
+  it('abandons the grant when the sink does not answer: an UNAVAILABLE error, no owner left behind', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    cluster.fence.down = true;
+    const w = await cluster.worker(c1, 'w1');
+    const reply = await cluster.acquire(w);
+    expect(reply).toMatchObject({ type: 'error', code: 'UNAVAILABLE', retryable: true });
+    expect(cluster.owners().has('r1')).toBe(false);
+    cluster.fence.down = false;
+    await cluster.settle(); // the index catches up with the abandon
+    expect(tokenOf(await cluster.acquire(w))).toBeGreaterThan(0n);
+  });
+});
+
+describe('idempotent acquire', () => {
+  it('a retried request id gets the same grant back, not a second one (holding compare)', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    await cluster.submit(c1, 't2', 'r2');
+    const w = await cluster.worker(c1, 'w1');
+    const first = await cluster.acquire(w, { requestId: 'req-1' });
+    const retry = await cluster.acquire(w, { requestId: 'req-1' });
+    expect(retry).toMatchObject({ type: 'lease.granted', resource: 'r1', token: tokenOf(first).toString() });
+    expect(cluster.owners()).toEqual(new Map([['r1', tokenOf(first)]]));
+  });
+
+  it("a request id is the session's own: another session's copy is a new acquire", async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    await cluster.submit(c1, 't2', 'r2');
+    const a = await cluster.worker(c1, 'wa');
+    const b = await cluster.worker(c1, 'wb');
+    const first = await cluster.acquire(a, { requestId: 'same' });
+    const other = await cluster.acquire(b, { requestId: 'same' });
+    expect(other).toMatchObject({ type: 'lease.granted', resource: 'r2' });
+    expect(tokenOf(other)).not.toBe(tokenOf(first));
+  });
+
+  it('answers lease.none when nothing is grantable, and grants a waiting long poll when a task arrives', async () => {
+    const w = await cluster.worker(c1, 'w1');
+    expect((await cluster.acquire(w)).type).toBe('lease.none');
+    const waiting = cluster.acquire(w, { waitMs: 2_000 });
+    await cluster.advance(500);
+    await cluster.submit(c1, 't1', 'r1');
+    expect(await waiting).toMatchObject({ type: 'lease.granted', resource: 'r1' });
+  });
+
+  it('ends a long poll with lease.none when its wait runs out', async () => {
+    const w = await cluster.worker(c1, 'w1');
+    let answered = false;
+    const waiting = cluster.acquire(w, { waitMs: 1_000 }).then((r) => {
+      answered = true;
+      return r;
+    });
+    await cluster.advance(999);
+    expect(answered).toBe(false);
+    await cluster.advance(2);
+    expect((await waiting).type).toBe('lease.none');
+  });
+});

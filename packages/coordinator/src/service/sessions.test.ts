@@ -1,0 +1,166 @@
+/**
+ * SessionManager and LeaseService over the in-memory etcd with a manual clock: expiry judged by the
+ * coordinator's own clock, renew rules, the end of a session (owners deleted at one revision, the
+ * worker told, the lease revoked), and what expiry does NOT do to the fence (design note case 2).
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ServiceCluster, tokenOf, type TestCoordinator } from '../testing/service-harness.js';
+
+let cluster: ServiceCluster;
+let c1: TestCoordinator;
+const TTL = 3_000;
+
+beforeEach(async () => {
+  cluster = new ServiceCluster();
+  c1 = await cluster.coordinator();
+});
+afterEach(async () => {
+  await cluster.close();
+});
+
+describe('expiry by the coordinator clock', () => {
+  it('keeps a session alive with heartbeats before its deadline, and refuses one at the deadline', async () => {
+    const w = await cluster.worker(c1, 'w1');
+    await cluster.advance(TTL - 1);
+    expect(cluster.heartbeat(w)).toMatchObject({ ok: true });
+    await cluster.advance(TTL - 1);
+    expect(cluster.heartbeat(w)).toMatchObject({ ok: true });
+    const deadline = cluster.clock.nowMs() + TTL;
+    expect(cluster.heartbeat(w, deadline)).toMatchObject({ ok: false });
+  });
+
+  it('ends a silent session at its deadline: owners deleted at one revision, worker told, lease revoked', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    await cluster.submit(c1, 't2', 'r2');
+    const w = await cluster.worker(c1, 'w1');
+    const a = tokenOf(await cluster.acquire(w));
+    const b = tokenOf(await cluster.acquire(w));
+    const revisionBefore = cluster.etcd.revision;
+    await cluster.advance(TTL - 1);
+    expect(cluster.owners().size).toBe(2);
+    await cluster.advance(1);
+    expect(cluster.owners().size).toBe(0);
+    expect(cluster.etcd.revision).toBe(revisionBefore + 1n); // one txn deleted both
+    expect(cluster.etcd.keys(cluster.keys.sessions)).toEqual([]);
+    expect(cluster.etcd.leaseCount).toBe(0);
+    expect(w.channel.pushes('lease.revoked').map((m) => [m.resource, m.token])).toEqual(
+      expect.arrayContaining([
+        ['r1', a.toString()],
+        ['r2', b.toString()],
+      ]),
+    );
+    expect(w.channel.pushes('session.expired')).toHaveLength(1);
+    // Expiry judged here, not by etcd: the lease had seconds left when the session ended.
+  });
+
+  it('does not move the fence at expiry (default): the old holder can still write until a takeover', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const a = await cluster.worker(c1, 'wa');
+    const old = tokenOf(await cluster.acquire(a));
+    await cluster.advance(TTL + 10);
+    expect(cluster.fence.fence('r1')).toBe(old);
+    expect(cluster.fence.write('r1', old)).toBe('written');
+    const b = await cluster.worker(c1, 'wb');
+    const next = tokenOf(await cluster.acquire(b));
+    expect(next).toBeGreaterThan(old);
+    expect(cluster.fence.write('r1', old)).toBe('STALE_TOKEN');
+    expect(cluster.fence.write('r1', next)).toBe('written');
+  });
+
+  it('moves the fence at expiry in fence-on-expiry mode: the old holder is refused before any takeover', async () => {
+    const fenced = new ServiceCluster({ FENCE_ON_EXPIRY: 'true' });
+    try {
+      const c = await fenced.coordinator();
+      await fenced.submit(c, 't1', 'r1');
+      const a = await fenced.worker(c, 'wa');
+      const old = tokenOf(await fenced.acquire(a));
+      await fenced.advance(TTL + 10);
+      expect(fenced.fence.fence('r1')).toBeGreaterThan(old);
+      expect(fenced.fence.write('r1', old)).toBe('STALE_TOKEN');
+    } finally {
+      await fenced.close();
+    }
+  });
+});
+
+describe('renew', () => {
+  it('renews only for the holder, with its token and incarnation, while the session lives', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    const other = await cluster.worker(c1, 'w2');
+    const token = tokenOf(await cluster.acquire(w));
+    expect(await cluster.renew(w, 'r1', token)).toMatchObject({ type: 'lease.renewed' });
+    expect(await cluster.renew(w, 'r1', token + 1n)).toMatchObject({ code: 'NOT_HOLDER' });
+    expect(await cluster.renew(other, 'r1', token)).toMatchObject({ code: 'NOT_HOLDER' });
+    const wrongIncarnation = { ...w, incarnation: 'inc-other' };
+    expect(await cluster.renew(wrongIncarnation, 'r1', token)).toMatchObject({ code: 'NOT_HOLDER' });
+  });
+
+  it('refuses a renew received exactly at the deadline, and nothing revives the lease after it', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    const token = tokenOf(await cluster.acquire(w));
+    const deadline = cluster.clock.nowMs() + TTL;
+    expect(await cluster.renew(w, 'r1', token, deadline)).toMatchObject({ code: 'LEASE_EXPIRED' });
+    await cluster.advance(TTL);
+    expect(await cluster.renew(w, 'r1', token)).toMatchObject({ code: 'LEASE_EXPIRED' });
+    expect(cluster.heartbeat(w)).toMatchObject({ ok: false });
+    expect(cluster.owners().has('r1')).toBe(false);
+  });
+
+  it('moves the deadline with a renew: a renewed holder outlives its first deadline', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    const token = tokenOf(await cluster.acquire(w));
+    await cluster.advance(TTL - 100);
+    expect(await cluster.renew(w, 'r1', token)).toMatchObject({ type: 'lease.renewed' });
+    await cluster.advance(TTL - 100);
+    expect(cluster.owners().get('r1')).toBe(token);
+  });
+});
+
+describe('release and complete', () => {
+  it('releases: the task is pending again and the next acquire gets a larger token', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    const first = tokenOf(await cluster.acquire(w));
+    expect(await cluster.release(w, 'r1', first)).toMatchObject({ type: 'lease.released' });
+    expect(await cluster.release(w, 'r1', first)).toMatchObject({ code: 'NOT_HOLDER' });
+    await cluster.settle();
+    const second = await cluster.acquire(w);
+    expect(second).toMatchObject({ type: 'lease.granted', taskId: 't1', attempt: 2 });
+    expect(tokenOf(second)).toBeGreaterThan(first);
+  });
+
+  it('completes once; a retry after a lost reply is answered as done, a foreign token is refused', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    const other = await cluster.worker(c1, 'w2');
+    const token = tokenOf(await cluster.acquire(w));
+    expect(await cluster.complete(other, 't1', 'r1', token)).toMatchObject({ code: 'NOT_HOLDER' });
+    expect(await cluster.complete(w, 't1', 'r1', token)).toMatchObject({ type: 'task.completed' });
+    expect(await cluster.complete(w, 't1', 'r1', token)).toMatchObject({ type: 'task.completed' });
+    expect(await c1.services.tasks.get('t1')).toMatchObject({ state: 'completed' });
+    await cluster.settle();
+    expect((await cluster.acquire(w)).type).toBe('lease.none');
+  });
+});
+
+describe('cancel', () => {
+  it('cancels a held task: the owner key goes, the holder is told, and its late write is refused after the next grant', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    await cluster.submit(c1, 't2', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    const token = tokenOf(await cluster.acquire(w));
+    expect(await c1.services.tasks.cancel('t1')).toMatchObject({ ok: true, task: { state: 'cancelled' } });
+    await cluster.settle();
+    expect(w.channel.pushes('lease.revoked')).toEqual([
+      { type: 'lease.revoked', resource: 'r1', token: token.toString(), reason: 'cancelled' },
+    ]);
+    expect(await cluster.renew(w, 'r1', token)).toMatchObject({ code: 'NOT_HOLDER' });
+    const b = await cluster.worker(c1, 'w2');
+    const next = tokenOf(await cluster.acquire(b));
+    expect(cluster.fence.write('r1', token)).toBe('STALE_TOKEN');
+    expect(cluster.fence.write('r1', next)).toBe('written');
+  });
+});

@@ -1,0 +1,310 @@
+/**
+ * Deterministic harness for the coordinator's real services (sessions, grants, leases, tasks, the
+ * watch feed): one in-memory etcd, a manual clock and timers, an in-memory fence target with the
+ * sink's rules, and any number of coordinators sharing them — each with its own etcd client, so a
+ * test can partition one, hold its watch back (a stale index), or hold its fence advances (a
+ * coordinator paused between the grant txn and the advance). No sockets, no real time.
+ */
+import {
+  decideAdvance,
+  decideWrite,
+  ManualClock,
+  PROTOCOL_VERSION,
+  type CoordinatorMessage,
+  type Hello,
+} from '@leasehold/protocol';
+import { pino } from 'pino';
+import { loadConfig, type CoordinatorConfig } from '../config.js';
+import { ManualTimers } from '../core/timers.js';
+import { SinkUnavailableError } from '../errors.js';
+import { KeyLayout } from '../etcd/keys.js';
+import { KvLeaseStore } from '../etcd/lease-store.js';
+import { MemoryEtcd, type MemoryBackend } from '../etcd/memory-etcd.js';
+import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence-target.js';
+import { Metrics } from '../metrics.js';
+import type { WorkerChannel } from '../service/channel.js';
+import type { LocalSession } from '../service/sessions.js';
+import { createServices, type Services } from '../services.js';
+import { settle } from './settle.js';
+
+export const TEST_KEYS = {
+  capability: 'k1:capability-secret-for-service-tests',
+  worker: 'worker-key-for-service-tests-0001',
+  admin: 'admin-key-for-service-tests-00001',
+  sink: 'sink-key-for-service-tests-000001',
+};
+
+export function testConfig(env: Record<string, string> = {}): CoordinatorConfig {
+  return loadConfig(
+    {
+      LEASEHOLD_COORDINATOR_SINK_URL: 'http://127.0.0.1:1',
+      LEASEHOLD_COORDINATOR_SINK_KEY: TEST_KEYS.sink,
+      LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: TEST_KEYS.capability,
+      LEASEHOLD_COORDINATOR_WORKER_KEYS: TEST_KEYS.worker,
+      LEASEHOLD_COORDINATOR_ADMIN_KEYS: TEST_KEYS.admin,
+      LEASEHOLD_COORDINATOR_SESSION_TTL_MS: '3000',
+      LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: '1000',
+      LEASEHOLD_COORDINATOR_LOG_LEVEL: 'silent',
+      ...Object.fromEntries(Object.entries(env).map(([k, v]) => [`LEASEHOLD_COORDINATOR_${k}`, v])),
+    },
+    [],
+  );
+}
+
+export interface FenceEvent {
+  readonly kind: 'advance' | 'write';
+  readonly resource: string;
+  readonly token: bigint;
+  readonly outcome: string;
+  /** Order of decisions at the fence. */
+  readonly seq: number;
+}
+
+/**
+ * The sink's fence rules in memory: per-resource fence, advance only grows, a write is accepted
+ * only at `token == fence`. `hold()` keeps advances waiting (a coordinator paused after its grant
+ * txn), `down` makes them fail with an unknown outcome.
+ */
+export class MemoryFenceTarget implements FenceTarget {
+  readonly fences = new Map<string, bigint>();
+  readonly log: FenceEvent[] = [];
+  down = false;
+  #held: (() => void)[] | undefined;
+  #seq = 0;
+
+  fence(resource: string): bigint {
+    return this.fences.get(resource) ?? 0n;
+  }
+
+  /** Advances wait until {@link release}. */
+  hold(): void {
+    this.#held ??= [];
+  }
+
+  release(): void {
+    const held = this.#held ?? [];
+    this.#held = undefined;
+    for (const go of held) go();
+  }
+
+  get heldCount(): number {
+    return this.#held?.length ?? 0;
+  }
+
+  async advanceBatch(items: readonly AdvanceItem[]): Promise<AdvanceItemResult[]> {
+    const held = this.#held;
+    if (held !== undefined) await new Promise<void>((resolve) => held.push(resolve));
+    if (this.down) throw new SinkUnavailableError('sink unreachable (test)');
+    return items.map((item) => {
+      const decision = decideAdvance(this.fence(item.resource), item.token);
+      this.log.push({
+        kind: 'advance',
+        resource: item.resource,
+        token: item.token,
+        outcome: decision.ok ? decision.outcome : decision.code,
+        seq: this.#seq++,
+      });
+      if (!decision.ok) return { ok: false, resource: item.resource, code: 'STALE_TOKEN', fence: decision.fence };
+      this.fences.set(item.resource, decision.fence);
+      return { ok: true, resource: item.resource, outcome: decision.outcome, fence: decision.fence };
+    });
+  }
+
+  /** A worker's write under `token`: accepted only at the fence. */
+  write(
+    resource: string,
+    token: bigint,
+  ): 'written' | 'replayed' | 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT' {
+    const decision = decideWrite(this.fence(resource), token, undefined, '{}');
+    const outcome = decision.ok ? decision.outcome : decision.code;
+    this.log.push({ kind: 'write', resource, token, outcome, seq: this.#seq++ });
+    return outcome;
+  }
+
+  ping(): Promise<boolean> {
+    return Promise.resolve(!this.down);
+  }
+}
+
+/** A worker connection that records what the coordinator sent it. */
+export class RecordingChannel implements WorkerChannel {
+  readonly sent: CoordinatorMessage[] = [];
+  closed: { readonly code: number; readonly reason: string } | undefined;
+
+  get isOpen(): boolean {
+    return this.closed === undefined;
+  }
+
+  send(message: CoordinatorMessage): boolean {
+    if (!this.isOpen) return false;
+    this.sent.push(message);
+    return true;
+  }
+
+  close(code: number, reason: string): void {
+    this.closed ??= { code, reason };
+  }
+
+  pushes<T extends CoordinatorMessage['type']>(type: T): Extract<CoordinatorMessage, { type: T }>[] {
+    return this.sent.filter((m): m is Extract<CoordinatorMessage, { type: T }> => m.type === type);
+  }
+}
+
+export interface TestCoordinator {
+  readonly id: string;
+  readonly services: Services;
+  readonly backend: MemoryBackend;
+  readonly store: KvLeaseStore;
+}
+
+export interface TestWorkerHandle {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly channel: RecordingChannel;
+  session: LocalSession;
+  coordinator: TestCoordinator;
+}
+
+let messageIds = 0;
+export const nextId = (): string => `m${++messageIds}`;
+
+export class ServiceCluster {
+  readonly clock = new ManualClock(10_000);
+  readonly timers = new ManualTimers(this.clock);
+  readonly etcd = new MemoryEtcd({ clock: this.clock, timers: this.timers });
+  readonly fence = new MemoryFenceTarget();
+  readonly keys = new KeyLayout('svc/');
+  readonly coordinators: TestCoordinator[] = [];
+  readonly config: CoordinatorConfig;
+
+  constructor(env: Record<string, string> = {}) {
+    this.config = testConfig(env);
+  }
+
+  async coordinator(id = `c${this.coordinators.length + 1}`): Promise<TestCoordinator> {
+    const backend = this.etcd.connect();
+    const store = new KvLeaseStore(backend, this.keys);
+    const services = createServices({
+      config: this.config,
+      coordinatorId: id,
+      store,
+      fenceTarget: this.fence,
+      clock: this.clock,
+      timers: this.timers,
+      log: pino({ level: 'silent' }),
+      metrics: new Metrics(),
+    });
+    await services.start();
+    const c = { id, services, backend, store };
+    this.coordinators.push(c);
+    await this.settle();
+    return c;
+  }
+
+  /** Let in-process work finish (promise chains, batches, watch deliveries). */
+  settle(): Promise<void> {
+    return settle(20);
+  }
+
+  /** Move time forward, firing due timers (session deadlines, long polls, lease expiry) in order. */
+  async advance(ms: number): Promise<void> {
+    await this.timers.advance(ms, () => settle(8));
+    await this.settle();
+  }
+
+  async submit(c: TestCoordinator, taskId: string, resource: string, payload: unknown = { n: 1 }) {
+    const res = await c.services.tasks.submit({ taskId, resource, payload: payload as never });
+    if (!res.ok) throw new Error(`submit failed: ${res.code}`);
+    await this.settle();
+    return res.task;
+  }
+
+  async worker(c: TestCoordinator, workerId: string, incarnation = 'inc-1'): Promise<TestWorkerHandle> {
+    const channel = new RecordingChannel();
+    const opened = await c.services.sessions.open(this.hello(workerId, incarnation), channel);
+    await this.settle();
+    return { workerId, incarnation, channel, session: opened.session, coordinator: c };
+  }
+
+  /** Resume `w`'s session on coordinator `c` (a reconnect / failover); the result of the open. */
+  async resume(w: TestWorkerHandle, c: TestCoordinator) {
+    const channel = new RecordingChannel();
+    const opened = await c.services.sessions.open(
+      { ...this.hello(w.workerId, w.incarnation), resumeSessionId: w.session.sessionId },
+      channel,
+    );
+    await this.settle();
+    return { opened, channel };
+  }
+
+  hello(workerId: string, incarnation: string): Hello {
+    return { type: 'hello', id: nextId(), protocolVersion: PROTOCOL_VERSION, workerId, incarnation, capacity: 1 };
+  }
+
+  acquire(w: TestWorkerHandle, options: { requestId?: string; taskId?: string; waitMs?: number } = {}) {
+    return w.coordinator.services.grants.acquire(
+      w.session,
+      {
+        type: 'lease.acquire',
+        id: nextId(),
+        requestId: options.requestId ?? `q-${nextId()}`,
+        ...(options.taskId === undefined ? {} : { taskId: options.taskId }),
+        ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
+      },
+      this.clock.nowMs(),
+    );
+  }
+
+  renew(w: TestWorkerHandle, resource: string, token: bigint, atMs = this.clock.nowMs()) {
+    return w.coordinator.services.leases.renew(
+      w.session,
+      { type: 'lease.renew', id: nextId(), resource, token: token.toString(), incarnation: w.incarnation },
+      atMs,
+    );
+  }
+
+  release(w: TestWorkerHandle, resource: string, token: bigint) {
+    return w.coordinator.services.leases.release(w.session, {
+      type: 'lease.release',
+      id: nextId(),
+      resource,
+      token: token.toString(),
+      incarnation: w.incarnation,
+    });
+  }
+
+  complete(w: TestWorkerHandle, taskId: string, resource: string, token: bigint) {
+    return w.coordinator.services.leases.complete(w.session, {
+      type: 'task.complete',
+      id: nextId(),
+      taskId,
+      resultId: `task:${taskId}`,
+      resource,
+      token: token.toString(),
+      incarnation: w.incarnation,
+    });
+  }
+
+  heartbeat(w: TestWorkerHandle, atMs = this.clock.nowMs()) {
+    return w.coordinator.services.sessions.heartbeat(w.session, atMs);
+  }
+
+  /** The live owner keys in the store: resource -> token. */
+  owners(): Map<string, bigint> {
+    return new Map(
+      this.etcd.keys(this.keys.owners).map((kv) => [kv.key.slice(this.keys.owners.length), kv.createRevision]),
+    );
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.coordinators) await c.services.close();
+    this.fence.release();
+    await this.settle();
+  }
+}
+
+/** The grant's token, or a readable failure. */
+export function tokenOf(reply: CoordinatorMessage): bigint {
+  if (reply.type !== 'lease.granted') throw new Error(`expected lease.granted, got ${JSON.stringify(reply)}`);
+  return BigInt(reply.token);
+}
