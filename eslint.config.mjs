@@ -1,7 +1,7 @@
 // @ts-check
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
-import importX from 'eslint-plugin-import-x';
+import importX, { createNodeResolver } from 'eslint-plugin-import-x';
 
 export default tseslint.config(
   {
@@ -25,7 +25,53 @@ export default tseslint.config(
       },
     },
     plugins: { 'import-x': importX },
+    settings: {
+      // Resolve `./x.js` to `./x.ts` (and packages to their sources) so that no-cycle and the
+      // restricted zones below actually see the imports: an unresolved import is never reported.
+      'import-x/resolver-next': [
+        createNodeResolver({
+          extensions: ['.ts', '.js', '.json'],
+          extensionAlias: { '.js': ['.ts', '.js'] },
+          conditionNames: ['leasehold-source', 'import', 'default'],
+        }),
+      ],
+    },
     rules: {
+      'import-x/no-unresolved': ['error', { ignore: ['^node:'] }],
+      // The layers (see docs/testing.md): a zone's files may not import from `from`.
+      'import-x/no-restricted-paths': [
+        'error',
+        {
+          zones: [
+            {
+              target: './packages/*/src/core/**',
+              from: [
+                './packages/*/src/etcd/**',
+                './packages/*/src/service/**',
+                './packages/*/src/http/**',
+                './packages/*/src/ws/**',
+                './packages/*/src/store/*-store.ts',
+                './packages/*/src/fence/**',
+              ],
+              message: 'core/ is pure decisions: it may import only core/, the store port types and other packages.',
+            },
+            {
+              target: './packages/coordinator/src/service/**',
+              from: './packages/coordinator/src/etcd/**',
+              message: 'service/ sees the store only through its port (store/port.ts).',
+            },
+            {
+              target: ['./packages/coordinator/src/etcd/**', './packages/coordinator/src/store/**'],
+              from: [
+                './packages/coordinator/src/service/**',
+                './packages/coordinator/src/http/**',
+                './packages/coordinator/src/ws/**',
+              ],
+              message: 'the store adapters sit below the services and transports.',
+            },
+          ],
+        },
+      ],
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
