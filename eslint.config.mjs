@@ -11,6 +11,8 @@ export default tseslint.config(
       'coverage/**',
       '.leasehold/**',
       'chaos-results/**',
+      '.stryker-tmp/**',
+      'reports/**',
       '**/*.js',
       '**/*.mjs',
     ],

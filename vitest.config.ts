@@ -11,7 +11,7 @@ const resolve = {
   alias: [
     { find: /^@leasehold\/protocol$/, replacement: src('protocol/src/index.ts') },
     { find: /^@leasehold\/sink$/, replacement: src('sink/src/index.ts') },
-    { find: /^@leasehold\/sink\/client$/, replacement: src('sink/src/client/index.ts') },
+    { find: /^@leasehold\/sink-client$/, replacement: src('sink-client/src/index.ts') },
     { find: /^@leasehold\/coordinator$/, replacement: src('coordinator/src/index.ts') },
     { find: /^@leasehold\/worker$/, replacement: src('worker/src/index.ts') },
     { find: /^@leasehold\/devkit$/, replacement: src('devkit/src/index.ts') },

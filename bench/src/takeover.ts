@@ -12,7 +12,7 @@
  * first write accepted by the sink (200 `written`). The paused holder's late write (old token) is
  * then sent too and must be refused (STALE_TOKEN). One warm-up wave runs first and is not counted.
  */
-import { SinkClient } from '@leasehold/sink/client';
+import { SinkClient } from '@leasehold/sink-client';
 import type { Etcd } from './infra/etcd.js';
 import { Admin, isGrant, RawWorker, type GrantFrame } from './infra/raw-worker.js';
 import { startStack } from './infra/stack.js';
@@ -182,7 +182,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
     ];
   } finally {
     for (const t of takers) t.close();
-    sink.close();
+    void sink.close();
     await stack.stop();
   }
 }

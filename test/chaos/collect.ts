@@ -4,7 +4,7 @@
  * the final state of tasks and results.
  */
 import { Etcd3 } from 'etcd3';
-import type { SinkClient } from '@leasehold/sink';
+import type { SinkClient } from '@leasehold/sink-client';
 import type { FaultWindow, FinalResult, OwnerInterval, SinkDecision, WorkerEvent, WriteOutcome } from './history.js';
 
 interface LogEntry {

@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SinkClient } from '@leasehold/sink';
+import { SinkClient } from '@leasehold/sink-client';
 import { findEtcdBinary, waitForHealth } from '@leasehold/devkit';
 import { startFaultProxy, seededRandom, type FaultProxy } from './fault-proxy.js';
 import { freePorts } from '@leasehold/devkit';
@@ -415,7 +415,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         }
       },
       async stop() {
-        sinkClient.close();
+        void sinkClient.close();
         for (const p of processes.values()) expectExit.add(p.name);
         for (const p of proxies.values()) p.heal();
         await Promise.all(workers.map((w) => w.stop(3_000)));

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DecisionPage } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink/client';
+import { SinkClient } from '@leasehold/sink-client';
 import { startEtcd, type EtcdHandle, type StartEtcdOptions } from '@leasehold/devkit';
 import { BIN, Service } from './service.js';
 
@@ -173,7 +173,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       addWorker,
       admin,
       async stop() {
-        sinkClient.close();
+        void sinkClient.close();
         // Workers first (they release), then coordinators, then the sink, then etcd.
         await Promise.all(workers.map((w) => w.stop()));
         await Promise.all(coordinators.map((c) => c.stop()));

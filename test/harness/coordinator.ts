@@ -25,7 +25,8 @@ import {
   type CoordinatorMessage,
   type Welcome,
 } from '@leasehold/protocol';
-import { createSink, SinkClient, type Sink } from '@leasehold/sink';
+import { createSink, type Sink } from '@leasehold/sink';
+import { SinkClient } from '@leasehold/sink-client';
 import { Etcd3 } from 'etcd3';
 import { pino } from 'pino';
 import WebSocket from 'ws';
@@ -151,7 +152,7 @@ export class Stack {
     await Promise.all(this.#coordinators.map((c) => c.close()));
     await Promise.all(this.#services.map((s) => s.stop()));
     for (const s of this.#services) s.close();
-    this.sinkClient.close();
+    void this.sinkClient.close();
     await this.sink.close();
     if (process.env.LEASEHOLD_KEEP_TEST_DIRS === undefined) rmSync(this.dir, { recursive: true, force: true });
   }

@@ -10,7 +10,7 @@
  */
 import { canonicalJson, type Decision } from '@leasehold/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SinkClient } from './client/sink-client.js';
+import { SinkClient } from '@leasehold/sink-client';
 import { COORDINATOR_KEY, INCARNATION, sign, tempDir, type TempDir } from './testing/fixtures.js';
 import { spawnSink } from './testing/spawn-sink.js';
 
@@ -182,7 +182,7 @@ describe('crash safety of the built sink (SIGKILL at random moments)', () => {
         await Promise.all(drivers);
         if (ledger.acked.size > ackedBefore) killedWithWork++;
       } finally {
-        client.close();
+        void client.close();
         sink.kill('SIGKILL');
         await sink.exited;
       }

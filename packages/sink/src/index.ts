@@ -31,5 +31,3 @@ export { createMetrics } from './metrics.js';
 export type { SinkMetrics, MetricsOptions } from './metrics.js';
 export { buildHttpApp } from './http/app.js';
 export type { HttpAppOptions } from './http/app.js';
-
-export * from './client/index.js';

@@ -4,7 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SinkClient } from './client/sink-client.js';
+import { SinkClient } from '@leasehold/sink-client';
 import { SCHEMA_VERSION } from './store/migrations.js';
 import { COORDINATOR_KEY, INCARNATION, sign, tempDir, type TempDir } from './testing/fixtures.js';
 import { runSinkToExit, spawnSink } from './testing/spawn-sink.js';
@@ -104,7 +104,7 @@ describe('leasehold-sink daemon', () => {
     expect(await c1.advance('job/5', 1n)).toMatchObject({ ok: true, outcome: 'advanced' }); // A is granted token 1
     expect(await c1.write(writeArgs('job/5', 1n, 'A', 'r-a', { by: 'A' }))).toMatchObject({ ok: true });
     expect(await c1.advance('job/5', 2n)).toMatchObject({ ok: true, fence: 2n }); // takeover: B gets token 2
-    c1.close();
+    void c1.close();
     first.kill('SIGTERM');
     expect(await first.exited).toEqual({ code: 0, signal: null });
 
@@ -121,7 +121,7 @@ describe('leasehold-sink daemon', () => {
       outcome: 'written',
       fence: 2n,
     });
-    c2.close();
+    void c2.close();
     second.kill('SIGKILL');
     await second.exited;
 
@@ -136,7 +136,7 @@ describe('leasehold-sink daemon', () => {
         ['r-b', { by: 'B' }],
       ]);
     } finally {
-      c3.close();
+      void c3.close();
       third.kill('SIGKILL');
       await third.exited;
     }
@@ -165,7 +165,7 @@ describe('leasehold-sink daemon', () => {
     const exit = await sink.exited;
     stop = true;
     await Promise.all(loops);
-    client.close();
+    void client.close();
     expect(exit).toEqual({ code: 0, signal: null });
     expect(acked.length).toBeGreaterThan(10);
 
@@ -176,7 +176,7 @@ describe('leasehold-sink daemon', () => {
       const stored = new Set(view.results.map((r) => r.resultId));
       for (const id of acked) expect(stored.has(id)).toBe(true);
     } finally {
-      c2.close();
+      void c2.close();
       again.kill('SIGKILL');
       await again.exited;
     }

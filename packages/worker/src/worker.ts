@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { defaultResultId, LeaseholdError, MAX_ACQUIRE_WAIT_MS, type Grant, type JsonValue } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink/client';
+import { SinkClient } from '@leasehold/sink-client';
 import { pino, type Logger } from 'pino';
 import { backoffDelayMs } from './core/backoff.js';
 import { LeaseLostError, WriteRefusedError } from './errors.js';
@@ -383,7 +383,7 @@ export function startWorker(options: WorkerOptions): Worker {
       await Promise.race([all, sleep(graceMs + 5_000)]);
       clearTimeout(timer);
       session.stop();
-      if (ownsSink) sink.close();
+      if (ownsSink) void sink.close();
     },
   };
 }

@@ -7,7 +7,7 @@
  * which the caller treats exactly like a refusal: no grant is sent.
  */
 import { LeaseholdError } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink/client';
+import { SinkClient } from '@leasehold/sink-client';
 import { SinkUnavailableError } from '../errors.js';
 
 export interface AdvanceItem {
@@ -71,6 +71,6 @@ export class SinkFenceTarget implements FenceTarget {
   }
 
   close(): void {
-    this.#client.close();
+    void this.#client.close();
   }
 }

@@ -12,7 +12,7 @@ import {
   type WriteDecision,
 } from '@leasehold/protocol';
 import pino from 'pino';
-import type { SinkClient } from '../client/sink-client.js';
+import type { SinkClient } from '@leasehold/sink-client';
 import type { FencedService } from '../service/fenced-service.js';
 import { createSink, type Sink } from '../sink.js';
 import { SqliteFenceStore } from '../store/sqlite-store.js';

@@ -6,7 +6,7 @@
  */
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { SinkClient } from '@leasehold/sink/client';
+import { SinkClient } from '@leasehold/sink-client';
 import { AdminClient, type TaskView } from './admin-client.js';
 import {
   BINARIES,
@@ -262,7 +262,7 @@ async function verifyAtSink(
       if (results.length !== 1) problems.push(`${taskId}: ${results.length} results at the sink`);
     }
   } finally {
-    sink.close();
+    void sink.close();
   }
   return problems;
 }

@@ -17,7 +17,7 @@ import {
   wantsHelp,
   type OptionTable,
 } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink/client';
+import { SinkClient } from '@leasehold/sink-client';
 import { AdminClient } from './admin-client.js';
 import { clusterUp } from './cluster-up.js';
 import { readState } from './local-cluster.js';
@@ -139,7 +139,7 @@ async function main(): Promise<number> {
           if (raw.WATCH === 'true') await new Promise((r) => setTimeout(r, 1_000));
         } while (raw.WATCH === 'true');
       } finally {
-        client.close();
+        void client.close();
       }
       return 0;
     }
@@ -159,7 +159,7 @@ async function main(): Promise<number> {
           controller.signal,
         );
       } finally {
-        client.close();
+        void client.close();
       }
       return 0;
     }

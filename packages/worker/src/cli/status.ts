@@ -2,7 +2,7 @@
  * `leasehold status` (a table a person reads at a glance, or `--json`) and `leasehold tail`
  * (grants, expiries and stale-write refusals as they happen).
  */
-import type { SinkClient } from '@leasehold/sink/client';
+import type { SinkClient } from '@leasehold/sink-client';
 import type { AdminClient, ResourceOwnerView, TaskView } from './admin-client.js';
 
 export interface StatusRow {

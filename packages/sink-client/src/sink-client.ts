@@ -1,5 +1,5 @@
 /**
- * Typed HTTP client of the sink (keep-alive node:http, no extra dependency).
+ * Typed HTTP(S) client of the sink (undici keep-alive pool; TLS with CA pinning via `tls`).
  *
  * - Expected refusals (409 STALE_TOKEN / FENCE_CONFLICT / RESULT_CONFLICT) come back as data:
  *   `{ ok: false, code, fence }`. Tokens and fences are bigints.
@@ -21,9 +21,8 @@ import {
   type DecisionPage,
   type JsonValue,
 } from '@leasehold/protocol';
-import type { Agent } from 'node:http';
 import type { z } from 'zod';
-import { createAgent, requestJson, type JsonReply } from './http-json.js';
+import { JsonHttp, type JsonReply, type TlsClientOptions } from './http-json.js';
 
 export interface SinkClientOptions {
   /** Base URL, e.g. `http://127.0.0.1:7400`. */
@@ -34,6 +33,8 @@ export interface SinkClientOptions {
   readonly timeoutMs?: number;
   /** Keep-alive connections. Default 16. */
   readonly maxSockets?: number;
+  /** For an `https://` sink: the CA to pin, and a client certificate for mTLS. */
+  readonly tls?: TlsClientOptions;
 }
 
 export type AdvanceResult =
@@ -81,16 +82,18 @@ export interface SinkHealth {
 const WRITE_REFUSALS = new Set(['STALE_TOKEN', 'FENCE_CONFLICT', 'RESULT_CONFLICT']);
 
 export class SinkClient {
-  readonly #base: URL;
-  readonly #agent: Agent;
+  readonly #http: JsonHttp;
   readonly #key: string | undefined;
-  readonly #timeoutMs: number;
 
   constructor(options: SinkClientOptions) {
-    this.#base = new URL(options.url);
-    this.#agent = createAgent(options.maxSockets ?? 16);
+    this.#http = new JsonHttp({
+      url: options.url,
+      timeoutMs: options.timeoutMs ?? 5000,
+      connections: options.maxSockets ?? 16,
+      peer: 'sink',
+      ...(options.tls === undefined ? {} : { tls: options.tls }),
+    });
     this.#key = options.key;
-    this.#timeoutMs = options.timeoutMs ?? 5000;
   }
 
   async advance(resource: string, token: bigint): Promise<AdvanceResult> {
@@ -151,8 +154,8 @@ export class SinkClient {
   }
 
   /** Close the keep-alive connections. */
-  close(): void {
-    this.#agent.destroy();
+  close(): Promise<void> {
+    return this.#http.close();
   }
 
   #post(path: string, body: unknown, withKey: boolean): Promise<JsonReply> {
@@ -169,7 +172,7 @@ export class SinkClient {
     body?: unknown;
     bearer?: string | undefined;
   }): Promise<JsonReply> {
-    return requestJson(this.#base, this.#agent, { ...req, timeoutMs: this.#timeoutMs });
+    return this.#http.request(req);
   }
 
   #refusal(reply: JsonReply, allowed: ReadonlySet<string>): { code: string; fence: bigint } {

@@ -6,12 +6,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LeaseholdError } from '../errors.js';
-import { createSink, type Sink } from '../sink.js';
-import { describeFenceContract } from '../testing/contract.js';
-import { COORDINATOR_KEY, INCARNATION, READ_KEY, tempDir, testOptions, type TempDir } from '../testing/fixtures.js';
-import { clientTarget } from '../testing/targets.js';
-import { SinkClient } from './sink-client.js';
+import { LeaseholdError } from './errors.js';
+import { createSink, type Sink } from './sink.js';
+import { describeFenceContract } from './testing/contract.js';
+import { COORDINATOR_KEY, INCARNATION, READ_KEY, tempDir, testOptions, type TempDir } from './testing/fixtures.js';
+import { clientTarget } from './testing/targets.js';
+import { SinkClient } from '@leasehold/sink-client';
 
 async function listeningSink(): Promise<{ sink: Sink; url: string; dir: TempDir }> {
   const dir = tempDir();
@@ -27,7 +27,7 @@ describeFenceContract('HTTP client against a listening sink', async () => {
   const { sink, url, dir } = await listeningSink();
   const client = new SinkClient({ url, key: COORDINATOR_KEY, maxSockets: 32 });
   return clientTarget(client, async () => {
-    client.close();
+    void client.close();
     await sink.close();
     dir.remove();
   });
@@ -64,8 +64,8 @@ describe('SinkClient errors', () => {
       }),
     ).rejects.toMatchObject({ code: 'FORBIDDEN' });
     await expect(reader.getResource('/bad')).rejects.toMatchObject({ code: 'INVALID_MESSAGE' });
-    anonymous.close();
-    reader.close();
+    void anonymous.close();
+    void reader.close();
   });
 
   it('a closed port is UNAVAILABLE and retryable', async () => {
@@ -75,7 +75,7 @@ describe('SinkClient errors', () => {
     const err = await client.advance('r', 1n).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LeaseholdError);
     expect(err).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
-    client.close();
+    void client.close();
   });
 });
 
@@ -101,13 +101,13 @@ describe('SinkClient transport', () => {
     const started = Date.now();
     await expect(client.advance('r', 1n)).rejects.toMatchObject({ code: 'UNAVAILABLE', retryable: true });
     expect(Date.now() - started).toBeLessThan(2000);
-    client.close();
+    void client.close();
   });
 
   it('an unparsable reply is retryable UNAVAILABLE', async () => {
     const client = new SinkClient({ url, key: COORDINATOR_KEY });
     await expect(client.getResource('r')).rejects.toMatchObject({ code: 'UNAVAILABLE', retryable: true });
-    client.close();
+    void client.close();
   });
 });
 

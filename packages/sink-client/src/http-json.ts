@@ -1,0 +1,124 @@
+/**
+ * One JSON request over HTTP or HTTPS (undici, keep-alive pool, per-request deadline). Transport
+ * failures (refused, reset, timeout, TLS, unparsable reply) become LeaseholdError('UNAVAILABLE',
+ * retryable): the outcome is unknown. Shared by the sink client and the admin client.
+ *
+ * TLS: pass `tls.ca` to pin the server's CA (only certificates it issued are trusted), and
+ * `tls.cert` / `tls.key` for a client certificate (mTLS).
+ */
+import { LeaseholdError } from '@leasehold/protocol';
+import { Agent, request } from 'undici';
+
+export interface TlsClientOptions {
+  /** PEM of the CA(s) to trust instead of the system store (CA pinning). */
+  readonly ca?: string | Buffer;
+  /** Client certificate and key (PEM) for mutual TLS. */
+  readonly cert?: string | Buffer;
+  readonly key?: string | Buffer;
+  /** Server name to verify when it differs from the URL host. */
+  readonly servername?: string;
+}
+
+export interface JsonHttpOptions {
+  /** Base URL, `http://` or `https://`. */
+  readonly url: string;
+  /** Per-request deadline. */
+  readonly timeoutMs: number;
+  /** Keep-alive connections per origin. Default 16. */
+  readonly connections?: number;
+  readonly tls?: TlsClientOptions;
+  /** Who answers, for error messages (`sink`, `coordinator`). */
+  readonly peer: string;
+}
+
+export interface JsonReply {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  readonly body: unknown;
+}
+
+export interface JsonRequest {
+  readonly method: 'GET' | 'POST' | 'DELETE' | 'PUT';
+  readonly path: string;
+  readonly body?: unknown;
+  readonly bearer?: string | undefined;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly timeoutMs?: number;
+}
+
+export class JsonHttp {
+  readonly base: URL;
+  readonly #agent: Agent;
+  readonly #o: JsonHttpOptions;
+
+  constructor(options: JsonHttpOptions) {
+    this.base = new URL(options.url);
+    this.#o = options;
+    const tls = options.tls;
+    this.#agent = new Agent({
+      connections: options.connections ?? 16,
+      pipelining: 1,
+      connect:
+        tls === undefined
+          ? {}
+          : {
+              ...(tls.ca === undefined ? {} : { ca: tls.ca }),
+              ...(tls.cert === undefined ? {} : { cert: tls.cert }),
+              ...(tls.key === undefined ? {} : { key: tls.key }),
+              ...(tls.servername === undefined ? {} : { servername: tls.servername }),
+            },
+    });
+  }
+
+  async request(req: JsonRequest): Promise<JsonReply> {
+    const what = `${this.#o.peer} ${req.method} ${req.path.split('?')[0] ?? ''}`;
+    const headers: Record<string, string> = { accept: 'application/json', ...req.headers };
+    const payload = req.body === undefined ? undefined : JSON.stringify(req.body);
+    if (payload !== undefined) headers['content-type'] = 'application/json';
+    if (req.bearer !== undefined) headers.authorization = `Bearer ${req.bearer}`;
+    const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
+    let res;
+    try {
+      res = await request(new URL(req.path, this.base), {
+        method: req.method,
+        headers,
+        ...(payload === undefined ? {} : { body: payload }),
+        dispatcher: this.#agent,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (err) {
+      throw unavailable(`${what}: ${describe(err, timeoutMs)}`, err);
+    }
+    let text: string;
+    try {
+      text = await res.body.text();
+    } catch (err) {
+      throw unavailable(`${what}: response failed: ${describe(err, timeoutMs)}`, err);
+    }
+    let body: unknown;
+    try {
+      body = text.length === 0 ? undefined : JSON.parse(text);
+    } catch (err) {
+      throw unavailable(`${what}: unparsable reply (status ${res.statusCode})`, err);
+    }
+    return { status: res.statusCode, headers: res.headers, body };
+  }
+
+  /** Close the keep-alive connections. */
+  async close(): Promise<void> {
+    await this.#agent.close();
+  }
+}
+
+function unavailable(message: string, cause: unknown): LeaseholdError {
+  return new LeaseholdError('UNAVAILABLE', message, { cause, retryable: true });
+}
+
+function describe(err: unknown, timeoutMs: number): string {
+  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
+    return `no reply within ${timeoutMs} ms`;
+  }
+  const code = (err as { code?: unknown }).code;
+  const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
+  return `${err instanceof Error ? err.message : String(err)}${typeof code === 'string' ? ` (${code})` : ''}${cause}`;
+}

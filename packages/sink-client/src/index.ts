@@ -1,0 +1,14 @@
+// `@leasehold/sink-client`: the sink's HTTP(S) client alone, without the server and its native
+// SQLite module (coordinators and workers depend on this package, not on @leasehold/sink).
+export { SinkClient } from './sink-client.js';
+export type {
+  SinkClientOptions,
+  AdvanceResult,
+  WriteResult,
+  WriteArgs,
+  ClientStoredResult,
+  ClientResourceView,
+  SinkHealth,
+} from './sink-client.js';
+export { JsonHttp } from './http-json.js';
+export type { JsonHttpOptions, JsonReply, JsonRequest, TlsClientOptions } from './http-json.js';
