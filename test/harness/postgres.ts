@@ -108,10 +108,15 @@ export async function startPostgres(): Promise<PostgresHandle> {
   if (findPostgresBinDir() !== undefined) {
     const cluster = await startLocalPostgres();
     track(cluster);
-    return useServer(cluster.adminUrl, 'binary', () => {
-      live.delete(cluster);
-      return cluster.stop();
-    }, cluster);
+    return useServer(
+      cluster.adminUrl,
+      'binary',
+      () => {
+        live.delete(cluster);
+        return cluster.stop();
+      },
+      cluster,
+    );
   }
   if (dockerAnswers()) {
     const { PostgreSqlContainer } = await import('@testcontainers/postgresql');

@@ -155,7 +155,11 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
   let up = false;
 
   const startServer = async (): Promise<void> => {
-    run(pgCtl, ['-D', dataDir, '-l', logFile, '-o', serverArgs, '-w', '-t', String(timeoutMs / 1000), 'start'], timeoutMs);
+    run(
+      pgCtl,
+      ['-D', dataDir, '-l', logFile, '-o', serverArgs, '-w', '-t', String(timeoutMs / 1000), 'start'],
+      timeoutMs,
+    );
     up = true;
     await waitAccepting(adminUrl, timeoutMs);
   };
@@ -166,7 +170,17 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
   };
 
   try {
-    run(join(binDir, 'initdb'), ['-D', dataDir, '-U', SERVER_USER, '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-sync']);
+    run(join(binDir, 'initdb'), [
+      '-D',
+      dataDir,
+      '-U',
+      SERVER_USER,
+      '--auth=trust',
+      '-E',
+      'UTF8',
+      '--no-locale',
+      '--no-sync',
+    ]);
     await startServer();
   } catch (err) {
     try {

@@ -32,7 +32,7 @@ interface PgErrorFields {
 }
 
 function fieldsOf(err: unknown): PgErrorFields {
-  return typeof err === 'object' && err !== null ? (err as PgErrorFields) : {};
+  return typeof err === 'object' && err !== null ? err : {};
 }
 
 /**

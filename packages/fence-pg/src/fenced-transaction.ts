@@ -107,8 +107,9 @@ async function lockFence(client: pg.PoolClient, resource: string, resultId: stri
   let rows = (await client.query<{ fence: string; payload: string | null }>(LOCK_FENCE, [resource, resultId ?? null]))
     .rows;
   if (rows.length === 0) {
-    rows = (await client.query<{ fence: string; payload: string | null }>(LOCK_ABSENT_FENCE, [resource, resultId ?? null]))
-      .rows;
+    rows = (
+      await client.query<{ fence: string; payload: string | null }>(LOCK_ABSENT_FENCE, [resource, resultId ?? null])
+    ).rows;
   }
   const row = rows[0];
   if (row === undefined) throw new LeaseholdError('INTERNAL', 'fence row neither found nor created');

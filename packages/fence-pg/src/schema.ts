@@ -70,7 +70,7 @@ type Queryable = Pick<pg.PoolClient, 'query'>;
 
 /** The version of the `leasehold` schema in the database (0: none), or throws for a foreign schema. */
 export async function readFenceSchemaVersion(db: Queryable): Promise<number> {
-  const found = await db.query<{ tables: string[] | null; marked: boolean }>(
+  const found = await db.query<{ tables: (string | null)[] | null; marked: boolean | null }>(
     `SELECT array_agg(c.relname::text) AS tables,
             bool_or(c.relname = 'schema_version') AS marked
        FROM pg_namespace n LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relkind = 'r'
@@ -78,8 +78,8 @@ export async function readFenceSchemaVersion(db: Queryable): Promise<number> {
     [FENCE_SCHEMA],
   );
   const row = found.rows[0];
-  const tables = (row?.tables ?? []).filter((t) => t !== null);
-  if (found.rowCount === 0 || row === undefined) return 0;
+  if (row === undefined) return 0;
+  const tables = (row.tables ?? []).filter((t) => t !== null);
   if (row.marked !== true) {
     if (tables.length === 0) return 0;
     throw new FenceSchemaError(

@@ -218,7 +218,9 @@ export function loadConfig(
         raw.DATABASE_URL = deps.readFile(urlFile).trim();
         source.DATABASE_URL = `${ENV_PREFIX}DATABASE_URL_FILE (${urlFile})`;
       } catch (err) {
-        problems.push(`${ENV_PREFIX}DATABASE_URL_FILE: cannot read ${urlFile}: ${err instanceof Error ? err.message : String(err)}`);
+        problems.push(
+          `${ENV_PREFIX}DATABASE_URL_FILE: cannot read ${urlFile}: ${err instanceof Error ? err.message : String(err)}`,
+        );
       }
     }
   }

@@ -86,11 +86,9 @@ async function openPostgres(
     },
   });
   const settings = await store.settings();
-  log.info(
-    { store: 'postgres', database: redactDatabaseUrl(config.databaseUrl), ...settings },
-    'store opened',
-  );
-  if (settings.fsync !== 'on') log.warn({ fsync: settings.fsync }, 'postgres runs with fsync off: acked writes may be lost');
+  log.info({ store: 'postgres', database: redactDatabaseUrl(config.databaseUrl), ...settings }, 'store opened');
+  if (settings.fsync !== 'on')
+    log.warn({ fsync: settings.fsync }, 'postgres runs with fsync off: acked writes may be lost');
   return store;
 }
 

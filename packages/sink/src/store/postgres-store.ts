@@ -318,12 +318,10 @@ export class PostgresFenceStore implements FenceStore {
   }
 
   async resourceOf(resource: string): Promise<ResourceRows> {
-    const { rows } = await this.#read<{ fence: string | null } & Partial<ResultDbRow>>(RESOURCE, [resource]);
+    type Row = { fence: string | null } & ({ result_id: null } | ResultDbRow);
+    const { rows } = await this.#read<Row>(RESOURCE, [resource]);
     const results: StoredResultRow[] = [];
-    for (const row of rows) {
-      if (row.result_id === undefined || row.result_id === null) continue;
-      results.push(toResult(resource, row as ResultDbRow));
-    }
+    for (const row of rows) if (row.result_id !== null) results.push(toResult(resource, row));
     return { resource, fence: BigInt(rows[0]?.fence ?? '0'), results };
   }
 
