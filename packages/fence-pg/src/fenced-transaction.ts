@@ -159,6 +159,12 @@ async function attemptOnce<T extends JsonValue | undefined>(
   let broken: Error | undefined;
   let commitSent = false;
   let inCallback = false;
+  // A checked-out client whose connection dies between two queries emits 'error' on itself (the
+  // pool only listens to idle ones): without a listener that would kill the user's process.
+  const onError = (err: Error) => {
+    broken = err;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN; SET LOCAL synchronous_commit TO on');
     const { fence, storedPayload } = await lockFence(client, resource, resultId);
@@ -227,6 +233,7 @@ async function attemptOnce<T extends JsonValue | undefined>(
     if (inCallback || isRetryableTransactionError(err) || broken === undefined) throw err;
     throw unavailable(err, commitSent);
   } finally {
+    client.off('error', onError);
     client.release(broken);
   }
 }

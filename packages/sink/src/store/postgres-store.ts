@@ -235,6 +235,12 @@ export class PostgresFenceStore implements FenceStore {
     }
     let commitSent = false;
     let broken: Error | undefined;
+    // A checked-out client whose connection dies between two queries emits 'error' on itself (the
+    // pool only listens to idle ones): without a listener that would kill the process.
+    const onError = (err: Error) => {
+      broken = err;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const resources = [...new Set(ops.map((op) => op.resource))];
@@ -260,6 +266,7 @@ export class PostgresFenceStore implements FenceStore {
       this.#setHealthy(false, err);
       throw unavailable(err, commitSent);
     } finally {
+      client.off('error', onError);
       client.release(broken);
     }
   }
