@@ -118,6 +118,15 @@ describe('fencedTransaction', () => {
     expect(await balance()).toBe(110n);
   });
 
+  it('keeps quotes and backslashes in ids as data (the statements carry escaped literals)', async () => {
+    await advance(3n);
+    const odd = "task:it's \\ odd'); DROP TABLE accounts; --";
+    expect(await deposit(3n, 5, odd)).toMatchObject({ ok: true, outcome: 'written' });
+    expect(await deposit(3n, 5, odd)).toMatchObject({ ok: true, outcome: 'replayed' });
+    expect((await sinks[0]!.resultOf(ACCOUNT, odd))?.payload).toBe('{"deposited":5}');
+    expect(await balance()).toBe(105n);
+  });
+
   it('a token above the fence (never advanced) is FENCE_CONFLICT, also on a never-advanced resource', async () => {
     expect(await deposit(1n, 10, 'task:y')).toEqual({ ok: false, code: 'FENCE_CONFLICT', fence: 0n });
     await advance(2n);

@@ -34,7 +34,7 @@ import {
   type CapabilityKey,
   type JsonValue,
 } from '@leasehold/protocol';
-import type pg from 'pg';
+import pg from 'pg';
 import { isConnectionError, isRetryableTransactionError, unavailable } from './errors.js';
 
 export interface FencedTransactionRequest {
@@ -82,7 +82,7 @@ interface Locked {
 // id commits while this waits for the lock, the join misses it (the statement's snapshot is older);
 // the INSERT below then fails on results_pkey and the attempt is retried, seeing it.
 const LOCK_FENCE = `
-  SELECT f.fence::text AS fence, r.payload
+  SELECT f.fence::text AS fence, r.payload, set_config('synchronous_commit', 'on', true) AS sync
     FROM leasehold.fences f
     LEFT JOIN leasehold.results r ON r.resource = f.resource AND r.result_id = $2
    WHERE f.resource = $1
@@ -92,7 +92,8 @@ const LOCK_ABSENT_FENCE = `
   INSERT INTO leasehold.fences AS f (resource, fence) VALUES ($1, 0)
   ON CONFLICT (resource) DO UPDATE SET fence = f.fence
   RETURNING f.fence::text AS fence,
-            (SELECT payload FROM leasehold.results WHERE resource = $1 AND result_id = $2) AS payload`;
+            (SELECT payload FROM leasehold.results WHERE resource = $1 AND result_id = $2) AS payload,
+            set_config('synchronous_commit', 'on', true) AS sync`;
 const LOG_DECISION = `
   INSERT INTO leasehold.decisions (kind, resource, token, fence_before, outcome, result_id, worker_id, at_ms)
   VALUES ('write', $1, $2, $3, $4, $5, $6, $7)`;
@@ -103,13 +104,31 @@ const STORE_AND_LOG = `
   )
   ${LOG_DECISION}`;
 
-async function lockFence(client: pg.PoolClient, resource: string, resultId: string | undefined): Promise<Locked> {
-  let rows = (await client.query<{ fence: string; payload: string | null }>(LOCK_FENCE, [resource, resultId ?? null]))
-    .rows;
+/**
+ * `sql` with $1..$n replaced by escaped literals (pg's escapeLiteral; null -> NULL), so that several
+ * statements can travel in ONE simple-protocol query: `BEGIN; <lock>` and `<log>; COMMIT` are one
+ * round trip each, and a fenced transaction costs the same number of round trips as the user's own
+ * BEGIN / UPDATE / COMMIT. Only our own constant SQL goes through here.
+ */
+function inline(sql: string, params: readonly (string | null)[]): string {
+  return sql.replace(/\$(\d+)/g, (_match, n: string) => {
+    const value = params[Number(n) - 1];
+    if (value === undefined) throw new LeaseholdError('INTERNAL', `no parameter $${n}`);
+    return value === null ? 'NULL' : pg.escapeLiteral(value);
+  });
+}
+
+type LockRow = { fence: string; payload: string | null };
+
+/** BEGIN, then lock the fence row and read the stored result: one round trip. */
+async function beginAndLock(client: pg.PoolClient, resource: string, resultId: string | undefined): Promise<Locked> {
+  const results = (await client.query(`BEGIN; ${inline(LOCK_FENCE, [resource, resultId ?? null])}`)) as unknown as [
+    pg.QueryResult,
+    pg.QueryResult<LockRow>,
+  ];
+  let rows = results[1].rows;
   if (rows.length === 0) {
-    rows = (
-      await client.query<{ fence: string; payload: string | null }>(LOCK_ABSENT_FENCE, [resource, resultId ?? null])
-    ).rows;
+    rows = (await client.query<LockRow>(LOCK_ABSENT_FENCE, [resource, resultId ?? null])).rows;
   }
   const row = rows[0];
   if (row === undefined) throw new LeaseholdError('INTERNAL', 'fence row neither found nor created');
@@ -166,29 +185,30 @@ async function attemptOnce<T extends JsonValue | undefined>(
   };
   client.on('error', onError);
   try {
-    await client.query('BEGIN; SET LOCAL synchronous_commit TO on');
-    const { fence, storedPayload } = await lockFence(client, resource, resultId);
+    // The lock statement also sets synchronous_commit=on for this transaction (set_config(..., true)
+    // is SET LOCAL), whatever the user's pool says.
+    const { fence, storedPayload } = await beginAndLock(client, resource, resultId);
     const atMs = (request.nowMs ?? Date.now)();
-    const log = (outcome: string, fenceBefore: bigint) =>
-      client.query(LOG_DECISION, [
+    // The last statement and COMMIT in one round trip; if the statement fails, COMMIT never runs.
+    const finish = async (sql: string, params: readonly (string | null)[]) => {
+      commitSent = true;
+      await client.query(`${inline(sql, params)}; COMMIT`);
+    };
+    const logAndCommit = (outcome: string) =>
+      finish(LOG_DECISION, [
         resource,
         token.toString(),
-        fenceBefore.toString(),
+        fence.toString(),
         outcome,
         resultId ?? null,
         workerId,
         String(atMs),
       ]);
-    const commit = async () => {
-      commitSent = true;
-      await client.query('COMMIT');
-    };
 
     // Refused before the callback runs: the token is not the fence.
     const early = decideWrite(fence, token, undefined, '');
     if (!early.ok) {
-      await log(early.code, fence);
-      await commit();
+      await logAndCommit(early.code);
       return early;
     }
 
@@ -197,10 +217,10 @@ async function attemptOnce<T extends JsonValue | undefined>(
       const result = await callback(client);
       inCallback = false;
       if (resultId === undefined) {
-        await log('written', fence);
+        await logAndCommit('written');
       } else {
         const payload = canonicalJson(result ?? null);
-        await client.query(STORE_AND_LOG, [
+        await finish(STORE_AND_LOG, [
           resource,
           token.toString(),
           fence.toString(),
@@ -211,7 +231,6 @@ async function attemptOnce<T extends JsonValue | undefined>(
           payload,
         ]);
       }
-      await commit();
       return { ok: true, outcome: 'written', fence, result };
     }
 
@@ -222,8 +241,7 @@ async function attemptOnce<T extends JsonValue | undefined>(
     inCallback = false;
     await client.query('ROLLBACK TO SAVEPOINT leasehold_replay');
     const decision = decideWrite(fence, token, storedPayload, canonicalJson(result ?? null));
-    await log(decision.ok ? decision.outcome : decision.code, fence);
-    await commit();
+    await logAndCommit(decision.ok ? decision.outcome : decision.code);
     if (!decision.ok) return decision;
     return { ok: true, outcome: 'replayed', fence, result: JSON.parse(storedPayload) as JsonValue };
   } catch (err) {

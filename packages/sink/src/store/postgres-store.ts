@@ -182,6 +182,9 @@ export class PostgresFenceStore implements FenceStore {
       connectionTimeoutMillis: 5000,
       idleTimeoutMillis: 30_000,
       application_name: options.applicationName ?? 'leasehold-sink',
+      // Queued queries go out at once (BEGIN + lock + payload read in one write; APPLY + COMMIT in
+      // another): two round trips per batch, so a busy HTTP event loop costs two turns, not five.
+      pipeline: true,
     });
     // An idle client whose server went away emits 'error' on the pool: without a listener the
     // process would die. The probe and the next batch notice; the pool drops the client.
@@ -242,22 +245,28 @@ export class PostgresFenceStore implements FenceStore {
     };
     client.on('error', onError);
     try {
-      await client.query('BEGIN');
+      // Queued together: node-postgres sends each as soon as the previous one completed, with no
+      // event-loop turn in between (the HTTP work of the next batch cannot delay them). The payload
+      // read is a new statement, so its snapshot is taken after the locks were granted.
       const resources = [...new Set(ops.map((op) => op.resource))];
-      const fenceRows = await client.query<{ resource: string; fence: string }>(
+      const begun = client.query('BEGIN');
+      const locked = client.query<{ resource: string; fence: string }>(
         this.#options.testUnlockedReads === true ? READ_FENCES_UNLOCKED : LOCK_FENCES,
         [resources],
       );
+      const read = this.#readPayloads(client, ops);
+      const [, fenceRows, payloads] = await settleAll([begun, locked, read]);
       const fences = new Map(fenceRows.rows.map((r) => [r.resource, BigInt(r.fence)]));
-      const payloads = await this.#readPayloads(client, ops);
       const reader: BatchReader = {
         fenceOf: (resource) => fences.get(resource) ?? 0n,
         payloadOf: (resource, resultId) => payloads.get(keyOf(resource, resultId)),
       };
       const plan = decideBatch(reader, ops, this.#nowMs(), { skipFence: this.#options.testSkipFence === true });
-      const applied = await client.query<{ last_seq: string | null }>(APPLY, applyParams(plan.effects));
+      const apply = client.query<{ last_seq: string | null }>(APPLY, applyParams(plan.effects));
+      // COMMIT is queued behind APPLY; if APPLY failed, PostgreSQL answers that COMMIT with a
+      // rollback, and the APPLY error below is what this batch reports.
       commitSent = true;
-      await client.query('COMMIT');
+      const [applied] = await settleAll([apply, client.query('COMMIT')]);
       return { decisions: plan.decisions, lastSeq: BigInt(applied.rows[0]?.last_seq ?? '0') };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -271,6 +280,7 @@ export class PostgresFenceStore implements FenceStore {
     }
   }
 
+  /** Queues the read at once (no await before client.query), so it runs right after the lock. */
   async #readPayloads(client: pg.PoolClient, ops: readonly FenceOp[]): Promise<Map<string, string>> {
     const resources: string[] = [];
     const resultIds: string[] = [];
@@ -281,10 +291,11 @@ export class PostgresFenceStore implements FenceStore {
     }
     const payloads = new Map<string, string>();
     if (resources.length === 0) return payloads;
-    const { rows } = await client.query<{ resource: string; result_id: string; payload: string }>(READ_PAYLOADS, [
+    const query = client.query<{ resource: string; result_id: string; payload: string }>(READ_PAYLOADS, [
       resources,
       resultIds,
     ]);
+    const { rows } = await query;
     for (const r of rows) payloads.set(keyOf(r.resource, r.result_id), r.payload);
     return payloads;
   }
@@ -368,6 +379,17 @@ export class PostgresFenceStore implements FenceStore {
     clearInterval(this.#probe);
     await this.#pool.end();
   }
+}
+
+/**
+ * Promise.all that waits for every promise to settle before rejecting (with the first rejection):
+ * queued queries on one client must all be finished before the client is rolled back or released.
+ */
+async function settleAll<T extends readonly unknown[]>(promises: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
 function applyParams(effects: ReturnType<typeof decideBatch>['effects']): unknown[] {
