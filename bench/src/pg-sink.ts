@@ -143,7 +143,6 @@ async function measureSinkHttp(url: string, seconds: number, connections: number
       meanBatch: histogramMean(metrics, 'leasehold_sink_batch_ops'),
       commitMs: 1000 * histogramMean(metrics, 'leasehold_sink_commit_seconds'),
     };
-    return result;
   } finally {
     await stop(proc);
   }
