@@ -53,6 +53,33 @@ LEASEHOLD_ETCD_ENDPOINTS at a running etcd."
   say "etcd: $(find_etcd)"
 fi
 
+# --- PostgreSQL server binaries (tests start their own throwaway clusters with initdb + pg_ctl) ---
+find_pg() {
+  if [ -n "${LEASEHOLD_PG_BIN_DIR:-}" ]; then [ -x "$LEASEHOLD_PG_BIN_DIR/pg_ctl" ] && echo "$LEASEHOLD_PG_BIN_DIR"; return; fi
+  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
+}
+if [ -n "${LEASEHOLD_PG_URL:-}" ]; then
+  say "using external PostgreSQL (LEASEHOLD_PG_URL)"
+elif [ -z "$(find_pg)" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing postgresql with apt-get"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq postgresql >/dev/null || die "apt-get install postgresql failed"
+    # The package may create and start a system cluster on 5432; tests never use it: stop it.
+    if command -v pg_ctlcluster >/dev/null; then
+      for cluster in $(pg_lsclusters -h 2>/dev/null | awk '$4 == "online" { print $1 "/" $2 }'); do
+        pg_ctlcluster "${cluster%/*}" "${cluster#*/}" stop >/dev/null 2>&1 || true
+      done
+    fi
+    if command -v service >/dev/null; then service postgresql stop >/dev/null 2>&1 || true; fi
+  fi
+  [ -n "$(find_pg)" ] || die "PostgreSQL server binaries not found. Install them (Debian/Ubuntu: apt-get install \
+postgresql), set LEASEHOLD_PG_BIN_DIR to the directory holding pg_ctl, or point LEASEHOLD_PG_URL at a running \
+server (a superuser URL)."
+  say "postgresql: $(find_pg)"
+fi
+
 # --- build -----------------------------------------------------------------------------------
 say "building"
 pnpm run --silent build || die "build failed"

@@ -1,7 +1,7 @@
 /**
  * `pnpm bench` (scripts/bench.sh -> bench/run.mjs -> this file, after the build):
  *
- *   pnpm bench [--only sink,grants,cycle,takeover,renewal] [--quick] [--rounds N] [--seconds N]
+ *   pnpm bench [--only sink,grants,cycle,takeover,renewal,pg] [--quick] [--rounds N] [--seconds N]
  *              [--out bench-results.json] [--docs]
  *
  * Runs every suite against its own fresh etcd (spawned on free loopback ports), prints one markdown table,
@@ -19,10 +19,11 @@ import { describeMachine, formatMachine } from './machine.js';
 import { runGrantsBench } from './grants.js';
 import { runRenewalBench } from './renewal.js';
 import { formatTable, type BenchRow } from './report.js';
+import { runPgSinkBench } from './pg-sink.js';
 import { runSinkBench } from './sink.js';
 import { runTakeoverBench } from './takeover.js';
 
-const SUITES = ['sink', 'grants', 'cycle', 'takeover', 'renewal'] as const;
+const SUITES = ['sink', 'grants', 'cycle', 'takeover', 'renewal', 'pg'] as const;
 type Suite = (typeof SUITES)[number];
 
 function flag(name: string): string | undefined {
@@ -57,6 +58,8 @@ for (const suite of only) {
   try {
     if (suite === 'sink') {
       rows.push(...(await runSinkBench({ seconds: seconds * rounds, rounds, connections: 100, log })));
+    } else if (suite === 'pg') {
+      rows.push(...(await runPgSinkBench({ seconds, rounds, connections: 64, log })));
     } else {
       etcd = await startEtcd();
       const common = { etcd, rounds, seconds, log };

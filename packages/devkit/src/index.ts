@@ -5,3 +5,5 @@ export { freePort, freePorts } from './ports.js';
 export { signalGroup, stopProcess, track } from './processes.js';
 export { findEtcdBinary, startEtcd, waitForHealth } from './etcd.js';
 export type { EtcdHandle, EtcdMember, StartEtcdOptions } from './etcd.js';
+export { findPostgresBinDir, startLocalPostgres } from './postgres-cluster.js';
+export type { LocalPostgres, LocalPostgresOptions } from './postgres-cluster.js';

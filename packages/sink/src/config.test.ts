@@ -131,3 +131,58 @@ describe('test-only sabotage switch', () => {
     expect(c.testSabotage).toBe('skip-fence');
   });
 });
+
+describe('store selection (SQLite default, PostgreSQL on demand)', () => {
+  const URL_WITH_PASSWORD = 'postgres://sink:s3cret-pw@db.internal:5432/leasehold';
+
+  it('defaults to the embedded SQLite store', () => {
+    expect(loadConfig(ENV, [])).toMatchObject({ store: 'sqlite', databaseUrl: undefined, databasePoolSize: 4 });
+  });
+
+  it('selects PostgreSQL by flags or environment', () => {
+    expect(
+      loadConfig(ENV, ['--store', 'postgres', '--database-url', 'postgres://sink@db:5432/x', '--database-pool-size=8']),
+    ).toMatchObject({ store: 'postgres', databaseUrl: 'postgres://sink@db:5432/x', databasePoolSize: 8 });
+    expect(
+      loadConfig({ ...ENV, LEASEHOLD_SINK_STORE: 'postgres', LEASEHOLD_SINK_DATABASE_URL: URL_WITH_PASSWORD }, []),
+    ).toMatchObject({ store: 'postgres', databaseUrl: URL_WITH_PASSWORD });
+  });
+
+  it('reads the URL from LEASEHOLD_SINK_DATABASE_URL_FILE (trailing newline dropped)', () => {
+    const files: Record<string, string> = { '/run/secrets/db-url': `${URL_WITH_PASSWORD}\n` };
+    const readFile = (path: string) => {
+      const text = files[path];
+      if (text === undefined) throw new Error('ENOENT');
+      return text;
+    };
+    const env = { ...ENV, LEASEHOLD_SINK_STORE: 'postgres', LEASEHOLD_SINK_DATABASE_URL_FILE: '/run/secrets/db-url' };
+    expect(loadConfig(env, [], { readFile }).databaseUrl).toBe(URL_WITH_PASSWORD);
+    const missing = { ...env, LEASEHOLD_SINK_DATABASE_URL_FILE: '/nope' };
+    expect(() => loadConfig(missing, [], { readFile })).toThrow(/DATABASE_URL_FILE: cannot read \/nope/);
+    const both = { ...env, LEASEHOLD_SINK_DATABASE_URL: URL_WITH_PASSWORD };
+    expect(() => loadConfig(both, [], { readFile })).toThrow(/either it or LEASEHOLD_SINK_DATABASE_URL/);
+  });
+
+  it('refuses postgres without a URL, a URL of another scheme, and a password on the command line', () => {
+    expect(problemsOf(ENV, ['--store', 'postgres'])).toEqual([
+      expect.stringMatching(/^LEASEHOLD_SINK_DATABASE_URL: is required with --store postgres/),
+    ]);
+    expect(problemsOf(ENV, ['--store', 'mysql', '--database-url', 'mysql://x@y/z'])).toEqual([
+      expect.stringMatching(/^--store/),
+      expect.stringMatching(/^--database-url: must be a postgres/),
+    ]);
+    const problems = problemsOf(ENV, ['--store', 'postgres', '--database-url', URL_WITH_PASSWORD]);
+    expect(problems).toEqual([expect.stringMatching(/^--database-url: a URL with a password is visible in ps/)]);
+    expect(problems.join(' ')).not.toContain('s3cret-pw');
+  });
+
+  it('never logs the database password', () => {
+    const config = loadConfig(
+      { ...ENV, LEASEHOLD_SINK_STORE: 'postgres', LEASEHOLD_SINK_DATABASE_URL: URL_WITH_PASSWORD },
+      [],
+    );
+    const logged = JSON.stringify(redactConfig(config));
+    expect(logged).not.toContain('s3cret-pw');
+    expect(logged).toContain('postgres://sink:***@db.internal:5432/leasehold');
+  });
+});

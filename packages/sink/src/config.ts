@@ -16,7 +16,13 @@ export interface SinkConfig {
   /** 0 picks a free port; the bound port is logged and written to `portFile`. */
   readonly port: number;
   readonly portFile: string | undefined;
+  /** `sqlite` (embedded, the default) or `postgres` (several sinks may share one database). */
+  readonly store: 'sqlite' | 'postgres';
   readonly dbPath: string;
+  /** PostgreSQL URL (store=postgres). Carries a password: never logged (see redactConfig). */
+  readonly databaseUrl: string | undefined;
+  /** PostgreSQL pool connections per sink process. */
+  readonly databasePoolSize: number;
   readonly synchronous: 'FULL' | 'NORMAL';
   /** Run SQLite in a worker thread so commits (fsync) do not stall the HTTP event loop. */
   readonly storeThread: boolean;
@@ -44,7 +50,10 @@ const FLAGS: Readonly<Record<string, string>> = {
   '--host': 'HOST',
   '--port': 'PORT',
   '--port-file': 'PORT_FILE',
+  '--store': 'STORE',
   '--db-path': 'DB_PATH',
+  '--database-url': 'DATABASE_URL',
+  '--database-pool-size': 'DATABASE_POOL_SIZE',
   '--synchronous': 'SYNCHRONOUS',
   '--store-thread': 'STORE_THREAD',
   '--decision-retention': 'DECISION_RETENTION',
@@ -54,14 +63,18 @@ const FLAGS: Readonly<Record<string, string>> = {
   '--log-level': 'LOG_LEVEL',
 };
 
-export const HELP_TEXT = `leasehold-sink: the fenced write target (SQLite, group commit, HTTP)
+export const HELP_TEXT = `leasehold-sink: the fenced write target (SQLite or PostgreSQL, group commit, HTTP)
 
 Usage: leasehold-sink [flags]     (flags override LEASEHOLD_SINK_* environment variables)
 
   --host HOST                  LEASEHOLD_SINK_HOST                 default 127.0.0.1
   --port N                     LEASEHOLD_SINK_PORT                 default 7400; 0 = any free port
   --port-file PATH             LEASEHOLD_SINK_PORT_FILE            write the bound port here once listening
-  --db-path PATH               LEASEHOLD_SINK_DB_PATH              default ./leasehold-sink.db
+  --store sqlite|postgres      LEASEHOLD_SINK_STORE                default sqlite (embedded)
+  --db-path PATH               LEASEHOLD_SINK_DB_PATH              default ./leasehold-sink.db (sqlite)
+  --database-url URL           LEASEHOLD_SINK_DATABASE_URL         postgres://user@host:port/db (postgres; a URL
+                                                                   with a password only from the environment)
+  --database-pool-size N       LEASEHOLD_SINK_DATABASE_POOL_SIZE   default 4 (postgres)
   --synchronous FULL|NORMAL    LEASEHOLD_SINK_SYNCHRONOUS          default FULL (acked writes survive power loss)
   --store-thread true|false     LEASEHOLD_SINK_STORE_THREAD         SQLite in a worker thread; default true
   --decision-retention N       LEASEHOLD_SINK_DECISION_RETENTION   newest decisions kept, 0 = all; default 1000000
@@ -74,6 +87,7 @@ Usage: leasehold-sink [flags]     (flags override LEASEHOLD_SINK_* environment v
     LEASEHOLD_SINK_COORDINATOR_KEYS  comma-separated bearer keys (>= 16 chars) for advances and reads (required)
     LEASEHOLD_SINK_READ_KEYS         comma-separated bearer keys that may only read (optional)
     LEASEHOLD_SINK_CAPABILITY_KEYS   id:secret,... keys that verify write capabilities (required)
+    LEASEHOLD_SINK_DATABASE_URL_FILE file holding the PostgreSQL URL (instead of LEASEHOLD_SINK_DATABASE_URL)
 `;
 
 const int = (min: number, max: number) =>
@@ -121,7 +135,13 @@ const RawSchema = z
     HOST: z.string().min(1).default('127.0.0.1'),
     PORT: int(0, 65535).default(7400),
     PORT_FILE: z.string().min(1).optional(),
+    STORE: z.enum(['sqlite', 'postgres']).default('sqlite'),
     DB_PATH: z.string().min(1).default('./leasehold-sink.db'),
+    DATABASE_URL: z
+      .string()
+      .refine((u) => /^postgres(ql)?:\/\/./.test(u) && URL.canParse(u), 'must be a postgres:// or postgresql:// URL')
+      .optional(),
+    DATABASE_POOL_SIZE: int(1, 100).default(4),
     SYNCHRONOUS: z.enum(['FULL', 'NORMAL']).default('FULL'),
     STORE_THREAD: z
       .enum(['true', 'false'])
@@ -140,7 +160,29 @@ const RawSchema = z
   .refine((c) => !c.READ_KEYS.some((k) => c.COORDINATOR_KEYS.includes(k)), {
     error: 'a key may not be both a coordinator key and a read-only key',
     path: ['READ_KEYS'],
+  })
+  .refine((c) => c.STORE !== 'postgres' || c.DATABASE_URL !== undefined, {
+    error: 'is required with --store postgres (or LEASEHOLD_SINK_DATABASE_URL_FILE)',
+    path: ['DATABASE_URL'],
   });
+
+/** The password of a database URL, if it has one. */
+function passwordOf(url: string): string {
+  return URL.canParse(url) ? new URL(url).password : '';
+}
+
+/** The URL with its password replaced by `***` (for logs). */
+export function redactDatabaseUrl(url: string): string {
+  if (!URL.canParse(url)) return '(unparsable URL)';
+  const parsed = new URL(url);
+  if (parsed.password !== '') parsed.password = '***';
+  return parsed.toString();
+}
+
+export interface ConfigDeps {
+  /** Reads `LEASEHOLD_SINK_DATABASE_URL_FILE` (main.ts passes fs.readFileSync). */
+  readonly readFile?: (path: string) => string;
+}
 
 /** True when argv asks for help (main prints {@link HELP_TEXT} and exits 0). */
 export function wantsHelp(argv: readonly string[]): boolean {
@@ -151,7 +193,11 @@ export function wantsHelp(argv: readonly string[]): boolean {
  * Resolve the configuration from `env` and `argv` (process.argv.slice(2)). Returns a frozen config
  * or throws one ConfigError listing every problem.
  */
-export function loadConfig(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): SinkConfig {
+export function loadConfig(
+  env: Readonly<Record<string, string | undefined>>,
+  argv: readonly string[],
+  deps: ConfigDeps = {},
+): SinkConfig {
   const problems: string[] = [];
   const raw: Record<string, string> = {};
   const source: Record<string, string> = {};
@@ -159,6 +205,24 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     if (!name.startsWith(ENV_PREFIX) || value === undefined || value === '') continue;
     raw[name.slice(ENV_PREFIX.length)] = value;
     source[name.slice(ENV_PREFIX.length)] = name;
+  }
+  const urlFile = raw.DATABASE_URL_FILE;
+  delete raw.DATABASE_URL_FILE;
+  if (urlFile !== undefined) {
+    if (raw.DATABASE_URL !== undefined) {
+      problems.push(`${ENV_PREFIX}DATABASE_URL_FILE: set either it or ${ENV_PREFIX}DATABASE_URL, not both`);
+    } else if (deps.readFile === undefined) {
+      problems.push(`${ENV_PREFIX}DATABASE_URL_FILE: no file reader given`);
+    } else {
+      try {
+        raw.DATABASE_URL = deps.readFile(urlFile).trim();
+        source.DATABASE_URL = `${ENV_PREFIX}DATABASE_URL_FILE (${urlFile})`;
+      } catch (err) {
+        problems.push(
+          `${ENV_PREFIX}DATABASE_URL_FILE: cannot read ${urlFile}: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      }
+    }
   }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] ?? '';
@@ -177,6 +241,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     }
     raw[key] = value;
     source[key] = flag;
+    if (key === 'DATABASE_URL' && passwordOf(value) !== '') {
+      problems.push(
+        `${flag}: a URL with a password is visible in ps; give it in ${ENV_PREFIX}DATABASE_URL or ${ENV_PREFIX}DATABASE_URL_FILE`,
+      );
+    }
   }
   const parsed = RawSchema.safeParse(raw);
   if (!parsed.success) {
@@ -195,7 +264,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
     host: c.HOST,
     port: c.PORT,
     portFile: c.PORT_FILE,
+    store: c.STORE,
     dbPath: c.DB_PATH,
+    databaseUrl: c.DATABASE_URL,
+    databasePoolSize: c.DATABASE_POOL_SIZE,
     synchronous: c.SYNCHRONOUS,
     storeThread: c.STORE_THREAD,
     decisionRetention: c.DECISION_RETENTION,
@@ -212,9 +284,10 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ar
 
 /** The config for logging: secrets replaced by counts and key ids. */
 export function redactConfig(config: SinkConfig): Record<string, unknown> {
-  const { coordinatorKeys, readKeys, capabilityKeys, ...rest } = config;
+  const { coordinatorKeys, readKeys, capabilityKeys, databaseUrl, ...rest } = config;
   return {
     ...rest,
+    databaseUrl: databaseUrl === undefined ? undefined : redactDatabaseUrl(databaseUrl),
     coordinatorKeys: `${coordinatorKeys.length} key(s)`,
     readKeys: `${readKeys.length} key(s)`,
     capabilityKeyIds: capabilityKeys.map((k) => k.id),

@@ -37,8 +37,12 @@ export function isRetryable(err: unknown): boolean {
   return false;
 }
 
-/** Wrap an unexpected store failure: the batch was rolled back, so nothing happened; retry is safe. */
+/**
+ * Wrap an unexpected store failure: the batch was rolled back, so nothing happened; retry is safe.
+ * A store that already said UNAVAILABLE (PostgreSQL: maybe with "outcome unknown") is passed on as is.
+ */
 export function storeUnavailable(cause: unknown): LeaseholdError {
+  if (cause instanceof LeaseholdError && cause.code === 'UNAVAILABLE') return cause;
   const detail = cause instanceof Error ? cause.message : String(cause);
   return new LeaseholdError('UNAVAILABLE', `store commit failed, nothing was applied: ${detail}`, {
     cause,

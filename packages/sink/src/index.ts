@@ -1,8 +1,8 @@
 // The public surface of @leasehold/sink. Named exports only.
 export { createSink } from './sink.js';
 export type { Sink, SinkDeps, SinkOptions, SinkAddress } from './sink.js';
-export { loadConfig, redactConfig, wantsHelp, HELP_TEXT, ENV_PREFIX, LOG_LEVELS } from './config.js';
-export type { SinkConfig, LogLevel } from './config.js';
+export { loadConfig, redactConfig, redactDatabaseUrl, wantsHelp, HELP_TEXT, ENV_PREFIX, LOG_LEVELS } from './config.js';
+export type { SinkConfig, LogLevel, ConfigDeps } from './config.js';
 export { SchemaVersionError, ShuttingDownError, isRetryable, LeaseholdError, ConfigError } from './errors.js';
 
 export { decideBatch } from './core/batch.js';
@@ -23,6 +23,8 @@ export type { FenceStore, StoredResultRow, DecisionRow, DecisionPageRows, Resour
 export { SqliteFenceStore } from './store/sqlite-store.js';
 export { ThreadedSqliteStore } from './store/threaded-sqlite-store.js';
 export type { SqliteStoreOptions } from './store/sqlite-store.js';
+export { PostgresFenceStore } from './store/postgres-store.js';
+export type { PostgresStoreOptions } from './store/postgres-store.js';
 export { SCHEMA_VERSION, APPLICATION_ID } from './store/migrations.js';
 
 export { FencedService } from './service/fenced-service.js';

@@ -8,7 +8,7 @@
  * SIGTERM / SIGINT: stop accepting, finish the in-flight batch, close the database, exit 0.
  * Exit codes: 0 clean stop or --help, 1 start-up failure (e.g. newer schema), 2 bad configuration.
  */
-import { renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import pino from 'pino';
 import { HELP_TEXT, loadConfig, redactConfig, wantsHelp, type SinkConfig } from './config.js';
 import { ConfigError, SchemaVersionError } from './errors.js';
@@ -28,7 +28,7 @@ async function main(): Promise<number> {
   }
   let config: SinkConfig;
   try {
-    config = loadConfig(process.env, argv);
+    config = loadConfig(process.env, argv, { readFile: (path) => readFileSync(path, 'utf8') });
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`leasehold-sink: ${err.message}\n`);

@@ -16,6 +16,8 @@ export interface SinkMetrics {
   readonly commitSeconds: Histogram;
   /** Batches that failed to commit (rolled back). */
   readonly commitFailures: Counter;
+  /** Batches run again after a deadlock or serialization failure (PostgreSQL), by SQLSTATE. */
+  readonly storeRetries: Counter<'code'>;
 }
 
 export interface MetricsOptions {
@@ -55,6 +57,12 @@ export function createMetrics(options: MetricsOptions = {}): SinkMetrics {
     commitFailures: new Counter({
       name: 'leasehold_sink_commit_failures_total',
       help: 'Group-commit transactions that failed and were rolled back.',
+      registers: [registry],
+    }),
+    storeRetries: new Counter({
+      name: 'leasehold_sink_store_retries_total',
+      help: 'Batches run again from fresh reads after a deadlock or serialization failure (PostgreSQL).',
+      labelNames: ['code'],
       registers: [registry],
     }),
   };

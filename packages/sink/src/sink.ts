@@ -1,18 +1,19 @@
 /**
- * `createSink(config, deps)`: the library entry. Opens the SQLite store (migrating it, refusing a
- * newer schema), starts the group-commit service and the HTTP app, and listens unless told not to.
+ * `createSink(config, deps)`: the library entry. Opens the store — SQLite, or PostgreSQL with
+ * `store: 'postgres'` — (migrating it, refusing a newer schema), starts the group-commit service and the HTTP app, and listens unless told not to.
  *
  * Shutdown (`close`): new requests get 503 SHUTTING_DOWN and `Connection: close`; requests already
  * inside the app finish (their batch commits); then the service drains and the database closes.
  */
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import type { SinkConfig } from './config.js';
+import { redactDatabaseUrl, type SinkConfig } from './config.js';
 import { buildHttpApp } from './http/app.js';
 import { createMetrics, type SinkMetrics } from './metrics.js';
 import { FencedService } from './service/fenced-service.js';
 import { SCHEMA_VERSION } from './store/migrations.js';
 import type { FenceStore } from './store/port.js';
+import { PostgresFenceStore } from './store/postgres-store.js';
 import { SqliteFenceStore } from './store/sqlite-store.js';
 import { ThreadedSqliteStore } from './store/threaded-sqlite-store.js';
 
@@ -60,9 +61,39 @@ export type SinkOptions = Pick<
   | 'readKeys'
   | 'capabilityKeys'
 > &
-  Partial<Pick<SinkConfig, 'testSabotage'>>;
+  Partial<Pick<SinkConfig, 'testSabotage' | 'store' | 'databaseUrl' | 'databasePoolSize'>>;
 
-async function openStore(config: SinkOptions, deps: SinkDeps): Promise<FenceStore> {
+async function openPostgres(
+  config: SinkOptions,
+  deps: SinkDeps,
+  log: Logger,
+  metrics: SinkMetrics,
+): Promise<PostgresFenceStore> {
+  if (config.databaseUrl === undefined) throw new Error('store postgres needs a database URL');
+  const store = await PostgresFenceStore.open({
+    url: config.databaseUrl,
+    poolSize: config.databasePoolSize ?? 4,
+    decisionRetention: config.decisionRetention,
+    ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }),
+    ...(config.testSabotage === 'skip-fence' ? { testSkipFence: true } : {}),
+    onRetry: ({ code, attempt }) => {
+      metrics.storeRetries.inc({ code });
+      log.debug({ code, attempt }, 'batch retried');
+    },
+    onHealth: ({ healthy, error }) => {
+      if (healthy) log.info({}, 'postgres reachable');
+      else log.warn({ err: error }, 'postgres unreachable');
+    },
+  });
+  const settings = await store.settings();
+  log.info({ store: 'postgres', database: redactDatabaseUrl(config.databaseUrl), ...settings }, 'store opened');
+  if (settings.fsync !== 'on')
+    log.warn({ fsync: settings.fsync }, 'postgres runs with fsync off: acked writes may be lost');
+  return store;
+}
+
+async function openStore(config: SinkOptions, deps: SinkDeps, log: Logger, metrics: SinkMetrics): Promise<FenceStore> {
+  if (config.store === 'postgres') return openPostgres(config, deps, log, metrics);
   const options = {
     path: config.dbPath,
     synchronous: config.synchronous,
@@ -76,12 +107,12 @@ async function openStore(config: SinkOptions, deps: SinkDeps): Promise<FenceStor
 export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Promise<Sink> {
   const root = deps.logger ?? pino({ level: 'silent' });
   const log = root.child({ component: 'sink' });
-  const store = deps.store ?? (await openStore(config, deps));
-  if (deps.store === undefined) {
-    const { dbPath, synchronous, storeThread } = config;
-    log.info({ dbPath, schemaVersion: SCHEMA_VERSION, synchronous, storeThread }, 'store opened');
-  }
   const metrics = createMetrics({ processMetrics: deps.processMetrics ?? true });
+  const store = deps.store ?? (await openStore(config, deps, log, metrics));
+  if (deps.store === undefined && config.store !== 'postgres') {
+    const { dbPath, synchronous, storeThread } = config;
+    log.info({ store: 'sqlite', dbPath, schemaVersion: SCHEMA_VERSION, synchronous, storeThread }, 'store opened');
+  }
   const service = new FencedService({
     store,
     logger: root.child({ component: 'sink.service' }),

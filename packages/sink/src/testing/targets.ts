@@ -15,6 +15,7 @@ import pino from 'pino';
 import type { SinkClient } from '@leasehold/sink-client';
 import type { FencedService } from '../service/fenced-service.js';
 import { createSink, type Sink } from '../sink.js';
+import type { FenceStore } from '../store/port.js';
 import { SqliteFenceStore } from '../store/sqlite-store.js';
 import type { ContractDecision, ContractTarget } from './contract.js';
 import { COORDINATOR_KEY, INCARNATION, recordBatches, sign, tempDir, testOptions } from './fixtures.js';
@@ -45,13 +46,16 @@ export function serviceTarget(service: FencedService, extra: Partial<ContractTar
   };
 }
 
-/** A sink (SQLite in a temp dir, batch sizes recorded) not listening; for inject tests. */
+/** A sink (SQLite in a temp dir unless `openStore` gives another store; batch sizes recorded) not listening; for inject tests. */
 export async function openInjectSink(
   overrides: Parameters<typeof testOptions>[1] = {},
+  openStore?: () => Promise<FenceStore>,
 ): Promise<{ sink: Sink; sizes: number[]; cleanup: () => Promise<void> }> {
   const dir = tempDir();
   const options = testOptions(dir.file('sink.db'), overrides);
-  const recorded = recordBatches(new SqliteFenceStore({ path: options.dbPath }));
+  const recorded = recordBatches(
+    openStore === undefined ? new SqliteFenceStore({ path: options.dbPath }) : await openStore(),
+  );
   const sink = await createSink(options, {
     listen: false,
     store: recorded.store,
@@ -99,9 +103,9 @@ function fromWireDecision(d: Decision): ContractDecision {
   };
 }
 
-/** The HTTP app through fastify `inject` (no socket). */
-export async function injectTarget(): Promise<ContractTarget> {
-  const { sink, sizes, cleanup } = await openInjectSink();
+/** The HTTP app through fastify `inject` (no socket), over SQLite or the store `openStore` gives. */
+export async function injectTarget(openStore?: () => Promise<FenceStore>): Promise<ContractTarget> {
+  const { sink, sizes, cleanup } = await openInjectSink({}, openStore);
   const auth = { authorization: `Bearer ${COORDINATOR_KEY}` };
   const post = async (url: string, payload: unknown, withAuth: boolean) => {
     const res = await sink.app.inject({

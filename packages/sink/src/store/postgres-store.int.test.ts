@@ -1,0 +1,234 @@
+/**
+ * PostgresFenceStore against a real PostgreSQL (test/harness/postgres.ts): the fence contract
+ * in-process, through the HTTP app and through the HTTP client against a listening sink; then what
+ * is particular to PostgreSQL: session durability settings, migrations (newer / foreign schema
+ * refused, concurrent start-up), exact int64 tokens, a deadlock retried with the exact answer,
+ * retention, and fences surviving a reopen.
+ */
+import pg from 'pg';
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startPostgres, type PostgresHandle } from '../../../../test/harness/postgres.js';
+import { SinkClient } from '@leasehold/sink-client';
+import { SchemaVersionError } from '../errors.js';
+import { FencedService } from '../service/fenced-service.js';
+import { createSink } from '../sink.js';
+import { describeFenceContract } from '../testing/contract.js';
+import { COORDINATOR_KEY, recordBatches, tempDir, testOptions } from '../testing/fixtures.js';
+import { clientTarget, injectTarget, serviceTarget } from '../testing/targets.js';
+import { PostgresFenceStore } from './postgres-store.js';
+
+const silent = pino({ level: 'silent' });
+let server: PostgresHandle;
+
+beforeAll(async () => {
+  server = await startPostgres();
+});
+afterAll(async () => {
+  await server.stop();
+});
+
+async function freshStore(options: Partial<Parameters<typeof PostgresFenceStore.open>[0]> = {}) {
+  await server.resetSchema();
+  return PostgresFenceStore.open({ url: server.url, ...options });
+}
+
+describeFenceContract('in-process service over PostgreSQL', async () => {
+  const recorded = recordBatches(await freshStore());
+  const service = new FencedService({ store: recorded.store, logger: silent });
+  return serviceTarget(service, {
+    batchSizes: () => recorded.sizes,
+    close: async () => {
+      await service.close();
+      await recorded.store.close();
+    },
+  });
+});
+
+describeFenceContract('HTTP app (inject) over PostgreSQL', () => injectTarget(() => freshStore()));
+
+describeFenceContract('HTTP client against a listening sink over PostgreSQL', async () => {
+  await server.resetSchema();
+  const dir = tempDir();
+  const sink = await createSink(
+    testOptions(dir.file('unused.db'), { store: 'postgres', databaseUrl: server.url, databasePoolSize: 4 }),
+    { logger: silent, processMetrics: false },
+  );
+  const client = new SinkClient({ url: `http://127.0.0.1:${sink.address?.port ?? 0}`, key: COORDINATOR_KEY });
+  return clientTarget(client, async () => {
+    void client.close();
+    await sink.close();
+    dir.remove();
+  });
+});
+
+async function query<R extends pg.QueryResultRow>(sql: string, params: unknown[] = [], url = server.url) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query<R>(sql, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('PostgresFenceStore', () => {
+  beforeEach(async () => {
+    await server.resetSchema();
+  });
+
+  it('runs every session with synchronous_commit=on, even when the URL asks for off', async () => {
+    const url = new URL(server.url);
+    url.searchParams.set('options', '-c synchronous_commit=off');
+    const store = await PostgresFenceStore.open({ url: url.toString() });
+    try {
+      expect(await store.settings()).toMatchObject({ synchronousCommit: 'on', fsync: 'on' });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses a schema of a newer version and leaves it untouched', async () => {
+    const store = await freshStore();
+    await store.close();
+    await query('UPDATE leasehold.schema_version SET version = version + 1');
+    const opening = PostgresFenceStore.open({ url: server.url });
+    await expect(opening).rejects.toBeInstanceOf(SchemaVersionError);
+    await expect(PostgresFenceStore.open({ url: server.url })).rejects.toThrow(/newer than this build supports/);
+    expect(await query<{ version: number }>('SELECT version FROM leasehold.schema_version')).toEqual([{ version: 2 }]);
+  });
+
+  it('refuses a "leasehold" schema that is not ours', async () => {
+    await query('CREATE SCHEMA leasehold; CREATE TABLE leasehold.accounts (id int)');
+    await expect(PostgresFenceStore.open({ url: server.url })).rejects.toThrow(/without a leasehold schema_version/);
+    expect(await query('SELECT * FROM leasehold.accounts')).toEqual([]);
+  });
+
+  it('migrates once when several replicas start at the same moment', async () => {
+    const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresFenceStore.open({ url: server.url })));
+    try {
+      const [first] = await stores[0]!.applyBatch([{ kind: 'advance', resource: 'r', token: 3n }]);
+      expect(first).toEqual({ ok: true, outcome: 'advanced', fence: 3n });
+      for (const s of stores) expect(await s.fenceOf('r')).toBe(3n);
+      expect(await query('SELECT application, version FROM leasehold.schema_version')).toEqual([
+        { application: 'leasehold-fence', version: 1 },
+      ]);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+
+  it('stores tokens up to int64 max exactly', async () => {
+    const store = await freshStore();
+    try {
+      const max = 9_223_372_036_854_775_807n;
+      await store.applyBatch([{ kind: 'advance', resource: 'r', token: max - 1n }]);
+      const [d] = await store.applyBatch([
+        { kind: 'advance', resource: 'r', token: max },
+        { kind: 'write', resource: 'r', token: max, resultId: 'x', workerId: 'w', payload: '1' },
+      ]);
+      expect(d).toEqual({ ok: true, outcome: 'advanced', fence: max });
+      expect(await store.fenceOf('r')).toBe(max);
+      expect((await store.resultOf('r', 'x'))?.token).toBe(max);
+      const page = await store.decisions(0, 10);
+      expect(page.decisions.map((x) => x.fenceBefore)).toEqual([0n, max - 1n, max]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('keeps fences, results and the decision log across close and reopen; the old holder is refused', async () => {
+    const first = await freshStore();
+    await first.applyBatch([
+      { kind: 'advance', resource: 'r', token: 1n },
+      { kind: 'write', resource: 'r', token: 1n, resultId: 'x', workerId: 'a', payload: '{"v":1}' },
+      { kind: 'advance', resource: 'r', token: 2n },
+    ]);
+    await first.close();
+    const second = await PostgresFenceStore.open({ url: server.url });
+    try {
+      const [stale] = await second.applyBatch([
+        { kind: 'write', resource: 'r', token: 1n, resultId: 'y', workerId: 'a', payload: '1' },
+      ]);
+      expect(stale).toEqual({ ok: false, code: 'STALE_TOKEN', fence: 2n });
+      expect((await second.resultOf('r', 'x'))?.payload).toBe('{"v":1}');
+      expect((await second.decisions(0, 10)).decisions.map((d) => d.outcome)).toEqual([
+        'advanced',
+        'written',
+        'advanced',
+        'STALE_TOKEN',
+      ]);
+    } finally {
+      await second.close();
+    }
+  });
+
+  it('runs a batch again after a deadlock and still gives the sequential answers', async () => {
+    // PostgreSQL checks for a deadlock once, deadlock_timeout after a session starts waiting. The
+    // store waits first (1.5 s timeout), the blocker joins the cycle well within that and would
+    // check only after 10 s: the store's session is the one aborted.
+    const url = new URL(server.url);
+    url.searchParams.set('options', '-c deadlock_timeout=1500ms');
+    const retries: string[] = [];
+    const store = await PostgresFenceStore.open({ url: url.toString(), onRetry: ({ code }) => retries.push(code) });
+    const blocker = new pg.Client({ connectionString: server.url });
+    await blocker.connect();
+    try {
+      await store.applyBatch([
+        { kind: 'advance', resource: 'a', token: 1n },
+        { kind: 'advance', resource: 'b', token: 1n },
+      ]);
+      await blocker.query("SET deadlock_timeout = '10s'");
+      await blocker.query('BEGIN');
+      await blocker.query("SELECT fence FROM leasehold.fences WHERE resource = 'b' FOR UPDATE");
+      // The store locks a, then waits for b (held by the blocker).
+      const batch = store.applyBatch([
+        { kind: 'advance', resource: 'a', token: 2n },
+        { kind: 'advance', resource: 'b', token: 2n },
+        { kind: 'write', resource: 'b', token: 2n, resultId: 'x', workerId: 'w', payload: '"v"' },
+      ]);
+      await waitFor(async () => {
+        const rows = await query<{ n: string }>(
+          "SELECT count(*)::text AS n FROM pg_stat_activity WHERE application_name = 'leasehold-sink' AND wait_event_type = 'Lock'",
+        );
+        return rows[0]?.n === '1';
+      });
+      // Now the blocker wants a (held by the store): a deadlock; the store's session is aborted,
+      // so the blocker gets a, commits, and the store runs its batch again from fresh reads.
+      await blocker.query("UPDATE leasehold.fences SET fence = 5 WHERE resource = 'a'");
+      await blocker.query('COMMIT');
+      expect(await batch).toEqual([
+        { ok: false, code: 'STALE_TOKEN', fence: 5n },
+        { ok: true, outcome: 'advanced', fence: 2n },
+        { ok: true, outcome: 'written', fence: 2n },
+      ]);
+      expect(retries).toContain('40P01');
+    } finally {
+      await blocker.end();
+      await store.close();
+    }
+  });
+
+  it('prunes the decision log beyond the retention window and never reuses sequence numbers', async () => {
+    const store = await freshStore({ decisionRetention: 10 });
+    try {
+      for (let t = 1n; t <= 40n; t++) await store.applyBatch([{ kind: 'advance', resource: 'r', token: t }]);
+      await waitFor(async () => (await store.decisions(0, 100)).decisions.length <= 12);
+      const page = await store.decisions(0, 100);
+      expect(page.decisions.at(-1)?.seq).toBe(40);
+      expect(page.oldestRetained).toBe(page.decisions[0]?.seq);
+      await store.applyBatch([{ kind: 'advance', resource: 'r', token: 41n }]);
+      expect((await store.decisions(40, 10)).decisions.map((d) => d.seq)).toEqual([41]);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -1,0 +1,441 @@
+/**
+ * The PostgreSQL implementation of {@link FenceStore}, on node-postgres (pooled). Several sink
+ * processes may use one database at once (stateless active-active replicas), and the user's own
+ * `fencedTransaction` (@leasehold/fence-pg) shares the same `leasehold` schema and its fence rows.
+ *
+ * Durability: every connection starts with `synchronous_commit=on`; `applyBatch` resolves only
+ * after COMMIT returned, i.e. after the commit record is flushed (and, with a synchronous standby
+ * configured, replicated). `fsync=off` on the server would void that: it is logged at open.
+ *
+ * One batch = one READ COMMITTED transaction, in arrival order:
+ *   lock    one statement: INSERT every resource of the batch at fence 0, sorted by resource,
+ *           ON CONFLICT DO UPDATE (a no-op update): every fence row of the batch is now row-locked
+ *           (existing or just created), in one global order, so two replicas' batches never
+ *           deadlock on fences; RETURNING the current fences (the newest committed values)
+ *   reads   results(resource, result_id) of the batch's writes; a new statement, so a new snapshot
+ *           taken after the locks were granted: it sees everything the previous holder committed
+ *   decides decideBatch (src/core) over those reads plus the batch's own earlier effects
+ *   writes  one statement: fences upsert (guarded: only ever grows), results insert, one
+ *           decisions row per op in arrival order (seq from the identity, allocated under the locks)
+ *   COMMIT  then the answers; on any error the whole batch rolls back
+ * A deadlock or serialization failure (40P01, 40001) — e.g. against a user transaction — runs the
+ * batch again from fresh reads, so every answer is still the sequential one. A connection failure
+ * rejects with UNAVAILABLE (saying whether COMMIT was already sent: then the outcome is unknown).
+ *
+ * Readiness: `isOpen()` is false while PostgreSQL is unreachable (a probe every `healthIntervalMs`,
+ * and every failed batch), so /readyz answers 503 until it is back.
+ */
+import {
+  FENCE_SCHEMA_VERSION,
+  FenceSchemaError,
+  isConnectionError,
+  isRetryableTransactionError,
+  migrateFenceSchema,
+  unavailable,
+} from '@leasehold/fence-pg';
+import pg from 'pg';
+import { decideBatch, type BatchReader } from '../core/batch.js';
+import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
+import { SchemaVersionError } from '../errors.js';
+import type { DecisionPageRows, DecisionRow, FenceStore, ResourceRows, StoredResultRow } from './port.js';
+
+export interface PostgresStoreOptions {
+  /** postgres://user[:password]@host:port/database[?options] */
+  readonly url: string;
+  /** Pool connections (one batch at a time, plus reads and the probe). Default 4. */
+  readonly poolSize?: number;
+  /** Keep at least this many newest decisions; 0 keeps all. */
+  readonly decisionRetention?: number;
+  readonly nowMs?: () => number;
+  /** Attempts per batch on deadlock / serialization failure. Default 8. */
+  readonly maxAttempts?: number;
+  /** Readiness probe period. Default 1000 ms. */
+  readonly healthIntervalMs?: number;
+  /** Server-side statement timeout. Default 30000 ms. */
+  readonly statementTimeoutMs?: number;
+  /** Called before a batch is run again (metrics, logs). */
+  readonly onRetry?: (info: { readonly code: string; readonly attempt: number }) => void;
+  /** Called when reachability changes. */
+  readonly onHealth?: (info: { readonly healthy: boolean; readonly error?: unknown }) => void;
+  /** Shown in pg_stat_activity. Default 'leasehold-sink'. */
+  readonly applicationName?: string;
+  /** TEST ONLY (chaos sabotage): accept writes whatever their token. */
+  readonly testSkipFence?: boolean;
+  /**
+   * TEST ONLY: read the fences with a plain SELECT instead of locking them (read, then write,
+   * without a lock). Exists so the two-replica property test can show that it catches the race.
+   */
+  readonly testUnlockedReads?: boolean;
+}
+
+// See the header: locks and reads the fences of a batch (sorted, one statement).
+const LOCK_FENCES = `
+  INSERT INTO leasehold.fences AS f (resource, fence)
+  SELECT r, 0 FROM unnest($1::text[]) AS r ORDER BY r
+  ON CONFLICT (resource) DO UPDATE SET fence = f.fence
+  RETURNING f.resource, f.fence::text AS fence`;
+const READ_FENCES_UNLOCKED = `
+  SELECT resource, fence::text AS fence FROM leasehold.fences WHERE resource = ANY($1::text[])`;
+const READ_PAYLOADS = `
+  SELECT r.resource, r.result_id, r.payload
+    FROM leasehold.results r
+    JOIN unnest($1::text[], $2::text[]) AS k(resource, result_id)
+      ON r.resource = k.resource AND r.result_id = k.result_id`;
+// Fences only ever grow (guarded upsert), results insert, decisions in arrival order.
+const APPLY = `
+  WITH grown AS (
+    INSERT INTO leasehold.fences AS f (resource, fence)
+    SELECT * FROM unnest($1::text[], $2::bigint[])
+    ON CONFLICT (resource) DO UPDATE SET fence = excluded.fence WHERE excluded.fence > f.fence
+  ), stored AS (
+    INSERT INTO leasehold.results (resource, result_id, token, worker_id, payload, written_at_ms)
+    SELECT * FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::bigint[])
+  ), logged AS (
+    INSERT INTO leasehold.decisions (kind, resource, token, fence_before, outcome, result_id, worker_id, at_ms)
+    SELECT kind, resource, token, fence_before, outcome, result_id, worker_id, at_ms
+      FROM unnest($9::text[], $10::text[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[],
+                  $16::bigint[]) WITH ORDINALITY
+           AS d(kind, resource, token, fence_before, outcome, result_id, worker_id, at_ms, ord)
+     ORDER BY ord
+    RETURNING seq
+  )
+  SELECT max(seq)::text AS last_seq FROM logged`;
+const RESOURCE = `
+  SELECT f.fence::text AS fence, r.result_id, r.token::text AS token, r.worker_id, r.payload,
+         r.written_at_ms::text AS written_at_ms
+    FROM (SELECT $1::text AS resource) k
+    LEFT JOIN leasehold.fences f ON f.resource = k.resource
+    LEFT JOIN leasehold.results r ON r.resource = k.resource
+   ORDER BY r.result_id COLLATE "C"`;
+const RESULT = `
+  SELECT result_id, token::text AS token, worker_id, payload, written_at_ms::text AS written_at_ms
+    FROM leasehold.results WHERE resource = $1 AND result_id = $2`;
+const DECISIONS = `
+  SELECT (SELECT min(seq) FROM leasehold.decisions)::text AS oldest, d.seq::text AS seq, d.kind, d.resource,
+         d.token::text AS token, d.fence_before::text AS fence_before, d.outcome, d.result_id, d.worker_id,
+         d.at_ms::text AS at_ms
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT * FROM leasehold.decisions WHERE seq > $1 ORDER BY seq LIMIT $2) d ON true`;
+
+interface ResultDbRow {
+  result_id: string;
+  token: string;
+  worker_id: string;
+  payload: string;
+  written_at_ms: string;
+}
+
+interface DecisionDbRow {
+  oldest: string | null;
+  seq: string | null;
+  kind: 'advance' | 'write';
+  resource: string;
+  token: string;
+  fence_before: string;
+  outcome: DecisionOutcome;
+  result_id: string | null;
+  worker_id: string | null;
+  at_ms: string;
+}
+
+const keyOf = (resource: string, resultId: string) => `${resource}\u0000${resultId}`;
+
+/** The URL with our session settings added to its `options` (kept if it has some). */
+function withSessionOptions(url: string, statementTimeoutMs: number): string {
+  const parsed = new URL(url);
+  const ours = `-c synchronous_commit=on -c statement_timeout=${statementTimeoutMs}`;
+  const theirs = parsed.searchParams.get('options');
+  parsed.searchParams.set('options', theirs === null || theirs.trim() === '' ? ours : `${theirs} ${ours}`);
+  return parsed.toString();
+}
+
+export class PostgresFenceStore implements FenceStore {
+  readonly #pool: pg.Pool;
+  readonly #nowMs: () => number;
+  readonly #retention: number;
+  readonly #maxAttempts: number;
+  readonly #options: PostgresStoreOptions;
+  readonly #probe: NodeJS.Timeout;
+  #open = true;
+  #healthy = true;
+  #sincePrune = 0;
+
+  private constructor(pool: pg.Pool, options: PostgresStoreOptions) {
+    this.#pool = pool;
+    this.#options = options;
+    this.#nowMs = options.nowMs ?? Date.now;
+    this.#retention = options.decisionRetention ?? 0;
+    this.#maxAttempts = Math.max(1, options.maxAttempts ?? 8);
+    this.#probe = setInterval(() => void this.#checkHealth(), options.healthIntervalMs ?? 1000);
+    this.#probe.unref();
+  }
+
+  /**
+   * Connect, migrate the `leasehold` schema (safe with several replicas starting at once) and
+   * return the store. Throws SchemaVersionError for a newer or foreign schema, and the connection
+   * error when PostgreSQL is unreachable.
+   */
+  static async open(options: PostgresStoreOptions): Promise<PostgresFenceStore> {
+    const pool = new pg.Pool({
+      connectionString: withSessionOptions(options.url, options.statementTimeoutMs ?? 30_000),
+      max: options.poolSize ?? 4,
+      connectionTimeoutMillis: 5000,
+      idleTimeoutMillis: 30_000,
+      application_name: options.applicationName ?? 'leasehold-sink',
+      // Queued queries go out at once (BEGIN + lock + payload read in one write; APPLY + COMMIT in
+      // another): two round trips per batch, so a busy HTTP event loop costs two turns, not five.
+      pipeline: true,
+    });
+    // An idle client whose server went away emits 'error' on the pool: without a listener the
+    // process would die. The probe and the next batch notice; the pool drops the client.
+    pool.on('error', () => undefined);
+    try {
+      await migrateFenceSchema(pool);
+    } catch (err) {
+      await pool.end();
+      if (err instanceof FenceSchemaError) throw new SchemaVersionError(err.message, err.foundVersion);
+      throw err;
+    }
+    return new PostgresFenceStore(pool, options);
+  }
+
+  /** Session settings as PostgreSQL reports them for a pooled connection (tests, diagnostics). */
+  async settings(): Promise<{ synchronousCommit: string; fsync: string; schemaVersion: number }> {
+    const { rows } = await this.#pool.query<{ sc: string; fsync: string }>(
+      "SELECT current_setting('synchronous_commit') AS sc, current_setting('fsync') AS fsync",
+    );
+    return { synchronousCommit: rows[0]?.sc ?? '', fsync: rows[0]?.fsync ?? '', schemaVersion: FENCE_SCHEMA_VERSION };
+  }
+
+  async applyBatch(ops: readonly FenceOp[]): Promise<readonly OpDecision[]> {
+    if (ops.length === 0) return [];
+    if (!this.#open) throw unavailable(new Error('store is closed'), false);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const { decisions, lastSeq } = await this.#attempt(ops);
+        this.#setHealthy(true);
+        this.#prune(lastSeq, ops.length);
+        return decisions;
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (attempt < this.#maxAttempts && isRetryableTransactionError(err) && typeof code === 'string') {
+          this.#options.onRetry?.({ code, attempt });
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 4 * attempt));
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  async #attempt(ops: readonly FenceOp[]): Promise<{ decisions: readonly OpDecision[]; lastSeq: bigint }> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      this.#setHealthy(false, err);
+      throw unavailable(err, false);
+    }
+    let commitSent = false;
+    let broken: Error | undefined;
+    // A checked-out client whose connection dies between two queries emits 'error' on itself (the
+    // pool only listens to idle ones): without a listener that would kill the process.
+    const onError = (err: Error) => {
+      broken = err;
+    };
+    client.on('error', onError);
+    try {
+      // Queued together: node-postgres sends each as soon as the previous one completed, with no
+      // event-loop turn in between (the HTTP work of the next batch cannot delay them). The payload
+      // read is a new statement, so its snapshot is taken after the locks were granted.
+      const resources = [...new Set(ops.map((op) => op.resource))];
+      const begun = client.query('BEGIN');
+      const locked = client.query<{ resource: string; fence: string }>(
+        this.#options.testUnlockedReads === true ? READ_FENCES_UNLOCKED : LOCK_FENCES,
+        [resources],
+      );
+      const read = this.#readPayloads(client, ops);
+      const [, fenceRows, payloads] = await settleAll([begun, locked, read]);
+      const fences = new Map(fenceRows.rows.map((r) => [r.resource, BigInt(r.fence)]));
+      const reader: BatchReader = {
+        fenceOf: (resource) => fences.get(resource) ?? 0n,
+        payloadOf: (resource, resultId) => payloads.get(keyOf(resource, resultId)),
+      };
+      const plan = decideBatch(reader, ops, this.#nowMs(), { skipFence: this.#options.testSkipFence === true });
+      const apply = client.query<{ last_seq: string | null }>(APPLY, applyParams(plan.effects));
+      // COMMIT is queued behind APPLY; if APPLY failed, PostgreSQL answers that COMMIT with a
+      // rollback, and the APPLY error below is what this batch reports.
+      commitSent = true;
+      const [applied] = await settleAll([apply, client.query('COMMIT')]);
+      return { decisions: plan.decisions, lastSeq: BigInt(applied.rows[0]?.last_seq ?? '0') };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      if (isRetryableTransactionError(err) || !isConnectionError(err)) throw err;
+      broken = err instanceof Error ? err : new Error(String(err));
+      this.#setHealthy(false, err);
+      throw unavailable(err, commitSent);
+    } finally {
+      client.off('error', onError);
+      client.release(broken);
+    }
+  }
+
+  /** Queues the read at once (no await before client.query), so it runs right after the lock. */
+  async #readPayloads(client: pg.PoolClient, ops: readonly FenceOp[]): Promise<Map<string, string>> {
+    const resources: string[] = [];
+    const resultIds: string[] = [];
+    for (const op of ops) {
+      if (op.kind !== 'write') continue;
+      resources.push(op.resource);
+      resultIds.push(op.resultId);
+    }
+    const payloads = new Map<string, string>();
+    if (resources.length === 0) return payloads;
+    const query = client.query<{ resource: string; result_id: string; payload: string }>(READ_PAYLOADS, [
+      resources,
+      resultIds,
+    ]);
+    const { rows } = await query;
+    for (const r of rows) payloads.set(keyOf(r.resource, r.result_id), r.payload);
+    return payloads;
+  }
+
+  /** Prune in chunks (10% slack), outside the batch transaction; a failure is retried next time. */
+  #prune(lastSeq: bigint, added: number): void {
+    if (this.#retention === 0 || lastSeq === 0n) return;
+    this.#sincePrune += added;
+    if (this.#sincePrune <= Math.max(1, Math.floor(this.#retention / 10))) return;
+    this.#sincePrune = 0;
+    const cutoff = lastSeq - BigInt(this.#retention);
+    if (cutoff <= 0n) return;
+    this.#pool.query('DELETE FROM leasehold.decisions WHERE seq <= $1', [cutoff.toString()]).catch(() => undefined);
+  }
+
+  async #checkHealth(): Promise<void> {
+    if (!this.#open) return;
+    try {
+      await this.#pool.query('SELECT 1');
+      this.#setHealthy(true);
+    } catch (err) {
+      this.#setHealthy(false, err);
+    }
+  }
+
+  #setHealthy(healthy: boolean, error?: unknown): void {
+    if (healthy === this.#healthy) return;
+    this.#healthy = healthy;
+    this.#options.onHealth?.(error === undefined ? { healthy } : { healthy, error });
+  }
+
+  async fenceOf(resource: string): Promise<bigint> {
+    const { rows } = await this.#read<{ fence: string }>(
+      'SELECT fence::text AS fence FROM leasehold.fences WHERE resource = $1',
+      [resource],
+    );
+    return BigInt(rows[0]?.fence ?? '0');
+  }
+
+  async resourceOf(resource: string): Promise<ResourceRows> {
+    type Row = { fence: string | null } & ({ result_id: null } | ResultDbRow);
+    const { rows } = await this.#read<Row>(RESOURCE, [resource]);
+    const results: StoredResultRow[] = [];
+    for (const row of rows) if (row.result_id !== null) results.push(toResult(resource, row));
+    return { resource, fence: BigInt(rows[0]?.fence ?? '0'), results };
+  }
+
+  async resultOf(resource: string, resultId: string): Promise<StoredResultRow | undefined> {
+    const { rows } = await this.#read<ResultDbRow>(RESULT, [resource, resultId]);
+    const row = rows[0];
+    return row === undefined ? undefined : toResult(resource, row);
+  }
+
+  async decisions(after: number, limit: number): Promise<DecisionPageRows> {
+    const { rows } = await this.#read<DecisionDbRow>(DECISIONS, [after, limit]);
+    const decisions = rows.filter((r) => r.seq !== null).map(toDecision);
+    return {
+      decisions,
+      next: decisions.at(-1)?.seq ?? after,
+      oldestRetained: Number(rows[0]?.oldest ?? '0'),
+    };
+  }
+
+  async #read<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.#pool.query<R>(sql, params);
+    } catch (err) {
+      if (!isConnectionError(err)) throw err;
+      this.#setHealthy(false, err);
+      throw unavailable(err, false);
+    }
+  }
+
+  isOpen(): boolean {
+    return this.#open && this.#healthy;
+  }
+
+  async close(): Promise<void> {
+    if (!this.#open) return;
+    this.#open = false;
+    clearInterval(this.#probe);
+    await this.#pool.end();
+  }
+}
+
+/**
+ * Promise.all that waits for every promise to settle before rejecting (with the first rejection):
+ * queued queries on one client must all be finished before the client is rolled back or released.
+ */
+async function settleAll<T extends readonly unknown[]>(promises: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
+
+function applyParams(effects: ReturnType<typeof decideBatch>['effects']): unknown[] {
+  const fences = [...effects.fences];
+  const { results, decisions } = effects;
+  return [
+    fences.map(([resource]) => resource),
+    fences.map(([, fence]) => fence.toString()),
+    results.map((r) => r.resource),
+    results.map((r) => r.resultId),
+    results.map((r) => r.token.toString()),
+    results.map((r) => r.workerId),
+    results.map((r) => r.payload),
+    results.map((r) => String(r.writtenAtMs)),
+    decisions.map((d) => d.kind),
+    decisions.map((d) => d.resource),
+    decisions.map((d) => d.token.toString()),
+    decisions.map((d) => d.fenceBefore.toString()),
+    decisions.map((d) => d.outcome),
+    decisions.map((d) => d.resultId ?? null),
+    decisions.map((d) => d.workerId ?? null),
+    decisions.map((d) => String(d.atMs)),
+  ];
+}
+
+function toResult(resource: string, row: ResultDbRow): StoredResultRow {
+  return {
+    resource,
+    resultId: row.result_id,
+    token: BigInt(row.token),
+    workerId: row.worker_id,
+    payload: row.payload,
+    writtenAtMs: Number(row.written_at_ms),
+  };
+}
+
+function toDecision(row: DecisionDbRow): DecisionRow {
+  return {
+    seq: Number(row.seq),
+    kind: row.kind,
+    resource: row.resource,
+    token: BigInt(row.token),
+    fenceBefore: BigInt(row.fence_before),
+    outcome: row.outcome,
+    resultId: row.result_id ?? undefined,
+    workerId: row.worker_id ?? undefined,
+    atMs: Number(row.at_ms),
+  };
+}

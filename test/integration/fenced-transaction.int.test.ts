@@ -1,0 +1,225 @@
+/**
+ * `fencedTransaction` (@leasehold/fence-pg) in the user's own PostgreSQL, with the fences advanced
+ * the way the coordinator advances them: through sink replicas (`PostgresFenceStore`) on the same
+ * database. The worked example of docs/fence-pg: an account balance updated by workers.
+ */
+import { fencedTransaction, type FencedTransactionOutcome } from '@leasehold/fence-pg';
+import { signCapability, type CapabilityKey, type JsonValue } from '@leasehold/protocol';
+import { PostgresFenceStore } from '@leasehold/sink';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
+
+const KEY: CapabilityKey = { id: 'k1', secret: 'capability-secret-for-fence-pg-01' };
+const ACCOUNT = 'account/alice';
+
+let server: PostgresHandle;
+let pool: pg.Pool;
+let sinks: PostgresFenceStore[];
+
+beforeAll(async () => {
+  server = await startPostgres();
+});
+afterAll(async () => {
+  await server.stop();
+});
+beforeEach(async () => {
+  await server.resetSchema();
+  pool = new pg.Pool({ connectionString: server.url, max: 12 });
+  await pool.query(
+    'DROP TABLE IF EXISTS accounts; CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL)',
+  );
+  await pool.query("INSERT INTO accounts VALUES ('alice', 100)");
+  // Two sink replicas on the same database: the coordinator advances fences through them.
+  sinks = await Promise.all([0, 1].map(() => PostgresFenceStore.open({ url: server.url })));
+});
+afterEach(async () => {
+  await Promise.all(sinks.map((s) => s.close()));
+  await pool.end();
+});
+
+async function advance(token: bigint, replica = 0): Promise<void> {
+  const [d] = await sinks[replica]!.applyBatch([{ kind: 'advance', resource: ACCOUNT, token }]);
+  expect(d?.ok).toBe(true);
+}
+
+async function balance(): Promise<bigint> {
+  const { rows } = await pool.query<{ balance: string }>(
+    "SELECT balance::text AS balance FROM accounts WHERE id = 'alice'",
+  );
+  return BigInt(rows[0]!.balance);
+}
+
+/** A worker's deposit: its own UPDATE, inside the fenced transaction; the result is what it did. */
+function deposit(
+  token: bigint,
+  amount: number,
+  resultId: string | undefined,
+  workerId = 'worker-a',
+): Promise<FencedTransactionOutcome<JsonValue>> {
+  const incarnation = `${workerId}-1`;
+  return fencedTransaction(
+    pool,
+    {
+      resource: ACCOUNT,
+      token,
+      workerId,
+      incarnation,
+      capability: signCapability(KEY, { resource: ACCOUNT, token, workerId, incarnation }),
+      capabilityKeys: [KEY],
+      ...(resultId === undefined ? {} : { resultId }),
+    },
+    async (client) => {
+      await client.query("UPDATE accounts SET balance = balance + $1 WHERE id = 'alice'", [amount]);
+      return { deposited: amount };
+    },
+  );
+}
+
+describe('fencedTransaction', () => {
+  it('the worked example: a stale holder is refused after a takeover and the balance stays exact', async () => {
+    await advance(7n);
+    expect(await deposit(7n, 50, 'task:dep-1')).toEqual({
+      ok: true,
+      outcome: 'written',
+      fence: 7n,
+      result: { deposited: 50 },
+    });
+    // Worker A pauses; the coordinator hands the account to B: the fence moves to 9 (other replica).
+    await advance(9n, 1);
+    expect(await deposit(9n, 30, 'task:dep-2', 'worker-b')).toMatchObject({ ok: true, outcome: 'written' });
+    // A wakes up and submits its old work: refused, and its UPDATE is rolled back.
+    expect(await deposit(7n, 50, 'task:dep-3')).toEqual({ ok: false, code: 'STALE_TOKEN', fence: 9n });
+    // B retries dep-2 after an ambiguous failure: replayed, not credited twice.
+    expect(await deposit(9n, 30, 'task:dep-2', 'worker-b')).toEqual({
+      ok: true,
+      outcome: 'replayed',
+      fence: 9n,
+      result: { deposited: 30 },
+    });
+    expect(await balance()).toBe(180n);
+    const log = await sinks[0]!.decisions(0, 100);
+    expect(log.decisions.map((d) => [d.kind, d.token, d.outcome, d.resultId])).toEqual([
+      ['advance', 7n, 'advanced', undefined],
+      ['write', 7n, 'written', 'task:dep-1'],
+      ['advance', 9n, 'advanced', undefined],
+      ['write', 9n, 'written', 'task:dep-2'],
+      ['write', 7n, 'STALE_TOKEN', 'task:dep-3'],
+      ['write', 9n, 'replayed', 'task:dep-2'],
+    ]);
+    // The result is stored where the sink stores results: readable through the sink.
+    expect((await sinks[1]!.resultOf(ACCOUNT, 'task:dep-1'))?.payload).toBe('{"deposited":50}');
+  });
+
+  it('same result id with a different result is RESULT_CONFLICT and commits none of the writes', async () => {
+    await advance(3n);
+    await deposit(3n, 10, 'task:x');
+    expect(await deposit(3n, 11, 'task:x')).toEqual({ ok: false, code: 'RESULT_CONFLICT', fence: 3n });
+    expect(await balance()).toBe(110n);
+  });
+
+  it('keeps quotes and backslashes in ids as data (the statements carry escaped literals)', async () => {
+    await advance(3n);
+    const odd = "task:it's \\ odd'); DROP TABLE accounts; --";
+    expect(await deposit(3n, 5, odd)).toMatchObject({ ok: true, outcome: 'written' });
+    expect(await deposit(3n, 5, odd)).toMatchObject({ ok: true, outcome: 'replayed' });
+    expect((await sinks[0]!.resultOf(ACCOUNT, odd))?.payload).toBe('{"deposited":5}');
+    expect(await balance()).toBe(105n);
+  });
+
+  it('a token above the fence (never advanced) is FENCE_CONFLICT, also on a never-advanced resource', async () => {
+    expect(await deposit(1n, 10, 'task:y')).toEqual({ ok: false, code: 'FENCE_CONFLICT', fence: 0n });
+    await advance(2n);
+    expect(await deposit(5n, 10, 'task:y')).toEqual({ ok: false, code: 'FENCE_CONFLICT', fence: 2n });
+    expect(await balance()).toBe(100n);
+  });
+
+  it('without a result id every call at the fence commits; nothing is stored', async () => {
+    await advance(4n);
+    expect(await deposit(4n, 1, undefined)).toMatchObject({ ok: true, outcome: 'written' });
+    expect(await deposit(4n, 1, undefined)).toMatchObject({ ok: true, outcome: 'written' });
+    expect(await balance()).toBe(102n);
+    expect((await sinks[0]!.resourceOf(ACCOUNT)).results).toEqual([]);
+  });
+
+  it('refuses a capability that does not match (FORBIDDEN) before touching the database', async () => {
+    await advance(4n);
+    const call = fencedTransaction(
+      pool,
+      {
+        resource: ACCOUNT,
+        token: 4n,
+        workerId: 'w',
+        incarnation: 'i',
+        capability: signCapability(KEY, { resource: ACCOUNT, token: 3n, workerId: 'w', incarnation: 'i' }),
+        capabilityKeys: [KEY],
+      },
+      async () => ({}),
+    );
+    await expect(call).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    expect((await sinks[0]!.decisions(0, 10)).decisions).toHaveLength(1);
+  });
+
+  it('a callback that throws rolls everything back and its error goes up unchanged', async () => {
+    await advance(4n);
+    const boom = new Error('boom');
+    const call = fencedTransaction(
+      pool,
+      {
+        resource: ACCOUNT,
+        token: 4n,
+        workerId: 'w',
+        incarnation: 'i',
+        resultId: 'task:z',
+        capability: signCapability(KEY, { resource: ACCOUNT, token: 4n, workerId: 'w', incarnation: 'i' }),
+        capabilityKeys: [KEY],
+      },
+      async (client) => {
+        await client.query("UPDATE accounts SET balance = 0 WHERE id = 'alice'");
+        throw boom;
+      },
+    );
+    await expect(call).rejects.toBe(boom);
+    expect(await balance()).toBe(100n);
+    expect(await sinks[0]!.resultOf(ACCOUNT, 'task:z')).toBeUndefined();
+  });
+
+  it('under concurrent takeovers through two sink replicas, the balance is exactly the accepted deposits', async () => {
+    const accepted: number[] = [];
+    let refused = 0;
+    await advance(1n);
+    for (let token = 1n; token <= 25n; token++) {
+      const amount = Number(token);
+      const calls = [
+        // the current holder, twice with one result id (a retry)
+        deposit(token, amount, `task:${token}`, 'holder'),
+        deposit(token, amount, `task:${token}`, 'holder'),
+        // the previous holder, still writing
+        deposit(token - 1n, 1000, `task:stale-${token}`, 'previous'),
+        // the takeover, through either replica
+        advance(token + 1n, Number(token % 2n)).then(() => undefined),
+      ];
+      for (const outcome of await Promise.all(calls)) {
+        if (outcome === undefined) continue;
+        if (outcome.ok && outcome.outcome === 'written')
+          accepted.push((outcome.result as { deposited: number }).deposited);
+        if (!outcome.ok) refused++;
+      }
+    }
+    expect(await balance()).toBe(100n + BigInt(accepted.reduce((a, b) => a + b, 0)));
+    // Per resource, seq order is commit order: no write is accepted under a token below a fence
+    // already advanced before it, and no result id is credited twice.
+    const log = (await sinks[0]!.decisions(0, 10_000)).decisions;
+    let fence = 0n;
+    const written = new Set<string>();
+    for (const d of log) {
+      if (d.kind === 'advance' && d.token > fence) fence = d.token;
+      if (d.kind === 'write' && d.outcome === 'written') {
+        expect(d.token, `write at seq ${d.seq}`).toBe(fence);
+        expect(written.has(d.resultId ?? ''), `${d.resultId ?? ''} credited twice`).toBe(false);
+        written.add(d.resultId ?? '');
+      }
+    }
+    expect(refused).toBeGreaterThan(0);
+  });
+});
