@@ -54,7 +54,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
           idleBackoffMs: 20,
           handler: (task) => ({ done: task.taskId }),
         });
-        w.on((e) => {
+        w.on('*', (e) => {
           if (e.type === 'completed' && counting) completed += 1;
           if ((e.type === 'refused' || e.type === 'lease-lost') && counting) errors += 1;
         });
@@ -84,12 +84,12 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
           }
         }
       };
-      for (const w of workers) w.on((e) => (e.type === 'completed' ? (done += 1) : undefined));
+      for (const w of workers) w.on('completed', () => (done += 1));
       const timer = setTimeout(() => (counting = true), measureFrom - start);
       await Promise.all(Array.from({ length: SUBMITTERS }, submitter));
       clearTimeout(timer);
       counting = false;
-      await Promise.all(workers.map((w) => w.stop(2_000)));
+      await Promise.all(workers.map((w) => w.close(2_000)));
       return { ops: completed, errors, seconds: o.seconds, perSecond: completed / o.seconds };
     };
     const perOp = { cycle: new CpuPerOp(), rawTxn: new CpuPerOp() };

@@ -25,7 +25,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(workers.map((w) => w.stop(1_000)));
+  await Promise.all(workers.map((w) => w.close(1_000)));
   await stack.close();
   await etcd.stop();
 });
@@ -64,7 +64,7 @@ describe('worker SDK against real services', () => {
     const stored = await stack.sinkClient.getResult('sdk/r1', 'task:sdk-t1');
     expect(stored).toMatchObject({ payload: { doubled: 42 }, workerId: 'sdk-1', token: BigInt(done.result!.token) });
     expect(w.stats.completed).toBeGreaterThanOrEqual(1);
-    await w.stop(1_000);
+    await w.close(1_000);
   });
 
   it('releases the lease when the handler fails, and the retry (attempt 2, larger token) completes', async () => {
@@ -79,7 +79,7 @@ describe('worker SDK against real services', () => {
     expect(seen.map((s) => s.attempt)).toEqual([1, 2]);
     expect(seen[1]!.token).toBeGreaterThan(seen[0]!.token);
     expect(w.stats.released).toBe(1);
-    await w.stop(1_000);
+    await w.close(1_000);
   });
 
   it("aborts the handler's signal when its task is cancelled, and never writes", async () => {
@@ -106,7 +106,7 @@ describe('worker SDK against real services', () => {
     expect(String(aborted)).toMatch(/revoked/);
     expect(await stack.sinkClient.getResult('sdk/r3', 'task:sdk-t3')).toBeUndefined();
     expect(w.stats.lost).toBe(1);
-    await w.stop(1_000);
+    await w.close(1_000);
   });
 
   it('stop() aborts a handler that outlives the grace period and releases its lease', async () => {
@@ -121,7 +121,7 @@ describe('worker SDK against real services', () => {
     );
     await admin.submit('sdk-t4', 'sdk/r4', {});
     await waitFor('the lease', async () => (await stateOf('sdk-t4')).state === 'leased');
-    await w.stop(200);
+    await w.close(200);
     expect(w.stats.released).toBe(1);
     await waitFor('the task back to pending', async () => (await stateOf('sdk-t4')).state === 'pending');
   });
@@ -135,6 +135,6 @@ describe('worker SDK against real services', () => {
     await waitFor('completion', async () => (await stateOf('sdk-t5')).state === 'completed');
     expect((await stateOf('sdk-t5')).result?.resultId).toBe('order-sdk-t5');
     expect(await stack.sinkClient.getResult('sdk/r5', 'order-sdk-t5')).toMatchObject({ payload: { custom: true } });
-    await w.stop(1_000);
+    await w.close(1_000);
   });
 });

@@ -18,6 +18,29 @@ export interface ConnectionOptions {
   readonly onClose: (code: number, reason: string) => void;
 }
 
+/** One open connection to a coordinator, as the session uses it. */
+export interface TransportConnection {
+  readonly url: string;
+  readonly isOpen: boolean;
+  /** Send a request and resolve with its reply (which may be an `error` message). */
+  request(message: WorkerRequest, timeoutMs: number): Promise<CoordinatorMessage>;
+  close(code?: number, reason?: string): void;
+  /** Drop the connection without a closing handshake. */
+  terminate(): void;
+}
+
+/**
+ * How a worker reaches coordinators: the seam a unit test replaces (the default is a WebSocket to
+ * `<url>/v1/worker` with the worker's bearer key).
+ */
+export interface CoordinatorTransport {
+  connect(options: ConnectionOptions): Promise<TransportConnection>;
+}
+
+export const webSocketTransport: CoordinatorTransport = {
+  connect: (options) => CoordinatorConnection.open(options),
+};
+
 interface Pending {
   resolve: (reply: CoordinatorMessage) => void;
   reject: (err: Error) => void;
@@ -27,7 +50,7 @@ interface Pending {
 /** A request: any worker message; the connection assigns its `id`. */
 export type WorkerRequest = WorkerMessage extends infer M ? (M extends { id: string } ? Omit<M, 'id'> : never) : never;
 
-export class CoordinatorConnection {
+export class CoordinatorConnection implements TransportConnection {
   readonly url: string;
   readonly #ws: WebSocket;
   readonly #pending = new Map<string, Pending>();

@@ -1,16 +1,22 @@
 // The public surface of @leasehold/worker. Named exports only.
-export { startWorker } from './worker.js';
+export { Worker, WorkerState, startWorker } from './worker.js';
 export type {
-  Worker,
   WorkerOptions,
   WorkerEvent,
+  WorkerEventType,
+  WorkerEventOf,
+  WorkerStats,
+  StateEvent,
   Task,
   TaskContext,
   TaskHandler,
   WriteOptions,
   WriteOutcome,
   WriteHookInfo,
+  SinkWriter,
 } from './worker.js';
+export { webSocketTransport } from './connection.js';
+export type { CoordinatorTransport, TransportConnection, ConnectionOptions, WorkerRequest } from './connection.js';
 export { LeaseLostError, WriteRefusedError, LeaseholdError, ConfigError } from './errors.js';
 export { LocalDeadline, conservativeDeadlineMs, DEFAULT_DEADLINE_OPTIONS } from './core/deadline.js';
 export type { DeadlineOptions } from './core/deadline.js';

@@ -7,7 +7,7 @@
  */
 import { LeaseholdError, PROTOCOL_VERSION, type CoordinatorMessage } from '@leasehold/protocol';
 import type { Logger } from 'pino';
-import { CoordinatorConnection, type WorkerRequest } from './connection.js';
+import type { CoordinatorTransport, TransportConnection, WorkerRequest } from './connection.js';
 import { backoffDelayMs, type BackoffOptions } from './core/backoff.js';
 import { LocalDeadline } from './core/deadline.js';
 
@@ -23,6 +23,7 @@ export interface SessionOptions {
   readonly backoff: BackoffOptions;
   readonly nowMs: () => number;
   readonly random: () => number;
+  readonly transport: CoordinatorTransport;
 }
 
 export interface SessionEvents {
@@ -42,7 +43,7 @@ export class WorkerSession {
   readonly #opts: SessionOptions;
   readonly #events: SessionEvents;
   #state: State = 'idle';
-  #conn: CoordinatorConnection | undefined;
+  #conn: TransportConnection | undefined;
   #sessionId: string | undefined;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
@@ -85,6 +86,10 @@ export class WorkerSession {
     return reply;
   }
 
+  get connected(): boolean {
+    return this.#state === 'ready';
+  }
+
   /** Close the connection; the coordinator keeps the session until its deadline (leases released first by the caller). */
   stop(): void {
     if (this.#state === 'stopped') return;
@@ -117,19 +122,20 @@ export class WorkerSession {
     const url = this.#opts.coordinators[this.#nextCoordinator % this.#opts.coordinators.length] ?? '';
     this.#nextCoordinator += 1;
     const log = this.#opts.logger;
-    const ref: { conn?: CoordinatorConnection } = {};
-    void CoordinatorConnection.open({
-      url,
-      key: this.#opts.key,
-      connectTimeoutMs: this.#opts.connectTimeoutMs,
-      onPush: (m) => {
-        this.#onPush(m);
-      },
-      onClose: (code, reason) => {
-        // A late close of a connection we already replaced changes nothing.
-        if (ref.conn !== undefined && ref.conn === this.#conn) this.#onClose(url, code, reason);
-      },
-    })
+    const ref: { conn?: TransportConnection } = {};
+    void this.#opts.transport
+      .connect({
+        url,
+        key: this.#opts.key,
+        connectTimeoutMs: this.#opts.connectTimeoutMs,
+        onPush: (m) => {
+          this.#onPush(m);
+        },
+        onClose: (code, reason) => {
+          // A late close of a connection we already replaced changes nothing.
+          if (ref.conn !== undefined && ref.conn === this.#conn) this.#onClose(url, code, reason);
+        },
+      })
       .then(async (conn) => {
         if (this.#state === 'stopped') {
           conn.close();
@@ -149,7 +155,7 @@ export class WorkerSession {
       });
   }
 
-  async #hello(conn: CoordinatorConnection): Promise<void> {
+  async #hello(conn: TransportConnection): Promise<void> {
     const resume = this.#sessionId;
     const sentAt = this.#opts.nowMs();
     const reply = await conn.request(
@@ -187,7 +193,7 @@ export class WorkerSession {
     for (const w of this.#waiters.splice(0)) w();
   }
 
-  #startHeartbeats(conn: CoordinatorConnection, intervalMs: number): void {
+  #startHeartbeats(conn: TransportConnection, intervalMs: number): void {
     clearInterval(this.#heartbeatTimer);
     this.#heartbeatTimer = setInterval(() => {
       const sessionId = this.#sessionId;

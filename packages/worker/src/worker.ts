@@ -1,21 +1,29 @@
 /**
- * The worker SDK: `startWorker(options)` runs `concurrency` slots; each acquires a task lease from
- * the coordinator tier, runs the handler with an AbortSignal that fires when the lease is lost,
- * and writes the result to the sink under the grant's token and capability. On success the task is
+ * The worker SDK: a {@link Worker} runs `concurrency` slots; each acquires a task lease from the
+ * coordinator tier, runs the handler with an AbortSignal that fires when the lease is lost, and
+ * writes the result to the sink under the grant's token and capability. On success the task is
  * completed; on a handler failure the lease is released so the task can be retried.
+ *
+ * ```ts
+ * const worker = new Worker({ coordinators, sink: { url }, credentials, handler });
+ * worker.on('completed', (e) => log(e.taskId));
+ * const done = worker.run();      // resolves once closed
+ * ...
+ * await worker.close();           // finish or release in-flight tasks, then disconnect
+ * ```
  *
  * Safety does not depend on anything here: the sink's fence refuses writes from a lost lease.
  * The SDK's own deadline check only saves pointless work.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { defaultResultId, LeaseholdError, MAX_ACQUIRE_WAIT_MS, type Grant, type JsonValue } from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink-client';
 import { pino, type Logger } from 'pino';
+import { webSocketTransport, type CoordinatorTransport, type WorkerRequest } from './connection.js';
 import { backoffDelayMs } from './core/backoff.js';
 import { LeaseLostError, WriteRefusedError } from './errors.js';
 import { WorkerSession } from './session.js';
-import type { WorkerRequest } from './connection.js';
 
 export interface Task {
   readonly taskId: string;
@@ -57,9 +65,12 @@ export interface WriteHookInfo {
   readonly resultId: string;
 }
 
+/** What the worker needs of the sink: a fenced write (a {@link SinkClient}, or a test double). */
+export type SinkWriter = Pick<SinkClient, 'write' | 'close'>;
+
 export interface WorkerOptions {
   readonly coordinators: readonly string[];
-  readonly sink: { readonly url: string; readonly timeoutMs?: number } | SinkClient;
+  readonly sink: { readonly url: string; readonly timeoutMs?: number } | SinkWriter;
   readonly credentials: { readonly workerKey: string };
   readonly handler: TaskHandler;
   readonly workerId?: string;
@@ -79,6 +90,8 @@ export interface WorkerOptions {
    * runner use it to pause a worker exactly where a real pause hurts most.
    */
   readonly beforeWrite?: (info: WriteHookInfo) => void | Promise<void>;
+  /** How coordinators are reached (default: WebSocket). Tests replace it. */
+  readonly transport?: CoordinatorTransport;
 }
 
 export type WorkerEvent =
@@ -113,13 +126,33 @@ export type WorkerEvent =
       readonly reason: string;
     };
 
-export interface Worker {
-  readonly workerId: string;
-  readonly incarnation: string;
-  /** Stop acquiring; let in-flight tasks finish for up to `graceMs`, then abort and release them. */
-  stop(graceMs?: number): Promise<void>;
-  on(listener: (event: WorkerEvent) => void): void;
-  readonly stats: { granted: number; completed: number; refused: number; released: number; lost: number };
+/** The worker's lifecycle: created -> running -> closing -> closed. */
+export const WorkerState = {
+  CREATED: 'created',
+  RUNNING: 'running',
+  CLOSING: 'closing',
+  CLOSED: 'closed',
+} as const;
+export type WorkerState = (typeof WorkerState)[keyof typeof WorkerState];
+
+/** Listeners by event type; `'*'` hears every event. */
+export type WorkerEventType = WorkerEvent['type'] | 'state' | '*';
+export type WorkerEventOf<T extends WorkerEventType> = T extends '*'
+  ? WorkerEvent | StateEvent
+  : T extends 'state'
+    ? StateEvent
+    : Extract<WorkerEvent, { type: T }>;
+export interface StateEvent {
+  readonly type: 'state';
+  readonly state: WorkerState;
+}
+
+export interface WorkerStats {
+  granted: number;
+  completed: number;
+  refused: number;
+  released: number;
+  lost: number;
 }
 
 interface Running {
@@ -128,118 +161,229 @@ interface Running {
   readonly controller: AbortController;
 }
 
-export function startWorker(options: WorkerOptions): Worker {
-  const workerId = options.workerId ?? `worker-${randomUUID().slice(0, 8)}`;
-  const incarnation = options.incarnation ?? randomUUID().replaceAll('-', '').slice(0, 16);
-  const concurrency = options.concurrency ?? 1;
-  const logger = (options.logger ?? pino({ level: 'silent' })).child({ workerId, incarnation });
-  const sink =
-    options.sink instanceof SinkClient
-      ? options.sink
-      : new SinkClient({ url: options.sink.url, timeoutMs: options.sink.timeoutMs ?? 5_000 });
-  const ownsSink = !(options.sink instanceof SinkClient);
-  const nowMs = () => performance.now();
-  const listeners: ((e: WorkerEvent) => void)[] = [];
-  const stats = { granted: 0, completed: 0, refused: 0, released: 0, lost: 0 };
-  const running = new Map<string, Running>(); // `${resource}@${token}`
-  const started = new Set<string>(); // every grant ever run: a grant is never run twice
-  let stopping = false;
-  let requestSeq = 0;
+const SHUTDOWN = 'worker shutting down';
 
-  const emit = (event: WorkerEvent) => {
-    for (const l of listeners) {
-      try {
-        l(event);
-      } catch (err) {
-        logger.error({ err }, 'worker event listener threw');
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** 128 random bits: ids nobody can guess (request ids are scoped to the session at the coordinator). */
+function unguessable(): string {
+  return randomBytes(16).toString('base64url').replaceAll('_', '.');
+}
+
+export class Worker {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly stats: WorkerStats = { granted: 0, completed: 0, refused: 0, released: 0, lost: 0 };
+  readonly #o: WorkerOptions;
+  readonly #log: Logger;
+  readonly #sink: SinkWriter;
+  readonly #ownsSink: boolean;
+  readonly #session: WorkerSession;
+  readonly #concurrency: number;
+  readonly #acquireWaitMs: number;
+  readonly #requestTimeoutMs: number;
+  readonly #listeners = new Map<WorkerEventType, Set<(event: never) => void>>();
+  readonly #running = new Map<string, Running>(); // `${resource}@${token}`
+  /** Every grant ever run: a grant is never run twice. */
+  readonly #started = new Set<string>();
+  #state: WorkerState = WorkerState.CREATED;
+  #slots: Promise<void>[] = [];
+  #done: Promise<void> | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(options: WorkerOptions) {
+    this.#o = options;
+    this.workerId = options.workerId ?? `worker-${unguessable().slice(0, 8)}`;
+    this.incarnation = options.incarnation ?? unguessable().slice(0, 16).replaceAll('.', '-');
+    this.#concurrency = options.concurrency ?? 1;
+    this.#log = (options.logger ?? pino({ level: 'silent' })).child({
+      workerId: this.workerId,
+      incarnation: this.incarnation,
+    });
+    const sink = options.sink;
+    this.#ownsSink = !('write' in sink);
+    this.#sink = 'write' in sink ? sink : new SinkClient({ url: sink.url, timeoutMs: sink.timeoutMs ?? 5_000 });
+    this.#acquireWaitMs = Math.min(MAX_ACQUIRE_WAIT_MS, Math.max(0, options.acquireWaitMs ?? 1_000));
+    this.#requestTimeoutMs = options.requestTimeoutMs ?? 5_000;
+    this.#session = new WorkerSession(
+      {
+        coordinators: options.coordinators,
+        key: options.credentials.workerKey,
+        workerId: this.workerId,
+        incarnation: this.incarnation,
+        capacity: this.#concurrency,
+        logger: this.#log,
+        requestTimeoutMs: this.#requestTimeoutMs,
+        connectTimeoutMs: 3_000,
+        backoff: { initialMs: 100, maxMs: 2_000 },
+        nowMs: () => performance.now(),
+        random: Math.random,
+        transport: options.transport ?? webSocketTransport,
+      },
+      {
+        onSessionStarted: () => undefined,
+        onSessionLost: (reason) => {
+          this.#abortAll(reason);
+        },
+        onLeaseRevoked: (resource, token, reason) =>
+          this.#running.get(`${resource}@${token}`)?.controller.abort(new LeaseLostError(`revoked: ${reason}`)),
+        onDeadlinePassed: () => {
+          this.#abortAll('local deadline passed');
+        },
+      },
+    );
+  }
+
+  get state(): WorkerState {
+    return this.#state;
+  }
+
+  /** True while a session with a coordinator is open. */
+  get connected(): boolean {
+    return this.#session.connected;
+  }
+
+  /** Start: connect, then acquire and run tasks until {@link close}. Resolves once closed. */
+  run(): Promise<void> {
+    if (this.#done !== undefined) return this.#done;
+    this.#setState(WorkerState.RUNNING);
+    this.#session.start();
+    this.#slots = Array.from({ length: this.#concurrency }, (_, i) => this.#slot(i));
+    this.#done = Promise.allSettled(this.#slots).then(() => this.#closing ?? Promise.resolve());
+    return this.#done;
+  }
+
+  /**
+   * Stop acquiring; let in-flight tasks finish for up to `graceMs`, then abort them and release
+   * their leases; disconnect. Idempotent.
+   */
+  close(graceMs = 10_000): Promise<void> {
+    this.#closing ??= (async () => {
+      if (this.#state === WorkerState.CREATED) {
+        this.#setState(WorkerState.CLOSED);
+        if (this.#ownsSink) await this.#sink.close();
+        return;
+      }
+      this.#setState(WorkerState.CLOSING);
+      const all = Promise.allSettled(this.#slots);
+      const timer = setTimeout(() => {
+        this.#abortAll(SHUTDOWN);
+      }, graceMs);
+      // A handler that ignores its AbortSignal cannot hold shutdown hostage for ever.
+      await Promise.race([all, sleep(graceMs + 5_000)]);
+      clearTimeout(timer);
+      this.#session.stop();
+      if (this.#ownsSink) await this.#sink.close();
+      this.#setState(WorkerState.CLOSED);
+    })();
+    return this.#closing;
+  }
+
+  on<T extends WorkerEventType>(type: T, listener: (event: WorkerEventOf<T>) => void): this {
+    let set = this.#listeners.get(type);
+    if (set === undefined) this.#listeners.set(type, (set = new Set()));
+    set.add(listener);
+    return this;
+  }
+
+  off<T extends WorkerEventType>(type: T, listener: (event: WorkerEventOf<T>) => void): this {
+    this.#listeners.get(type)?.delete(listener);
+    return this;
+  }
+
+  #emit(event: WorkerEvent | StateEvent): void {
+    for (const type of [event.type, '*'] as const) {
+      for (const listener of this.#listeners.get(type) ?? []) {
+        try {
+          (listener as (e: WorkerEvent | StateEvent) => void)(event);
+        } catch (err) {
+          this.#log.error({ err }, 'worker event listener threw');
+        }
       }
     }
-  };
-  const abortAll = (reason: string) => {
-    for (const r of running.values()) r.controller.abort(new LeaseLostError(reason));
-  };
+  }
 
-  const acquireWaitMs = Math.min(MAX_ACQUIRE_WAIT_MS, Math.max(0, options.acquireWaitMs ?? 1_000));
-  const requestTimeoutMs = options.requestTimeoutMs ?? 5_000;
-  const session = new WorkerSession(
-    {
-      coordinators: options.coordinators,
-      key: options.credentials.workerKey,
-      workerId,
-      incarnation,
-      capacity: concurrency,
-      logger,
-      requestTimeoutMs,
-      connectTimeoutMs: 3_000,
-      backoff: { initialMs: 100, maxMs: 2_000 },
-      nowMs,
-      random: Math.random,
-    },
-    {
-      onSessionStarted: () => undefined,
-      onSessionLost: (reason) => {
-        abortAll(reason);
-      },
-      onLeaseRevoked: (resource, token, reason) =>
-        running.get(`${resource}@${token}`)?.controller.abort(new LeaseLostError(`revoked: ${reason}`)),
-      onDeadlinePassed: () => {
-        abortAll('local deadline passed');
-      },
-    },
-  );
+  #setState(state: WorkerState): void {
+    this.#state = state;
+    this.#emit({ type: 'state', state });
+  }
 
-  const request = (message: WorkerRequest) => session.request(message);
+  get #stopping(): boolean {
+    return this.#state === WorkerState.CLOSING || this.#state === WorkerState.CLOSED;
+  }
 
-  async function acquireOnce(): Promise<Grant | undefined> {
-    const requestId = `${workerId}:${incarnation}:${++requestSeq}`;
-    // Retry the same request id until a definite answer: the coordinator returns the same grant.
-    for (let attempt = 0; !stopping; attempt++) {
+  #abortAll(reason: string): void {
+    for (const r of this.#running.values()) r.controller.abort(new LeaseLostError(reason));
+  }
+
+  #request(message: WorkerRequest) {
+    return this.#session.request(message);
+  }
+
+  async #slot(index: number): Promise<void> {
+    while (!this.#stopping) {
       try {
-        const sentAtMs = nowMs();
-        const reply = await session.request(
-          { type: 'lease.acquire', requestId, ...(acquireWaitMs > 0 ? { waitMs: acquireWaitMs } : {}) },
-          requestTimeoutMs + acquireWaitMs,
+        const grant = await this.#acquireOnce();
+        if (grant !== undefined) await this.#runGrant(grant);
+      } catch (err) {
+        this.#log.error({ err, slot: index }, 'worker slot failed; continuing');
+        await sleep(500);
+      }
+    }
+  }
+
+  async #acquireOnce(): Promise<Grant | undefined> {
+    const requestId = unguessable();
+    const idleBackoffMs = this.#o.idleBackoffMs ?? 500;
+    // Retry the same request id until a definite answer: the coordinator returns the same grant.
+    for (let attempt = 0; !this.#stopping; attempt++) {
+      try {
+        const sentAtMs = performance.now();
+        const waitMs = this.#acquireWaitMs;
+        const reply = await this.#session.request(
+          { type: 'lease.acquire', requestId, ...(waitMs > 0 ? { waitMs } : {}) },
+          this.#requestTimeoutMs + waitMs,
         );
         if (reply.type === 'lease.granted') return reply;
         if (reply.type === 'lease.none') {
           // The coordinator already waited (a long poll): ask again at once. One that answered at
           // once (it predates waitMs, or waiting is off) gets the idle back-off.
-          if (acquireWaitMs > 0 && nowMs() - sentAtMs >= acquireWaitMs / 2) return undefined;
-          await sleep(
-            Math.min(reply.retryAfterMs || (options.idleBackoffMs ?? 500), options.idleBackoffMs ?? 500) *
-              (0.5 + Math.random() / 2),
-          );
+          if (waitMs > 0 && performance.now() - sentAtMs >= waitMs / 2) return undefined;
+          await sleep(Math.min(reply.retryAfterMs || idleBackoffMs, idleBackoffMs) * (0.5 + Math.random() / 2));
           return undefined;
         }
         if (reply.type === 'error' && !reply.retryable) {
-          logger.warn({ code: reply.code, requestId }, 'acquire refused');
-          await sleep(options.idleBackoffMs ?? 500);
+          this.#log.warn({ code: reply.code }, 'acquire refused');
+          await sleep(idleBackoffMs);
           return undefined;
         }
       } catch (err) {
         if (!(err instanceof LeaseholdError) || !err.retryable) throw err;
-        logger.debug({ err, requestId }, 'acquire retry');
+        this.#log.debug({ err }, 'acquire retry');
       }
       await sleep(backoffDelayMs(attempt, { initialMs: 50, maxMs: 1_000 }, Math.random));
     }
     return undefined;
   }
 
-  async function runGrant(grant: Grant): Promise<void> {
+  async #runGrant(grant: Grant): Promise<void> {
+    const { workerId, incarnation } = this;
     const token = BigInt(grant.token);
     const key = `${grant.resource}@${grant.token}`;
-    if (started.has(key)) {
-      logger.error({ resource: grant.resource, token: grant.token }, 'grant delivered twice; not running it again');
+    if (this.#started.has(key)) {
+      this.#log.error({ resource: grant.resource, token: grant.token }, 'grant delivered twice; not running it again');
       return;
     }
-    started.add(key);
-    stats.granted += 1;
+    this.#started.add(key);
+    this.stats.granted += 1;
     const controller = new AbortController();
-    running.set(key, { grant, token, controller });
-    const log = logger.child({ taskId: grant.taskId, resource: grant.resource, token: grant.token });
+    this.#running.set(key, { grant, token, controller });
+    const log = this.#log.child({ taskId: grant.taskId, resource: grant.resource, token: grant.token });
     const base = { taskId: grant.taskId, resource: grant.resource, token };
     log.info({ attempt: grant.attempt }, 'lease granted');
-    emit({ type: 'granted', ...base });
+    this.#emit({ type: 'granted', ...base });
     let written: WriteOutcome | undefined;
     let lastResultId = defaultResultId(grant.taskId);
 
@@ -248,12 +392,12 @@ export function startWorker(options: WorkerOptions): Worker {
       lastResultId = resultId;
       if (controller.signal.aborted)
         throw controller.signal.reason instanceof Error ? controller.signal.reason : new LeaseLostError('aborted');
-      if (!session.deadline.isValidAt(nowMs())) {
+      if (!this.#session.deadline.isValidAt(performance.now())) {
         controller.abort(new LeaseLostError('local deadline passed'));
         throw new LeaseLostError('local deadline passed before the write');
       }
-      await options.beforeWrite?.({ taskId: grant.taskId, resource: grant.resource, token, resultId });
-      const result = await sink.write({
+      await this.#o.beforeWrite?.({ taskId: grant.taskId, resource: grant.resource, token, resultId });
+      const result = await this.#sink.write({
         resource: grant.resource,
         token,
         resultId,
@@ -263,15 +407,15 @@ export function startWorker(options: WorkerOptions): Worker {
         payload,
       });
       if (!result.ok) {
-        stats.refused += 1;
+        this.stats.refused += 1;
         log.warn({ code: result.code, fence: result.fence.toString() }, 'write refused by the sink');
-        emit({ type: 'refused', ...base, code: result.code });
+        this.#emit({ type: 'refused', ...base, code: result.code });
         if (result.code !== 'RESULT_CONFLICT') controller.abort(new WriteRefusedError(result.code, result.fence));
         throw new WriteRefusedError(result.code, result.fence);
       }
       written = { outcome: result.outcome, resultId, fence: result.fence };
       log.info({ resultId, outcome: result.outcome }, 'result written');
-      emit({ type: 'written', ...base, outcome: result.outcome });
+      this.#emit({ type: 'written', ...base, outcome: result.outcome });
       return written;
     };
 
@@ -280,7 +424,7 @@ export function startWorker(options: WorkerOptions): Worker {
       token,
       signal: controller.signal,
       write,
-      remainingMs: () => session.deadline.remainingMs(nowMs()),
+      remainingMs: () => this.#session.deadline.remainingMs(performance.now()),
       logger: log,
     };
     const task: Task = {
@@ -290,53 +434,21 @@ export function startWorker(options: WorkerOptions): Worker {
       attempt: grant.attempt,
     };
     const held = { resource: grant.resource, token: grant.token, incarnation };
-    try {
-      const value = await options.handler(task, ctx);
-      if (written === undefined) {
-        if (value === undefined)
-          throw new LeaseholdError('INVALID_MESSAGE', 'handler returned no result and wrote none');
-        await write(value);
-      }
-      await finish('complete', written ?? { resultId: defaultResultId(grant.taskId) });
-    } catch (err) {
-      if (err instanceof WriteRefusedError && err.code === 'RESULT_CONFLICT') {
-        // The task's result is already stored (an earlier holder's): the task is done.
-        await finish('complete', { resultId: lastResultId });
-      } else if (
-        stopping &&
-        controller.signal.reason instanceof LeaseLostError &&
-        controller.signal.reason.reason === SHUTDOWN
-      ) {
-        await finish('release', { resultId: '' }, SHUTDOWN);
-      } else if (err instanceof LeaseLostError || err instanceof WriteRefusedError || controller.signal.aborted) {
-        stats.lost += 1;
-        const reason = err instanceof Error ? err.message : String(err);
-        log.warn({ reason }, 'lease lost; task left to the next holder');
-        emit({ type: 'lease-lost', ...base, reason });
-      } else {
-        const reason = err instanceof Error ? err.message : String(err);
-        log.warn({ err }, 'handler failed; releasing the lease');
-        await finish('release', { resultId: '' }, reason);
-      }
-    } finally {
-      running.delete(key);
-    }
-
-    async function finish(kind: 'complete' | 'release', result: { resultId: string }, reason?: string): Promise<void> {
+    const finish = async (kind: 'complete' | 'release', resultId: string, reason?: string): Promise<void> => {
       for (let attempt = 0; attempt < 5; attempt++) {
         try {
           const reply =
             kind === 'complete'
-              ? await request({ type: 'task.complete', taskId: grant.taskId, resultId: result.resultId, ...held })
-              : await request({ type: 'lease.release', ...held, reason: (reason ?? '').slice(0, 500) });
+              ? await this.#request({ type: 'task.complete', taskId: grant.taskId, resultId, ...held })
+              : await this.#request({ type: 'lease.release', ...held, reason: (reason ?? '').slice(0, 500) });
           if (reply.type === 'task.completed') {
-            stats.completed += 1;
-            log.info({ resultId: result.resultId }, 'task completed');
-            emit({ type: 'completed', ...base });
+            this.stats.completed += 1;
+            log.info({ resultId }, 'task completed');
+            this.#emit({ type: 'completed', ...base });
           } else if (reply.type === 'lease.released') {
-            stats.released += 1;
+            this.stats.released += 1;
             log.info({ reason }, 'lease released');
-            emit({ type: 'released', ...base, reason: reason ?? '' });
+            this.#emit({ type: 'released', ...base, reason: reason ?? '' });
           } else if (reply.type === 'error') {
             log.warn({ code: reply.code }, `${kind} refused`);
             if (reply.retryable) throw new LeaseholdError(reply.code, reply.message);
@@ -347,49 +459,44 @@ export function startWorker(options: WorkerOptions): Worker {
           await sleep(backoffDelayMs(attempt, { initialMs: 50, maxMs: 1_000 }, Math.random));
         }
       }
-    }
-  }
-
-  async function slot(index: number): Promise<void> {
-    while (!stopping) {
-      try {
-        const grant = await acquireOnce();
-        if (grant !== undefined) await runGrant(grant);
-      } catch (err) {
-        logger.error({ err, slot: index }, 'worker slot failed; continuing');
-        await sleep(500);
+    };
+    try {
+      const value = await this.#o.handler(task, ctx);
+      if (written === undefined) {
+        if (value === undefined)
+          throw new LeaseholdError('INVALID_MESSAGE', 'handler returned no result and wrote none');
+        await write(value);
       }
+      await finish('complete', written?.resultId ?? defaultResultId(grant.taskId));
+    } catch (err) {
+      if (err instanceof WriteRefusedError && err.code === 'RESULT_CONFLICT') {
+        // The task's result is already stored (an earlier holder's): the task is done.
+        await finish('complete', lastResultId);
+      } else if (
+        this.#stopping &&
+        controller.signal.reason instanceof LeaseLostError &&
+        controller.signal.reason.reason === SHUTDOWN
+      ) {
+        await finish('release', '', SHUTDOWN);
+      } else if (err instanceof LeaseLostError || err instanceof WriteRefusedError || controller.signal.aborted) {
+        this.stats.lost += 1;
+        const reason = err instanceof Error ? err.message : String(err);
+        log.warn({ reason }, 'lease lost; task left to the next holder');
+        this.#emit({ type: 'lease-lost', ...base, reason });
+      } else {
+        const reason = err instanceof Error ? err.message : String(err);
+        log.warn({ err }, 'handler failed; releasing the lease');
+        await finish('release', '', reason);
+      }
+    } finally {
+      this.#running.delete(key);
     }
   }
-
-  session.start();
-  const slots = Array.from({ length: concurrency }, (_, i) => slot(i));
-
-  return {
-    workerId,
-    incarnation,
-    stats,
-    on(listener) {
-      listeners.push(listener);
-    },
-    async stop(graceMs = 10_000) {
-      if (stopping) return;
-      stopping = true;
-      const all = Promise.allSettled(slots);
-      const timer = setTimeout(() => {
-        abortAll(SHUTDOWN);
-      }, graceMs);
-      // A handler that ignores its AbortSignal cannot hold shutdown hostage for ever.
-      await Promise.race([all, sleep(graceMs + 5_000)]);
-      clearTimeout(timer);
-      session.stop();
-      if (ownsSink) void sink.close();
-    },
-  };
 }
 
-const SHUTDOWN = 'worker shutting down';
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** `new Worker(options)`, started: `run()` is called and its promise kept by the worker. */
+export function startWorker(options: WorkerOptions): Worker {
+  const worker = new Worker(options);
+  void worker.run();
+  return worker;
 }

@@ -81,7 +81,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping: finishing or releasing in-flight tasks');
-    worker.stop(config.shutdownGraceMs).then(
+    worker.close(config.shutdownGraceMs).then(
       () => {
         logger.info({ stats: worker.stats }, 'stopped');
         logger.flush();
