@@ -15,6 +15,7 @@ const resolve = {
     { find: /^@leasehold\/coordinator$/, replacement: src('coordinator/src/index.ts') },
     { find: /^@leasehold\/worker$/, replacement: src('worker/src/index.ts') },
     { find: /^@leasehold\/devkit$/, replacement: src('devkit/src/index.ts') },
+    { find: /^@leasehold\/client$/, replacement: src('client/src/index.ts') },
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },
   ],
 };

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-cli=packages/worker/dist/cli/leasehold-main.js
+cli=packages/cli/dist/leasehold-main.js
 if [ ! -f "$cli" ]; then
   echo "leasehold: the cluster command is not built yet in this version (it arrives with the worker CLI)." >&2
   echo "leasehold: what exists today: 'pnpm test' runs the model, the harness and the services' tests." >&2

@@ -27,6 +27,7 @@ import {
 } from '@leasehold/protocol';
 import { createSink, type Sink } from '@leasehold/sink';
 import { SinkClient } from '@leasehold/sink-client';
+import { LeaseholdClient } from '@leasehold/client';
 import { Etcd3 } from 'etcd3';
 import { pino } from 'pino';
 import WebSocket from 'ws';
@@ -308,18 +309,28 @@ export class UpgradeRefused extends Error {
   }
 }
 
+/**
+ * The admin API for tests: {@link LeaseholdClient} (the one admin client the CLI and the bench use
+ * too), answering with status and body so tests can assert refusals; `raw` sends a body as is.
+ */
 export class AdminClient {
   readonly #url: string;
+  readonly #client: LeaseholdClient;
   readonly #key: string | undefined;
 
   constructor(url: string, key: string | undefined) {
     this.#url = url;
     this.#key = key;
+    this.#client = new LeaseholdClient({ url, adminKey: key ?? '' });
   }
 
   // Test convenience: response bodies are read field by field in assertions.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   async call(method: string, path: string, body?: unknown, raw?: string): Promise<{ status: number; body: any }> {
+    if (raw === undefined && this.#key !== undefined) {
+      const reply = await this.#client.request(method as 'GET' | 'POST' | 'DELETE', path, body);
+      return { status: reply.status, body: reply.body };
+    }
     const res = await fetch(`${this.#url}${path}`, {
       method,
       headers: {
@@ -331,6 +342,11 @@ export class AdminClient {
     });
     const text = await res.text();
     return { status: res.status, body: text === '' ? undefined : (JSON.parse(text) as unknown) };
+  }
+
+  /** The typed client itself. */
+  get client(): LeaseholdClient {
+    return this.#client;
   }
 
   submit(taskId: string, resource: string, payload: unknown = { n: 1 }) {
@@ -354,7 +370,11 @@ export class AdminClient {
   }
 
   async resourceView(resource: string): Promise<ResourceView> {
-    return (await this.resource(resource)).body as ResourceView;
+    return this.#client.resource(resource);
+  }
+
+  close(): Promise<void> {
+    return this.#client.close();
   }
 }
 

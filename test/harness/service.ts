@@ -15,7 +15,7 @@ export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', 
 export const BIN = {
   sink: join(REPO_ROOT, 'packages/sink/dist/main.js'),
   coordinator: join(REPO_ROOT, 'packages/coordinator/dist/main.js'),
-  worker: join(REPO_ROOT, 'packages/worker/dist/cli/worker-main.js'),
+  worker: join(REPO_ROOT, 'packages/cli/dist/worker-main.js'),
 } as const;
 
 export interface ServiceSpec {

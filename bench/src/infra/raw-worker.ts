@@ -4,7 +4,8 @@
  * one listener. No schema parsing on the hot path. Heartbeats are explicit (`startHeartbeats`,
  * `stopHeartbeats`) so a takeover bench can make a holder go silent while its socket stays open.
  */
-import { PROTOCOL_VERSION } from '@leasehold/protocol';
+import { LeaseholdClient } from '@leasehold/client';
+import { PROTOCOL_VERSION, type JsonValue } from '@leasehold/protocol';
 import WebSocket from 'ws';
 
 /** The reply frames this bench reads (a loose view: the coordinator is the one validating). */
@@ -166,41 +167,22 @@ export class RawWorker {
   }
 }
 
-/** The coordinator's admin API (task submit), over keep-alive fetch. */
+/** The coordinator's admin API (task submit), through @leasehold/client. */
 export class Admin {
-  readonly #url: string;
-  readonly #key: string;
+  readonly #client: LeaseholdClient;
 
   constructor(url: string, key: string) {
-    this.#url = url;
-    this.#key = key;
+    this.#client = new LeaseholdClient({ url, adminKey: key, timeoutMs: 15_000 });
   }
 
-  async submit(taskId: string, resource: string, payload: unknown = { n: 1 }): Promise<void> {
-    const res = await fetch(`${this.#url}/v1/tasks`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${this.#key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ taskId, resource, payload }),
-      signal: AbortSignal.timeout(15_000),
-    });
-    await res.arrayBuffer();
-    if (res.status !== 200 && res.status !== 201) throw new Error(`submit ${taskId}: HTTP ${res.status}`);
+  async submit(taskId: string, resource: string, payload: JsonValue = { n: 1 }): Promise<void> {
+    await this.#client.submit({ taskId, resource, payload });
   }
 
   /** One `POST /v1/tasks/batch`; returns how many tasks it did not accept (status other than 200/201). */
-  async submitBatch(tasks: readonly { taskId: string; resource: string; payload?: unknown }[]): Promise<number> {
-    const res = await fetch(`${this.#url}/v1/tasks/batch`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${this.#key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ tasks: tasks.map((t) => ({ ...t, payload: t.payload ?? { n: 1 } })) }),
-      signal: AbortSignal.timeout(15_000),
-    });
-    if (res.status !== 200) {
-      await res.arrayBuffer();
-      throw new Error(`batch submit: HTTP ${res.status}`);
-    }
-    const body = (await res.json()) as { results: { status: number }[] };
-    return body.results.filter((r) => r.status !== 200 && r.status !== 201).length;
+  async submitBatch(tasks: readonly { taskId: string; resource: string; payload?: JsonValue }[]): Promise<number> {
+    const results = await this.#client.submitMany(tasks.map((t) => ({ ...t, payload: t.payload ?? { n: 1 } })));
+    return results.filter((r) => r.status !== 200 && r.status !== 201).length;
   }
 
   /** Submit many tasks with `concurrency` requests in flight. */
@@ -214,6 +196,10 @@ export class Admin {
         }
       }),
     );
+  }
+
+  close(): Promise<void> {
+    return this.#client.close();
   }
 }
 

@@ -35,6 +35,7 @@ export * from './messages/session.js';
 export * from './messages/lease.js';
 export * from './messages/worker-protocol.js';
 export * from './messages/sink.js';
+export * from './messages/admin.js';
 
 export { ManualClock } from './model/clock.js';
 export type { Clock } from './model/clock.js';

@@ -13,6 +13,14 @@ import {
   WriteResponseSchema,
 } from './messages/sink.js';
 import { ErrorMessageSchema } from './messages/common.js';
+import {
+  ResourceOwnerViewSchema,
+  SubmitTaskBatchRequestSchema,
+  SubmitTaskBatchResponseSchema,
+  SubmitTaskRequestSchema,
+  TaskPageSchema,
+  TaskViewSchema,
+} from './messages/admin.js';
 
 export const JSON_SCHEMA_SOURCES = {
   'worker-message': WorkerMessageSchema,
@@ -27,6 +35,12 @@ export const JSON_SCHEMA_SOURCES = {
   'sink-resource-view': ResourceViewSchema,
   'sink-stored-result': StoredResultSchema,
   'sink-decision-page': DecisionPageSchema,
+  'admin-submit-task-request': SubmitTaskRequestSchema,
+  'admin-submit-task-batch-request': SubmitTaskBatchRequestSchema,
+  'admin-submit-task-batch-response': SubmitTaskBatchResponseSchema,
+  'admin-task-view': TaskViewSchema,
+  'admin-task-page': TaskPageSchema,
+  'admin-resource-owner-view': ResourceOwnerViewSchema,
 } as const;
 
 /** name -> pretty-printed JSON Schema text (with trailing newline), in a stable order. */

@@ -13,7 +13,14 @@
  *   409 when already completed.
  * - `GET /v1/resources/:resource` (URL-encoded id): owner, token and time left (when served here).
  */
-import { httpStatusOf, JsonValueSchema, ResourceIdSchema, TaskIdSchema } from '@leasehold/protocol';
+import {
+  httpStatusOf,
+  ResourceIdSchema,
+  SubmitTaskBatchRequestSchema,
+  SubmitTaskRequestSchema,
+  TaskIdSchema,
+  TaskStateSchema,
+} from '@leasehold/protocol';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { errorFrame } from '../core/replies.js';
@@ -21,11 +28,10 @@ import type { TaskService } from '../service/tasks.js';
 import { sendError } from './replies.js';
 import { Credential } from './route-auth.js';
 
-const SubmitSchema = z.strictObject({ taskId: TaskIdSchema, resource: ResourceIdSchema, payload: JsonValueSchema });
-export const MAX_BATCH_SUBMIT = 1_000;
-const SubmitBatchSchema = z.strictObject({ tasks: z.array(SubmitSchema).min(1).max(MAX_BATCH_SUBMIT) });
+const SubmitSchema = SubmitTaskRequestSchema;
+const SubmitBatchSchema = SubmitTaskBatchRequestSchema;
 const ListQuerySchema = z.object({
-  state: z.enum(['pending', 'leased', 'completed', 'cancelled']).optional(),
+  state: TaskStateSchema.optional(),
   limit: z.coerce.number().int().min(1).max(1_000).default(100),
   after: TaskIdSchema.optional(),
 });

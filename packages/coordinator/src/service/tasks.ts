@@ -2,38 +2,14 @@
  * The task API behind HTTP: submit (idempotent by task id), read, list, cancel, and the view of a
  * resource's current owner. Refusals (NOT_FOUND, CONFLICT) are returned as data.
  */
-import type { ErrorCode, JsonValue } from '@leasehold/protocol';
+import type { ErrorCode, JsonValue, OwnerView, ResourceOwnerView, TaskView } from '@leasehold/protocol';
 import { encodeRecord, sameDefinition, TaskState, type TaskRecord } from '../core/records.js';
 import { CoordinatorError } from '../errors.js';
 import type { StoredOwner, StoredTask } from '../store/port.js';
 import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
 
-export interface OwnerView {
-  readonly sessionId: string;
-  readonly workerId: string;
-  readonly incarnation: string;
-  readonly token: string;
-  readonly attempt: number;
-}
-
-export interface TaskView {
-  readonly taskId: string;
-  readonly resource: string;
-  readonly payload: JsonValue;
-  readonly state: TaskState;
-  readonly attempts: number;
-  readonly result?: { readonly resultId: string; readonly token: string };
-  readonly owner?: OwnerView;
-}
-
-export interface ResourceView {
-  readonly resource: string;
-  readonly owner: (OwnerView & { readonly taskId: string; readonly coordinatorId: string | null }) | null;
-  readonly token: string | null;
-  /** Time left before the holder's session deadline, known only by the coordinator serving it. */
-  readonly remainingMs: number | null;
-}
+export type { OwnerView, TaskView, ResourceOwnerView as ResourceView } from '@leasehold/protocol';
 
 export type Refusal = { readonly ok: false; readonly code: ErrorCode; readonly message: string };
 
@@ -211,7 +187,7 @@ export class TaskService {
     throw new CoordinatorError('UNAVAILABLE', `task ${taskId} kept changing; cancel again`);
   }
 
-  async resource(resource: string): Promise<ResourceView> {
+  async resource(resource: string): Promise<ResourceOwnerView> {
     const owner = await this.#ctx.store.owner(resource);
     if (owner === undefined) return { resource, owner: null, token: null, remainingMs: null };
     const session = await this.#ctx.store.session(owner.record.sessionId);

@@ -7,9 +7,9 @@ import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { ConfigError, wantsHelp } from '@leasehold/protocol';
-import { HELP_TEXT, loadConfig, redactConfig, type WorkerConfig } from '../config.js';
-import { createDemoHandler } from '../demo-handler.js';
-import { startWorker, type TaskHandler, type WorkerOptions } from '../worker.js';
+import { HELP_TEXT, loadConfig, redactConfig, type WorkerConfig } from './worker-config.js';
+import { createDemoHandler } from './demo-handler.js';
+import { startWorker, type TaskHandler, type WorkerOptions } from '@leasehold/worker';
 
 async function loadHandler(
   config: WorkerConfig,

@@ -7,19 +7,21 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { prettyFactory } from 'pino-pretty';
 import { z } from 'zod';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-/** dist/cli -> packages/worker -> packages */
-const PACKAGES = resolve(HERE, '..', '..', '..');
+/**
+ * The daemons `cluster up` starts: the installed packages' own entry points (resolved like any
+ * import, so this works from the repository and from an npm install alike).
+ */
 export const BINARIES = {
-  sink: join(PACKAGES, 'sink', 'dist', 'main.js'),
-  coordinator: join(PACKAGES, 'coordinator', 'dist', 'main.js'),
-  worker: join(PACKAGES, 'worker', 'dist', 'cli', 'worker-main.js'),
+  sink: fileURLToPath(import.meta.resolve('@leasehold/sink/main')),
+  coordinator: fileURLToPath(import.meta.resolve('@leasehold/coordinator/main')),
+  worker: join(HERE, 'worker-main.js'),
 } as const;
 
 const StateSchema = z.object({

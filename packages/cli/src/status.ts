@@ -3,7 +3,7 @@
  * (grants, expiries and stale-write refusals as they happen).
  */
 import type { SinkClient } from '@leasehold/sink-client';
-import type { AdminClient, ResourceOwnerView, TaskView } from './admin-client.js';
+import type { LeaseholdClient, ResourceOwnerView, TaskView } from '@leasehold/client';
 
 export interface StatusRow {
   readonly resource: string;
@@ -18,7 +18,7 @@ export interface StatusRow {
 
 const STATE_ORDER: Record<string, number> = { leased: 0, pending: 1, completed: 2, cancelled: 3 };
 
-export async function collectStatus(admin: AdminClient, sink: SinkClient): Promise<StatusRow[]> {
+export async function collectStatus(admin: LeaseholdClient, sink: SinkClient): Promise<StatusRow[]> {
   const tasks = await admin.tasks();
   // One row per resource: its live task first (leased, then pending), else its latest task.
   const byResource = new Map<string, TaskView>();
@@ -89,7 +89,7 @@ export function renderStatus(rows: readonly StatusRow[], tty: boolean, limit = 4
 
 /** Follow the sink's decision log and the coordinator's task states; print one line per event. */
 export async function tail(
-  admin: AdminClient,
+  admin: LeaseholdClient,
   sink: SinkClient,
   write: (line: string) => void,
   signal: AbortSignal,

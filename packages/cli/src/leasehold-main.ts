@@ -15,10 +15,11 @@ import {
   formatOptionsHelp,
   LeaseholdError,
   wantsHelp,
+  type JsonValue,
   type OptionTable,
 } from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink-client';
-import { AdminClient } from './admin-client.js';
+import { LeaseholdClient } from '@leasehold/client';
 import { clusterUp } from './cluster-up.js';
 import { readState } from './local-cluster.js';
 import { collectStatus, renderStatus, tail } from './status.js';
@@ -104,7 +105,7 @@ async function main(): Promise<number> {
     problems.push(`no cluster state in ${dataDir}: pass --coordinator and --admin-key (and --sink, --sink-key)`);
   }
   if (problems.length > 0 || coordinator === undefined || adminKey === undefined) throw new ConfigError(problems);
-  const admin = new AdminClient(coordinator, adminKey);
+  const admin = new LeaseholdClient({ url: coordinator, adminKey });
   const sink = () => {
     if (sinkUrl === undefined || sinkKey === undefined)
       throw new ConfigError(['this command needs --sink and --sink-key']);
@@ -123,7 +124,9 @@ async function main(): Promise<number> {
       } catch {
         throw new ConfigError(['--payload must be JSON']);
       }
-      console.log(JSON.stringify(await admin.submit({ taskId, resource, payload }), null, 2));
+      console.log(
+        JSON.stringify((await admin.submit({ taskId, resource, payload: payload as JsonValue })).task, null, 2),
+      );
       return 0;
     }
     case 'status': {

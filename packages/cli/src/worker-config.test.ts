@@ -1,6 +1,6 @@
 import { ConfigError } from '@leasehold/protocol';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from './config.js';
+import { loadConfig } from './worker-config.js';
 
 const env = {
   LEASEHOLD_WORKER_COORDINATORS: 'http://127.0.0.1:7401, ws://127.0.0.1:7402/',

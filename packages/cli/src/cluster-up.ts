@@ -7,7 +7,7 @@
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { SinkClient } from '@leasehold/sink-client';
-import { AdminClient, type TaskView } from './admin-client.js';
+import { LeaseholdClient, type TaskView } from '@leasehold/client';
 import {
   BINARIES,
   loadOrCreateState,
@@ -83,7 +83,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
 
     state.runs += 1;
     saveState(opts.dataDir, state);
-    const admin = new AdminClient(urls.coordinator, state.keys.admin);
+    const admin = new LeaseholdClient({ url: urls.coordinator, adminKey: state.keys.admin });
     const taskIds = await submitDemo(admin, state.runs, opts);
     say(`submitted ${taskIds.length} demo tasks (run ${state.runs}) over ${opts.resources} resources`);
     const done = await followProgress(admin, taskIds, opts.timeoutMs);
@@ -208,7 +208,7 @@ function workerProcess(
   );
 }
 
-async function submitDemo(admin: AdminClient, run: number, opts: ClusterUpOptions): Promise<string[]> {
+async function submitDemo(admin: LeaseholdClient, run: number, opts: ClusterUpOptions): Promise<string[]> {
   const ids: string[] = [];
   for (let i = 0; i < opts.tasks; i++) {
     const taskId = `demo-r${run}-${String(i).padStart(4, '0')}`;
@@ -218,7 +218,7 @@ async function submitDemo(admin: AdminClient, run: number, opts: ClusterUpOption
   return ids;
 }
 
-async function followProgress(admin: AdminClient, taskIds: readonly string[], timeoutMs: number): Promise<boolean> {
+async function followProgress(admin: LeaseholdClient, taskIds: readonly string[], timeoutMs: number): Promise<boolean> {
   const wanted = new Set(taskIds);
   const deadline = Date.now() + timeoutMs;
   let last = '';
@@ -245,14 +245,14 @@ async function followProgress(admin: AdminClient, taskIds: readonly string[], ti
 async function verifyAtSink(
   sinkUrl: string,
   state: ClusterState,
-  admin: AdminClient,
+  admin: LeaseholdClient,
   taskIds: readonly string[],
 ): Promise<string[]> {
   const sink = new SinkClient({ url: sinkUrl, key: state.keys.sink });
   const problems: string[] = [];
   try {
     for (const taskId of taskIds) {
-      const task = await admin.task(taskId);
+      const task = await admin.get(taskId);
       if (task?.state !== 'completed' || task.result === undefined) {
         problems.push(`${taskId} is ${task?.state ?? 'missing'}`);
         continue;

@@ -7,8 +7,8 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { JsonValue } from '@leasehold/protocol';
-import { LeaseLostError } from './errors.js';
-import type { TaskHandler } from './worker.js';
+import { LeaseLostError } from '@leasehold/worker';
+import type { TaskHandler } from '@leasehold/worker';
 
 export interface DemoHandlerOptions {
   readonly durationMs: number;
