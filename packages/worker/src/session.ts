@@ -5,7 +5,7 @@
  * jittered backoff, and reports what it learns as callbacks. It never throws from a background
  * loop: failures become state changes and callbacks.
  */
-import { LeaseholdError, PROTOCOL_VERSION, type CoordinatorMessage } from '@leasehold/protocol';
+import { LeaseholdError, parseToken, PROTOCOL_VERSION, type CoordinatorMessage } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorTransport, TransportConnection, WorkerRequest } from './connection.js';
 import { backoffDelayMs, type BackoffOptions } from './core/backoff.js';
@@ -244,7 +244,7 @@ export class WorkerSession {
         if (message.sessionId === this.#sessionId) this.#lose(`session expired (${message.reason})`);
         return;
       case 'lease.revoked':
-        this.#events.onLeaseRevoked(message.resource, BigInt(message.token), message.reason);
+        this.#events.onLeaseRevoked(message.resource, parseToken(message.token), message.reason);
         return;
       default:
         this.#opts.logger.debug({ type: message.type }, 'unsolicited message ignored');

@@ -17,7 +17,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { defaultResultId, LeaseholdError, MAX_ACQUIRE_WAIT_MS, type Grant, type JsonValue } from '@leasehold/protocol';
+import {
+  defaultResultId,
+  LeaseholdError,
+  MAX_ACQUIRE_WAIT_MS,
+  parseToken,
+  type Grant,
+  type JsonValue,
+} from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink-client';
 import { pino, type Logger } from 'pino';
 import { webSocketTransport, type CoordinatorTransport, type WorkerRequest } from './connection.js';
@@ -370,7 +377,7 @@ export class Worker {
 
   async #runGrant(grant: Grant): Promise<void> {
     const { workerId, incarnation } = this;
-    const token = BigInt(grant.token);
+    const token = parseToken(grant.token);
     const key = `${grant.resource}@${grant.token}`;
     if (this.#started.has(key)) {
       this.#log.error({ resource: grant.resource, token: grant.token }, 'grant delivered twice; not running it again');

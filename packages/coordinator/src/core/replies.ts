@@ -1,5 +1,5 @@
-/** Builders of coordinator -> worker frames that carry no decision of their own. */
-import { ERROR_CODE_INFO, type ErrorCode, type ErrorMessage } from '@leasehold/protocol';
+/** Builders of coordinator -> worker frames that carry no decision of their own, and of error replies. */
+import { ERROR_CODE_INFO, LeaseholdError, type ErrorCode, type ErrorMessage } from '@leasehold/protocol';
 
 /** The protocol's `error` frame (also the HTTP error body). */
 export function errorFrame(
@@ -16,4 +16,10 @@ export function errorFrame(
     ...(inReplyTo === undefined ? {} : { inReplyTo }),
     ...(extra?.fence === undefined ? {} : { fence: extra.fence }),
   };
+}
+
+/** A thrown failure as an `error` frame: a LeaseholdError keeps its code, anything else is INTERNAL. */
+export function failureReply(err: unknown, inReplyTo: string | undefined): ErrorMessage {
+  if (err instanceof LeaseholdError) return errorFrame(err.code, err.message, inReplyTo, { retryable: err.retryable });
+  return errorFrame('INTERNAL', 'internal error', inReplyTo);
 }

@@ -17,7 +17,7 @@
 import { RouteCredential } from '@leasehold/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import type { Logger } from 'pino';
-import { sendError } from './replies.js';
+import { sendError } from './send-error.js';
 
 /** The credentials the coordinator's routes use. */
 export const Credential = { NONE: RouteCredential.NONE, ADMIN: RouteCredential.ADMIN } as const;

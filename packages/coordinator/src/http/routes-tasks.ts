@@ -25,7 +25,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { errorFrame } from '../core/replies.js';
 import type { TaskService } from '../service/tasks.js';
-import { sendError } from './replies.js';
+import { sendError } from './send-error.js';
 import { Credential } from './route-auth.js';
 
 const SubmitSchema = SubmitTaskRequestSchema;

@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { LeaseholdError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import { bearerCheck } from './auth.js';
-import { sendError } from './replies.js';
+import { sendError } from './send-error.js';
 import { Credential, installRouteAuth } from './route-auth.js';
 import { registerTaskRoutes, type TaskApi } from './routes-tasks.js';
 

@@ -16,13 +16,18 @@
  * session's end or shutdown) for the watch-fed index to change, then selects again — so a freed
  * resource is granted to a waiting worker as soon as this coordinator sees it free.
  */
-import { signCapability, type Acquire, type CoordinatorMessage, type JsonValue } from '@leasehold/protocol';
-import { errorFrame } from '../core/replies.js';
+import {
+  formatToken,
+  signCapability,
+  type Acquire,
+  type CoordinatorMessage,
+  type JsonValue,
+} from '@leasehold/protocol';
+import { errorFrame, failureReply } from '../core/replies.js';
 import type { PendingTask } from '../core/task-index.js';
 import type { GrantJob, GrantOutcome, StoredHolding } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
 import type { ServiceContext } from './context.js';
-import { failureReply } from './replies.js';
 import type { LocalSession, SessionManager } from './sessions.js';
 
 interface GrantFacts {
@@ -202,7 +207,7 @@ export class GrantService {
       this.#ctx.metrics.grants.inc({ outcome: 'ended' });
       return errorFrame(
         'NOT_HOLDER',
-        `the grant recorded for request ${msg.requestId} (token ${recorded.token.toString()}) has ended`,
+        `the grant recorded for request ${msg.requestId} (token ${formatToken(recorded.token)}) has ended`,
         msg.id,
       );
     }
@@ -222,7 +227,7 @@ export class GrantService {
     const ctx = this.#ctx;
     // Built only when something goes wrong: a child logger per grant is measurable at 10k grants/s.
     const log = () =>
-      ctx.log.child({ sessionId: session.sessionId, resource: grant.resource, token: grant.token.toString() });
+      ctx.log.child({ sessionId: session.sessionId, resource: grant.resource, token: formatToken(grant.token) });
     if (ctx.config.testSabotage === 'grant-before-advance') {
       // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken order the chaos checker
       // must catch. The grant goes out now; the fence moves a second later.
@@ -236,7 +241,7 @@ export class GrantService {
     try {
       const advanced = await ctx.fences.submit({ resource: grant.resource, token: grant.token });
       if (!advanced.ok) {
-        log().warn({ fence: advanced.fence.toString() }, 'fence advance refused, grant abandoned');
+        log().warn({ fence: formatToken(advanced.fence) }, 'fence advance refused, grant abandoned');
         await this.#abandon(session, msg.requestId, grant);
         ctx.metrics.grants.inc({ outcome: 'abandoned' });
         return fresh
@@ -247,7 +252,7 @@ export class GrantService {
               retryAfterMs: ctx.config.noLeaseRetryAfterMs,
             }
           : errorFrame('NOT_HOLDER', 'the recorded grant was superseded at the sink', msg.id, {
-              fence: advanced.fence.toString(),
+              fence: formatToken(advanced.fence),
             });
       }
     } catch (err) {
@@ -285,7 +290,7 @@ export class GrantService {
     ctx.metrics.grantLatency.observe((ctx.clock.nowMs() - receivedAtMs) / 1_000);
     if (ctx.log.isLevelEnabled('debug')) {
       ctx.log.debug(
-        { sessionId: session.sessionId, resource: grant.resource, token: grant.token.toString(), replay: !fresh },
+        { sessionId: session.sessionId, resource: grant.resource, token: formatToken(grant.token), replay: !fresh },
         'lease granted',
       );
     }
@@ -295,7 +300,7 @@ export class GrantService {
       requestId: msg.requestId,
       taskId: grant.taskId,
       resource: grant.resource,
-      token: grant.token.toString(),
+      token: formatToken(grant.token),
       capability,
       ttlMs: Math.max(1, Math.floor(this.#sessions.remainingMs(session))),
       payload: grant.payload,

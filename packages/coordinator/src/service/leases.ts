@@ -4,11 +4,10 @@
  * clock alone, and never reviving an expired session.
  */
 import { parseToken, type Complete, type CoordinatorMessage, type Release, type Renew } from '@leasehold/protocol';
-import { errorFrame } from '../core/replies.js';
+import { errorFrame, failureReply } from '../core/replies.js';
 import type { CompleteJob, HolderProof, LeaseOutcome, StoredOwner } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
 import type { ServiceContext } from './context.js';
-import { failureReply } from './replies.js';
 import type { LocalSession, SessionManager } from './sessions.js';
 
 function holds(owner: StoredOwner | undefined, session: LocalSession, token: bigint): owner is StoredOwner {

@@ -8,6 +8,7 @@
  *   that deletion revision, so the expired holder is refused even before anyone takes over.
  *   Every coordinator does it; an advance to the same token is a no-op at the sink.
  */
+import { formatToken } from '@leasehold/protocol';
 import { ExponentialBackoff, handleAll, retry } from 'cockatiel';
 import type { RevisionGroup } from './watch-feed.js';
 import type { ServiceContext } from './context.js';
@@ -37,7 +38,7 @@ export function createGroupHandler(ctx: ServiceContext, sessions: SessionManager
         holder?.channel?.send({
           type: 'lease.revoked',
           resource,
-          token: token.toString(),
+          token: formatToken(token),
           reason: 'cancelled',
         });
       }
@@ -57,7 +58,7 @@ function fenceOnExpiry(ctx: ServiceContext, resource: string, revision: bigint):
       if (ctx.state.shuttingDown) throw new Error('shutting down');
       const res = await ctx.fences.submit({ resource, token: revision });
       ctx.metrics.fencesOnExpiry.inc({ outcome: res.ok ? res.outcome : 'stale' });
-      log.info({ fence: res.fence.toString() }, 'fence advanced on expiry');
+      log.info({ fence: formatToken(res.fence) }, 'fence advanced on expiry');
     })
     .catch((err: unknown) => {
       ctx.metrics.fencesOnExpiry.inc({ outcome: 'error' });

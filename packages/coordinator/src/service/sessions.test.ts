@@ -3,6 +3,7 @@
  * coordinator's own clock, renew rules, the end of a session (owners deleted at one revision, the
  * worker told, the lease revoked), and what expiry does NOT do to the fence (design note case 2).
  */
+import { formatToken } from '@leasehold/protocol';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ServiceCluster, tokenOf, type TestCoordinator } from '../testing/service-harness.js';
 
@@ -155,7 +156,7 @@ describe('cancel', () => {
     expect(await c1.services.tasks.cancel('t1')).toMatchObject({ ok: true, task: { state: 'cancelled' } });
     await cluster.settle();
     expect(w.channel.pushes('lease.revoked')).toEqual([
-      { type: 'lease.revoked', resource: 'r1', token: token.toString(), reason: 'cancelled' },
+      { type: 'lease.revoked', resource: 'r1', token: formatToken(token), reason: 'cancelled' },
     ]);
     expect(await cluster.renew(w, 'r1', token)).toMatchObject({ code: 'NOT_HOLDER' });
     const b = await cluster.worker(c1, 'w2');

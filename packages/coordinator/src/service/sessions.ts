@@ -8,7 +8,7 @@
  * The etcd lease (TTL a bit longer than the session TTL, kept alive over one stream) is only the
  * backstop when this coordinator dies.
  */
-import type { Hello } from '@leasehold/protocol';
+import { formatToken, type Hello } from '@leasehold/protocol';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import type { SessionRecord } from '../core/records.js';
 import { SessionEndPlan, type EndAction, type EndObservation } from '../core/session-end.js';
@@ -294,7 +294,7 @@ export class SessionManager {
       channel?.send({
         type: 'lease.revoked',
         resource: h.resource,
-        token: h.token.toString(),
+        token: formatToken(h.token),
         reason: 'session-expired',
       });
     }

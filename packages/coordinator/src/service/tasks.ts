@@ -2,7 +2,14 @@
  * The task API behind HTTP: submit (idempotent by task id), read, list, cancel, and the view of a
  * resource's current owner. Refusals (NOT_FOUND, CONFLICT) are returned as data.
  */
-import type { ErrorCode, JsonValue, OwnerView, ResourceOwnerView, TaskView } from '@leasehold/protocol';
+import {
+  formatToken,
+  type ErrorCode,
+  type JsonValue,
+  type OwnerView,
+  type ResourceOwnerView,
+  type TaskView,
+} from '@leasehold/protocol';
 import { encodeRecord, sameDefinition, TaskState, type TaskRecord } from '../core/records.js';
 import { CoordinatorError } from '../errors.js';
 import type { StoredOwner, StoredTask } from '../store/port.js';
@@ -23,7 +30,7 @@ export type SubmitOutcome = { readonly ok: true; readonly created: boolean; read
 
 function ownerView(owner: StoredOwner): OwnerView {
   const { sessionId, workerId, incarnation, attempt } = owner.record;
-  return { sessionId, workerId, incarnation, attempt, token: owner.token.toString() };
+  return { sessionId, workerId, incarnation, attempt, token: formatToken(owner.token) };
 }
 
 function taskView(task: TaskRecord, owner: StoredOwner | undefined): TaskView {
@@ -180,7 +187,10 @@ export class TaskService {
             : { sessionId: holder.record.sessionId, token: holder.token, requestId: holder.record.requestId },
       });
       if (res.kind === 'cancelled') {
-        this.#ctx.log.info({ taskId, token: holder?.token.toString() }, 'task cancelled');
+        this.#ctx.log.info(
+          { taskId, token: holder === undefined ? undefined : formatToken(holder.token) },
+          'task cancelled',
+        );
         return { ok: true, task: taskView({ ...task.record, state: 'cancelled' }, undefined) };
       }
     }
@@ -195,7 +205,7 @@ export class TaskService {
     return {
       resource,
       owner: { ...ownerView(owner), taskId: owner.record.taskId, coordinatorId: session?.record.coordinatorId ?? null },
-      token: owner.token.toString(),
+      token: formatToken(owner.token),
       remainingMs: local === undefined ? null : Math.floor(this.#sessions.remainingMs(local)),
     };
   }

@@ -13,12 +13,11 @@ import {
   decodeWorkerFrame,
   routeMessage,
 } from '../core/dispatch.js';
-import { errorFrame } from '../core/replies.js';
+import { errorFrame, failureReply } from '../core/replies.js';
 import type { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';
 import type { GrantService } from '../service/grants.js';
 import type { LeaseService } from '../service/leases.js';
-import { failureReply } from '../service/replies.js';
 import type { LocalSession, SessionManager } from '../service/sessions.js';
 
 export interface ConnectionDeps {
