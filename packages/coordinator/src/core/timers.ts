@@ -20,6 +20,8 @@ interface Entry {
   readonly callback: () => void;
 }
 
+const MAX_FIRINGS_PER_ADVANCE = 100_000;
+
 /** Timers on a manual clock: `advance(ms)` moves the clock timer by timer and fires each in order. */
 export class ManualTimers implements Timers {
   readonly clock: ManualClock;
@@ -58,10 +60,14 @@ export class ManualTimers implements Timers {
    */
   async advance(ms: number, between: () => Promise<void> = () => Promise.resolve()): Promise<void> {
     const target = this.clock.nowMs() + ms;
+    let fired = 0;
     for (;;) {
       const next = this.#entries[0];
       if (next === undefined || next.atMs > target) break;
       this.#entries.shift();
+      // A timer that keeps re-arming itself for "now" is a busy loop in production too: fail fast.
+      if (++fired > MAX_FIRINGS_PER_ADVANCE)
+        throw new Error(`timer storm: over ${MAX_FIRINGS_PER_ADVANCE} timers fired in one advance`);
       if (next.atMs > this.clock.nowMs()) this.clock.set(next.atMs);
       next.callback();
       await between();
