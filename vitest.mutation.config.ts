@@ -9,6 +9,9 @@ export default mergeConfig(
       include: ['packages/*/src/**/*.test.ts'],
       exclude: ['**/*.int.test.ts', '**/*.e2e.test.ts', '**/node_modules/**', 'packages/devkit/**'],
       testTimeout: 20_000,
+      // Re-used workers: a mutant run re-imports nothing it does not have to.
+      pool: 'threads',
+      isolate: false,
     },
   }),
 );

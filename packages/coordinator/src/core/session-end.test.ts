@@ -72,7 +72,7 @@ describe('SessionEndPlan', () => {
     ],
     ['after a wait: read again', { kind: 'waited' }, { kind: 'readHoldings' }],
   ])('%s', (_name, seen, next) => {
-    expect(plan().next(seen)).toEqual(next);
+    expect(plan().next(seen)).toStrictEqual(next);
   });
 
   it('retries store errors with doubling waits, capped, until the give-up time, then leaves it to the lease', () => {
