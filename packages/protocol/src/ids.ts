@@ -7,15 +7,20 @@
 import { z } from 'zod';
 
 export const ID_MAX_LENGTH = 200;
-const ID_PATTERN = /^[A-Za-z0-9._:@-][A-Za-z0-9._:/@-]*$/;
+/**
+ * One pattern for the whole id rule (no refinement, so the generated JSON Schemas and the
+ * validators compiled from them are exact): allowed characters, not starting with `/`, and no
+ * `//` or `..` anywhere.
+ */
+export const ID_PATTERN = '^(?!.*//)(?!.*\\.\\.)[A-Za-z0-9._:@-][A-Za-z0-9._:/@-]*$';
+const ID_REGEXP = new RegExp(ID_PATTERN);
 
 function idSchema(what: string) {
   return z
     .string()
     .min(1)
     .max(ID_MAX_LENGTH)
-    .regex(ID_PATTERN, `${what} may contain only A-Z a-z 0-9 . _ : / @ - and must not start with /`)
-    .refine((s) => !s.includes('//') && !s.includes('..'), `${what} must not contain // or ..`)
+    .regex(ID_REGEXP, `${what} may contain only A-Z a-z 0-9 . _ : / @ -, must not start with / and has no // or ..`)
     .describe(`${what}: 1-${ID_MAX_LENGTH} chars of [A-Za-z0-9._:/@-], not starting with /, no // or ..`);
 }
 

@@ -6,6 +6,8 @@ export {
   FenceSchema,
   parseToken,
   parseFence,
+  TOKEN_PATTERN,
+  FENCE_PATTERN,
   formatToken,
   compareTokens,
 } from './token.js';
@@ -14,6 +16,7 @@ export { ErrorCode, ERROR_CODES, ERROR_CODE_INFO, isRetryableCode, httpStatusOf,
 export { LeaseholdError, ConfigError } from './errors.js';
 export {
   ID_MAX_LENGTH,
+  ID_PATTERN,
   ResourceIdSchema,
   TaskIdSchema,
   ResultIdSchema,
@@ -63,4 +66,5 @@ export type { OptionSpec, OptionTable } from './config-options.js';
 export { createKeyRing, parseBearer } from './bearer.js';
 export { normalizePath, RouteCredential } from './http-path.js';
 export type { KeyRing } from './bearer.js';
-export { fastWorkerMessage, isIdText, isTokenText, isIncarnationText } from './messages/fast-decode.js';
+export { fastWorkerMessage } from './messages/fast-decode.js';
+export { compileValidator } from './validate.js';

@@ -8,6 +8,7 @@
  * "never advanced"; tokens themselves are always >= 1.
  */
 import { z } from 'zod';
+import { decimalRangePattern } from './decimal-pattern.js';
 
 /** Largest value an etcd revision (int64) can take. */
 export const INT64_MAX = 9_223_372_036_854_775_807n;
@@ -53,22 +54,19 @@ export function compareTokens(a: bigint | string, b: bigint | string): -1 | 0 | 
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-function isValid(text: string, min: bigint): boolean {
-  if (!DECIMAL.test(text)) return false;
-  const value = BigInt(text);
-  return value >= min && value <= INT64_MAX;
-}
+/** Positive decimal integers <= int64 max, as one pattern (no refinement: exact in the JSON Schemas). */
+export const TOKEN_PATTERN = decimalRangePattern(INT64_MAX, 1n);
+/** Like {@link TOKEN_PATTERN}, with 0 ("never advanced"). */
+export const FENCE_PATTERN = decimalRangePattern(INT64_MAX, 0n);
 
 /** Wire schema of a token: a positive decimal integer <= int64 max, as a string. */
 export const TokenSchema = z
   .string()
-  .regex(/^[1-9][0-9]{0,18}$/, 'must be a positive decimal integer')
-  .refine((s) => isValid(s, 1n), { error: 'must be a positive decimal integer <= 9223372036854775807' })
+  .regex(new RegExp(TOKEN_PATTERN), 'must be a positive decimal integer <= 9223372036854775807')
   .describe('Fencing token: positive decimal integer (an etcd revision), at most int64 max.');
 
 /** Wire schema of a fence: like a token, but 0 ("never advanced") is allowed. */
 export const FenceSchema = z
   .string()
-  .regex(/^(0|[1-9][0-9]{0,18})$/, 'must be a non-negative decimal integer')
-  .refine((s) => isValid(s, 0n), { error: 'must be a non-negative decimal integer <= 9223372036854775807' })
+  .regex(new RegExp(FENCE_PATTERN), 'must be a non-negative decimal integer <= 9223372036854775807')
   .describe('Fence: the highest token advanced to for a resource; "0" if never advanced.');

@@ -25,13 +25,12 @@ import {
   type WriteResponse,
 } from '@leasehold/protocol';
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
 import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
 import { CapabilityVerifier } from './capability-cache.js';
 import { describeIssues, sendError } from './replies.js';
 import { Credential } from './route-auth.js';
-import { checkWriteHead, type WriteHead } from './write-body.js';
+import { checkWriteHead, WriteHeadSchema, type WriteHead } from './write-body.js';
 
 export interface WriteRoutesOptions {
   readonly service: FencedService;
@@ -46,13 +45,6 @@ const REFUSAL_TEXT = {
   FENCE_CONFLICT: 'token is above the fence: it was never advanced here',
   RESULT_CONFLICT: 'result id already stored with a different payload',
 } as const;
-
-/**
- * The write request's fields without the payload: the payload (already parsed JSON) is checked and
- * canonicalized in one pass by `canonicalJsonOfParsed`, which accepts exactly what the full schema's
- * `z.json()` accepts; on any refusal the full schema runs again to describe the problem.
- */
-const WriteHeadSchema = WriteRequestSchema.extend({ payload: z.unknown() });
 
 /** `checkWriteHead` (hand-written, the common case), else zod; then the payload in one pass. */
 function headOf(body: Record<string, unknown>): WriteHead | undefined {
