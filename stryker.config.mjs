@@ -21,7 +21,7 @@ export default {
   ignorePatterns: ['**/dist/**', '.tmp/**', 'chaos-results/**', 'bench-results*', '.stryker-tmp/**', 'reports/**'],
   coverageAnalysis: 'perTest',
   concurrency: 2,
-  timeoutMS: 20_000,
+  timeoutMS: 3_000,
   reporters: ['clear-text', 'progress', 'json', 'html'],
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   htmlReporter: { fileName: 'reports/mutation/mutation.html' },
