@@ -96,13 +96,15 @@ export default tseslint.config(
   },
   {
     // Pure decision code: no I/O, no clocks, no timers. Time comes in through an injected Clock.
-    // (capability.ts and bearer.ts are the protocol's exceptions: node:crypto hashing, still no I/O.)
+    // (capability.ts and bearer.ts are the protocol's exceptions: node:crypto hashing, still no I/O;
+    // config-options.ts uses node:util parseArgs, pure too.)
     files: ['packages/*/src/core/**/*.ts', 'packages/protocol/src/**/*.ts'],
     ignores: [
       '**/*.test.ts',
       'packages/protocol/src/scripts/**',
       'packages/protocol/src/capability.ts',
       'packages/protocol/src/bearer.ts',
+      'packages/protocol/src/config-options.ts',
     ],
     rules: {
       'no-restricted-imports': [

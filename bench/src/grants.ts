@@ -50,7 +50,7 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
     // The coordinator indexes the pool from its watch: let it finish before anything is measured.
     await waitIdle(stack.coordinator.pid);
     for (let i = 0; i < lanes; i += 1) {
-      const w = await RawWorker.open(stack.coordinator.url, stack.keys.workerKey, `grant-${i}`);
+      const w = await RawWorker.open(stack.coordinator.url, stack.keys.workerKey, `grant-${i}`, 10_000);
       w.startHeartbeats(2_000);
       workers.push(w);
     }

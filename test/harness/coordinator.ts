@@ -208,12 +208,14 @@ export class TestWorker {
     });
   }
 
-  async hello(workerId: string, incarnation: string, resumeSessionId?: string): Promise<Welcome> {
+  /** Open (or resume) a session; `capacity` defaults high: these tests hold many grants per worker. */
+  async hello(workerId: string, incarnation: string, resumeSessionId?: string, capacity = 1_000): Promise<Welcome> {
     const reply = await this.request({
       type: 'hello',
       protocolVersion: PROTOCOL_VERSION,
       workerId,
       incarnation,
+      capacity,
       ...(resumeSessionId === undefined ? {} : { resumeSessionId }),
     });
     if (reply.type !== 'welcome') throw new Error(`hello answered with ${JSON.stringify(reply)}`);

@@ -4,7 +4,7 @@
  * everything cleanly. A second run reuses the data directory (etcd data, the sink's database, ports
  * and keys) and submits a fresh batch of demo tasks, so tokens keep growing across runs.
  */
-import { accessSync, constants, mkdirSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { SinkClient } from '@leasehold/sink-client';
 import { LeaseholdClient, type TaskView } from '@leasehold/client';
@@ -13,9 +13,12 @@ import {
   loadOrCreateState,
   ManagedProcess,
   saveState,
+  scheme,
   waitHealthy,
+  workerSecret,
   type ClusterState,
 } from './local-cluster.js';
+import { openPki, type Pki } from './pki.js';
 
 export interface ClusterUpOptions {
   readonly dataDir: string;
@@ -28,6 +31,8 @@ export interface ClusterUpOptions {
   readonly demoDurationMs: number;
   readonly nondeterministic: boolean;
   readonly sessionTtlMs: number;
+  /** A new cluster without TLS (debugging only: keys cross the wire in clear). */
+  readonly plaintext: boolean;
 }
 
 function findEtcd(): string | undefined {
@@ -48,7 +53,10 @@ function findEtcd(): string | undefined {
 const say = (text: string) => process.stderr.write(`\u001b[1mleasehold\u001b[0m ${text}\n`);
 
 export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
-  const state = await loadOrCreateState(opts.dataDir);
+  const state = await loadOrCreateState(opts.dataDir, !opts.plaintext);
+  if (!state.tls)
+    say('PLAINTEXT cluster (--plaintext): keys and capabilities cross the wire in clear; for debugging only');
+  const pki = state.tls ? openPki(join(opts.dataDir, 'pki')) : undefined;
   const procs: ManagedProcess[] = [];
   let stopping: Promise<void> | undefined;
   const stopAll = () => {
@@ -71,11 +79,12 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
   process.once('SIGTERM', onSignal);
 
   try {
-    const etcdEndpoints = opts.etcdEndpoints ?? (await startEtcd(opts.dataDir, state, procs));
-    const urls = startServices(opts, state, etcdEndpoints, procs);
-    await waitHealthy(urls.sink, 20_000);
-    await waitHealthy(urls.coordinator, 20_000);
-    for (let i = 0; i < opts.workers; i++) procs.push(workerProcess(opts, state, urls, i));
+    const etcdEndpoints = opts.etcdEndpoints ?? (await startEtcd(opts.dataDir, state, procs, pki));
+    const urls = startServices(opts, state, etcdEndpoints, procs, pki);
+    const ca = pki === undefined ? undefined : { ca: readFileSync(pki.ca) };
+    await waitHealthy(urls.sink, 20_000, '/healthz', ca);
+    await waitHealthy(urls.coordinator, 20_000, '/healthz', ca);
+    for (let i = 0; i < opts.workers; i++) procs.push(workerProcess(opts, state, urls, i, pki));
     say(
       `cluster up: sink ${urls.sink}, coordinator ${urls.coordinator}, ${opts.workers} workers; data in ${opts.dataDir}`,
     );
@@ -83,7 +92,11 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
 
     state.runs += 1;
     saveState(opts.dataDir, state);
-    const admin = new LeaseholdClient({ url: urls.coordinator, adminKey: state.keys.admin });
+    const admin = new LeaseholdClient({
+      url: urls.coordinator,
+      adminKey: state.keys.admin,
+      ...(ca === undefined ? {} : { tls: ca }),
+    });
     const taskIds = await submitDemo(admin, state.runs, opts);
     say(`submitted ${taskIds.length} demo tasks (run ${state.runs}) over ${opts.resources} resources`);
     const done = await followProgress(admin, taskIds, opts.timeoutMs);
@@ -91,7 +104,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
       say(`the demo workload did not complete within ${opts.timeoutMs} ms`);
       if (opts.untilDone) return 1;
     } else {
-      const problems = await verifyAtSink(urls.sink, state, admin, taskIds);
+      const problems = await verifyAtSink(urls.sink, state, admin, taskIds, ca);
       if (problems.length > 0) {
         for (const p of problems) say(`check failed: ${p}`);
         if (opts.untilDone) return 1;
@@ -111,15 +124,26 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
   }
 }
 
-async function startEtcd(dataDir: string, state: ClusterState, procs: ManagedProcess[]): Promise<string> {
+async function startEtcd(
+  dataDir: string,
+  state: ClusterState,
+  procs: ManagedProcess[],
+  pki: Pki | undefined,
+): Promise<string> {
   const bin = findEtcd();
   if (bin === undefined) {
     throw new Error(
       'etcd not found: install etcd-server (apt-get install etcd-server), set ETCD_BIN, or pass --etcd-endpoints',
     );
   }
-  const client = `http://127.0.0.1:${state.ports.etcdClient}`;
+  const client = `${scheme(state)}://127.0.0.1:${state.ports.etcdClient}`;
   const peer = `http://127.0.0.1:${state.ports.etcdPeer}`;
+  // TLS: etcd serves clients over TLS and requires a client certificate from the cluster's CA.
+  const server = pki?.server('etcd', ['127.0.0.1', 'localhost']);
+  const tlsArgs =
+    pki === undefined || server === undefined
+      ? []
+      : ['--cert-file', server.cert, '--key-file', server.key, '--trusted-ca-file', pki.ca, '--client-cert-auth'];
   const etcdDir = join(dataDir, 'etcd');
   mkdirSync(etcdDir, { recursive: true });
   procs.push(
@@ -133,19 +157,42 @@ async function startEtcd(dataDir: string, state: ClusterState, procs: ManagedPro
         '--initial-cluster', `leasehold-local=${peer}`,
         '--election-timeout', '500', '--heartbeat-interval', '50',
         '--logger', 'zap', '--log-level', 'warn',
+        ...tlsArgs,
       ], // prettier-ignore
       {},
       0,
       process.stdout,
     ),
   );
-  await waitHealthy(client, 20_000, '/health');
+  const probe = pki === undefined ? undefined : pki.client('etcd-probe', 'leasehold-probe');
+  await waitHealthy(
+    client,
+    20_000,
+    '/health',
+    pki === undefined || probe === undefined
+      ? undefined
+      : { ca: readFileSync(pki.ca), cert: readFileSync(probe.cert), key: readFileSync(probe.key) },
+  );
   return client;
 }
 
-function startServices(opts: ClusterUpOptions, state: ClusterState, etcd: string, procs: ManagedProcess[]) {
-  const sink = `http://127.0.0.1:${state.ports.sink}`;
-  const coordinator = `http://127.0.0.1:${state.ports.coordinator}`;
+function startServices(
+  opts: ClusterUpOptions,
+  state: ClusterState,
+  etcd: string,
+  procs: ManagedProcess[],
+  pki: Pki | undefined,
+) {
+  const sink = `${scheme(state)}://127.0.0.1:${state.ports.sink}`;
+  const coordinator = `${scheme(state)}://127.0.0.1:${state.ports.coordinator}`;
+  const server = pki?.server('services', ['127.0.0.1', 'localhost']);
+  const etcdClient = pki?.client('coordinator-etcd', 'leasehold-coordinator');
+  const serverTls = (prefix: string): Record<string, string> =>
+    server === undefined ? {} : { [`${prefix}TLS_CERT`]: server.cert, [`${prefix}TLS_KEY`]: server.key };
+  const credentials = Array.from({ length: opts.workers }, (_, i) => {
+    const workerId = `worker-${i + 1}`;
+    return `${workerId}:${workerId}:${workerSecret(opts.dataDir, state, workerId)}`;
+  }).join(',');
   procs.push(
     new ManagedProcess(
       'sink',
@@ -156,6 +203,7 @@ function startServices(opts: ClusterUpOptions, state: ClusterState, etcd: string
         LEASEHOLD_SINK_DB_PATH: join(opts.dataDir, 'sink.db'),
         LEASEHOLD_SINK_COORDINATOR_KEYS: state.keys.sink,
         LEASEHOLD_SINK_CAPABILITY_KEYS: state.keys.capability,
+        ...serverTls('LEASEHOLD_SINK_'),
       },
       1,
       process.stdout,
@@ -172,9 +220,18 @@ function startServices(opts: ClusterUpOptions, state: ClusterState, etcd: string
         LEASEHOLD_COORDINATOR_SINK_URL: sink,
         LEASEHOLD_COORDINATOR_SINK_KEY: state.keys.sink,
         LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: state.keys.capability,
-        LEASEHOLD_COORDINATOR_WORKER_KEYS: state.keys.worker,
+        LEASEHOLD_COORDINATOR_WORKER_CREDENTIALS: credentials,
         LEASEHOLD_COORDINATOR_ADMIN_KEYS: state.keys.admin,
         LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),
+        ...serverTls('LEASEHOLD_COORDINATOR_'),
+        ...(pki === undefined || etcdClient === undefined
+          ? {}
+          : {
+              LEASEHOLD_COORDINATOR_SINK_CA: pki.ca,
+              LEASEHOLD_COORDINATOR_ETCD_CA: pki.ca,
+              LEASEHOLD_COORDINATOR_ETCD_CERT: etcdClient.cert,
+              LEASEHOLD_COORDINATOR_ETCD_KEY: etcdClient.key,
+            }),
       },
       2,
       process.stdout,
@@ -188,7 +245,9 @@ function workerProcess(
   state: ClusterState,
   urls: { sink: string; coordinator: string },
   i: number,
+  pki: Pki | undefined,
 ) {
+  const workerId = `worker-${i + 1}`;
   return new ManagedProcess(
     `worker-${i + 1}`,
     process.execPath,
@@ -196,8 +255,10 @@ function workerProcess(
     {
       LEASEHOLD_WORKER_COORDINATORS: urls.coordinator,
       LEASEHOLD_WORKER_SINK_URL: urls.sink,
-      LEASEHOLD_WORKER_WORKER_KEY: state.keys.worker,
-      LEASEHOLD_WORKER_WORKER_ID: `worker-${i + 1}`,
+      LEASEHOLD_WORKER_KEY_ID: workerId,
+      LEASEHOLD_WORKER_SECRET: workerSecret(opts.dataDir, state, workerId),
+      LEASEHOLD_WORKER_WORKER_ID: workerId,
+      ...(pki === undefined ? {} : { LEASEHOLD_WORKER_CA: pki.ca }),
       LEASEHOLD_WORKER_CONCURRENCY: '2',
       LEASEHOLD_WORKER_DEMO_DURATION_MS: String(opts.demoDurationMs),
       LEASEHOLD_WORKER_DEMO_NONDETERMINISTIC: String(opts.nondeterministic),
@@ -247,8 +308,9 @@ async function verifyAtSink(
   state: ClusterState,
   admin: LeaseholdClient,
   taskIds: readonly string[],
+  tls: { readonly ca: Buffer } | undefined,
 ): Promise<string[]> {
-  const sink = new SinkClient({ url: sinkUrl, key: state.keys.sink });
+  const sink = new SinkClient({ url: sinkUrl, key: state.keys.sink, ...(tls === undefined ? {} : { tls }) });
   const problems: string[] = [];
   try {
     for (const taskId of taskIds) {

@@ -8,6 +8,8 @@
  * Commands other than `cluster up` find the coordinator and keys in the cluster's state file
  * (`--data-dir`, default ./.leasehold), or take --coordinator / --admin-key / --sink / --sink-key.
  */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import {
   collectOptions,
@@ -15,13 +17,14 @@ import {
   formatOptionsHelp,
   LeaseholdError,
   wantsHelp,
+  wantsVersion,
   type JsonValue,
   type OptionTable,
 } from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink-client';
 import { LeaseholdClient } from '@leasehold/client';
 import { clusterUp } from './cluster-up.js';
-import { readState } from './local-cluster.js';
+import { caFile, readState, scheme } from './local-cluster.js';
 import { collectStatus, renderStatus, tail } from './status.js';
 
 const OPTIONS: OptionTable = {
@@ -39,6 +42,12 @@ const OPTIONS: OptionTable = {
   'demo-duration-ms': { env: 'DEMO_DURATION_MS', help: 'cluster up: compute time per demo task (default 300)' },
   'demo-nondeterministic': { env: 'DEMO_NONDETERMINISTIC', help: 'cluster up: random nonce in results', boolean: true },
   'session-ttl-ms': { env: 'SESSION_TTL_MS', help: 'cluster up: worker session TTL (default 5000)' },
+  plaintext: {
+    env: 'PLAINTEXT',
+    help: 'cluster up: a new cluster WITHOUT TLS (debugging only; keys cross the wire in clear)',
+    boolean: true,
+  },
+  ca: { env: 'CA', help: "CA file (PEM) of the coordinator and the sink (default: the cluster state's)" },
   coordinator: { env: 'COORDINATOR', help: 'coordinator URL (default from the state file)' },
   'admin-key': { env: 'ADMIN_KEY', help: 'admin bearer key (default from the state file)', secret: true },
   sink: { env: 'SINK', help: 'sink URL (default from the state file)' },
@@ -70,11 +79,21 @@ function int(raw: Record<string, string>, key: string, fallback: number, problem
 
 async function main(): Promise<number> {
   const argv = process.argv.slice(2);
+  if (wantsVersion(argv)) {
+    const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
+    console.log(`leasehold ${pkg.version}`);
+    return 0;
+  }
   if (argv.length === 0 || wantsHelp(argv)) {
     console.log(HELP);
     return argv.length === 0 ? 2 : 0;
   }
-  const { raw, problems, rest } = collectOptions(OPTIONS, 'LEASEHOLD_', process.env, argv, true);
+  const { raw, problems, rest } = collectOptions(
+    OPTIONS,
+    'LEASEHOLD_',
+    { env: process.env, argv, readFile: (path) => readFileSync(path, 'utf8') },
+    { allowPositional: true },
+  );
   const dataDir = resolve(raw.DATA_DIR ?? '.leasehold');
   const command = rest.join(' ');
 
@@ -90,26 +109,29 @@ async function main(): Promise<number> {
       demoDurationMs: int(raw, 'DEMO_DURATION_MS', 300, problems),
       nondeterministic: raw.DEMO_NONDETERMINISTIC === 'true',
       sessionTtlMs: int(raw, 'SESSION_TTL_MS', 5_000, problems),
+      plaintext: raw.PLAINTEXT === 'true',
     };
     if (problems.length > 0) throw new ConfigError(problems);
     return clusterUp(opts);
   }
 
   const state = readState(dataDir);
-  const coordinator =
-    raw.COORDINATOR ?? (state === undefined ? undefined : `http://127.0.0.1:${state.ports.coordinator}`);
+  const base = state === undefined ? undefined : `${scheme(state)}://127.0.0.1`;
+  const coordinator = raw.COORDINATOR ?? (state === undefined ? undefined : `${base ?? ''}:${state.ports.coordinator}`);
   const adminKey = raw.ADMIN_KEY ?? state?.keys.admin;
-  const sinkUrl = raw.SINK ?? (state === undefined ? undefined : `http://127.0.0.1:${state.ports.sink}`);
+  const sinkUrl = raw.SINK ?? (state === undefined ? undefined : `${base ?? ''}:${state.ports.sink}`);
+  const caPath = raw.CA ?? (state?.tls === true ? caFile(dataDir) : undefined);
+  const tls = caPath === undefined ? undefined : { ca: readFileSync(caPath) };
   const sinkKey = raw.SINK_KEY ?? state?.keys.sink;
   if (coordinator === undefined || adminKey === undefined) {
     problems.push(`no cluster state in ${dataDir}: pass --coordinator and --admin-key (and --sink, --sink-key)`);
   }
   if (problems.length > 0 || coordinator === undefined || adminKey === undefined) throw new ConfigError(problems);
-  const admin = new LeaseholdClient({ url: coordinator, adminKey });
+  const admin = new LeaseholdClient({ url: coordinator, adminKey, ...(tls === undefined ? {} : { tls }) });
   const sink = () => {
     if (sinkUrl === undefined || sinkKey === undefined)
       throw new ConfigError(['this command needs --sink and --sink-key']);
-    return new SinkClient({ url: sinkUrl, key: sinkKey });
+    return new SinkClient({ url: sinkUrl, key: sinkKey, ...(tls === undefined ? {} : { tls }) });
   };
 
   switch (command) {

@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { prettyFactory } from 'pino-pretty';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { z } from 'zod';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -25,9 +26,17 @@ export const BINARIES = {
 } as const;
 
 const StateSchema = z.object({
-  version: z.literal(1),
+  version: z.literal(2),
+  /** TLS on every link, from a private CA in <data-dir>/pki (false: the --plaintext debug mode). */
+  tls: z.boolean(),
   ports: z.object({ etcdClient: z.number(), etcdPeer: z.number(), sink: z.number(), coordinator: z.number() }),
-  keys: z.object({ sink: z.string(), capability: z.string(), worker: z.string(), admin: z.string() }),
+  keys: z.object({
+    sink: z.string(),
+    capability: z.string(),
+    admin: z.string(),
+    /** Each worker's own credential secret, by worker id (its key id is its worker id). */
+    workers: z.record(z.string(), z.string()),
+  }),
   runs: z.number().int().nonnegative(),
 });
 export type ClusterState = z.infer<typeof StateSchema>;
@@ -48,24 +57,30 @@ async function freePort(): Promise<number> {
 
 const secret = () => randomBytes(24).toString('base64url');
 
-/** Load the cluster's state, or create it (fresh ports and keys) on the first run. */
-export async function loadOrCreateState(dataDir: string): Promise<ClusterState> {
+/**
+ * Load the cluster's state, or create it (fresh ports and keys) on the first run. `tls` applies to
+ * a new cluster; an existing one keeps its mode.
+ */
+export async function loadOrCreateState(dataDir: string, tls = true): Promise<ClusterState> {
   mkdirSync(dataDir, { recursive: true });
   const file = join(dataDir, 'cluster.json');
   if (existsSync(file)) {
     const parsed = StateSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
     if (parsed.success) return parsed.data;
-    throw new Error(`${file} is not a leasehold cluster state file; move it away or pass another --data-dir`);
+    throw new Error(
+      `${file} is not a leasehold cluster state file (of this version); move it away or pass another --data-dir`,
+    );
   }
   const state: ClusterState = {
-    version: 1,
+    version: 2,
+    tls,
     ports: {
       etcdClient: await freePort(),
       etcdPeer: await freePort(),
       sink: await freePort(),
       coordinator: await freePort(),
     },
-    keys: { sink: secret(), capability: `k1:${secret()}`, worker: secret(), admin: secret() },
+    keys: { sink: secret(), capability: `k1:${secret()}`, admin: secret(), workers: {} },
     runs: 0,
   };
   saveState(dataDir, state);
@@ -74,6 +89,26 @@ export async function loadOrCreateState(dataDir: string): Promise<ClusterState> 
 
 export function saveState(dataDir: string, state: ClusterState): void {
   writeFileSync(join(dataDir, 'cluster.json'), `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+}
+
+/** The secret of `workerId`'s own credential, created (and saved) on first use. */
+export function workerSecret(dataDir: string, state: ClusterState, workerId: string): string {
+  const existing = state.keys.workers[workerId];
+  if (existing !== undefined) return existing;
+  const created = secret();
+  state.keys.workers[workerId] = created;
+  saveState(dataDir, state);
+  return created;
+}
+
+/** The URL scheme of the cluster's services. */
+export function scheme(state: ClusterState): 'https' | 'http' {
+  return state.tls ? 'https' : 'http';
+}
+
+/** The CA file every client of a TLS cluster pins. */
+export function caFile(dataDir: string): string {
+  return join(dataDir, 'pki', 'ca.crt');
 }
 
 export function readState(dataDir: string): ClusterState | undefined {
@@ -160,11 +195,29 @@ export class ManagedProcess {
   }
 }
 
-export async function waitHealthy(url: string, timeoutMs: number, path = '/healthz'): Promise<void> {
+export async function waitHealthy(
+  url: string,
+  timeoutMs: number,
+  path = '/healthz',
+  tls?: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer },
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const dispatcher = tls === undefined ? undefined : new Agent({ connect: tls });
+  try {
+    await pollHealthy(url, deadline, path, dispatcher);
+  } finally {
+    await dispatcher?.close();
+  }
+}
+
+async function pollHealthy(url: string, deadline: number, path: string, dispatcher: Agent | undefined): Promise<void> {
+  const timeoutMs = deadline - Date.now();
   while (Date.now() < deadline) {
     try {
-      const res = await fetch(`${url}${path}`, { signal: AbortSignal.timeout(1_000) });
+      const res = await undiciFetch(`${url}${path}`, {
+        signal: AbortSignal.timeout(1_000),
+        ...(dispatcher === undefined ? {} : { dispatcher }),
+      });
       if (res.ok) {
         if (path !== '/health') return;
         const body = (await res.json()) as { health?: string };

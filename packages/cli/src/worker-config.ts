@@ -6,7 +6,7 @@ import {
   collectOptions,
   ConfigError,
   deepFreeze,
-  formatOptionsHelp,
+  formatHelp,
   splitList,
   WorkerIdSchema,
   type OptionTable,
@@ -18,32 +18,37 @@ export const ENV_PREFIX = 'LEASEHOLD_WORKER_';
 export const OPTIONS: OptionTable = Object.freeze({
   coordinators: { env: 'COORDINATORS', help: 'comma-separated coordinator URLs, tried in turn (required)' },
   'sink-url': { env: 'SINK_URL', help: 'base URL of the sink (required)' },
-  'worker-key': { env: 'WORKER_KEY', help: 'bearer key for the coordinators (required)', secret: true },
-  'worker-id': { env: 'WORKER_ID', help: 'stable worker id (default: generated)' },
-  concurrency: { env: 'CONCURRENCY', help: 'tasks run at once (default 1)' },
-  handler: { env: 'HANDLER', help: "'demo' or the path of an ES module exporting `handler` (default demo)" },
-  'demo-duration-ms': { env: 'DEMO_DURATION_MS', help: 'demo handler: how long each task computes (default 200)' },
+  'worker-id': { env: 'WORKER_ID', help: "this worker's id (required with a credential; default: generated)" },
+  'key-id': { env: 'KEY_ID', help: "the id of this worker's own credential" },
+  secret: { env: 'SECRET', help: "the secret of this worker's own credential", secret: true },
+  'worker-key': { env: 'WORKER_KEY', help: 'INSECURE dev mode: a shared worker key', secret: true },
+  ca: { env: 'CA', help: "CA file (PEM) that issued the coordinators' and the sink's certificates (pinned)" },
+  'tls-cert': { env: 'TLS_CERT', help: 'client certificate file (PEM) for mTLS (CN = worker id)' },
+  'tls-key': { env: 'TLS_KEY', help: 'its private key file (PEM)' },
+  concurrency: { env: 'CONCURRENCY', help: 'tasks run at once', default: '1' },
+  handler: { env: 'HANDLER', help: "'demo' or the path of an ES module exporting `handler`", default: 'demo' },
+  'demo-duration-ms': { env: 'DEMO_DURATION_MS', help: 'demo handler: how long each task computes', default: '200' },
   'demo-nondeterministic': {
     env: 'DEMO_NONDETERMINISTIC',
-    help: 'demo handler: add a random nonce to each result (default false)',
+    help: 'demo handler: add a random nonce to each result',
     boolean: true,
+    default: 'false',
   },
   'shutdown-grace-ms': {
     env: 'SHUTDOWN_GRACE_MS',
-    help: 'on SIGTERM, time to finish tasks before releasing (default 10000)',
+    help: 'on SIGTERM, time to finish tasks before releasing',
+    default: '10000',
   },
-  'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent (default info)' },
+  'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   pretty: { env: 'PRETTY', help: 'human-readable logs (default: when stdout is a TTY)', boolean: true },
 });
 
-export const HELP_TEXT = [
+export const HELP_TEXT = formatHelp(
   'leasehold-worker: runs tasks leased from the leasehold coordinators and writes results to the sink.',
-  '',
-  'Usage: leasehold-worker [--<option> <value>]... [--help]',
-  '',
-  formatOptionsHelp(OPTIONS, ENV_PREFIX),
-  '  --help                       print this text',
-].join('\n');
+  'leasehold-worker',
+  OPTIONS,
+  ENV_PREFIX,
+);
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -61,21 +66,34 @@ const RawSchema = z.object({
     .transform(splitList)
     .pipe(z.array(z.url({ protocol: /^(https?|wss?)$/ })).min(1, 'at least one URL')),
   SINK_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }),
-  WORKER_KEY: z.string({ error: 'is required' }).min(16, 'must be at least 16 characters'),
+  WORKER_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  KEY_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1-64 chars of [A-Za-z0-9_-]')
+    .optional(),
+  SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   WORKER_ID: WorkerIdSchema.optional(),
-  CONCURRENCY: int(1, 1_000).default(1),
-  HANDLER: z.string().min(1).default('demo'),
-  DEMO_DURATION_MS: int(0, 3_600_000).default(200),
-  DEMO_NONDETERMINISTIC: bool.default(false),
-  SHUTDOWN_GRACE_MS: int(0, 3_600_000).default(10_000),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  CA: z.string().min(1).optional(),
+  TLS_CERT: z.string().min(1).optional(),
+  TLS_KEY: z.string().min(1).optional(),
+  CONCURRENCY: int(1, 1_000),
+  HANDLER: z.string().min(1),
+  DEMO_DURATION_MS: int(0, 3_600_000),
+  DEMO_NONDETERMINISTIC: bool,
+  SHUTDOWN_GRACE_MS: int(0, 3_600_000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   PRETTY: bool.optional(),
 });
 
 export interface WorkerConfig {
   readonly coordinators: readonly string[];
   readonly sinkUrl: string;
-  readonly workerKey: string;
+  /** The worker's own credential, a client certificate, or the insecure shared key. */
+  readonly credentials:
+    | { readonly keyId: string; readonly secret: string }
+    | { readonly certificate: true }
+    | { readonly workerKey: string };
+  readonly tls: { readonly caFile?: string; readonly certFile?: string; readonly keyFile?: string };
   readonly workerId: string | undefined;
   readonly concurrency: number;
   readonly handler: string;
@@ -88,19 +106,54 @@ export interface WorkerConfig {
 export function loadConfig(
   env: Readonly<Record<string, string | undefined>>,
   argv: readonly string[] = [],
+  readFile?: (path: string) => string,
 ): WorkerConfig {
-  const { raw, problems } = collectOptions(OPTIONS, ENV_PREFIX, env, argv);
+  const { raw, problems, origin } = collectOptions(OPTIONS, ENV_PREFIX, {
+    env,
+    argv,
+    ...(readFile === undefined ? {} : { readFile }),
+  });
   const parsed = RawSchema.safeParse(raw);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues)
-      problems.push(`${ENV_PREFIX}${String(issue.path[0] ?? '')}: ${issue.message}`);
+    for (const issue of parsed.error.issues) {
+      const key = String(issue.path[0] ?? '');
+      problems.push(`${origin[key] ?? `${ENV_PREFIX}${key}`}: ${issue.message}`);
+    }
+  }
+  const own = raw.KEY_ID !== undefined || raw.SECRET !== undefined;
+  const cert = raw.TLS_CERT !== undefined;
+  if (own && (raw.KEY_ID === undefined || raw.SECRET === undefined)) {
+    problems.push(`${ENV_PREFIX}KEY_ID / SECRET: give both (the worker's own credential)`);
+  }
+  if ((own || cert) && raw.WORKER_ID === undefined) {
+    problems.push(`${ENV_PREFIX}WORKER_ID: required with a credential or certificate (it is bound to one worker id)`);
+  }
+  if (!own && !cert && raw.WORKER_KEY === undefined) {
+    problems.push(
+      `${ENV_PREFIX}KEY_ID and ${ENV_PREFIX}SECRET (or _FILE): required — or a client certificate (TLS_CERT, TLS_KEY), ` +
+        `or WORKER_KEY for the insecure shared-key dev mode`,
+    );
+  }
+  if ((raw.TLS_CERT === undefined) !== (raw.TLS_KEY === undefined)) {
+    problems.push(`${ENV_PREFIX}TLS_CERT / TLS_KEY: give both or neither`);
   }
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   const c = parsed.data;
+  const credentials: WorkerConfig['credentials'] =
+    c.KEY_ID !== undefined && c.SECRET !== undefined
+      ? { keyId: c.KEY_ID, secret: c.SECRET }
+      : c.TLS_CERT !== undefined
+        ? { certificate: true }
+        : { workerKey: c.WORKER_KEY ?? '' };
   return deepFreeze({
     coordinators: c.COORDINATORS.map((u) => u.replace(/^ws/, 'http').replace(/\/+$/, '')),
     sinkUrl: c.SINK_URL.replace(/\/+$/, ''),
-    workerKey: c.WORKER_KEY,
+    credentials,
+    tls: {
+      ...(c.CA === undefined ? {} : { caFile: c.CA }),
+      ...(c.TLS_CERT === undefined ? {} : { certFile: c.TLS_CERT }),
+      ...(c.TLS_KEY === undefined ? {} : { keyFile: c.TLS_KEY }),
+    },
     workerId: c.WORKER_ID,
     concurrency: c.CONCURRENCY,
     handler: c.HANDLER,
@@ -112,5 +165,10 @@ export function loadConfig(
 }
 
 export function redactConfig(config: WorkerConfig): Record<string, unknown> {
-  return { ...config, workerKey: '[redacted]' };
+  const c = config.credentials;
+  return {
+    ...config,
+    credentials:
+      'keyId' in c ? { keyId: c.keyId, secret: '[redacted]' } : 'workerKey' in c ? { workerKey: '[redacted]' } : c,
+  };
 }

@@ -3,10 +3,12 @@
  * leasehold-worker: runs a handler module (or the built-in demo) against the coordinators and the
  * sink. The only file of the worker CLI that reads process.env and handles signals.
  */
+import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
-import { ConfigError, wantsHelp } from '@leasehold/protocol';
+import { createRequire } from 'node:module';
+import { ConfigError, wantsCheckConfig, wantsHelp, wantsVersion } from '@leasehold/protocol';
 import { HELP_TEXT, loadConfig, redactConfig, type WorkerConfig } from './worker-config.js';
 import { createDemoHandler } from './demo-handler.js';
 import { startWorker, type TaskHandler, type WorkerOptions } from '@leasehold/worker';
@@ -51,9 +53,14 @@ async function main(): Promise<void> {
     console.log(HELP_TEXT);
     return;
   }
+  if (wantsVersion(argv)) {
+    const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
+    console.log(`leasehold-worker ${pkg.version}`);
+    return;
+  }
   let config: WorkerConfig;
   try {
-    config = loadConfig(process.env, argv);
+    config = loadConfig(process.env, argv, (path) => readFileSync(path, 'utf8'));
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);
@@ -62,13 +69,26 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  if (wantsCheckConfig(argv)) {
+    console.log(`${JSON.stringify(redactConfig(config), null, 2)}\nconfiguration OK`);
+    return;
+  }
   const logger = makeLogger(config);
   logger.info({ config: redactConfig(config) }, 'starting');
   const { handler, beforeWrite } = await loadHandler(config);
+  const tls = {
+    ...(config.tls.caFile === undefined ? {} : { ca: readFileSync(config.tls.caFile) }),
+    ...(config.tls.certFile === undefined ? {} : { cert: readFileSync(config.tls.certFile) }),
+    ...(config.tls.keyFile === undefined ? {} : { key: readFileSync(config.tls.keyFile) }),
+  };
+  if ('workerKey' in config.credentials) {
+    logger.warn('INSECURE: a shared worker key; any holder of it may act as any worker');
+  }
   const worker = startWorker({
     coordinators: config.coordinators,
     sink: { url: config.sinkUrl },
-    credentials: { workerKey: config.workerKey },
+    credentials: config.credentials,
+    ...(Object.keys(tls).length === 0 ? {} : { tls }),
     handler,
     concurrency: config.concurrency,
     logger,

@@ -13,7 +13,7 @@ const base = {
 describe('loadConfig', () => {
   it('applies defaults and freezes the result', () => {
     const c = loadConfig(base);
-    expect(c.http).toMatchObject({ host: '127.0.0.1', port: 7400 });
+    expect(c.http).toMatchObject({ host: '127.0.0.1', port: 7500 }); // the sink's default is 7400
     expect(c.etcd.prefix).toBe('leasehold/');
     expect(c.sessionTtlMs).toBe(10_000);
     expect(c.heartbeatIntervalMs).toBe(2_500);
@@ -80,5 +80,63 @@ describe('test-only sabotage switch', () => {
     const env = { ...base, [`${ENV_PREFIX}TEST_SABOTAGE`]: 'grant-before-advance' };
     expect(() => loadConfig(env)).toThrow(/LEASEHOLD_ALLOW_SABOTAGE/);
     expect(loadConfig({ ...env, LEASEHOLD_ALLOW_SABOTAGE: '1' }).testSabotage).toBe('grant-before-advance');
+  });
+});
+
+describe('credentials and TLS', () => {
+  const secure = {
+    ...base,
+    [`${ENV_PREFIX}WORKER_KEYS`]: '',
+    [`${ENV_PREFIX}WORKER_CREDENTIALS`]: 'k-a:worker-a:Zq3vN8kP2xR7mT1wY5bH9cL4,k-b:worker-b:Qw8eR5tY1uI3oP6aS9dF2gH7',
+  };
+
+  it('binds each worker credential to one worker id', () => {
+    expect(loadConfig(secure).workerCredentials).toEqual([
+      { keyId: 'k-a', workerId: 'worker-a', secret: 'Zq3vN8kP2xR7mT1wY5bH9cL4' },
+      { keyId: 'k-b', workerId: 'worker-b', secret: 'Qw8eR5tY1uI3oP6aS9dF2gH7' },
+    ]);
+    expect(JSON.stringify(redactConfig(loadConfig(secure)))).not.toContain('Zq3vN8kP2xR7mT1wY5bH9cL4');
+  });
+
+  it.each([
+    ['k-a:worker-a', /keyId:workerId:secret/],
+    ['k-a:a//b:Zq3vN8kP2xR7mT1wY5bH9cL4', /not a worker id/],
+    ['k-a:worker-a:short', /at least 16/],
+    ['k-a:worker-a:replace-with-a-secret', /placeholder/],
+    ['k-a:w1:Zq3vN8kP2xR7mT1wY5bH9cL4,k-a:w2:Qw8eR5tY1uI3oP6aS9dF2gH7', /unique/],
+  ])('refuses credential %s', (text, why) => {
+    expect(() => loadConfig({ ...secure, [`${ENV_PREFIX}WORKER_CREDENTIALS`]: text })).toThrow(why);
+  });
+
+  it('needs some way for workers to authenticate', () => {
+    expect(() => loadConfig({ ...base, [`${ENV_PREFIX}WORKER_KEYS`]: '' })).toThrow(/WORKER_CREDENTIALS: required/);
+  });
+
+  it('refuses plaintext on a non-loopback address unless told, and pairs TLS files', () => {
+    expect(() => loadConfig({ ...secure, [`${ENV_PREFIX}HOST`]: '0.0.0.0' })).toThrow(/not a loopback address/);
+    expect(
+      loadConfig({ ...secure, [`${ENV_PREFIX}HOST`]: '0.0.0.0', [`${ENV_PREFIX}INSECURE_PLAINTEXT`]: 'true' }).http
+        .insecurePlaintext,
+    ).toBe(true);
+    const tls = loadConfig({
+      ...secure,
+      [`${ENV_PREFIX}HOST`]: '0.0.0.0',
+      [`${ENV_PREFIX}TLS_CERT`]: '/c.pem',
+      [`${ENV_PREFIX}TLS_KEY`]: '/k.pem',
+      [`${ENV_PREFIX}TLS_CLIENT_CA`]: '/ca.pem',
+    });
+    expect(tls.http.tls).toEqual({ certFile: '/c.pem', keyFile: '/k.pem', clientCaFile: '/ca.pem' });
+    expect(() => loadConfig({ ...secure, [`${ENV_PREFIX}TLS_CERT`]: '/c.pem' })).toThrow(/give both or neither/);
+    expect(() => loadConfig({ ...secure, [`${ENV_PREFIX}ETCD_USERNAME`]: 'u' })).toThrow(
+      /ETCD_USERNAME \/ ETCD_PASSWORD/,
+    );
+  });
+
+  it('refuses secrets given as flags and placeholder keys', () => {
+    expect(() => loadConfig(secure, ['--admin-keys', 'Zq3vN8kP2xR7mT1wY5bH9cL4'])).toThrow(/not accepted as flags/);
+    expect(() => loadConfig({ ...secure, [`${ENV_PREFIX}ADMIN_KEYS`]: 'replace-with-admin-key' })).toThrow(
+      /placeholder/,
+    );
+    expect(() => loadConfig({ ...secure, [`${ENV_PREFIX}SINK_KEY`]: 'changeme-changeme' })).toThrow(/placeholder/);
   });
 });

@@ -1,20 +1,40 @@
 /**
- * Coordinator configuration: `loadConfig(env, argv)` is pure. Every option has an environment
- * variable `LEASEHOLD_COORDINATOR_<NAME>` and a flag `--<name>` (flags override env). The result is
- * frozen; any problem (all of them, not the first) is reported in one {@link ConfigError}.
+ * Coordinator configuration: `loadConfig(env, argv, readFile)` is pure. Every option is declared
+ * once in {@link OPTIONS}: environment variable `LEASEHOLD_COORDINATOR_<NAME>`, flag `--<name>`,
+ * config-file key, default, help, and whether it is a secret (never a flag; `_FILE` allowed). The
+ * result is frozen; every problem (not the first) is reported in one {@link ConfigError}.
  */
 import {
   collectOptions,
   ConfigError,
   deepFreeze,
+  formatHelp,
   parseCapabilityKeys,
+  splitList,
   wantsHelp,
+  weakSecretProblem,
+  WorkerIdSchema,
   type CapabilityKey,
   type OptionTable,
 } from '@leasehold/protocol';
 import { z } from 'zod';
 
 export const ENV_PREFIX = 'LEASEHOLD_COORDINATOR_';
+
+/** A worker's own credential: the key id and secret it presents, bound to one worker id. */
+export interface WorkerCredential {
+  readonly keyId: string;
+  readonly workerId: string;
+  readonly secret: string;
+}
+
+/** Server TLS: certificate and key files (PEM), and a CA whose client certificates are required. */
+export interface TlsServerConfig {
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** Workers must present a certificate issued by this CA; its subject CN is the worker id. */
+  readonly clientCaFile: string | undefined;
+}
 
 export interface CoordinatorConfig {
   /** Unique per process; generated when not set. */
@@ -24,6 +44,13 @@ export interface CoordinatorConfig {
     /** Key prefix, always ending in `/`. */
     readonly prefix: string;
     readonly requestTimeoutMs: number;
+    /** CA to verify etcd's certificate (https:// endpoints), and a client certificate for etcd's client-cert auth. */
+    readonly caFile: string | undefined;
+    readonly certFile: string | undefined;
+    readonly keyFile: string | undefined;
+    /** etcd user (etcd auth enabled): the role should be limited to the prefix. */
+    readonly username: string | undefined;
+    readonly password: string | undefined;
   };
   readonly http: {
     readonly host: string;
@@ -31,11 +58,23 @@ export interface CoordinatorConfig {
     /** Write the bound port here once listening (for tests and supervisors). */
     readonly portFile: string | undefined;
     readonly maxPayloadBytes: number;
+    /** HTTPS / WSS; undefined = plaintext (loopback only, unless insecurePlaintext). */
+    readonly tls: TlsServerConfig | undefined;
+    readonly insecurePlaintext: boolean;
   };
-  readonly sink: { readonly url: string; readonly key: string; readonly timeoutMs: number };
+  readonly sink: {
+    readonly url: string;
+    readonly key: string;
+    readonly timeoutMs: number;
+    /** CA that issued the sink's certificate (pinned: nothing else is trusted). */
+    readonly caFile: string | undefined;
+  };
   /** The first key signs capabilities. */
   readonly capabilityKeys: readonly CapabilityKey[];
-  readonly workerKeys: readonly string[];
+  /** Per-worker credentials (the secure mode): each binds a key id and secret to one worker id. */
+  readonly workerCredentials: readonly WorkerCredential[];
+  /** INSECURE dev mode: shared bearer keys; the worker id is whatever the worker claims. */
+  readonly sharedWorkerKeys: readonly string[];
   readonly adminKeys: readonly string[];
   readonly sessionTtlMs: number;
   readonly heartbeatIntervalMs: number;
@@ -53,62 +92,127 @@ export interface CoordinatorConfig {
   readonly grantBatchMax: number;
   /** `lease.none.retryAfterMs`. */
   readonly noLeaseRetryAfterMs: number;
+  /** Deepest JSON nesting accepted in a frame or body (payloads included). */
+  readonly maxJsonDepth: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
 /** Every option, by flag name. */
 export const OPTIONS: OptionTable = Object.freeze({
   'coordinator-id': { env: 'COORDINATOR_ID', help: 'unique id of this coordinator (default: generated)' },
-  'etcd-endpoints': { env: 'ETCD_ENDPOINTS', help: 'comma-separated etcd URLs (default http://127.0.0.1:2379)' },
-  prefix: { env: 'PREFIX', help: 'etcd key prefix (default leasehold/)' },
-  'etcd-timeout-ms': { env: 'ETCD_TIMEOUT_MS', help: 'deadline of each etcd request (default 2000)' },
-  host: { env: 'HOST', help: 'listen address (default 127.0.0.1)' },
-  port: { env: 'PORT', help: 'listen port, 0 = any free port (default 7400)' },
+  'etcd-endpoints': { env: 'ETCD_ENDPOINTS', help: 'comma-separated etcd URLs', default: 'http://127.0.0.1:2379' },
+  prefix: { env: 'PREFIX', help: 'etcd key prefix', default: 'leasehold/' },
+  'etcd-timeout-ms': { env: 'ETCD_TIMEOUT_MS', help: 'deadline of each etcd request', default: '2000' },
+  'etcd-ca': { env: 'ETCD_CA', help: "CA file (PEM) of etcd's certificate, for https:// endpoints" },
+  'etcd-cert': { env: 'ETCD_CERT', help: "client certificate file (PEM) for etcd's client-cert auth" },
+  'etcd-key': { env: 'ETCD_KEY', help: 'its private key file (PEM)' },
+  'etcd-username': { env: 'ETCD_USERNAME', help: 'etcd user (etcd auth); give its role only the prefix' },
+  'etcd-password': { env: 'ETCD_PASSWORD', help: 'password of the etcd user', secret: true },
+  host: { env: 'HOST', help: 'listen address', default: '127.0.0.1' },
+  port: { env: 'PORT', help: 'listen port, 0 = any free port', default: '7500' },
   'port-file': { env: 'PORT_FILE', help: 'write the bound port to this file once listening' },
-  'max-payload-bytes': { env: 'MAX_PAYLOAD_BYTES', help: 'largest WebSocket frame / HTTP body (default 1048576)' },
+  'tls-cert': { env: 'TLS_CERT', help: 'serve HTTPS / WSS with this certificate file (PEM); reloaded on SIGHUP' },
+  'tls-key': { env: 'TLS_KEY', help: 'its private key file (PEM)' },
+  'tls-client-ca': { env: 'TLS_CLIENT_CA', help: 'require worker client certificates from this CA (CN = worker id)' },
+  'insecure-plaintext': {
+    env: 'INSECURE_PLAINTEXT',
+    help: 'serve plain HTTP on a non-loopback address (keys cross the network in clear)',
+    boolean: true,
+    default: 'false',
+  },
+  'max-payload-bytes': { env: 'MAX_PAYLOAD_BYTES', help: 'largest WebSocket frame / HTTP body', default: '1048576' },
+  'max-json-depth': {
+    env: 'MAX_JSON_DEPTH',
+    help: 'deepest JSON nesting accepted in frames and bodies',
+    default: '64',
+  },
   'sink-url': { env: 'SINK_URL', help: 'base URL of the sink (required)' },
   'sink-key': { env: 'SINK_KEY', help: 'coordinator bearer key at the sink (required)', secret: true },
-  'sink-timeout-ms': { env: 'SINK_TIMEOUT_MS', help: 'deadline of each sink request (default 2000)' },
+  'sink-ca': { env: 'SINK_CA', help: "CA file (PEM) that issued the sink's certificate (pinned)" },
+  'sink-timeout-ms': { env: 'SINK_TIMEOUT_MS', help: 'deadline of each sink request', default: '2000' },
   'capability-keys': { env: 'CAPABILITY_KEYS', help: 'id:secret,... (first signs) (required)', secret: true },
-  'worker-keys': { env: 'WORKER_KEYS', help: 'comma-separated worker bearer keys (required)', secret: true },
+  'worker-credentials': {
+    env: 'WORKER_CREDENTIALS',
+    help: 'per-worker credentials keyId:workerId:secret, comma- or line-separated',
+    secret: true,
+  },
+  'worker-keys': {
+    env: 'WORKER_KEYS',
+    help: 'INSECURE dev mode: shared worker bearer keys (any holder may claim any worker id)',
+    secret: true,
+  },
   'admin-keys': { env: 'ADMIN_KEYS', help: 'comma-separated admin bearer keys (required)', secret: true },
-  'session-ttl-ms': { env: 'SESSION_TTL_MS', help: 'session TTL judged by the coordinator (default 10000)' },
+  'session-ttl-ms': { env: 'SESSION_TTL_MS', help: 'session TTL judged by the coordinator', default: '10000' },
   'heartbeat-interval-ms': { env: 'HEARTBEAT_INTERVAL_MS', help: 'heartbeat interval told to workers (<= TTL/3)' },
   'fence-on-expiry': {
     env: 'FENCE_ON_EXPIRY',
-    help: 'advance fences when a holder expires (default false)',
+    help: 'advance fences when a holder expires',
     boolean: true,
+    default: 'false',
   },
-  'max-bad-frames': { env: 'MAX_BAD_FRAMES', help: 'bad frames before a socket is closed with 1008 (default 10)' },
-  'grant-batch-max': { env: 'GRANT_BATCH_MAX', help: 'most grants per etcd txn / sink batch (default 64)' },
-  'no-lease-retry-after-ms': { env: 'NO_LEASE_RETRY_AFTER_MS', help: 'retryAfterMs in lease.none (default 500)' },
-  'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent (default info)' },
+  'max-bad-frames': { env: 'MAX_BAD_FRAMES', help: 'bad frames before a socket is closed with 1008', default: '10' },
+  'grant-batch-max': { env: 'GRANT_BATCH_MAX', help: 'most grants per etcd txn / sink batch', default: '64' },
+  'no-lease-retry-after-ms': { env: 'NO_LEASE_RETRY_AFTER_MS', help: 'retryAfterMs in lease.none', default: '500' },
+  'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   'test-sabotage': {
     env: 'TEST_SABOTAGE',
     help: 'TEST ONLY: grant-before-advance (needs LEASEHOLD_ALLOW_SABOTAGE=1)',
   },
 });
 
-export const HELP_TEXT = [
-  'Usage: leasehold-coordinator [--<option> <value>]... [--help]',
-  '',
-  `Every option can also be set as ${ENV_PREFIX}<ENV>; flags override the environment.`,
-  '',
-  ...Object.entries(OPTIONS).map(([flag, spec]) => `  --${flag.padEnd(24)} ${spec.env.padEnd(24)} ${spec.help}`),
-  '  --help                     print this text',
-].join('\n');
+export const HELP_TEXT = formatHelp(
+  'leasehold-coordinator: etcd sessions and leases, revision tokens, the fence advanced before every grant.',
+  'leasehold-coordinator',
+  OPTIONS,
+  ENV_PREFIX,
+);
 
-const list = (text: string): string[] =>
-  text
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
-const keyList = z
-  .string()
-  .transform(list)
-  .pipe(z.array(z.string().min(16, 'bearer keys must be at least 16 characters')).min(1, 'at least one key'));
+const int = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^[0-9]+$/, 'must be a non-negative decimal integer')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((s) => s === 'true' || s === '1' || s === 'yes');
+const secretList = (required: boolean) =>
+  z
+    .string()
+    .transform(splitList)
+    .pipe(
+      z
+        .array(
+          z.string().superRefine((key, ctx) => {
+            const problem = weakSecretProblem(key);
+            if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `a key ${problem}` });
+          }),
+        )
+        .min(required ? 1 : 0, 'at least one key'),
+    );
+const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const credentials = z.string().transform((text, ctx): WorkerCredential[] => {
+  const out: WorkerCredential[] = [];
+  for (const entry of splitList(text)) {
+    const [keyId, workerId, ...rest] = entry.split(':');
+    const secret = rest.join(':');
+    if (keyId === undefined || workerId === undefined || rest.length === 0 || !KEY_ID.test(keyId)) {
+      ctx.addIssue({ code: 'custom', message: 'each credential is keyId:workerId:secret (keyId of [A-Za-z0-9_-])' });
+      continue;
+    }
+    if (!WorkerIdSchema.safeParse(workerId).success) {
+      ctx.addIssue({ code: 'custom', message: `credential ${keyId}: ${JSON.stringify(workerId)} is not a worker id` });
+      continue;
+    }
+    const problem = weakSecretProblem(secret);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `credential ${keyId}: the secret ${problem}` });
+    out.push({ keyId, workerId, secret });
+  }
+  if (new Set(out.map((c) => c.keyId)).size !== out.length) {
+    ctx.addIssue({ code: 'custom', message: 'credential key ids must be unique' });
+  }
+  return out;
+});
 
 const RawSchema = z.object({
   COORDINATOR_ID: z
@@ -117,64 +221,117 @@ const RawSchema = z.object({
     .optional(),
   ETCD_ENDPOINTS: z
     .string()
-    .default('http://127.0.0.1:2379')
-    .transform(list)
+    .transform(splitList)
     .pipe(z.array(z.url({ protocol: /^https?$/ })).min(1, 'at least one endpoint')),
   PREFIX: z
     .string()
-    .default('leasehold/')
-    .refine((s) => s.length > 0 && !s.includes('\0'), 'must be non-empty')
+    .refine((s) => /^[\x21-\x7e]+$/.test(s), 'must be printable ASCII without spaces')
     .transform((s) => (s.endsWith('/') ? s : `${s}/`)),
-  ETCD_TIMEOUT_MS: int(50, 60_000).default(2_000),
-  HOST: z.string().min(1).default('127.0.0.1'),
-  PORT: int(0, 65_535).default(7_400),
+  ETCD_TIMEOUT_MS: int(50, 60_000),
+  ETCD_CA: z.string().min(1).optional(),
+  ETCD_CERT: z.string().min(1).optional(),
+  ETCD_KEY: z.string().min(1).optional(),
+  ETCD_USERNAME: z.string().min(1).optional(),
+  ETCD_PASSWORD: z.string().min(1).optional(),
+  HOST: z.string().min(1),
+  PORT: int(0, 65_535),
   PORT_FILE: z.string().min(1).optional(),
-  MAX_PAYLOAD_BYTES: int(256, 64 * 1024 * 1024).default(1_048_576),
+  TLS_CERT: z.string().min(1).optional(),
+  TLS_KEY: z.string().min(1).optional(),
+  TLS_CLIENT_CA: z.string().min(1).optional(),
+  INSECURE_PLAINTEXT: bool,
+  MAX_PAYLOAD_BYTES: int(256, 64 * 1024 * 1024),
+  MAX_JSON_DEPTH: int(2, 1_000),
   SINK_URL: z.url({ protocol: /^https?$/ }),
-  SINK_KEY: z.string().min(16, 'must be at least 16 characters'),
-  SINK_TIMEOUT_MS: int(50, 60_000).default(2_000),
+  SINK_KEY: z.string().superRefine((key, ctx) => {
+    const problem = weakSecretProblem(key);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  }),
+  SINK_CA: z.string().min(1).optional(),
+  SINK_TIMEOUT_MS: int(50, 60_000),
   CAPABILITY_KEYS: z.string().transform((text, ctx) => {
     try {
       const keys = parseCapabilityKeys(text);
       if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'at least one key' });
+      for (const k of keys) {
+        const problem = weakSecretProblem(k.secret);
+        if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `key ${k.id}: the secret ${problem}` });
+      }
       return keys;
     } catch (err) {
       ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
       return z.NEVER;
     }
   }),
-  WORKER_KEYS: keyList,
-  ADMIN_KEYS: keyList,
-  SESSION_TTL_MS: int(300, 3_600_000).default(10_000),
+  WORKER_CREDENTIALS: credentials.optional(),
+  WORKER_KEYS: secretList(false).optional(),
+  ADMIN_KEYS: secretList(true),
+  SESSION_TTL_MS: int(300, 3_600_000),
   HEARTBEAT_INTERVAL_MS: int(10, 1_200_000).optional(),
-  FENCE_ON_EXPIRY: z
-    .enum(['true', 'false', '1', '0', 'yes', 'no'])
-    .default('false')
-    .transform((s) => s === 'true' || s === '1' || s === 'yes'),
-  MAX_BAD_FRAMES: int(1, 10_000).default(10),
-  GRANT_BATCH_MAX: int(1, 1_000).default(64),
-  NO_LEASE_RETRY_AFTER_MS: int(0, 600_000).default(500),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  FENCE_ON_EXPIRY: bool,
+  MAX_BAD_FRAMES: int(1, 10_000),
+  GRANT_BATCH_MAX: int(1, 1_000),
+  NO_LEASE_RETRY_AFTER_MS: int(0, 600_000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   TEST_SABOTAGE: z.enum(['grant-before-advance']).optional(),
 });
 
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
+
 /** Cross-field rules, checked on the raw values so they are reported even when other fields fail. */
 function crossFieldProblems(raw: Readonly<Record<string, string>>): string[] {
+  const problems: string[] = [];
   const ttl = Number(raw.SESSION_TTL_MS ?? '10000');
   const heartbeat = raw.HEARTBEAT_INTERVAL_MS === undefined ? undefined : Number(raw.HEARTBEAT_INTERVAL_MS);
   if (heartbeat !== undefined && Number.isFinite(heartbeat) && Number.isFinite(ttl) && heartbeat * 3 > ttl) {
-    return [`${ENV_PREFIX}HEARTBEAT_INTERVAL_MS: must be <= SESSION_TTL_MS / 3 (${Math.floor(ttl / 3)})`];
+    problems.push(`${ENV_PREFIX}HEARTBEAT_INTERVAL_MS: must be <= SESSION_TTL_MS / 3 (${Math.floor(ttl / 3)})`);
   }
-  return [];
+  if ((raw.TLS_CERT === undefined) !== (raw.TLS_KEY === undefined)) {
+    problems.push(`${ENV_PREFIX}TLS_CERT / TLS_KEY: give both or neither`);
+  }
+  if (raw.TLS_CLIENT_CA !== undefined && raw.TLS_CERT === undefined) {
+    problems.push(`${ENV_PREFIX}TLS_CLIENT_CA: needs TLS_CERT and TLS_KEY (client certificates need TLS)`);
+  }
+  if ((raw.ETCD_CERT === undefined) !== (raw.ETCD_KEY === undefined)) {
+    problems.push(`${ENV_PREFIX}ETCD_CERT / ETCD_KEY: give both or neither`);
+  }
+  if ((raw.ETCD_USERNAME === undefined) !== (raw.ETCD_PASSWORD === undefined)) {
+    problems.push(`${ENV_PREFIX}ETCD_USERNAME / ETCD_PASSWORD: give both or neither`);
+  }
+  const plaintextOk =
+    raw.INSECURE_PLAINTEXT === 'true' || raw.INSECURE_PLAINTEXT === '1' || raw.INSECURE_PLAINTEXT === 'yes';
+  if (raw.TLS_CERT === undefined && !LOOPBACK.test(raw.HOST ?? '127.0.0.1') && !plaintextOk) {
+    problems.push(
+      `${ENV_PREFIX}HOST: ${raw.HOST ?? ''} is not a loopback address: serve TLS (TLS_CERT, TLS_KEY) or set ` +
+        `${ENV_PREFIX}INSECURE_PLAINTEXT=true to send keys in clear`,
+    );
+  }
+  if (raw.WORKER_CREDENTIALS === undefined && raw.WORKER_KEYS === undefined && raw.TLS_CLIENT_CA === undefined) {
+    problems.push(
+      `${ENV_PREFIX}WORKER_CREDENTIALS: required (per-worker keyId:workerId:secret), or TLS_CLIENT_CA for worker ` +
+        `certificates, or WORKER_KEYS for the insecure shared-key dev mode`,
+    );
+  }
+  return problems;
 }
 
 export { wantsHelp };
 
+/**
+ * Resolve the configuration from the environment, the flags and an optional config file (see
+ * `collectOptions` in @leasehold/protocol for precedence and `_FILE` secrets). Pure: reading files
+ * is `input.readFile`. Returns a frozen config or throws one ConfigError listing every problem.
+ */
 export function loadConfig(
   env: Readonly<Record<string, string | undefined>>,
   argv: readonly string[] = [],
+  readFile?: (path: string) => string,
 ): CoordinatorConfig {
-  const { raw, problems } = collectOptions(OPTIONS, ENV_PREFIX, env, argv);
+  const { raw, problems, origin } = collectOptions(OPTIONS, ENV_PREFIX, {
+    env,
+    argv,
+    ...(readFile === undefined ? {} : { readFile }),
+  });
   if (raw.TEST_SABOTAGE !== undefined && env.LEASEHOLD_ALLOW_SABOTAGE !== '1') {
     problems.push(`${ENV_PREFIX}TEST_SABOTAGE: a test-only switch; also set LEASEHOLD_ALLOW_SABOTAGE=1 to use it`);
   }
@@ -183,18 +340,38 @@ export function loadConfig(
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
       const key = String(issue.path[0] ?? '');
-      problems.push(`${ENV_PREFIX}${key}: ${issue.message}`);
+      problems.push(`${origin[key] ?? `${ENV_PREFIX}${key}`}: ${issue.message}`);
     }
   }
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   const c = parsed.data;
   const config: CoordinatorConfig = {
     coordinatorId: c.COORDINATOR_ID,
-    etcd: { endpoints: Object.freeze(c.ETCD_ENDPOINTS), prefix: c.PREFIX, requestTimeoutMs: c.ETCD_TIMEOUT_MS },
-    http: { host: c.HOST, port: c.PORT, portFile: c.PORT_FILE, maxPayloadBytes: c.MAX_PAYLOAD_BYTES },
-    sink: { url: c.SINK_URL.replace(/\/+$/, ''), key: c.SINK_KEY, timeoutMs: c.SINK_TIMEOUT_MS },
+    etcd: {
+      endpoints: Object.freeze(c.ETCD_ENDPOINTS),
+      prefix: c.PREFIX,
+      requestTimeoutMs: c.ETCD_TIMEOUT_MS,
+      caFile: c.ETCD_CA,
+      certFile: c.ETCD_CERT,
+      keyFile: c.ETCD_KEY,
+      username: c.ETCD_USERNAME,
+      password: c.ETCD_PASSWORD,
+    },
+    http: {
+      host: c.HOST,
+      port: c.PORT,
+      portFile: c.PORT_FILE,
+      maxPayloadBytes: c.MAX_PAYLOAD_BYTES,
+      tls:
+        c.TLS_CERT === undefined || c.TLS_KEY === undefined
+          ? undefined
+          : { certFile: c.TLS_CERT, keyFile: c.TLS_KEY, clientCaFile: c.TLS_CLIENT_CA },
+      insecurePlaintext: c.INSECURE_PLAINTEXT,
+    },
+    sink: { url: c.SINK_URL.replace(/\/+$/, ''), key: c.SINK_KEY, timeoutMs: c.SINK_TIMEOUT_MS, caFile: c.SINK_CA },
     capabilityKeys: Object.freeze(c.CAPABILITY_KEYS.map((k) => Object.freeze(k))),
-    workerKeys: Object.freeze(c.WORKER_KEYS),
+    workerCredentials: Object.freeze(c.WORKER_CREDENTIALS ?? []),
+    sharedWorkerKeys: Object.freeze(c.WORKER_KEYS ?? []),
     adminKeys: Object.freeze(c.ADMIN_KEYS),
     sessionTtlMs: c.SESSION_TTL_MS,
     heartbeatIntervalMs: c.HEARTBEAT_INTERVAL_MS ?? Math.max(10, Math.floor(c.SESSION_TTL_MS / 4)),
@@ -202,6 +379,7 @@ export function loadConfig(
     maxBadFrames: c.MAX_BAD_FRAMES,
     grantBatchMax: c.GRANT_BATCH_MAX,
     noLeaseRetryAfterMs: c.NO_LEASE_RETRY_AFTER_MS,
+    maxJsonDepth: c.MAX_JSON_DEPTH,
     logLevel: c.LOG_LEVEL,
     testSabotage: c.TEST_SABOTAGE,
   };
@@ -212,9 +390,15 @@ export function loadConfig(
 export function redactConfig(config: CoordinatorConfig): Record<string, unknown> {
   return {
     ...config,
+    etcd: { ...config.etcd, password: config.etcd.password === undefined ? undefined : '[redacted]' },
     sink: { ...config.sink, key: '[redacted]' },
     capabilityKeys: config.capabilityKeys.map((k) => ({ id: k.id, secret: '[redacted]' })),
-    workerKeys: `[${config.workerKeys.length} redacted]`,
+    workerCredentials: config.workerCredentials.map((w) => ({
+      keyId: w.keyId,
+      workerId: w.workerId,
+      secret: '[redacted]',
+    })),
+    sharedWorkerKeys: `[${config.sharedWorkerKeys.length} redacted]`,
     adminKeys: `[${config.adminKeys.length} redacted]`,
   };
 }

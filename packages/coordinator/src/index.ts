@@ -7,8 +7,9 @@
  * adopts their sessions: nothing is revoked here), stop the watch and close etcd.
  */
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
 import type { Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from './config.js';
@@ -23,6 +24,7 @@ import { Metrics } from './metrics.js';
 import { createServices } from './services.js';
 import { realTimers } from './timers.js';
 import { WorkerSockets } from './ws/server.js';
+import { createWorkerAuthenticator } from './ws/worker-auth.js';
 
 export { loadConfig, redactConfig, HELP_TEXT, ENV_PREFIX, OPTIONS } from './config.js';
 export type { CoordinatorConfig } from './config.js';
@@ -51,7 +53,18 @@ export interface Coordinator {
   /** `http://host:port` */
   readonly url: string;
   readonly metrics: Metrics;
+  /** Read the TLS certificate and key files again (SIGHUP): new connections use them, open ones stay. */
+  reloadTls(): void;
   close(): Promise<void>;
+}
+
+/** The server TLS material of `config`, read from its files now. */
+function tlsMaterial(tls: NonNullable<CoordinatorConfig['http']['tls']>) {
+  return {
+    cert: readFileSync(tls.certFile),
+    key: readFileSync(tls.keyFile),
+    ...(tls.clientCaFile === undefined ? {} : { ca: readFileSync(tls.clientCaFile) }),
+  };
 }
 
 const monotonic: Clock = { nowMs: () => performance.now() };
@@ -60,7 +73,24 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const coordinatorId = config.coordinatorId ?? `c-${randomUUID().slice(0, 8)}`;
   const log = deps.logger.child({ component: 'coordinator', coordinatorId });
   const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
-  const backend = new EtcdBackend({ ...config.etcd, log });
+  const etcdTls =
+    config.etcd.caFile === undefined
+      ? undefined
+      : {
+          ca: readFileSync(config.etcd.caFile),
+          ...(config.etcd.certFile === undefined || config.etcd.keyFile === undefined
+            ? {}
+            : { cert: readFileSync(config.etcd.certFile), key: readFileSync(config.etcd.keyFile) }),
+        };
+  const backend = new EtcdBackend({
+    endpoints: config.etcd.endpoints,
+    requestTimeoutMs: config.etcd.requestTimeoutMs,
+    log,
+    ...(etcdTls === undefined ? {} : { tls: etcdTls }),
+    ...(config.etcd.username === undefined || config.etcd.password === undefined
+      ? {}
+      : { auth: { username: config.etcd.username, password: config.etcd.password } }),
+  });
   const store = new KvLeaseStore(backend, new KeyLayout(config.etcd.prefix), {
     onTxn: (txn, seconds, outcome) => {
       metrics.etcdTxn.observe({ txn, outcome }, seconds);
@@ -68,7 +98,12 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   });
   const fenceTarget =
     deps.fenceTarget ??
-    new SinkFenceTarget({ url: config.sink.url, key: config.sink.key, timeoutMs: config.sink.timeoutMs });
+    new SinkFenceTarget({
+      url: config.sink.url,
+      key: config.sink.key,
+      timeoutMs: config.sink.timeoutMs,
+      ...(config.sink.caFile === undefined ? {} : { tls: { ca: readFileSync(config.sink.caFile) } }),
+    });
   const services = createServices({
     config,
     coordinatorId,
@@ -88,8 +123,24 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     throw err;
   }
 
+  const tls = config.http.tls;
+  if (tls === undefined) {
+    log.warn(
+      { host: config.http.host },
+      'PLAINTEXT: serving HTTP and WS without TLS; bearer keys and capabilities cross the network in clear',
+    );
+  }
+  if (config.sharedWorkerKeys.length > 0) {
+    log.warn(
+      'INSECURE: shared worker keys are configured; any holder may claim any worker id and act for its sessions',
+    );
+  }
   const app = createHttpServer({
+    ...(tls === undefined
+      ? {}
+      : { https: { ...tlsMaterial(tls), requestCert: tls.clientCaFile !== undefined, rejectUnauthorized: false } }),
     adminKeys: config.adminKeys,
+    maxJsonDepth: config.maxJsonDepth,
     maxPayloadBytes: config.http.maxPayloadBytes,
     tasks,
     metrics,
@@ -102,7 +153,11 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     }),
   });
   const sockets = new WorkerSockets(app.server, {
-    workerKeys: config.workerKeys,
+    authenticate: createWorkerAuthenticator({
+      credentials: config.workerCredentials,
+      sharedKeys: config.sharedWorkerKeys,
+      clientCertificates: tls?.clientCaFile !== undefined,
+    }),
     metrics,
     log: log.child({ component: 'ws' }),
     isShuttingDown: () => ctx.state.shuttingDown,
@@ -115,6 +170,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
       log: log.child({ component: 'ws' }),
       coordinatorId,
       maxPayloadBytes: config.http.maxPayloadBytes,
+      maxJsonDepth: config.maxJsonDepth,
       maxBadFrames: config.maxBadFrames,
       heartbeatIntervalMs: config.heartbeatIntervalMs,
       sessionTtlMs: config.sessionTtlMs,
@@ -131,7 +187,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const bound = app.server.address() as AddressInfo;
   if (config.http.portFile !== undefined) writeFileSync(config.http.portFile, `${bound.port}\n`);
   const host = config.http.host;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
+  const url = `${tls === undefined ? 'http' : 'https'}://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
   log.info({ url }, 'coordinator listening');
 
   let closing: Promise<void> | undefined;
@@ -140,6 +196,11 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     address: { host, port: bound.port },
     url,
     metrics,
+    reloadTls: () => {
+      if (tls === undefined) return;
+      (app.server as unknown as TlsServer).setSecureContext(tlsMaterial(tls));
+      log.info('tls certificates reloaded');
+    },
     close: () =>
       (closing ??= (async () => {
         log.info('coordinator shutting down');

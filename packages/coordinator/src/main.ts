@@ -2,8 +2,13 @@
 /**
  * `leasehold-coordinator`: the only file that reads process.env / argv, builds the root logger and
  * handles signals. SIGTERM / SIGINT: graceful shutdown (workers are sent "going away" and move to
- * a peer; their sessions are not revoked), then exit 0.
+ * a peer; their sessions are not revoked), then exit 0. SIGHUP: read the TLS certificate and key
+ * again (open connections and sessions stay). Exit codes: 0 clean stop, --help, --version,
+ * --check-config; 1 start-up failure; 2 bad configuration.
  */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { wantsCheckConfig, wantsVersion } from '@leasehold/protocol';
 import { pino } from 'pino';
 import { ConfigError, LeaseholdError } from './errors.js';
 import { createCoordinator, HELP_TEXT, loadConfig, redactConfig } from './index.js';
@@ -15,15 +20,24 @@ async function main(): Promise<number> {
     process.stdout.write(`${HELP_TEXT}\n`);
     return 0;
   }
+  if (wantsVersion(argv)) {
+    const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
+    process.stdout.write(`leasehold-coordinator ${pkg.version}\n`);
+    return 0;
+  }
   let config;
   try {
-    config = loadConfig(process.env, argv);
+    config = loadConfig(process.env, argv, (path) => readFileSync(path, 'utf8'));
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`${err.message}\n\nRun with --help for the options.\n`);
       return 2;
     }
     throw err;
+  }
+  if (wantsCheckConfig(argv)) {
+    process.stdout.write(`${JSON.stringify(redactConfig(config), null, 2)}\nconfiguration OK\n`);
+    return 0;
   }
   const logger = pino({
     level: config.logLevel,
@@ -46,6 +60,13 @@ async function main(): Promise<number> {
     });
     process.once('SIGINT', () => {
       stop('SIGINT');
+    });
+    process.on('SIGHUP', () => {
+      try {
+        coordinator.reloadTls();
+      } catch (err) {
+        logger.error({ err }, 'tls reload failed; the previous certificates stay in use');
+      }
     });
   });
   const force = setTimeout(() => {

@@ -52,3 +52,34 @@ describe('capabilities', () => {
     expect(() => parseCapabilityKeys('bad id:a-secret-of-enough-length')).toThrow();
   });
 });
+
+describe('strict capability encoding', () => {
+  it('accepts only the canonical base64url of the MAC: no junk, padding, whitespace or alternative last character', () => {
+    const good = signCapability(k2, claims);
+    expect(verifyCapability([k2], good, claims)).toBe(true);
+    const mac = good.split('.')[2] ?? '';
+    const last = mac.at(-1) ?? '';
+    // Characters that decode to the same bytes under a lenient decoder.
+    const sameBytes = 'AEIMQUYcgkosw048'.includes(last)
+      ? 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+          .split('')
+          .filter(
+            (c) => c !== last && Buffer.from(mac.slice(0, -1) + c, 'base64url').equals(Buffer.from(mac, 'base64url')),
+          )
+      : [];
+    expect(sameBytes.length).toBeGreaterThan(0); // the lenient decoder really is lenient
+    for (const variant of [
+      ...sameBytes.map((c) => `v1.k2.${mac.slice(0, -1)}${c}`),
+      `${good}=`,
+      `${good}==`,
+      `${good} `,
+      `v1.k2.${mac.slice(0, 20)}*${mac.slice(20)}`,
+      `v1.k2.${mac.slice(0, 20)}.${mac.slice(20)}`,
+      `v1.k2.${mac}A`,
+      `v1.k2.${mac.slice(0, -1)}`,
+      `v1.k2.${Buffer.from(mac, 'base64url').toString('base64')}`,
+    ]) {
+      expect(verifyCapability([k2], variant, claims), variant).toBe(false);
+    }
+  });
+});

@@ -21,6 +21,8 @@ export interface CapabilityClaims {
 }
 
 const KEY_ID = /^[A-Za-z0-9_-]{1,32}$/;
+/** base64url of 32 bytes, unpadded: 42 free characters and a last one whose low 2 bits are zero. */
+const CANONICAL_MAC = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 
 function canonicalClaims(claims: CapabilityClaims): string {
   // Length-prefixed fields: no separator ambiguity whatever the ids contain.
@@ -62,6 +64,9 @@ export function verifyCapability(
   const [, keyId, encoded] = parts as [string, string, string];
   const key = keys.find((k) => k.id === keyId);
   if (key === undefined) return false;
+  // Exactly the canonical encoding of a 32-byte MAC: 43 base64url characters, the last carrying
+  // 4 bits (Buffer.from(..., 'base64url') would skip junk, so several strings would decode alike).
+  if (!CANONICAL_MAC.test(encoded)) return false;
   const given = Buffer.from(encoded, 'base64url');
   const expected = mac(key.secret, claims);
   return given.length === expected.length && timingSafeEqual(given, expected);

@@ -33,6 +33,8 @@ export const ErrorCode = {
   NOT_FOUND: 'NOT_FOUND',
   /** Request conflicts with existing state (e.g. same task id, different definition). */
   CONFLICT: 'CONFLICT',
+  /** The session already has as many grants and acquires in flight as the capacity its hello declared. */
+  CAPACITY_EXCEEDED: 'CAPACITY_EXCEEDED',
   /** A dependency (etcd, sink, disk) is unavailable; the outcome is unknown or nothing happened. */
   UNAVAILABLE: 'UNAVAILABLE',
   /** The service is shutting down and takes no new work. */
@@ -63,6 +65,7 @@ export const ERROR_CODE_INFO: Readonly<Record<ErrorCode, CodeInfo>> = Object.fre
   PROTOCOL_VERSION_MISMATCH: { retryable: false, httpStatus: 400 },
   NOT_FOUND: { retryable: false, httpStatus: 404 },
   CONFLICT: { retryable: false, httpStatus: 409 },
+  CAPACITY_EXCEEDED: { retryable: true, httpStatus: 429 },
   UNAVAILABLE: { retryable: true, httpStatus: 503 },
   SHUTTING_DOWN: { retryable: true, httpStatus: 503 },
   INTERNAL: { retryable: true, httpStatus: 500 },

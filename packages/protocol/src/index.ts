@@ -61,10 +61,22 @@ export type {
   HeldLeaseRef,
 } from './model/lease-table.js';
 export { JSON_SCHEMA_SOURCES, generateJsonSchemas } from './json-schemas.js';
-export { collectOptions, formatOptionsHelp, wantsHelp, deepFreeze, splitList } from './config-options.js';
-export type { OptionSpec, OptionTable } from './config-options.js';
+export {
+  collectOptions,
+  formatOptionsHelp,
+  formatHelp,
+  wantsHelp,
+  wantsVersion,
+  wantsCheckConfig,
+  deepFreeze,
+  splitList,
+  weakSecretProblem,
+} from './config-options.js';
+export type { OptionSpec, OptionTable, ConfigInput, CollectedOptions, OptionSource } from './config-options.js';
 export { createKeyRing, parseBearer } from './bearer.js';
 export { normalizePath, RouteCredential } from './http-path.js';
+export { jsonLimitProblem, DEFAULT_JSON_LIMITS } from './json-limits.js';
+export type { JsonLimits } from './json-limits.js';
 export type { KeyRing } from './bearer.js';
 export { fastWorkerMessage } from './messages/fast-decode.js';
 export { compileValidator } from './validate.js';

@@ -42,7 +42,13 @@ describe('loadConfig', () => {
 
   it('reads LEASEHOLD_SINK_* and lets flags override them (both flag forms)', () => {
     const config = loadConfig(
-      { ...ENV, LEASEHOLD_SINK_PORT: '9000', LEASEHOLD_SINK_HOST: '0.0.0.0', LEASEHOLD_SINK_SYNCHRONOUS: 'NORMAL' },
+      {
+        ...ENV,
+        LEASEHOLD_SINK_PORT: '9000',
+        LEASEHOLD_SINK_HOST: '0.0.0.0',
+        LEASEHOLD_SINK_INSECURE_PLAINTEXT: 'true',
+        LEASEHOLD_SINK_SYNCHRONOUS: 'NORMAL',
+      },
       ['--port', '0', '--port-file=/tmp/p', '--db-path', '/tmp/x.db', '--log-level', 'debug'],
     );
     expect(config).toMatchObject({
@@ -66,15 +72,15 @@ describe('loadConfig', () => {
       ['--decision-retention', '-5', '--bogus', '--log-level'],
     );
     const text = problems.join('\n');
-    expect(text).toContain('unknown argument "--bogus"');
+    expect(text).toContain('unknown flag --bogus');
     expect(text).toContain('--log-level needs a value');
+    expect(text).toMatch(/--decision-retention: must be a non-negative decimal integer/);
     expect(text).toMatch(/LEASEHOLD_SINK_PORT: .*65535/);
     expect(text).toContain('LEASEHOLD_SINK_SYNCHRONOUS');
     expect(text).toContain('LEASEHOLD_SINK_BODY_LIMIT_BYTES: must be a non-negative decimal integer');
-    expect(text).toContain('--decision-retention');
     expect(text).toContain('LEASEHOLD_SINK_COORDINATOR_KEYS: is required');
     expect(text).toContain('LEASEHOLD_SINK_CAPABILITY_KEYS: capability keys must look like id:secret');
-    expect(problems.length).toBeGreaterThanOrEqual(8);
+    expect(problems.length).toBeGreaterThanOrEqual(6);
   });
 
   it('refuses short keys, duplicate capability key ids and a key that is both coordinator and read-only', () => {
@@ -90,8 +96,35 @@ describe('loadConfig', () => {
     );
   });
 
-  it('does not take secrets from flags', () => {
-    expect(problemsOf(ENV, ['--coordinator-keys', 'coordinator-key-cccccccc']).join()).toContain('unknown argument');
+  it('does not take secrets from flags (visible in ps), and reads them from files', () => {
+    expect(problemsOf(ENV, ['--coordinator-keys', 'coordinator-key-cccccccc']).join()).toContain(
+      'secrets are not accepted as flags',
+    );
+    const files: Record<string, string> = { '/run/keys': 'from-a-file-key-0123456789\n' };
+    const config = loadConfig(
+      { ...ENV, LEASEHOLD_SINK_COORDINATOR_KEYS: '', LEASEHOLD_SINK_COORDINATOR_KEYS_FILE: '/run/keys' },
+      [],
+      {
+        readFile: (path) => files[path] ?? '',
+      },
+    );
+    expect(config.coordinatorKeys).toEqual(['from-a-file-key-0123456789']);
+  });
+
+  it('refuses placeholder keys and plaintext on a non-loopback address', () => {
+    expect(problemsOf({ ...ENV, LEASEHOLD_SINK_COORDINATOR_KEYS: 'replace-with-a-random-key' }).join()).toContain(
+      'placeholder',
+    );
+    expect(problemsOf({ ...ENV, LEASEHOLD_SINK_HOST: '10.0.0.5' }).join()).toMatch(/not a loopback address.*TLS/);
+    expect(
+      loadConfig(
+        { ...ENV, LEASEHOLD_SINK_HOST: '10.0.0.5', LEASEHOLD_SINK_TLS_CERT: 'c.pem', LEASEHOLD_SINK_TLS_KEY: 'k.pem' },
+        [],
+      ).tls,
+    ).toEqual({
+      certFile: 'c.pem',
+      keyFile: 'k.pem',
+    });
   });
 
   it('ignores variables of other prefixes and empty values', () => {

@@ -1,9 +1,20 @@
 /**
- * Sink configuration: environment (`LEASEHOLD_SINK_*`) overridden by command-line flags, validated
- * once with zod and frozen. `loadConfig` is pure (no process access): main.ts passes env and argv.
- * Secrets (keys) come only from the environment, never from flags (argv is visible in `ps`).
+ * Sink configuration, declared once per option in {@link OPTIONS} (see `collectOptions` in
+ * @leasehold/protocol: config file < environment < flags; secrets never as flags, `_FILE` for
+ * every secret), validated once with zod and frozen. `loadConfig` is pure: main.ts passes env,
+ * argv and a file reader.
  */
-import { ConfigError, parseCapabilityKeys, type CapabilityKey } from '@leasehold/protocol';
+import {
+  collectOptions,
+  ConfigError,
+  formatHelp,
+  parseCapabilityKeys,
+  splitList,
+  wantsHelp,
+  weakSecretProblem,
+  type CapabilityKey,
+  type OptionTable,
+} from '@leasehold/protocol';
 import { z } from 'zod';
 
 export const ENV_PREFIX = 'LEASEHOLD_SINK_';
@@ -16,6 +27,9 @@ export interface SinkConfig {
   /** 0 picks a free port; the bound port is logged and written to `portFile`. */
   readonly port: number;
   readonly portFile: string | undefined;
+  /** HTTPS; undefined = plain HTTP (loopback only, unless insecurePlaintext). */
+  readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
+  readonly insecurePlaintext: boolean;
   /** `sqlite` (embedded, the default) or `postgres` (several sinks may share one database). */
   readonly store: 'sqlite' | 'postgres';
   readonly dbPath: string;
@@ -29,6 +43,8 @@ export interface SinkConfig {
   /** Keep at least this many newest decision-log entries; 0 keeps all. */
   readonly decisionRetention: number;
   readonly bodyLimitBytes: number;
+  /** Deepest JSON nesting accepted in a body. */
+  readonly maxJsonDepth: number;
   readonly maxBatchOps: number;
   readonly shutdownTimeoutMs: number;
   readonly logLevel: LogLevel;
@@ -45,49 +61,55 @@ export interface SinkConfig {
   readonly testSabotage: 'skip-fence' | undefined;
 }
 
-/** Settings that flags may set, with their env suffix. Keys are env-only. */
-const FLAGS: Readonly<Record<string, string>> = {
-  '--host': 'HOST',
-  '--port': 'PORT',
-  '--port-file': 'PORT_FILE',
-  '--store': 'STORE',
-  '--db-path': 'DB_PATH',
-  '--database-url': 'DATABASE_URL',
-  '--database-pool-size': 'DATABASE_POOL_SIZE',
-  '--synchronous': 'SYNCHRONOUS',
-  '--store-thread': 'STORE_THREAD',
-  '--decision-retention': 'DECISION_RETENTION',
-  '--body-limit-bytes': 'BODY_LIMIT_BYTES',
-  '--max-batch-ops': 'MAX_BATCH_OPS',
-  '--shutdown-timeout-ms': 'SHUTDOWN_TIMEOUT_MS',
-  '--log-level': 'LOG_LEVEL',
-};
+/** Every option, by flag name (declared once: env, flag, config-file key, default, help, secret). */
+export const OPTIONS: OptionTable = Object.freeze({
+  host: { env: 'HOST', help: 'listen address', default: '127.0.0.1' },
+  port: { env: 'PORT', help: 'listen port; 0 = any free port', default: '7400' },
+  'port-file': { env: 'PORT_FILE', help: 'write the bound port here once listening' },
+  'tls-cert': { env: 'TLS_CERT', help: 'serve HTTPS with this certificate file (PEM); reloaded on SIGHUP' },
+  'tls-key': { env: 'TLS_KEY', help: 'its private key file (PEM)' },
+  'insecure-plaintext': {
+    env: 'INSECURE_PLAINTEXT',
+    help: 'serve plain HTTP on a non-loopback address (keys cross the network in clear)',
+    boolean: true,
+    default: 'false',
+  },
+  store: { env: 'STORE', help: 'sqlite (embedded) or postgres', default: 'sqlite' },
+  'db-path': { env: 'DB_PATH', help: 'SQLite database file (store sqlite)', default: './leasehold-sink.db' },
+  'database-url': {
+    env: 'DATABASE_URL',
+    help: 'postgres://user@host:port/db (store postgres); a URL with a password only from env / file',
+    fromFile: true,
+  },
+  'database-pool-size': { env: 'DATABASE_POOL_SIZE', help: 'PostgreSQL connections per sink', default: '4' },
+  synchronous: { env: 'SYNCHRONOUS', help: 'FULL|NORMAL (FULL: acked writes survive power loss)', default: 'FULL' },
+  'store-thread': { env: 'STORE_THREAD', help: 'true|false: SQLite in a worker thread', default: 'true' },
+  'decision-retention': { env: 'DECISION_RETENTION', help: 'newest decisions kept, 0 = all', default: '1000000' },
+  'body-limit-bytes': { env: 'BODY_LIMIT_BYTES', help: 'largest request body', default: '1048576' },
+  'max-json-depth': { env: 'MAX_JSON_DEPTH', help: 'deepest JSON nesting accepted in a body', default: '64' },
+  'max-batch-ops': { env: 'MAX_BATCH_OPS', help: 'ops per group commit', default: '2000' },
+  'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', help: 'time to drain on SIGTERM', default: '10000' },
+  'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
+  'coordinator-keys': {
+    env: 'COORDINATOR_KEYS',
+    help: 'bearer keys (>= 16 chars) for advances and reads (required)',
+    secret: true,
+  },
+  'read-keys': { env: 'READ_KEYS', help: 'bearer keys that may only read', secret: true },
+  'capability-keys': {
+    env: 'CAPABILITY_KEYS',
+    help: 'id:secret,... keys that verify write capabilities (required)',
+    secret: true,
+  },
+  'test-sabotage': { env: 'TEST_SABOTAGE', help: 'TEST ONLY: skip-fence (needs LEASEHOLD_ALLOW_SABOTAGE=1)' },
+});
 
-export const HELP_TEXT = `leasehold-sink: the fenced write target (SQLite or PostgreSQL, group commit, HTTP)
-
-Usage: leasehold-sink [flags]     (flags override LEASEHOLD_SINK_* environment variables)
-
-  --host HOST                  LEASEHOLD_SINK_HOST                 default 127.0.0.1
-  --port N                     LEASEHOLD_SINK_PORT                 default 7400; 0 = any free port
-  --port-file PATH             LEASEHOLD_SINK_PORT_FILE            write the bound port here once listening
-  --store sqlite|postgres      LEASEHOLD_SINK_STORE                default sqlite (embedded)
-  --db-path PATH               LEASEHOLD_SINK_DB_PATH              default ./leasehold-sink.db (sqlite)
-  --database-url URL           LEASEHOLD_SINK_DATABASE_URL         postgres://user@host:port/db (postgres; a URL
-                                                                   with a password only from the environment)
-  --database-pool-size N       LEASEHOLD_SINK_DATABASE_POOL_SIZE   default 4 (postgres)
-  --synchronous FULL|NORMAL    LEASEHOLD_SINK_SYNCHRONOUS          default FULL (acked writes survive power loss)
-  --store-thread true|false     LEASEHOLD_SINK_STORE_THREAD         SQLite in a worker thread; default true
-  --decision-retention N       LEASEHOLD_SINK_DECISION_RETENTION   newest decisions kept, 0 = all; default 1000000
-  --body-limit-bytes N         LEASEHOLD_SINK_BODY_LIMIT_BYTES     default 1048576
-  --max-batch-ops N            LEASEHOLD_SINK_MAX_BATCH_OPS        ops per group commit, default 2000
-  --shutdown-timeout-ms N      LEASEHOLD_SINK_SHUTDOWN_TIMEOUT_MS  default 10000
-  --log-level LEVEL            LEASEHOLD_SINK_LOG_LEVEL            fatal|error|warn|info|debug|trace|silent
-  --help                       print this and exit
-  Environment only (secrets):
-    LEASEHOLD_SINK_COORDINATOR_KEYS  comma-separated bearer keys (>= 16 chars) for advances and reads (required)
-    LEASEHOLD_SINK_READ_KEYS         comma-separated bearer keys that may only read (optional)
-    LEASEHOLD_SINK_CAPABILITY_KEYS   id:secret,... keys that verify write capabilities (required)
-    LEASEHOLD_SINK_DATABASE_URL_FILE file holding the PostgreSQL URL (instead of LEASEHOLD_SINK_DATABASE_URL)
+export const HELP_TEXT = `${formatHelp(
+  'leasehold-sink: the fenced write target (SQLite or PostgreSQL, group commit, HTTP)',
+  'leasehold-sink',
+  OPTIONS,
+  ENV_PREFIX,
+)}
 `;
 
 const int = (min: number, max: number) =>
@@ -104,15 +126,18 @@ const requiredString = {
 const keyList = (required: boolean) =>
   z
     .string(requiredString)
-    .transform((s) =>
-      s
-        .split(',')
-        .map((k) => k.trim())
-        .filter((k) => k.length > 0),
-    )
+    .transform(splitList)
     .pipe(
       z
-        .array(z.string().min(16, 'each key must be at least 16 characters').max(512))
+        .array(
+          z
+            .string()
+            .max(512)
+            .superRefine((key, ctx) => {
+              const problem = weakSecretProblem(key);
+              if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `a key ${problem}` });
+            }),
+        )
         .min(required ? 1 : 0, 'at least one key is required'),
     );
 
@@ -120,6 +145,10 @@ const capabilityKeys = z.string(requiredString).transform((text, ctx): Capabilit
   try {
     const keys = parseCapabilityKeys(text);
     if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'at least one capability key is required' });
+    for (const k of keys) {
+      const problem = weakSecretProblem(k.secret);
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `key ${k.id}: the secret ${problem}` });
+    }
     if (new Set(keys.map((k) => k.id)).size !== keys.length) {
       ctx.addIssue({ code: 'custom', message: 'capability key ids must be unique' });
     }
@@ -132,26 +161,27 @@ const capabilityKeys = z.string(requiredString).transform((text, ctx): Capabilit
 
 const RawSchema = z
   .object({
-    HOST: z.string().min(1).default('127.0.0.1'),
-    PORT: int(0, 65535).default(7400),
+    HOST: z.string().min(1),
+    PORT: int(0, 65535),
     PORT_FILE: z.string().min(1).optional(),
-    STORE: z.enum(['sqlite', 'postgres']).default('sqlite'),
-    DB_PATH: z.string().min(1).default('./leasehold-sink.db'),
+    TLS_CERT: z.string().min(1).optional(),
+    TLS_KEY: z.string().min(1).optional(),
+    INSECURE_PLAINTEXT: z.enum(['true', 'false']).transform((v) => v === 'true'),
+    STORE: z.enum(['sqlite', 'postgres']),
+    DB_PATH: z.string().min(1),
     DATABASE_URL: z
       .string()
       .refine((u) => /^postgres(ql)?:\/\/./.test(u) && URL.canParse(u), 'must be a postgres:// or postgresql:// URL')
       .optional(),
-    DATABASE_POOL_SIZE: int(1, 100).default(4),
-    SYNCHRONOUS: z.enum(['FULL', 'NORMAL']).default('FULL'),
-    STORE_THREAD: z
-      .enum(['true', 'false'])
-      .default('true')
-      .transform((v) => v === 'true'),
-    DECISION_RETENTION: int(0, Number.MAX_SAFE_INTEGER).default(1_000_000),
-    BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(1024 * 1024),
-    MAX_BATCH_OPS: int(1, 100_000).default(2000),
-    SHUTDOWN_TIMEOUT_MS: int(100, 600_000).default(10_000),
-    LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+    DATABASE_POOL_SIZE: int(1, 100),
+    SYNCHRONOUS: z.enum(['FULL', 'NORMAL']),
+    STORE_THREAD: z.enum(['true', 'false']).transform((v) => v === 'true'),
+    DECISION_RETENTION: int(0, Number.MAX_SAFE_INTEGER),
+    BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024),
+    MAX_JSON_DEPTH: int(2, 1_000),
+    MAX_BATCH_OPS: int(1, 100_000),
+    SHUTDOWN_TIMEOUT_MS: int(100, 600_000),
+    LOG_LEVEL: z.enum(LOG_LEVELS),
     COORDINATOR_KEYS: keyList(true),
     READ_KEYS: keyList(false).default([]),
     CAPABILITY_KEYS: capabilityKeys,
@@ -164,7 +194,17 @@ const RawSchema = z
   .refine((c) => c.STORE !== 'postgres' || c.DATABASE_URL !== undefined, {
     error: 'is required with --store postgres (or LEASEHOLD_SINK_DATABASE_URL_FILE)',
     path: ['DATABASE_URL'],
+  })
+  .refine((c) => (c.TLS_CERT === undefined) === (c.TLS_KEY === undefined), {
+    error: 'give both TLS_CERT and TLS_KEY, or neither',
+    path: ['TLS_CERT'],
+  })
+  .refine((c) => c.TLS_CERT !== undefined || c.INSECURE_PLAINTEXT || LOOPBACK.test(c.HOST), {
+    error: 'is not a loopback address: serve TLS (TLS_CERT, TLS_KEY) or set LEASEHOLD_SINK_INSECURE_PLAINTEXT=true',
+    path: ['HOST'],
   });
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 
 /** The password of a database URL, if it has one. */
 function passwordOf(url: string): string {
@@ -180,73 +220,32 @@ export function redactDatabaseUrl(url: string): string {
 }
 
 export interface ConfigDeps {
-  /** Reads `LEASEHOLD_SINK_DATABASE_URL_FILE` (main.ts passes fs.readFileSync). */
+  /** Reads `--config` and `*_FILE` files (main.ts passes fs.readFileSync). */
   readonly readFile?: (path: string) => string;
 }
 
-/** True when argv asks for help (main prints {@link HELP_TEXT} and exits 0). */
-export function wantsHelp(argv: readonly string[]): boolean {
-  return argv.includes('--help') || argv.includes('-h');
-}
+export { wantsHelp };
 
 /**
- * Resolve the configuration from `env` and `argv` (process.argv.slice(2)). Returns a frozen config
- * or throws one ConfigError listing every problem.
+ * Resolve the configuration from `env`, `argv` (process.argv.slice(2)) and an optional config
+ * file. Returns a frozen config or throws one ConfigError listing every problem.
  */
 export function loadConfig(
   env: Readonly<Record<string, string | undefined>>,
   argv: readonly string[],
   deps: ConfigDeps = {},
 ): SinkConfig {
-  const problems: string[] = [];
-  const raw: Record<string, string> = {};
-  const source: Record<string, string> = {};
-  for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith(ENV_PREFIX) || value === undefined || value === '') continue;
-    raw[name.slice(ENV_PREFIX.length)] = value;
-    source[name.slice(ENV_PREFIX.length)] = name;
+  const { raw, problems, origin } = collectOptions(OPTIONS, ENV_PREFIX, {
+    env,
+    argv,
+    ...(deps.readFile === undefined ? {} : { readFile: deps.readFile }),
+  });
+  if (origin.DATABASE_URL?.startsWith('--') === true && passwordOf(raw.DATABASE_URL ?? '') !== '') {
+    problems.push(
+      `--database-url: a URL with a password is visible in ps; give it in ${ENV_PREFIX}DATABASE_URL or ${ENV_PREFIX}DATABASE_URL_FILE`,
+    );
   }
-  const urlFile = raw.DATABASE_URL_FILE;
-  delete raw.DATABASE_URL_FILE;
-  if (urlFile !== undefined) {
-    if (raw.DATABASE_URL !== undefined) {
-      problems.push(`${ENV_PREFIX}DATABASE_URL_FILE: set either it or ${ENV_PREFIX}DATABASE_URL, not both`);
-    } else if (deps.readFile === undefined) {
-      problems.push(`${ENV_PREFIX}DATABASE_URL_FILE: no file reader given`);
-    } else {
-      try {
-        raw.DATABASE_URL = deps.readFile(urlFile).trim();
-        source.DATABASE_URL = `${ENV_PREFIX}DATABASE_URL_FILE (${urlFile})`;
-      } catch (err) {
-        problems.push(
-          `${ENV_PREFIX}DATABASE_URL_FILE: cannot read ${urlFile}: ${err instanceof Error ? err.message : String(err)}`,
-        );
-      }
-    }
-  }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] ?? '';
-    const eq = arg.indexOf('=');
-    const flag = eq > 0 ? arg.slice(0, eq) : arg;
-    const key = FLAGS[flag];
-    if (key === undefined) {
-      problems.push(`unknown argument ${JSON.stringify(flag)} (see --help)`);
-      continue;
-    }
-    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
-    if (value === undefined || (eq < 0 && value.startsWith('--'))) {
-      problems.push(`${flag} needs a value`);
-      if (value !== undefined) i--;
-      continue;
-    }
-    raw[key] = value;
-    source[key] = flag;
-    if (key === 'DATABASE_URL' && passwordOf(value) !== '') {
-      problems.push(
-        `${flag}: a URL with a password is visible in ps; give it in ${ENV_PREFIX}DATABASE_URL or ${ENV_PREFIX}DATABASE_URL_FILE`,
-      );
-    }
-  }
+  const source = origin;
   const parsed = RawSchema.safeParse(raw);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
@@ -263,6 +262,8 @@ export function loadConfig(
   return Object.freeze({
     host: c.HOST,
     port: c.PORT,
+    tls: c.TLS_CERT === undefined || c.TLS_KEY === undefined ? undefined : { certFile: c.TLS_CERT, keyFile: c.TLS_KEY },
+    insecurePlaintext: c.INSECURE_PLAINTEXT,
     portFile: c.PORT_FILE,
     store: c.STORE,
     dbPath: c.DB_PATH,
@@ -272,6 +273,7 @@ export function loadConfig(
     storeThread: c.STORE_THREAD,
     decisionRetention: c.DECISION_RETENTION,
     bodyLimitBytes: c.BODY_LIMIT_BYTES,
+    maxJsonDepth: c.MAX_JSON_DEPTH,
     maxBatchOps: c.MAX_BATCH_OPS,
     shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
     logLevel: c.LOG_LEVEL,

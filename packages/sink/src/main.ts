@@ -6,9 +6,13 @@
  * Start-up prints one JSON log line `{"msg":"listening","host":...,"port":N}` and, with
  * `--port-file PATH`, writes the bound port to PATH (atomically) so tests can use `--port 0`.
  * SIGTERM / SIGINT: stop accepting, finish the in-flight batch, close the database, exit 0.
- * Exit codes: 0 clean stop or --help, 1 start-up failure (e.g. newer schema), 2 bad configuration.
+ * SIGHUP: read the TLS certificate and key again (open connections stay).
+ * Exit codes: 0 clean stop, --help, --version or --check-config; 1 start-up failure (e.g. newer
+ * schema); 2 bad configuration.
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { wantsCheckConfig, wantsVersion } from '@leasehold/protocol';
 import pino from 'pino';
 import { HELP_TEXT, loadConfig, redactConfig, wantsHelp, type SinkConfig } from './config.js';
 import { ConfigError, SchemaVersionError } from './errors.js';
@@ -26,6 +30,11 @@ async function main(): Promise<number> {
     process.stdout.write(HELP_TEXT);
     return 0;
   }
+  if (wantsVersion(argv)) {
+    const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
+    process.stdout.write(`leasehold-sink ${pkg.version}\n`);
+    return 0;
+  }
   let config: SinkConfig;
   try {
     config = loadConfig(process.env, argv, { readFile: (path) => readFileSync(path, 'utf8') });
@@ -37,6 +46,10 @@ async function main(): Promise<number> {
     throw err;
   }
 
+  if (wantsCheckConfig(argv)) {
+    process.stdout.write(`${JSON.stringify(redactConfig(config), null, 2)}\nconfiguration OK\n`);
+    return 0;
+  }
   const logger = pino({
     level: config.logLevel,
     base: { service: 'leasehold-sink', pid: process.pid },
@@ -83,6 +96,13 @@ async function main(): Promise<number> {
     };
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);
+    process.on('SIGHUP', () => {
+      try {
+        sink.reloadTls();
+      } catch (err) {
+        logger.error({ err }, 'tls reload failed; the previous certificates stay in use');
+      }
+    });
   });
 }
 

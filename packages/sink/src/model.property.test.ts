@@ -11,6 +11,11 @@ import {
   type WriteDecision,
 } from '@leasehold/protocol';
 import fc from 'fast-check';
+
+const hasUnsafeInteger = (v: unknown): boolean =>
+  typeof v === 'number'
+    ? Number.isInteger(v) && !Number.isSafeInteger(v)
+    : v !== null && typeof v === 'object' && Object.values(v).some(hasUnsafeInteger);
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { FencedService } from './service/fenced-service.js';
@@ -27,7 +32,8 @@ const resource = fc.constantFrom('r/1', 'r/2', 'r/3');
 const token = fc.bigInt({ min: 1n, max: 6n });
 const payload = fc.oneof(
   fc.constantFrom<JsonValue>(1, 'a', null, { a: 1, b: [1, 2] }, { b: [1, 2], a: 1 }, { a: 2 }),
-  fc.jsonValue({ maxDepth: 2 }) as fc.Arbitrary<JsonValue>,
+  // Payload integers stay exact (the sink refuses integers beyond 2^53: JSON would round them).
+  fc.jsonValue({ maxDepth: 2 }).filter((v) => !hasUnsafeInteger(v)) as fc.Arbitrary<JsonValue>,
 );
 const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('advance' as const), resource, token }) },

@@ -5,6 +5,8 @@
  * Shutdown (`close`): new requests get 503 SHUTTING_DOWN and `Connection: close`; requests already
  * inside the app finish (their batch commits); then the service drains and the database closes.
  */
+import { readFileSync } from 'node:fs';
+import type { Server as TlsServer } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { redactDatabaseUrl, type SinkConfig } from './config.js';
@@ -42,6 +44,8 @@ export interface Sink {
   readonly metrics: SinkMetrics;
   /** The bound address, or null when not listening. */
   readonly address: SinkAddress | null;
+  /** Read the TLS certificate and key files again (SIGHUP): new connections use them, open ones stay. */
+  reloadTls(): void;
   /** Graceful stop; idempotent. */
   close(): Promise<void>;
 }
@@ -61,7 +65,7 @@ export type SinkOptions = Pick<
   | 'readKeys'
   | 'capabilityKeys'
 > &
-  Partial<Pick<SinkConfig, 'testSabotage' | 'store' | 'databaseUrl' | 'databasePoolSize'>>;
+  Partial<Pick<SinkConfig, 'testSabotage' | 'store' | 'databaseUrl' | 'databasePoolSize' | 'tls' | 'maxJsonDepth'>>;
 
 async function openPostgres(
   config: SinkOptions,
@@ -120,7 +124,19 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     maxBatchOps: config.maxBatchOps,
   });
   let closing = false;
+  const tls = config.tls;
+  const tlsMaterial = () =>
+    tls === undefined ? undefined : { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) };
+  if (tls === undefined && (deps.listen ?? true)) {
+    log.warn(
+      { host: config.host },
+      'PLAINTEXT: serving HTTP without TLS; keys and capabilities cross the network in clear',
+    );
+  }
+  const https = tlsMaterial();
   const app = buildHttpApp({
+    ...(https === undefined ? {} : { https }),
+    maxJsonDepth: config.maxJsonDepth ?? 64,
     service,
     metrics,
     logger: root.child({ component: 'sink.http' }),
@@ -171,5 +187,12 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     return closed;
   };
 
-  return { app, store, service, metrics, address, close };
+  const reloadTls = (): void => {
+    const material = tlsMaterial();
+    if (material === undefined) return;
+    (app.server as unknown as TlsServer).setSecureContext(material);
+    log.info({}, 'tls certificates reloaded');
+  };
+
+  return { app, store, service, metrics, address, reloadTls, close };
 }

@@ -8,11 +8,15 @@ import {
   type CoordinatorMessage,
   type WorkerMessage,
 } from '@leasehold/protocol';
+import type { TlsClientOptions } from '@leasehold/sink-client';
 import { WebSocket } from 'ws';
 
 export interface ConnectionOptions {
   readonly url: string;
+  /** The bearer credential: `<keyId>:<secret>` (the worker's own) or a shared dev key. */
   readonly key: string;
+  /** For wss://: the coordinators' CA (pinned) and a client certificate (mTLS). */
+  readonly tls?: TlsClientOptions;
   readonly connectTimeoutMs: number;
   readonly onPush: (message: CoordinatorMessage) => void;
   readonly onClose: (code: number, reason: string) => void;
@@ -82,7 +86,11 @@ export class CoordinatorConnection implements TransportConnection {
   static open(opts: ConnectionOptions): Promise<CoordinatorConnection> {
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(new URL('/v1/worker', opts.url), {
-        headers: { authorization: `Bearer ${opts.key}` },
+        headers: opts.key === '' ? {} : { authorization: `Bearer ${opts.key}` },
+        ...(opts.tls?.ca === undefined ? {} : { ca: opts.tls.ca }),
+        ...(opts.tls?.cert === undefined ? {} : { cert: opts.tls.cert }),
+        ...(opts.tls?.key === undefined ? {} : { key: opts.tls.key }),
+        ...(opts.tls?.servername === undefined ? {} : { servername: opts.tls.servername }),
         handshakeTimeout: opts.connectTimeoutMs,
         perMessageDeflate: false,
       });

@@ -14,6 +14,7 @@ export type {
   WriteOutcome,
   WriteHookInfo,
   SinkWriter,
+  WorkerCredentials,
 } from './worker.js';
 export { webSocketTransport } from './connection.js';
 export type { CoordinatorTransport, TransportConnection, ConnectionOptions, WorkerRequest } from './connection.js';

@@ -6,6 +6,7 @@
  * loop: failures become state changes and callbacks.
  */
 import { LeaseholdError, parseToken, PROTOCOL_VERSION, type CoordinatorMessage } from '@leasehold/protocol';
+import type { TlsClientOptions } from '@leasehold/sink-client';
 import type { Logger } from 'pino';
 import type { CoordinatorTransport, TransportConnection, WorkerRequest } from './connection.js';
 import { backoffDelayMs, type BackoffOptions } from './core/backoff.js';
@@ -14,6 +15,7 @@ import { LocalDeadline } from './core/deadline.js';
 export interface SessionOptions {
   readonly coordinators: readonly string[];
   readonly key: string;
+  readonly tls?: TlsClientOptions;
   readonly workerId: string;
   readonly incarnation: string;
   readonly capacity: number;
@@ -127,6 +129,7 @@ export class WorkerSession {
       .connect({
         url,
         key: this.#opts.key,
+        ...(this.#opts.tls === undefined ? {} : { tls: this.#opts.tls }),
         connectTimeoutMs: this.#opts.connectTimeoutMs,
         onPush: (m) => {
           this.#onPush(m);

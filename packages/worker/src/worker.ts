@@ -25,7 +25,7 @@ import {
   type Grant,
   type JsonValue,
 } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink-client';
+import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { pino, type Logger } from 'pino';
 import { webSocketTransport, type CoordinatorTransport, type WorkerRequest } from './connection.js';
 import { backoffDelayMs } from './core/backoff.js';
@@ -75,10 +75,21 @@ export interface WriteHookInfo {
 /** What the worker needs of the sink: a fenced write (a {@link SinkClient}, or a test double). */
 export type SinkWriter = Pick<SinkClient, 'write' | 'close'>;
 
+/**
+ * How the worker proves who it is: its own credential (a key id and secret the coordinators bind
+ * to this worker id), or — INSECURE, for local development only — a shared key with which any
+ * worker may claim any id. (A client certificate, with `tls.cert`/`tls.key`, works alone too:
+ * pass `{ certificate: true }`.)
+ */
+export type WorkerCredentials =
+  { readonly keyId: string; readonly secret: string } | { readonly certificate: true } | { readonly workerKey: string };
+
 export interface WorkerOptions {
   readonly coordinators: readonly string[];
   readonly sink: { readonly url: string; readonly timeoutMs?: number } | SinkWriter;
-  readonly credentials: { readonly workerKey: string };
+  readonly credentials: WorkerCredentials;
+  /** TLS for https:// coordinators and sink: the CA to pin, and a client certificate (mTLS). */
+  readonly tls?: TlsClientOptions;
   readonly handler: TaskHandler;
   readonly workerId?: string;
   readonly incarnation?: string;
@@ -211,13 +222,27 @@ export class Worker {
     });
     const sink = options.sink;
     this.#ownsSink = !('write' in sink);
-    this.#sink = 'write' in sink ? sink : new SinkClient({ url: sink.url, timeoutMs: sink.timeoutMs ?? 5_000 });
+    this.#sink =
+      'write' in sink
+        ? sink
+        : new SinkClient({
+            url: sink.url,
+            timeoutMs: sink.timeoutMs ?? 5_000,
+            ...(options.tls === undefined ? {} : { tls: options.tls }),
+          });
+    const credentials = options.credentials;
     this.#acquireWaitMs = Math.min(MAX_ACQUIRE_WAIT_MS, Math.max(0, options.acquireWaitMs ?? 1_000));
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 5_000;
     this.#session = new WorkerSession(
       {
         coordinators: options.coordinators,
-        key: options.credentials.workerKey,
+        key:
+          'workerKey' in credentials
+            ? credentials.workerKey
+            : 'keyId' in credentials
+              ? `${credentials.keyId}:${credentials.secret}`
+              : '',
+        ...(options.tls === undefined ? {} : { tls: options.tls }),
         workerId: this.workerId,
         incarnation: this.incarnation,
         capacity: this.#concurrency,

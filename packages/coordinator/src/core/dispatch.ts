@@ -9,7 +9,10 @@
  * - Each refused frame counts; at `maxBadFrames` the connection is closed with 1008.
  */
 import {
+  DEFAULT_JSON_LIMITS,
   fastWorkerMessage,
+  jsonLimitProblem,
+  type JsonLimits,
   isCompatibleProtocolVersion,
   MIN_PROTOCOL_VERSION,
   PROTOCOL_VERSION,
@@ -41,14 +44,21 @@ function idOf(value: unknown): string | undefined {
   return typeof id === 'string' && id.length > 0 && id.length <= MAX_ID_ECHO ? id : undefined;
 }
 
-/** Decode one text frame of `byteLength` bytes. */
-export function decodeWorkerFrame(text: string, byteLength: number, maxPayloadBytes: number): DecodeResult {
+/** Decode one text frame of `byteLength` bytes (JSON limits checked on the text before parsing). */
+export function decodeWorkerFrame(
+  text: string,
+  byteLength: number,
+  maxPayloadBytes: number,
+  limits: JsonLimits = DEFAULT_JSON_LIMITS,
+): DecodeResult {
   if (byteLength > maxPayloadBytes) {
     return {
       ok: false,
       error: errorFrame('PAYLOAD_TOO_LARGE', `frame of ${byteLength} bytes exceeds the limit of ${maxPayloadBytes}`),
     };
   }
+  const tooDeep = jsonLimitProblem(text, limits);
+  if (tooDeep !== undefined) return { ok: false, error: errorFrame('INVALID_MESSAGE', tooDeep) };
   let raw: unknown;
   try {
     raw = JSON.parse(text);

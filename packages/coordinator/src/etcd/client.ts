@@ -11,11 +11,27 @@ import { Etcd3, isRecoverableError } from 'etcd3';
 export interface EtcdClientOptions {
   readonly endpoints: readonly string[];
   readonly requestTimeoutMs: number;
+  /** TLS to etcd: the CA of its certificate, and a client certificate for client-cert auth. */
+  readonly tls?: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer };
+  /** etcd user and password (etcd auth). */
+  readonly auth?: { readonly username: string; readonly password: string };
 }
 
 export function createEtcdClient(options: EtcdClientOptions): Etcd3 {
+  const tls = options.tls;
   return new Etcd3({
     hosts: [...options.endpoints],
+    ...(tls === undefined
+      ? {}
+      : {
+          credentials: {
+            rootCertificate: tls.ca,
+            ...(tls.cert === undefined || tls.key === undefined ? {} : { certChain: tls.cert, privateKey: tls.key }),
+          },
+        }),
+    ...(options.auth === undefined
+      ? {}
+      : { auth: { username: options.auth.username, password: options.auth.password } }),
     dialTimeout: options.requestTimeoutMs,
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + options.requestTimeoutMs }),
     faultHandling: {

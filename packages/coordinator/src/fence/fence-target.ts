@@ -7,7 +7,7 @@
  * which the caller treats exactly like a refusal: no grant is sent.
  */
 import { LeaseholdError } from '@leasehold/protocol';
-import { SinkClient } from '@leasehold/sink-client';
+import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { SinkUnavailableError } from '../errors.js';
 
 export interface AdvanceItem {
@@ -32,6 +32,8 @@ export interface SinkFenceTargetOptions {
   readonly url: string;
   readonly key: string;
   readonly timeoutMs: number;
+  /** For an https:// sink: its CA, pinned. */
+  readonly tls?: TlsClientOptions;
 }
 
 /** Each SinkClient call carries at most this many advances (the protocol's batch limit). */
@@ -45,7 +47,12 @@ export class SinkFenceTarget implements FenceTarget {
   readonly #client: SinkClient;
 
   constructor(options: SinkFenceTargetOptions) {
-    this.#client = new SinkClient({ url: options.url, key: options.key, timeoutMs: options.timeoutMs });
+    this.#client = new SinkClient({
+      url: options.url,
+      key: options.key,
+      timeoutMs: options.timeoutMs,
+      ...(options.tls === undefined ? {} : { tls: options.tls }),
+    });
   }
 
   async advanceBatch(items: readonly AdvanceItem[]): Promise<AdvanceItemResult[]> {

@@ -3,7 +3,7 @@
  * (`/healthz`, `/readyz`, `/metrics`, unauthenticated). Every error body is the protocol's
  * ErrorMessage with the HTTP status of its code (400/401/404/409/413/503).
  */
-import { normalizePath } from '@leasehold/protocol';
+import { DEFAULT_JSON_LIMITS, jsonLimitProblem, normalizePath } from '@leasehold/protocol';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { LeaseholdError } from '../errors.js';
@@ -14,7 +14,11 @@ import { Credential, installRouteAuth } from './route-auth.js';
 import { registerTaskRoutes, type TaskApi } from './routes-tasks.js';
 
 export interface HttpOptions {
+  /** Serve HTTPS (fastify's `https` server options); plain HTTP without it. */
+  readonly https?: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert: boolean; rejectUnauthorized: boolean };
   readonly adminKeys: readonly string[];
+  /** Deepest JSON nesting accepted in a body (checked on the raw text before parsing). */
+  readonly maxJsonDepth?: number;
   readonly maxPayloadBytes: number;
   readonly tasks: TaskApi;
   readonly metrics: Metrics;
@@ -25,12 +29,30 @@ export interface HttpOptions {
 
 export function createHttpServer(options: HttpOptions): FastifyInstance {
   const app = Fastify({
+    ...(options.https === undefined ? {} : { https: options.https }),
     logger: false,
     bodyLimit: options.maxPayloadBytes,
     return503OnClosing: true,
     // Route on the canonical path (dot segments, doubled slashes), static parts case-insensitive.
     rewriteUrl: (req) => normalizePath(req.url ?? '/'),
     routerOptions: { caseSensitive: false, maxParamLength: 1_000 },
+  });
+
+  // JSON bodies: the hostile-input limits on the raw text first, then the default (prototype-safe)
+  // parser. A refused body is 400 INVALID_MESSAGE before anything reads it.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  const limits = {
+    maxDepth: options.maxJsonDepth ?? DEFAULT_JSON_LIMITS.maxDepth,
+    maxEntries: DEFAULT_JSON_LIMITS.maxEntries,
+  };
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const problem = jsonLimitProblem(body as string, limits);
+    if (problem !== undefined) {
+      done(new LeaseholdError('INVALID_MESSAGE', problem), undefined);
+      return;
+    }
+    void parseJson(req, body as string, done);
   });
 
   app.setErrorHandler((err: { code?: string; statusCode?: number; message: string }, _req, reply) => {

@@ -121,3 +121,40 @@ describe('idempotent acquire', () => {
     expect((await waiting).type).toBe('lease.none');
   });
 });
+
+describe('capacity', () => {
+  it('keeps grants held plus acquires in flight within the capacity the hello declared; long polls count', async () => {
+    for (const [id, r] of [
+      ['t1', 'r1'],
+      ['t2', 'r2'],
+      ['t3', 'r3'],
+    ] as const)
+      await cluster.submit(c1, id, r);
+    const w = await cluster.worker(c1, 'w1', 'inc-1', 2);
+    const first = tokenOf(await cluster.acquire(w, { requestId: 'a' }));
+    const waiting = cluster.acquire(w, { waitMs: 5_000, requestId: 'b' }); // grants t2 at once
+    expect(await waiting).toMatchObject({ type: 'lease.granted' });
+    const third = await cluster.acquire(w, { requestId: 'c' });
+    expect(third).toMatchObject({ type: 'error', code: 'CAPACITY_EXCEEDED', retryable: true });
+    expect(cluster.owners().size).toBe(2);
+    // A retry of a request already granted is a replay, not a new grant: allowed at capacity.
+    expect(await cluster.acquire(w, { requestId: 'a' })).toMatchObject({
+      type: 'lease.granted',
+      token: first.toString(),
+    });
+    // Releasing one makes room.
+    expect(await cluster.release(w, 'r1', first)).toMatchObject({ type: 'lease.released' });
+    await cluster.settle();
+    expect(await cluster.acquire(w, { requestId: 'd' })).toMatchObject({ type: 'lease.granted' });
+  });
+
+  it('counts a waiting long poll against the capacity', async () => {
+    const w = await cluster.worker(c1, 'w1', 'inc-1', 1);
+    const waiting = cluster.acquire(w, { waitMs: 2_000, requestId: 'p1' });
+    await cluster.settle();
+    expect(await cluster.acquire(w, { waitMs: 2_000, requestId: 'p2' })).toMatchObject({ code: 'CAPACITY_EXCEEDED' });
+    await cluster.advance(2_001);
+    expect((await waiting).type).toBe('lease.none');
+    expect((await cluster.acquire(w, { requestId: 'p3' })).type).toBe('lease.none');
+  });
+});

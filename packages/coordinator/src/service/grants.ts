@@ -64,9 +64,26 @@ export class GrantService {
       // The same request id is already being served: answer this copy with the same outcome.
       return running.then((reply) => ('inReplyTo' in reply ? { ...reply, inReplyTo: msg.id } : reply));
     }
+    // Capacity: held grants plus acquires being served stay within what the hello declared. A
+    // retry of a request already granted is a replay, not a new grant.
+    const replay = [...session.granted.values()].some((g) => g.requestId === msg.requestId);
+    if (!replay && session.granted.size + session.acquiring >= session.capacity) {
+      this.#ctx.metrics.grants.inc({ outcome: 'over_capacity' });
+      return Promise.resolve(
+        errorFrame(
+          'CAPACITY_EXCEEDED',
+          `${session.granted.size} grants held and ${session.acquiring} acquires in flight: capacity is ${session.capacity}`,
+          msg.id,
+        ),
+      );
+    }
+    session.acquiring += 1;
     const op = this.#acquire(session, msg, receivedAtMs)
       .catch((err: unknown) => failureReply(err, msg.id))
-      .finally(() => this.#inflight.delete(key));
+      .finally(() => {
+        session.acquiring -= 1;
+        this.#inflight.delete(key);
+      });
     this.#inflight.set(key, op);
     return this.#sessions.track(session, op);
   }

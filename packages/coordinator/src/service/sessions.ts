@@ -36,6 +36,10 @@ export interface LocalSession {
    * which compare both keys in etcd; the watch-fed index and a read back it up.
    */
   readonly granted: Map<string, { readonly token: bigint; readonly requestId: string }>;
+  /** Grants in flight allowed at once (the hello's `capacity`): held grants plus acquires being served. */
+  capacity: number;
+  /** Acquires being served now (long polls included). */
+  acquiring: number;
 }
 
 export type ExpiredReason = 'deadline' | 'unknown-session' | 'incarnation-mismatch';
@@ -173,6 +177,7 @@ export class SessionManager {
           existing.channel.close(CLOSE_SESSION_MOVED, 'session resumed on another connection');
         }
         existing.channel = channel;
+        existing.capacity = hello.capacity;
         this.#keepalive.add(existing.leaseId);
         return { ok: true, session: existing };
       }
@@ -193,6 +198,8 @@ export class SessionManager {
       inflight: new Set(),
       wakers: new Set(),
       granted: new Map(),
+      capacity: hello.capacity,
+      acquiring: 0,
     };
     this.#sessions.set(sessionId, session);
     this.#table.open(sessionId);

@@ -219,9 +219,9 @@ export class ServiceCluster {
     return res.task;
   }
 
-  async worker(c: TestCoordinator, workerId: string, incarnation = 'inc-1'): Promise<TestWorkerHandle> {
+  async worker(c: TestCoordinator, workerId: string, incarnation = 'inc-1', capacity = 100): Promise<TestWorkerHandle> {
     const channel = new RecordingChannel();
-    const opened = await c.services.sessions.open(this.hello(workerId, incarnation), channel);
+    const opened = await c.services.sessions.open({ ...this.hello(workerId, incarnation), capacity }, channel);
     await this.settle();
     return { workerId, incarnation, channel, session: opened.session, coordinator: c };
   }
@@ -238,7 +238,7 @@ export class ServiceCluster {
   }
 
   hello(workerId: string, incarnation: string): Hello {
-    return { type: 'hello', id: nextId(), protocolVersion: PROTOCOL_VERSION, workerId, incarnation, capacity: 1 };
+    return { type: 'hello', id: nextId(), protocolVersion: PROTOCOL_VERSION, workerId, incarnation, capacity: 100 };
   }
 
   acquire(w: TestWorkerHandle, options: { requestId?: string; taskId?: string; waitMs?: number } = {}) {

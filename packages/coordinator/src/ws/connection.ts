@@ -3,7 +3,13 @@
  * session on `hello`, hand each request to its service, send replies and pushes. Requests are
  * served concurrently; replies carry `inReplyTo`. Nothing a frame does can throw out of here.
  */
-import type { Clock, CoordinatorMessage, Hello, WorkerMessage } from '@leasehold/protocol';
+import {
+  DEFAULT_JSON_LIMITS,
+  type Clock,
+  type CoordinatorMessage,
+  type Hello,
+  type WorkerMessage,
+} from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { RawData, WebSocket } from 'ws';
 import {
@@ -19,6 +25,7 @@ import type { WorkerChannel } from '../service/channel.js';
 import type { GrantService } from '../service/grants.js';
 import type { LeaseService } from '../service/leases.js';
 import type { LocalSession, SessionManager } from '../service/sessions.js';
+import type { WorkerIdentity } from './worker-auth.js';
 
 export interface ConnectionDeps {
   readonly sessions: SessionManager;
@@ -29,6 +36,7 @@ export interface ConnectionDeps {
   readonly log: Logger;
   readonly coordinatorId: string;
   readonly maxPayloadBytes: number;
+  readonly maxJsonDepth: number;
   readonly maxBadFrames: number;
   readonly heartbeatIntervalMs: number;
   readonly sessionTtlMs: number;
@@ -38,13 +46,15 @@ export class WorkerConnection implements WorkerChannel {
   readonly #socket: WebSocket;
   readonly #deps: ConnectionDeps;
   readonly #abuse: AbuseCounter;
+  readonly #identity: WorkerIdentity;
   #log: Logger;
   #phase: ConnectionPhase = ConnectionPhase.AWAITING_HELLO;
   #session: LocalSession | undefined;
 
-  constructor(socket: WebSocket, deps: ConnectionDeps) {
+  constructor(socket: WebSocket, deps: ConnectionDeps, identity: WorkerIdentity) {
     this.#socket = socket;
     this.#deps = deps;
+    this.#identity = identity;
     this.#abuse = new AbuseCounter(deps.maxBadFrames);
     this.#log = deps.log;
     socket.on('message', (data) => {
@@ -79,7 +89,10 @@ export class WorkerConnection implements WorkerChannel {
 
   #onFrame(data: RawData): void {
     const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-    const decoded = decodeWorkerFrame(bytes.toString('utf8'), bytes.length, this.#deps.maxPayloadBytes);
+    const decoded = decodeWorkerFrame(bytes.toString('utf8'), bytes.length, this.#deps.maxPayloadBytes, {
+      maxDepth: this.#deps.maxJsonDepth,
+      maxEntries: DEFAULT_JSON_LIMITS.maxEntries,
+    });
     if (!decoded.ok) {
       this.#refuse(decoded.error.code, decoded.error);
       return;
@@ -106,6 +119,16 @@ export class WorkerConnection implements WorkerChannel {
   }
 
   #onHello(hello: Hello): void {
+    const bound = this.#identity.workerId;
+    if (bound !== undefined && hello.workerId !== bound) {
+      // A credential (or certificate) is one worker's: it cannot open or resume another's session.
+      this.#log.warn(
+        { claimed: hello.workerId, keyId: this.#identity.keyId, via: this.#identity.via },
+        'hello refused: not this worker',
+      );
+      this.#refuse('FORBIDDEN', errorFrame('FORBIDDEN', `this credential is not worker ${hello.workerId}'s`, hello.id));
+      return;
+    }
     this.#phase = ConnectionPhase.OPENING;
     this.#deps.sessions.open(hello, this).then(
       (opened) => {

@@ -8,14 +8,15 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import { errorFrame } from '../core/replies.js';
-import { bearerCheck } from '../http/auth.js';
 import type { Metrics } from '../metrics.js';
 import { WorkerConnection, type ConnectionDeps } from './connection.js';
+import type { WorkerIdentity } from './worker-auth.js';
 
 export const WORKER_PATH = '/v1/worker';
 
 export interface WorkerSocketsOptions {
-  readonly workerKeys: readonly string[];
+  /** Who the upgrading worker is, or undefined (401). */
+  readonly authenticate: (req: IncomingMessage) => WorkerIdentity | undefined;
   readonly connection: ConnectionDeps;
   readonly metrics: Metrics;
   readonly log: Logger;
@@ -33,11 +34,9 @@ function refuseUpgrade(socket: Duplex, status: number, text: string, body: unkno
 export class WorkerSockets {
   readonly #wss: WebSocketServer;
   readonly #o: WorkerSocketsOptions;
-  readonly #isWorker: (header: string | string[] | undefined) => boolean;
 
   constructor(server: Server, options: WorkerSocketsOptions) {
     this.#o = options;
-    this.#isWorker = bearerCheck(options.workerKeys);
     this.#wss = new WebSocketServer({
       noServer: true,
       maxPayload: options.connection.maxPayloadBytes * 4,
@@ -55,9 +54,13 @@ export class WorkerSockets {
       refuseUpgrade(socket, 404, 'Not Found', errorFrame('NOT_FOUND', `no WebSocket endpoint at ${path}`));
       return;
     }
-    if (!this.#isWorker(req.headers.authorization)) {
-      this.#o.log.warn({ remote: req.socket.remoteAddress }, 'worker upgrade refused: bad credentials');
-      refuseUpgrade(socket, 401, 'Unauthorized', errorFrame('UNAUTHENTICATED', 'missing or wrong worker key'));
+    const identity = this.#o.authenticate(req);
+    if (identity === undefined) {
+      this.#o.log.warn(
+        { remote: req.socket.remoteAddress, credential: 'worker', presented: req.headers.authorization !== undefined },
+        'worker upgrade refused: bad credentials',
+      );
+      refuseUpgrade(socket, 401, 'Unauthorized', errorFrame('UNAUTHENTICATED', 'missing or wrong worker credential'));
       return;
     }
     if (this.#o.isShuttingDown()) {
@@ -69,7 +72,7 @@ export class WorkerSockets {
       ws.on('close', () => {
         this.#o.metrics.connections.dec();
       });
-      new WorkerConnection(ws, this.#o.connection);
+      new WorkerConnection(ws, this.#o.connection, identity);
     });
   }
 

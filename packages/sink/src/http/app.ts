@@ -7,7 +7,13 @@
  *   - /healthz, /readyz, /metrics: open (bind to loopback or firewall them)
  */
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { normalizePath, type CapabilityKey } from '@leasehold/protocol';
+import {
+  DEFAULT_JSON_LIMITS,
+  jsonLimitProblem,
+  LeaseholdError,
+  normalizePath,
+  type CapabilityKey,
+} from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
@@ -19,6 +25,10 @@ import { registerWriteRoutes } from './routes-writes.js';
 import { Credential, installRouteAuth } from './route-auth.js';
 
 export interface HttpAppOptions {
+  /** Serve HTTPS with this certificate and key; plain HTTP without. */
+  readonly https?: { readonly cert: Buffer; readonly key: Buffer };
+  /** Deepest JSON nesting accepted in a body (checked on the raw text before parsing). Default 64. */
+  readonly maxJsonDepth?: number;
   readonly service: FencedService;
   readonly metrics: SinkMetrics;
   readonly logger: Logger;
@@ -33,6 +43,7 @@ export interface HttpAppOptions {
 export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   const { service, metrics } = options;
   const app = Fastify({
+    ...(options.https === undefined ? {} : { https: { cert: options.https.cert, key: options.https.key } }),
     loggerInstance: options.logger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.bodyLimitBytes,
@@ -47,6 +58,23 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     clientErrorHandler: onClientError,
   }) as unknown as FastifyInstance;
   installErrorHandling(app);
+
+  // JSON bodies: the hostile-input limits on the raw text first (no recursive code sees a body
+  // nested deeper than the limit), then the default prototype-safe parser.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  const limits = {
+    maxDepth: options.maxJsonDepth ?? DEFAULT_JSON_LIMITS.maxDepth,
+    maxEntries: DEFAULT_JSON_LIMITS.maxEntries,
+  };
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const problem = jsonLimitProblem(body as string, limits);
+    if (problem !== undefined) {
+      done(new LeaseholdError('INVALID_MESSAGE', problem), undefined);
+      return;
+    }
+    void parseJson(request, body as string, done);
+  });
 
   app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
     if (options.isClosing() && request.routeOptions.url !== '/healthz') {

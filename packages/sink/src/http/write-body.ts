@@ -29,5 +29,5 @@ const isWriteHead = compileValidator(WriteHeadSchema);
  * (which the caller checks); `undefined` when the full schema must decide.
  */
 export function checkWriteHead(body: Record<string, unknown>): WriteHead | undefined {
-  return isWriteHead(body) && Object.hasOwn(body, 'payload') ? (body) : undefined;
+  return isWriteHead(body) && Object.hasOwn(body, 'payload') ? body : undefined;
 }
