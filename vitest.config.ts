@@ -16,6 +16,7 @@ const resolve = {
     { find: /^@leasehold\/worker$/, replacement: src('worker/src/index.ts') },
     { find: /^@leasehold\/devkit$/, replacement: src('devkit/src/index.ts') },
     { find: /^@leasehold\/client$/, replacement: src('client/src/index.ts') },
+    { find: /^@leasehold\/cli\/pki$/, replacement: src('cli/src/pki.ts') },
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },
   ],
 };

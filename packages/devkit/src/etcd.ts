@@ -13,9 +13,10 @@
  * test process exits, so a failing test never leaves etcd behind.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, rmSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { freePorts } from './ports.js';
 import { signalGroup, stopProcess, track } from './processes.js';
 
@@ -49,6 +50,16 @@ export interface StartEtcdOptions {
   heartbeatIntervalMs?: number;
   /** Forwarded child stderr to this process' stderr (debugging). */
   verbose?: boolean;
+  /**
+   * Serve clients over TLS (binary mode): the server certificate and key files, the CA file, and
+   * with `clientCertAuth` a client certificate is required (the probe's is used for health checks).
+   */
+  tls?: {
+    readonly certFile: string;
+    readonly keyFile: string;
+    readonly caFile: string;
+    readonly clientCertAuth?: { readonly certFile: string; readonly keyFile: string };
+  };
 }
 
 export function findEtcdBinary(env: NodeJS.ProcessEnv = process.env): string | undefined {
@@ -67,21 +78,36 @@ export function findEtcdBinary(env: NodeJS.ProcessEnv = process.env): string | u
   return undefined;
 }
 
-export async function waitForHealth(clientUrl: string, timeoutMs = 20_000): Promise<void> {
+export async function waitForHealth(
+  clientUrl: string,
+  timeoutMs = 20_000,
+  tls?: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer },
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer';
-  while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`${clientUrl}/health`, { signal: AbortSignal.timeout(1_000) });
-      const body = (await res.json()) as { health?: string };
-      if (body.health === 'true') return;
-      last = JSON.stringify(body);
-    } catch (err) {
-      last = String(err);
-    }
-    await new Promise((r) => setTimeout(r, 50));
+  const dispatcher = tls === undefined ? undefined : new Agent({ connect: tls });
+  try {
+    await pollHealth();
+  } finally {
+    await dispatcher?.close();
   }
-  throw new Error(`etcd at ${clientUrl} not healthy after ${timeoutMs} ms: ${last}`);
+  async function pollHealth(): Promise<void> {
+    while (Date.now() < deadline) {
+      try {
+        const res = await undiciFetch(`${clientUrl}/health`, {
+          signal: AbortSignal.timeout(1_000),
+          ...(dispatcher === undefined ? {} : { dispatcher }),
+        });
+        const body = (await res.json()) as { health?: string };
+        if (body.health === 'true') return;
+        last = JSON.stringify(body);
+      } catch (err) {
+        last = String(err);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`etcd at ${clientUrl} not healthy after ${timeoutMs} ms: ${last}`);
+  }
 }
 
 export async function startEtcd(opts: StartEtcdOptions = {}): Promise<EtcdHandle> {
@@ -128,12 +154,29 @@ async function startBinary(bin: string, opts: StartEtcdOptions): Promise<EtcdHan
   const ports = await freePorts(size * 2);
   const members: EtcdMember[] = Array.from({ length: size }, (_, i) => ({
     name: `m${i}`,
-    clientUrl: `http://127.0.0.1:${ports[i * 2]}`,
+    clientUrl: `${opts.tls === undefined ? 'http' : 'https'}://127.0.0.1:${ports[i * 2]}`,
     peerUrl: `http://127.0.0.1:${ports[i * 2 + 1]}`,
     dataDir: join(root, `m${i}`),
     process: undefined,
   }));
   const initialCluster = members.map((m) => `${m.name}=${m.peerUrl}`).join(',');
+  const tls = opts.tls;
+  const tlsArgs =
+    tls === undefined
+      ? []
+      : [
+          '--cert-file', tls.certFile, '--key-file', tls.keyFile, '--trusted-ca-file', tls.caFile,
+          ...(tls.clientCertAuth === undefined ? [] : ['--client-cert-auth']),
+        ]; // prettier-ignore
+  const healthTls =
+    tls === undefined
+      ? undefined
+      : {
+          ca: readFileSync(tls.caFile),
+          ...(tls.clientCertAuth === undefined
+            ? {}
+            : { cert: readFileSync(tls.clientCertAuth.certFile), key: readFileSync(tls.clientCertAuth.keyFile) }),
+        };
   const launch = (m: EtcdMember): void => {
     const args = [
       '--name', m.name,
@@ -149,6 +192,7 @@ async function startBinary(bin: string, opts: StartEtcdOptions): Promise<EtcdHan
       '--heartbeat-interval', String(opts.heartbeatIntervalMs ?? 10),
       '--log-level', 'error',
       '--logger', 'zap',
+      ...tlsArgs,
     ]; // prettier-ignore
     const child = spawn(bin, args, {
       detached: true,
@@ -178,7 +222,7 @@ async function startBinary(bin: string, opts: StartEtcdOptions): Promise<EtcdHan
       const m = member(i);
       if (m.process !== undefined) throw new Error(`etcd member ${m.name} is still running`);
       launch(m);
-      await waitForHealth(m.clientUrl);
+      await waitForHealth(m.clientUrl, 20_000, healthTls);
     },
     pause(i) {
       const p = member(i).process;
@@ -199,7 +243,7 @@ async function startBinary(bin: string, opts: StartEtcdOptions): Promise<EtcdHan
     return m;
   }
   try {
-    await Promise.all(members.map((m) => waitForHealth(m.clientUrl)));
+    await Promise.all(members.map((m) => waitForHealth(m.clientUrl, 20_000, healthTls)));
   } catch (err) {
     await handle.stop();
     throw err;

@@ -3,7 +3,7 @@
  * socket (so the exact bytes of the request line reach the server, as an attacker would send them)
  * to the real fastify server with a recording task service: a refused request must do no work.
  */
-import { rawJson } from '@leasehold/devkit';
+import { rawHttp, rawJson } from '@leasehold/devkit';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
@@ -183,5 +183,33 @@ describe('percent-encoding and other spellings of a path', () => {
     expect((await raw('GET', '/metrics')).status).toBe(200);
     expect((await raw('GET', '/v1/nothing')).status).toBe(404);
     expect((await raw('GET', '/v1/nothing', { key: ADMIN_KEY })).status).toBe(404);
+  });
+});
+
+describe('hostile JSON', () => {
+  it('refuses a task payload nested past the limit, or with integers JSON would round, before any handler', async () => {
+    const deep = `${'['.repeat(65)}${']'.repeat(65)}`;
+    for (const payload of [deep, `${'{"a":'.repeat(3_000)}1${'}'.repeat(3_000)}`, '9007199254740993']) {
+      const answer = await rawHttp(port, {
+        method: 'POST',
+        target: '/v1/tasks',
+        headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json' },
+        body: `{"taskId":"t-deep","resource":"r","payload":${payload}}`,
+      });
+      expect(answer.status).toBe(400);
+      expect(JSON.parse(answer.body)).toMatchObject({ code: 'INVALID_MESSAGE' });
+    }
+    expect(calls).toEqual([]);
+  });
+
+  it('refuses 100k levels without a key as 401 (auth before the body is read)', async () => {
+    const answer = await rawHttp(port, {
+      method: 'POST',
+      target: '/v1/tasks',
+      headers: { 'Content-Type': 'application/json' },
+      body: `${'['.repeat(100_000)}${']'.repeat(100_000)}`,
+    });
+    expect(answer.status).toBe(401);
+    expect(calls).toEqual([]);
   });
 });
