@@ -46,6 +46,16 @@ export default defineConfig({
       {
         resolve,
         test: {
+          name: 'fuzz',
+          include: ['test/fuzz/**/*.fuzz.test.ts'],
+          testTimeout: 600_000,
+          hookTimeout: 60_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        resolve,
+        test: {
           name: 'e2e',
           include: ['test/e2e/**/*.e2e.test.ts'],
           testTimeout: 180_000,

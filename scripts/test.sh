@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command (B): the whole suite, in CI order:
-# typecheck -> lint -> format check -> unit -> integration -> e2e -> chaos (short profile).
+# typecheck -> lint -> format check -> unit -> integration -> fuzz (bounded) -> e2e -> chaos (short profile).
 # Bootstraps first (idempotent), so it works on a fresh clone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ step "format check"
 pnpm run --silent format:check
 
 status=0
-for project in unit integration e2e chaos; do
+for project in unit integration fuzz e2e chaos; do
   step "$project tests"
   if ! pnpm exec vitest run --project "$project" --passWithNoTests \
       --reporter=default --reporter=json --outputFile.json="$results/$project.json"; then

@@ -34,6 +34,11 @@ export type { FenceTarget, AdvanceItem, AdvanceItemResult } from './fence/fence-
 export { KeyLayout } from './etcd/keys.js';
 export { WORKER_PATH } from './ws/server.js';
 export type { TaskView, ResourceView } from './service/tasks.js';
+/** The admin HTTP server alone (embedding, and the fuzzers' planted-bug self-test). */
+export { createHttpServer } from './http/server.js';
+export type { HttpOptions } from './http/server.js';
+export type { TaskApi } from './http/routes-tasks.js';
+export { Metrics } from './metrics.js';
 
 export interface CoordinatorDeps {
   readonly logger: Logger;
