@@ -178,7 +178,9 @@ describe('fuzzing the entry points', () => {
           closed = code;
         });
         await new Promise<void>((resolve, reject) => {
-          ws.once('open', () => { resolve(); });
+          ws.once('open', () => {
+            resolve();
+          });
           ws.once('error', reject);
         });
         ws.send(

@@ -4,11 +4,13 @@
  * fresh keys and its own temp directory.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DecisionPage } from '@leasehold/protocol';
+import { openPki } from '@leasehold/cli/pki';
 import { SinkClient } from '@leasehold/sink-client';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { startEtcd, type EtcdHandle, type StartEtcdOptions } from '@leasehold/devkit';
 import { BIN, Service } from './service.js';
 
@@ -64,6 +66,11 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   };
   const etcd = await startEtcd(opts.etcd);
   const services: Service[] = [];
+  // TLS on every service link: the sink and coordinators serve HTTPS / WSS with certificates of a
+  // private CA; each worker proves who it is with its own client certificate (CN = worker id).
+  const pki = openPki(join(dir, 'pki'), 'leasehold e2e CA');
+  const ca = readFileSync(pki.ca);
+  const server = pki.server('services', ['127.0.0.1', 'localhost']);
   try {
     const sink = new Service({
       name: 'sink',
@@ -76,7 +83,10 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         LEASEHOLD_SINK_CAPABILITY_KEYS: keys.capabilityKeys,
         LEASEHOLD_SINK_PORT: '0',
         LEASEHOLD_SINK_LOG_LEVEL: 'info',
+        LEASEHOLD_SINK_TLS_CERT: server.cert,
+        LEASEHOLD_SINK_TLS_KEY: server.key,
       },
+      ca,
     });
     services.push(sink);
     await sink.start();
@@ -97,13 +107,17 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           LEASEHOLD_COORDINATOR_SINK_URL: sink.url,
           LEASEHOLD_COORDINATOR_SINK_KEY: keys.sinkCoordinatorKey,
           LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: keys.capabilityKeys,
-          LEASEHOLD_COORDINATOR_WORKER_KEYS: keys.workerKey,
+          LEASEHOLD_COORDINATOR_TLS_CERT: server.cert,
+          LEASEHOLD_COORDINATOR_TLS_KEY: server.key,
+          LEASEHOLD_COORDINATOR_TLS_CLIENT_CA: pki.ca,
+          LEASEHOLD_COORDINATOR_SINK_CA: pki.ca,
           LEASEHOLD_COORDINATOR_ADMIN_KEYS: keys.adminKey,
           LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(ttl),
           LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs ?? Math.floor(ttl / 4)),
           LEASEHOLD_COORDINATOR_FENCE_ON_EXPIRY: String(opts.fenceOnExpiry ?? false),
           LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
         },
+        ca,
       });
       services.push(c);
       coordinators.push(c);
@@ -112,6 +126,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
 
     const workers: Service[] = [];
     const addWorker = async (name: string, env: Readonly<Record<string, string>> = {}, start = true) => {
+      const cert = pki.client(`worker-${name}`, name);
       const w = new Service({
         name,
         bin: BIN.worker,
@@ -120,7 +135,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         env: {
           LEASEHOLD_WORKER_COORDINATORS: coordinators.map((c) => c.url).join(','),
           LEASEHOLD_WORKER_SINK_URL: sink.url,
-          LEASEHOLD_WORKER_WORKER_KEY: keys.workerKey,
+          LEASEHOLD_WORKER_CA: pki.ca,
+          LEASEHOLD_WORKER_TLS_CERT: cert.cert,
+          LEASEHOLD_WORKER_TLS_KEY: cert.key,
           LEASEHOLD_WORKER_WORKER_ID: name,
           LEASEHOLD_WORKER_LOG_LEVEL: 'info',
           LEASEHOLD_WORKER_PRETTY: 'false',
@@ -135,7 +152,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     };
     for (let i = 0; i < (opts.workers ?? 0); i++) await addWorker(`worker-${i}`);
 
-    const sinkClient = new SinkClient({ url: sink.url, key: keys.sinkCoordinatorKey });
+    const sinkClient = new SinkClient({ url: sink.url, key: keys.sinkCoordinatorKey, tls: { ca } });
+    const tlsAgent = new Agent({ connect: { ca } });
     const admin = (index = 0): AdminApi => {
       const base = () => {
         const c = coordinators[index];
@@ -143,7 +161,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         return c.url;
       };
       const call = async (method: string, path: string, body?: unknown) => {
-        const res = await fetch(`${base()}${path}`, {
+        const res = await undiciFetch(`${base()}${path}`, {
+          dispatcher: tlsAgent,
           method,
           headers: {
             authorization: `Bearer ${keys.adminKey}`,
@@ -174,6 +193,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       admin,
       async stop() {
         void sinkClient.close();
+        void tlsAgent.close();
         // Workers first (they release), then coordinators, then the sink, then etcd.
         await Promise.all(workers.map((w) => w.stop()));
         await Promise.all(coordinators.map((c) => c.stop()));

@@ -9,6 +9,7 @@ import { createWriteStream, existsSync, readFileSync, rmSync, type WriteStream }
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { signalGroup, stopProcess, track } from '@leasehold/devkit';
+import { Agent, fetch as undiciFetch } from 'undici';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -27,6 +28,8 @@ export interface ServiceSpec {
   readonly dir: string;
   /** True for daemons that listen (sink, coordinator): wait for the port file and /healthz. */
   readonly listens: boolean;
+  /** The daemon serves HTTPS with a certificate from this CA (PEM). */
+  readonly ca?: Buffer;
 }
 
 export class Service {
@@ -45,7 +48,7 @@ export class Service {
 
   get url(): string {
     if (this.port === undefined) throw new Error(`${this.spec.name} has no port yet`);
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.spec.ca === undefined ? 'http' : 'https'}://127.0.0.1:${this.port}`;
   }
 
   get pid(): number | undefined {
@@ -105,11 +108,18 @@ export class Service {
   }
 
   async healthy(): Promise<boolean> {
+    const ca = this.spec.ca;
+    const dispatcher = ca === undefined ? undefined : new Agent({ connect: { ca } });
     try {
-      const res = await fetch(`${this.url}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      const res = await undiciFetch(`${this.url}/healthz`, {
+        signal: AbortSignal.timeout(1_000),
+        ...(dispatcher === undefined ? {} : { dispatcher }),
+      });
       return res.status === 200;
     } catch {
       return false;
+    } finally {
+      await dispatcher?.close();
     }
   }
 

@@ -211,7 +211,11 @@ describe('TLS on every link, etcd auth, per-worker credentials', () => {
       acquireWaitMs: 200,
       handler: (task) => ({ seen: task.payload }),
     });
-    const done = new Promise<void>((resolve) => worker.on('completed', () => { resolve(); }));
+    const done = new Promise<void>((resolve) =>
+      worker.on('completed', () => {
+        resolve();
+      }),
+    );
     void worker.run();
     await done;
     await worker.close(1_000);
@@ -237,7 +241,9 @@ describe('TLS on every link, etcd auth, per-worker credentials', () => {
       key: readFileSync(client.key),
     });
     await new Promise<void>((resolve, reject) => {
-      socket.once('open', () => { resolve(); });
+      socket.once('open', () => {
+        resolve();
+      });
       socket.once('error', reject);
     });
     const w = new RawWorker(socket);
