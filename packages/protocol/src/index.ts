@@ -40,6 +40,18 @@ export * from './messages/worker-protocol.js';
 export * from './messages/sink.js';
 export * from './messages/admin.js';
 
+export {
+  BackoffSchema,
+  RetryPolicySchema,
+  RetryPolicyInputSchema,
+  DEFAULT_RETRY_POLICY,
+  MAX_ATTEMPTS_LIMIT,
+  MAX_BACKOFF_MS,
+  MAX_NON_RETRYABLE,
+  resolveRetryPolicy,
+  retryDelayMs,
+} from './model/retry-policy.js';
+export type { Backoff, RetryPolicy, RetryPolicyInput } from './model/retry-policy.js';
 export { ManualClock } from './model/clock.js';
 export type { Clock } from './model/clock.js';
 export { decideAdvance, decideWrite } from './model/fence-rules.js';

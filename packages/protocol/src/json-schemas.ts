@@ -14,6 +14,9 @@ import {
 } from './messages/sink.js';
 import { ErrorMessageSchema } from './messages/common.js';
 import {
+  CoordinatorEventSchema,
+  PurgeTasksRequestSchema,
+  PurgeTasksResponseSchema,
   ResourceOwnerViewSchema,
   SubmitTaskBatchRequestSchema,
   SubmitTaskBatchResponseSchema,
@@ -41,6 +44,9 @@ export const JSON_SCHEMA_SOURCES = {
   'admin-task-view': TaskViewSchema,
   'admin-task-page': TaskPageSchema,
   'admin-resource-owner-view': ResourceOwnerViewSchema,
+  'admin-purge-tasks-request': PurgeTasksRequestSchema,
+  'admin-purge-tasks-response': PurgeTasksResponseSchema,
+  'admin-event': CoordinatorEventSchema,
 } as const;
 
 /** name -> pretty-printed JSON Schema text (with trailing newline), in a stable order. */

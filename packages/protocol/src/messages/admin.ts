@@ -7,16 +7,44 @@ import { z } from 'zod';
 import { IncarnationSchema, ResourceIdSchema, ResultIdSchema, TaskIdSchema, WorkerIdSchema } from '../ids.js';
 import { SessionIdSchema } from './session.js';
 import { TokenSchema } from '../token.js';
+import { RetryPolicyInputSchema, RetryPolicySchema } from '../model/retry-policy.js';
 import { ErrorMessageSchema, JsonValueSchema } from './common.js';
 
-export const TaskStateSchema = z.enum(['pending', 'leased', 'completed', 'cancelled']);
+/**
+ * States as the admin API shows them. Stored: pending, completed, failed, cancelled; derived:
+ * `leased` (pending with an owner key) and `delayed` (pending, not grantable before `notBeforeMs`).
+ */
+export const TaskStateSchema = z.enum(['pending', 'delayed', 'leased', 'completed', 'failed', 'cancelled']);
 export type TaskStateName = z.infer<typeof TaskStateSchema>;
 
-/** `POST /v1/tasks` body; also one item of `POST /v1/tasks/batch`. */
+/** Terminal states: nothing happens to such a task any more, except retry (failed) and purge. */
+export const TerminalTaskStateSchema = z.enum(['completed', 'failed', 'cancelled']);
+export type TerminalTaskState = z.infer<typeof TerminalTaskStateSchema>;
+
+/** Grant order among pending tasks of free resources: higher first, then oldest first. */
+export const MAX_PRIORITY = 9;
+export const PrioritySchema = z.number().int().min(0).max(MAX_PRIORITY);
+
+/** Longest a submit may delay a task (`delayMs`, or `runAt` from now). */
+export const MAX_DELAY_MS = 366 * 24 * 3_600_000;
+
+/**
+ * `POST /v1/tasks` body; also one item of `POST /v1/tasks/batch`. Idempotent by `taskId`: the same
+ * id with the same resource and payload is the same task (the scheduling options of a repeat are
+ * ignored: the first submit's apply); with another resource or payload it is a conflict.
+ */
 export const SubmitTaskRequestSchema = z.strictObject({
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
   payload: JsonValueSchema,
+  /** 0..9, default 0: among grantable tasks, higher priorities are granted first. */
+  priority: PrioritySchema.optional(),
+  /** Not granted before this time (ISO 8601 with offset). Not with `delayMs`. */
+  runAt: z.iso.datetime({ offset: true }).optional(),
+  /** Not granted before this many ms from the submit. Not with `runAt`. */
+  delayMs: z.number().int().nonnegative().max(MAX_DELAY_MS).optional(),
+  /** Overrides of the installation's retry policy. */
+  retry: RetryPolicyInputSchema.optional(),
 });
 export type SubmitTaskRequest = z.infer<typeof SubmitTaskRequestSchema>;
 
@@ -37,14 +65,77 @@ export const OwnerViewSchema = z.object({
 });
 export type OwnerView = z.infer<typeof OwnerViewSchema>;
 
-/** A task as the admin API shows it. `leased` is derived from the owner key. */
+/** How an attempt ended. */
+export const AttemptOutcomeSchema = z.enum([
+  'completed',
+  /** The handler failed (task.fail). */
+  'failed',
+  /** The lease ended without a result (session expired, worker gone, coordinator lost it). */
+  'expired',
+  /** The worker gave the lease back (does not count against the attempts). */
+  'released',
+  /** The grant never reached the worker: the sink's fence advance failed (does not count). */
+  'abandoned',
+  'cancelled',
+]);
+export type AttemptOutcome = z.infer<typeof AttemptOutcomeSchema>;
+
+export const TaskErrorSchema = z.object({ name: z.string(), message: z.string() });
+export type TaskError = z.infer<typeof TaskErrorSchema>;
+
+/** One ended attempt (the task keeps the last {@link MAX_TASK_HISTORY}). */
+export const AttemptViewSchema = z.object({
+  attempt: z.number().int().nonnegative(),
+  workerId: WorkerIdSchema,
+  token: TokenSchema,
+  outcome: AttemptOutcomeSchema,
+  error: TaskErrorSchema.optional(),
+  startedAtMs: z.number().int().nonnegative(),
+  endedAtMs: z.number().int().nonnegative(),
+});
+export type AttemptView = z.infer<typeof AttemptViewSchema>;
+
+export const MAX_TASK_HISTORY = 10;
+
+/** What last happened to a task (the change that wrote its current record). */
+export const TaskEventKindSchema = z.enum([
+  'submitted',
+  'granted',
+  'completed',
+  /** An attempt failed and the task waits for its backoff. */
+  'retrying',
+  /** An attempt's lease ended without a result; the task waits for its backoff. */
+  'expired',
+  'released',
+  'abandoned',
+  /** Terminal failure: attempts used up, or a non-retryable error. */
+  'failed',
+  'cancelled',
+  /** A failed task was made pending again with a fresh attempt budget. */
+  'retried',
+  /** The task was deleted by a purge (events only). */
+  'purged',
+]);
+export type TaskEventKind = z.infer<typeof TaskEventKindSchema>;
+
+/** A task as the admin API shows it. `leased` and `delayed` are derived. */
 export const TaskViewSchema = z.object({
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
   payload: JsonValueSchema,
   state: TaskStateSchema,
-  /** How many times the task was granted. */
+  /** Grants in the current attempt budget (a retry starts a fresh one). */
   attempts: z.number().int().nonnegative(),
+  priority: PrioritySchema,
+  retry: RetryPolicySchema,
+  /** Not grantable before this time (epoch ms), when set. */
+  notBeforeMs: z.number().int().nonnegative().optional(),
+  lastEvent: TaskEventKindSchema,
+  lastError: TaskErrorSchema.optional(),
+  history: z.array(AttemptViewSchema),
+  createdAtMs: z.number().int().nonnegative().optional(),
+  /** When it reached its terminal state (purge's `olderThanMs` counts from here). */
+  endedAtMs: z.number().int().nonnegative().optional(),
   result: z.object({ resultId: ResultIdSchema, token: TokenSchema }).optional(),
   owner: OwnerViewSchema.optional(),
 });
@@ -79,3 +170,60 @@ export const ResourceOwnerViewSchema = z.object({
   remainingMs: z.number().int().nullable(),
 });
 export type ResourceOwnerView = z.infer<typeof ResourceOwnerViewSchema>;
+
+/** `POST /v1/tasks/purge`: delete terminal tasks of one state that ended before `olderThanMs` ago. */
+export const PurgeTasksRequestSchema = z.strictObject({
+  state: TerminalTaskStateSchema,
+  olderThanMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(10 * 366 * 24 * 3_600_000),
+  /** At most this many per call (default 1000); `more` says whether to call again. */
+  limit: z.number().int().min(1).max(10_000).optional(),
+});
+export type PurgeTasksRequest = z.infer<typeof PurgeTasksRequestSchema>;
+
+export const PurgeTasksResponseSchema = z.object({
+  purged: z.number().int().nonnegative(),
+  more: z.boolean(),
+});
+export type PurgeTasksResponse = z.infer<typeof PurgeTasksResponseSchema>;
+
+/**
+ * One task change on the push channel (`GET /v1/events`, server-sent events): `id:` is the etcd
+ * revision of the change, so a client resumes after a reconnect with `Last-Event-ID` and misses
+ * nothing (unless the revision was compacted: then a `reset` event says so).
+ */
+export const TaskEventSchema = z.object({
+  type: z.literal('task'),
+  /** etcd revision of the change (decimal). */
+  revision: TokenSchema,
+  event: TaskEventKindSchema,
+  taskId: TaskIdSchema,
+  resource: ResourceIdSchema,
+  /** The state after the change (leased on a grant; delayed while waiting for a backoff). */
+  state: TaskStateSchema,
+  attempts: z.number().int().nonnegative(),
+  maxAttempts: z.number().int().positive(),
+  /** The grant's token (granted), or the ended attempt's (completed, retrying, expired, failed…). */
+  token: TokenSchema.optional(),
+  workerId: WorkerIdSchema.optional(),
+  error: TaskErrorSchema.optional(),
+  notBeforeMs: z.number().int().nonnegative().optional(),
+  result: z.object({ resultId: ResultIdSchema, token: TokenSchema }).optional(),
+  /** Wall-clock time of the change as recorded by the coordinator that made it (epoch ms). */
+  atMs: z.number().int().nonnegative(),
+});
+export type TaskEvent = z.infer<typeof TaskEventSchema>;
+
+/** The stream could not resume where asked (compacted): events before `revision` were missed. */
+export const StreamResetEventSchema = z.object({
+  type: z.literal('reset'),
+  revision: TokenSchema,
+  reason: z.string(),
+});
+export type StreamResetEvent = z.infer<typeof StreamResetEventSchema>;
+
+export const CoordinatorEventSchema = z.discriminatedUnion('type', [TaskEventSchema, StreamResetEventSchema]);
+export type CoordinatorEvent = z.infer<typeof CoordinatorEventSchema>;

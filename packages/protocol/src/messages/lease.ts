@@ -107,6 +107,42 @@ export const CompletedSchema = z.object({
 });
 export type Completed = z.infer<typeof CompletedSchema>;
 
+/** Why an attempt failed, as the worker reports it (the handler's error). */
+export const TaskFailureSchema = z.strictObject({
+  /** The error's class name (`Error.name`): matched against the task's non-retryable names. */
+  name: z.string().min(1).max(200),
+  message: z.string().max(2_000),
+  /** false: fail the task now, whatever attempts are left (the SDK's NonRetryableError). */
+  retryable: z.boolean(),
+});
+export type TaskFailure = z.infer<typeof TaskFailureSchema>;
+
+/**
+ * worker -> coordinator: the handler failed. The lease ends (the resource is free), and the task is
+ * either pending again after its retry policy's backoff, or failed (attempts used up, or the error
+ * is not retryable). Only the holder may report it: the same holder proof as `task.complete`.
+ */
+export const FailSchema = z.object({
+  type: z.literal('task.fail'),
+  id: MessageIdSchema,
+  taskId: TaskIdSchema,
+  ...HeldLease,
+  error: TaskFailureSchema,
+});
+export type Fail = z.infer<typeof FailSchema>;
+
+export const FailedSchema = z.object({
+  type: z.literal('task.failed'),
+  inReplyTo: MessageIdSchema,
+  taskId: TaskIdSchema,
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+  /** retrying: pending again from `notBeforeMs` (epoch ms); failed: terminal. */
+  outcome: z.enum(['retrying', 'failed']),
+  notBeforeMs: z.number().int().nonnegative().optional(),
+});
+export type Failed = z.infer<typeof FailedSchema>;
+
 /** coordinator -> worker push: this lease is no longer the worker's (expired, cancelled, taken over). */
 export const LeaseRevokedSchema = z.object({
   type: z.literal('lease.revoked'),

@@ -5,6 +5,8 @@ import {
   AcquireSchema,
   CompletedSchema,
   CompleteSchema,
+  FailedSchema,
+  FailSchema,
   GrantSchema,
   LeaseRevokedSchema,
   NoLeaseSchema,
@@ -22,6 +24,7 @@ export const WorkerMessageSchema = z.discriminatedUnion('type', [
   RenewSchema,
   ReleaseSchema,
   CompleteSchema,
+  FailSchema,
 ]);
 export type WorkerMessage = z.infer<typeof WorkerMessageSchema>;
 
@@ -33,6 +36,7 @@ export const CoordinatorMessageSchema = z.discriminatedUnion('type', [
   RenewedSchema,
   ReleasedSchema,
   CompletedSchema,
+  FailedSchema,
   LeaseRevokedSchema,
   SessionExpiredSchema,
   ErrorMessageSchema,
