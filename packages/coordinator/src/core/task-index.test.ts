@@ -61,7 +61,7 @@ describe('TaskIndex', () => {
     index.reset([task('a', 'r1', 10n)], [], 10n);
     index.applyTask('a', undefined);
     expect(index.select()).toEqual([]);
-    expect(index.stats()).toEqual({ pending: 0, owned: 0, held: 0 });
+    expect(index.stats()).toEqual({ pending: 0, delayed: 0, parked: 0, owned: 0, held: 0 });
   });
 
   it('selects a named task only when it is eligible', () => {

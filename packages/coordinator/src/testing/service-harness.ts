@@ -45,6 +45,12 @@ export function testConfig(env: Record<string, string> = {}): CoordinatorConfig 
       LEASEHOLD_COORDINATOR_SESSION_TTL_MS: '3000',
       LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: '1000',
       LEASEHOLD_COORDINATOR_LOG_LEVEL: 'silent',
+      // Lifecycle defaults that keep the lease tests about leases: retries at once, many of them,
+      // lost attempts settled at once. The lifecycle tests set their own.
+      LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS: '100',
+      LEASEHOLD_COORDINATOR_RETRY_INITIAL_MS: '0',
+      LEASEHOLD_COORDINATOR_RETRY_JITTER: '0',
+      LEASEHOLD_COORDINATOR_SETTLE_GRACE_MS: '0',
       ...Object.fromEntries(Object.entries(env).map(([k, v]) => [`LEASEHOLD_COORDINATOR_${k}`, v])),
     },
     [],
@@ -168,8 +174,13 @@ export interface TestWorkerHandle {
 let messageIds = 0;
 export const nextId = (): string => `m${++messageIds}`;
 
+/** Wall-clock epoch of the service tests: wall time = EPOCH_MS + the manual clock. */
+export const EPOCH_MS = 1_800_000_000_000;
+
 export class ServiceCluster {
   readonly clock = new ManualClock(10_000);
+  /** Wall clock (epoch ms) moving with the manual clock. */
+  readonly wallClock = (): number => EPOCH_MS + this.clock.nowMs();
   readonly timers = new ManualTimers(this.clock);
   readonly etcd = new MemoryEtcd({ clock: this.clock, timers: this.timers });
   readonly fence = new MemoryFenceTarget();
@@ -190,6 +201,8 @@ export class ServiceCluster {
       store,
       fenceTarget: this.fence,
       clock: this.clock,
+      wallClock: this.wallClock,
+      random: () => 0.5,
       timers: this.timers,
       log: pino({ level: 'silent' }),
       metrics: new Metrics(),
