@@ -210,7 +210,8 @@ export class LeaseService {
         next,
       });
       if (res.kind !== 'done') {
-        return errorFrame('NOT_HOLDER', 'the lease changed before the failure was recorded', msg.id);
+        const replay = await this.#failReplay(msg);
+        return replay ?? errorFrame('NOT_HOLDER', 'the lease changed before the failure was recorded', msg.id);
       }
       forgetGrant(session, msg.resource, token);
       const policy = policyOf(held.task.record, this.#ctx.config.retryPolicy);

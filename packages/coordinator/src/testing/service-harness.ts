@@ -24,6 +24,7 @@ import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence
 import { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';
 import type { LocalSession } from '../service/sessions.js';
+import type { SubmitInput } from '../service/tasks.js';
 import { createServices, type Services } from '../services.js';
 import { settle } from './settle.js';
 
@@ -225,8 +226,14 @@ export class ServiceCluster {
     await this.settle();
   }
 
-  async submit(c: TestCoordinator, taskId: string, resource: string, payload: unknown = { n: 1 }) {
-    const res = await c.services.tasks.submit({ taskId, resource, payload: payload as never });
+  async submit(
+    c: TestCoordinator,
+    taskId: string,
+    resource: string,
+    payload: unknown = { n: 1 },
+    options: Omit<SubmitInput, 'taskId' | 'resource' | 'payload'> = {},
+  ) {
+    const res = await c.services.tasks.submit({ taskId, resource, payload: payload as never, ...options });
     if (!res.ok) throw new Error(`submit failed: ${res.code}`);
     await this.settle();
     return res.task;
@@ -295,6 +302,24 @@ export class ServiceCluster {
       resource,
       token: token.toString(),
       incarnation: w.incarnation,
+    });
+  }
+
+  fail(
+    w: TestWorkerHandle,
+    taskId: string,
+    resource: string,
+    token: bigint,
+    error: { name: string; message: string; retryable: boolean } = { name: 'Error', message: 'boom', retryable: true },
+  ) {
+    return w.coordinator.services.leases.fail(w.session, {
+      type: 'task.fail',
+      id: nextId(),
+      taskId,
+      resource,
+      token: token.toString(),
+      incarnation: w.incarnation,
+      error,
     });
   }
 
