@@ -197,8 +197,8 @@ export const OPTIONS: OptionTable = Object.freeze({
   },
   'settle-grace-ms': {
     env: 'SETTLE_GRACE_MS',
-    help: "wait before settling a lost attempt of a peer's session",
-    default: '2000',
+    help: "wait before settling a lost attempt of a peer's session (0: at once; each coordinator tries, one lands)",
+    default: '0',
   },
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   'test-sabotage': {

@@ -148,8 +148,8 @@ export function completed(task: TaskRecord, token: bigint, resultId: string, now
 /**
  * An attempt failed (the handler's error) or its lease ended without a result (`error` =
  * {@link LEASE_LOST_ERROR}, outcome `expired`). Failed for good when the error is not retryable
- * (by the worker's flag or by name in the policy) or no attempt is left; otherwise pending again
- * after the backoff for this many consecutive failures.
+ * (by the worker's flag or by name in the policy) or no attempt is left; otherwise pending again:
+ * after the backoff for this many consecutive failures, or at once after a lost lease.
  */
 export function attemptFailed(
   task: TaskRecord,
@@ -164,9 +164,15 @@ export function attemptFailed(
   const closed = { ...closeAttempt(task, token, outcome, env.nowMs, lastError), failures, lastError };
   const retryable = error.retryable && !policy.nonRetryable.includes(error.name);
   if (!retryable || task.attempts >= policy.maxAttempts) return terminal(closed, 'failed', env.nowMs);
+  if (outcome === 'expired') {
+    // A lost lease is retried at once: takeover stays fast, and a task that kills its workers is
+    // already slowed down by the session TTL each loss takes to detect (and ends failed at the
+    // attempt limit).
+    return { ...notBefore(closed, 0, env.nowMs), lastEvent: 'expired', atMs: env.nowMs };
+  }
   return {
     ...notBefore(closed, env.nowMs + retryDelayMs(policy.backoff, failures, env.random), env.nowMs),
-    lastEvent: outcome === 'expired' ? 'expired' : 'retrying',
+    lastEvent: 'retrying',
     atMs: env.nowMs,
   };
 }

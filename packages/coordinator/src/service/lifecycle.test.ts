@@ -135,7 +135,7 @@ describe('lost leases', () => {
     await cluster.advance(TTL + 2_000);
     const view = await c2.services.tasks.get('t1');
     expect(view?.history).toEqual([expect.objectContaining({ outcome: 'expired', token: token.toString() })]);
-    expect(view?.state).toBe('delayed');
+    expect(view?.state).toBe('pending');
     expect(c2.services.settle.scheduled).toBe(0);
   });
 });

@@ -6,10 +6,11 @@
  * when no attempt is left — so a task that kills every worker it lands on ends `failed`.
  *
  * Who settles: the coordinator that ended the session, at once (it freed the owner keys itself);
- * every other coordinator, after `settleGraceMs`, if the attempt is still unsettled by then (the
- * serving coordinator died, or the lease expired in etcd). The txn compares the task key's
- * mod_revision with the attempt's token, so only one settlement lands. After an index rebuild the
- * whole index is swept the same way.
+ * every other coordinator after `settleGraceMs` (default 0: at once too), if the attempt is still
+ * unsettled by then (the serving coordinator died, or the lease expired in etcd). The txn compares
+ * the task key's mod_revision with the attempt's token, so only one settlement lands; the others
+ * cost one failed compare each — raise the grace to trade takeover latency after a coordinator's
+ * death for fewer of them. After an index rebuild the whole index is swept the same way.
  */
 import { attemptFailed, LEASE_LOST_ERROR, policyOf } from '../core/lifecycle.js';
 import type { TaskRecord } from '../core/records.js';
