@@ -13,6 +13,7 @@ export class Metrics {
   readonly badFrames: Counter<'code'>;
   readonly fencesOnExpiry: Counter<'outcome'>;
   readonly tasks: Gauge<'state'>;
+  readonly etcdHealthy: Gauge;
   readonly taskAttempts: Histogram<'outcome'>;
   readonly taskFailures: Counter<'reason' | 'outcome'>;
   readonly lifecycle: Counter<'change' | 'outcome'>;
@@ -72,6 +73,12 @@ export class Metrics {
       labelNames: ['outcome'],
       registers,
     });
+    this.etcdHealthy = new Gauge({
+      name: 'leasehold_coordinator_etcd_healthy',
+      help: '1 while etcd answers; 0 once it has not for ETCD_GIVE_UP_MS (sessions handed to peers)',
+      registers,
+    });
+    this.etcdHealthy.set(1);
     this.tasks = new Gauge({
       name: 'leasehold_coordinator_tasks',
       help: "Tasks by state as this coordinator's index sees them: pending (grantable), delayed (backoff or runAt), leased, failed",
