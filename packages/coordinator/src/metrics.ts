@@ -14,6 +14,7 @@ export class Metrics {
   readonly fencesOnExpiry: Counter<'outcome'>;
   readonly tasks: Gauge<'state'>;
   readonly etcdHealthy: Gauge;
+  readonly sinkReachable: Gauge;
   readonly taskAttempts: Histogram<'outcome'>;
   readonly taskFailures: Counter<'reason' | 'outcome'>;
   readonly lifecycle: Counter<'change' | 'outcome'>;
@@ -79,6 +80,12 @@ export class Metrics {
       registers,
     });
     this.etcdHealthy.set(1);
+    this.sinkReachable = new Gauge({
+      name: 'leasehold_coordinator_sink_reachable',
+      help: '0 when the last readiness probe got no answer from the sink (the coordinator stays ready: degraded)',
+      registers,
+    });
+    this.sinkReachable.set(1);
     this.tasks = new Gauge({
       name: 'leasehold_coordinator_tasks',
       help: "Tasks by state as this coordinator's index sees them: pending (grantable), delayed (backoff or runAt), leased, failed",

@@ -90,7 +90,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     read: createKeyRing([...options.coordinatorKeys, ...options.readKeys]),
     readOnly: createKeyRing(options.readKeys),
   });
-  registerFenceRoutes(app, { service });
+  registerFenceRoutes(app, { service, capabilityKeys: options.capabilityKeys });
   registerWriteRoutes(app, { service, capabilityKeys: options.capabilityKeys, metrics });
   registerReadRoutes(app, { service });
 
