@@ -16,7 +16,6 @@
  * Safety does not depend on anything here: the sink's fence refuses writes from a lost lease.
  * The SDK's own deadline check only saves pointless work.
  */
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   defaultResultId,
@@ -30,6 +29,7 @@ import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { pino, type Logger } from 'pino';
 import { webSocketTransport, type CoordinatorTransport, type WorkerRequest } from './connection.js';
 import { backoffDelayMs } from './core/backoff.js';
+import { unguessableId } from './core/random-ids.js';
 import { describeFailure, LeaseLostError, WriteRefusedError } from './errors.js';
 import { WorkerSession } from './session.js';
 
@@ -208,10 +208,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** 128 random bits: ids nobody can guess (request ids are scoped to the session at the coordinator). */
-function unguessable(): string {
-  return randomBytes(16).toString('base64url').replaceAll('_', '.');
-}
+const unguessable = unguessableId; // request ids, default worker ids and incarnations
 
 export class Worker {
   readonly workerId: string;
@@ -237,7 +234,7 @@ export class Worker {
   constructor(options: WorkerOptions) {
     this.#o = options;
     this.workerId = options.workerId ?? `worker-${unguessable().slice(0, 8)}`;
-    this.incarnation = options.incarnation ?? unguessable().slice(0, 16).replaceAll('.', '-');
+    this.incarnation = options.incarnation ?? unguessable().slice(0, 16);
     this.#concurrency = options.concurrency ?? 1;
     this.#log = (options.logger ?? pino({ level: 'silent' })).child({
       workerId: this.workerId,
