@@ -29,7 +29,7 @@ import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { pino, type Logger } from 'pino';
 import { webSocketTransport, type CoordinatorTransport, type WorkerRequest } from './connection.js';
 import { backoffDelayMs } from './core/backoff.js';
-import { unguessableId } from './core/random-ids.js';
+import { unguessableId } from './random-ids.js';
 import { describeFailure, LeaseLostError, WriteRefusedError } from './errors.js';
 import { WorkerSession } from './session.js';
 
