@@ -80,6 +80,14 @@ server (a superuser URL)."
   say "postgresql: $(find_pg)"
 fi
 
+# --- systemd-analyze (test/deploy/systemd.int checks the units with it; skipped without it) --------
+if ! command -v systemd-analyze >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing systemd (for systemd-analyze) with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends systemd >/dev/null || say "apt-get install systemd failed: the systemd unit checks will be skipped"
+fi
+
 # --- build -----------------------------------------------------------------------------------
 say "building"
 pnpm run --silent build || die "build failed"
