@@ -21,6 +21,7 @@ import {
   defaultResultId,
   LeaseholdError,
   MAX_ACQUIRE_WAIT_MS,
+  RepeatGate,
   parseToken,
   type Grant,
   type JsonValue,
@@ -226,6 +227,8 @@ export class Worker {
   readonly #running = new Map<string, Running>(); // `${resource}@${token}`
   /** Every grant ever run: a grant is never run twice. */
   readonly #started = new Set<string>();
+  /** One log line per failure loop (acquire refusals, slot failures), with the count of repeats. */
+  readonly #repeats = new RepeatGate();
   #state: WorkerState = WorkerState.CREATED;
   #slots: Promise<void>[] = [];
   #done: Promise<void> | undefined;
@@ -414,7 +417,9 @@ export class Worker {
         const grant = await this.#acquireOnce();
         if (grant !== undefined) await this.#runGrant(grant);
       } catch (err) {
-        this.#log.error({ err, slot: index }, 'worker slot failed; continuing');
+        const gate = this.#repeats.note(`slot ${index}`, performance.now());
+        if (gate.log)
+          this.#log.error({ err, slot: index, repeated: gate.suppressed }, 'worker slot failed; continuing');
         await sleep(500);
       }
     }
@@ -441,7 +446,8 @@ export class Worker {
           return undefined;
         }
         if (reply.type === 'error' && !reply.retryable) {
-          this.#log.warn({ code: reply.code }, 'acquire refused');
+          const gate = this.#repeats.note(`acquire ${reply.code}`, performance.now());
+          if (gate.log) this.#log.warn({ code: reply.code, repeated: gate.suppressed }, 'acquire refused');
           await sleep(idleBackoffMs);
           return undefined;
         }

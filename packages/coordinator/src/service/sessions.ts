@@ -8,7 +8,7 @@
  * The etcd lease (TTL a bit longer than the session TTL, kept alive over one stream) is only the
  * backstop when this coordinator dies.
  */
-import { formatToken, type Hello } from '@leasehold/protocol';
+import { formatToken, RepeatGate, type Hello } from '@leasehold/protocol';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import type { SessionRecord } from '../core/records.js';
 import { SessionEndPlan, type EndAction, type EndObservation } from '../core/session-end.js';
@@ -61,6 +61,7 @@ export class SessionManager {
   #timerAtMs = Number.POSITIVE_INFINITY;
   #closed = false;
   #onOwnersFreed: (freed: readonly OwnerEntry[]) => void = () => undefined;
+  readonly #repeats = new RepeatGate();
 
   constructor(ctx: ServiceContext) {
     this.#ctx = ctx;
@@ -281,11 +282,13 @@ export class SessionManager {
       try {
         seen = await this.#perform(session, plan, action);
       } catch (err) {
-        log.warn({ err }, 'ending session failed, retrying');
+        const gate = this.#repeats.note(`end ${sessionId}`, ctx.clock.nowMs());
+        if (gate.log) log.warn({ err, repeated: gate.suppressed }, 'ending session failed, retrying');
         seen = { kind: 'error', nowMs: ctx.clock.nowMs() };
       }
       action = seen.kind === 'next' ? seen.action : plan.next(seen);
     }
+    this.#repeats.clear(`end ${sessionId}`);
     this.#table.markEnded(sessionId);
     this.#forget(session);
     const channel = session.channel;
