@@ -1,6 +1,6 @@
 /**
  * Is etcd answering this coordinator? A probe (one small read) runs every `probeMs`; when no probe
- * has succeeded for `etcdGiveUpMs` (judged on the monotonic clock), the coordinator stops serving
+ * has succeeded for `etcdGiveUpMs` (judged on the monotonic clock) while one was outstanding, the coordinator stops serving
  * its sessions: it closes the worker sockets with 1001, so the workers resume on a peer that can
  * reach etcd (the peer adopts their sessions: nothing is lost while the etcd lease lives, which is
  * the session TTL plus `etcdLeaseMarginMs`), and refuses hellos until etcd answers again.
@@ -25,6 +25,12 @@ export class EtcdHealth {
   readonly #probeMs: number;
   #lastOkMs: number;
   #probing = false;
+  /**
+   * A probe was sent since the last answer and has not succeeded. Silence only counts while we are
+   * asking: a process paused (SIGSTOP, a long GC, a test's manual clock jump) finds `silentMs` huge
+   * on waking, but etcd may be fine — it asks once more before it gives its sessions away.
+   */
+  #unanswered = false;
   #timer: TimerHandle | undefined;
   #closed = false;
 
@@ -64,7 +70,7 @@ export class EtcdHealth {
   #tick(): void {
     this.#arm();
     const silentMs = this.#ctx.clock.nowMs() - this.#lastOkMs;
-    if (!this.#ctx.state.etcdUnreachable && silentMs >= this.#ctx.config.etcdGiveUpMs) {
+    if (!this.#ctx.state.etcdUnreachable && this.#unanswered && silentMs >= this.#ctx.config.etcdGiveUpMs) {
       this.#ctx.state.etcdUnreachable = true;
       this.#ctx.metrics.etcdHealthy.set(0);
       this.#ctx.log.error(
@@ -75,6 +81,7 @@ export class EtcdHealth {
     }
     if (this.#probing) return;
     this.#probing = true;
+    this.#unanswered = true;
     this.#ctx.store
       .ping()
       .then((ok) => {
@@ -88,6 +95,7 @@ export class EtcdHealth {
 
   #ok(): void {
     this.#lastOkMs = this.#ctx.clock.nowMs();
+    this.#unanswered = false;
     if (!this.#ctx.state.etcdUnreachable || this.#closed) return;
     this.#ctx.state.etcdUnreachable = false;
     this.#ctx.metrics.etcdHealthy.set(1);

@@ -168,6 +168,23 @@ describe('a coordinator cut off from etcd', () => {
   });
 });
 
+describe('a coordinator that was paused (its clock jumps) while etcd is fine', () => {
+  it('asks etcd once more before giving its sessions away', async () => {
+    const paused = new ServiceCluster({ SESSION_TTL_MS: '4000', ETCD_GIVE_UP_MS: '1000' });
+    try {
+      const a = await paused.coordinator('a');
+      const w = await paused.worker(a, 'w1');
+      paused.clock.advance(2_500); // SIGSTOP / long GC: no timer ran, no probe was sent
+      await paused.advance(600); // the next probe ticks with 3 s of silence behind it
+      expect(a.services.ctx.state.etcdUnreachable).toBe(false);
+      expect(w.channel.closed).toBeUndefined();
+      expect(paused.heartbeat(w)).toMatchObject({ ok: true });
+    } finally {
+      await paused.close();
+    }
+  });
+});
+
 async function waitUntil(check: () => Promise<boolean>, tries = 100): Promise<void> {
   for (let i = 0; i < tries; i += 1) {
     if (await check()) return;
