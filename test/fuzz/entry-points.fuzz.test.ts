@@ -255,6 +255,8 @@ describe('the fuzzer can fail', () => {
       get: (taskId) => (taskId.includes('.') ? Promise.reject(new TypeError('planted')) : Promise.resolve(undefined)),
       list: () => Promise.resolve({ tasks: [], next: null }),
       cancel: () => Promise.reject(new Error('unused')),
+      retry: () => Promise.reject(new Error('unused')),
+      purge: () => Promise.reject(new Error('unused')),
       resource: (resource) => Promise.resolve({ resource, owner: null, token: null, remainingMs: null }),
     };
     const app = createHttpServer({

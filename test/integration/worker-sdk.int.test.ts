@@ -1,7 +1,7 @@
 /**
  * The worker SDK (`startWorker`, in process) against real etcd, a real sink and a real coordinator:
- * results are written under the grant's token and completed; a failing handler releases its lease
- * and the task is retried; a cancelled task aborts the handler's signal; stop() releases in-flight
+ * results are written under the grant's token and completed; a failing handler's failure is reported
+ * and the task is retried after its backoff; a cancelled task aborts the handler's signal; stop() releases in-flight
  * work; an explicit ctx.write with a custom result id is what the task records.
  */
 import { startWorker, type TaskHandler, type Worker } from '@leasehold/worker';
@@ -67,7 +67,7 @@ describe('worker SDK against real services', () => {
     await w.close(1_000);
   });
 
-  it('releases the lease when the handler fails, and the retry (attempt 2, larger token) completes', async () => {
+  it('reports a handler failure, and the retry after the backoff (attempt 2, larger token) completes', async () => {
     const seen: { attempt: number; token: bigint }[] = [];
     const w = worker(async (task, ctx) => {
       seen.push({ attempt: task.attempt, token: ctx.token });

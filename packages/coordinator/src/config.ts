@@ -8,14 +8,20 @@ import {
   collectOptions,
   ConfigError,
   deepFreeze,
+  DEFAULT_RETRY_POLICY,
   formatHelp,
+  MAX_ATTEMPTS_LIMIT,
+  MAX_BACKOFF_MS,
   parseCapabilityKeys,
+  resolveRetryPolicy,
+  RetryPolicySchema,
   splitList,
   wantsHelp,
   weakSecretProblem,
   WorkerIdSchema,
   type CapabilityKey,
   type OptionTable,
+  type RetryPolicy,
 } from '@leasehold/protocol';
 import { z } from 'zod';
 
@@ -94,6 +100,13 @@ export interface CoordinatorConfig {
   readonly noLeaseRetryAfterMs: number;
   /** Deepest JSON nesting accepted in a frame or body (payloads included). */
   readonly maxJsonDepth: number;
+  /** The installation's retry policy: tasks submitted without their own get these values. */
+  readonly retryPolicy: RetryPolicy;
+  /**
+   * How long a coordinator that did not serve a lost lease's session waits before it settles the
+   * lost attempt itself (the serving coordinator does it at once; this covers its death).
+   */
+  readonly settleGraceMs: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -153,6 +166,40 @@ export const OPTIONS: OptionTable = Object.freeze({
   'max-bad-frames': { env: 'MAX_BAD_FRAMES', help: 'bad frames before a socket is closed with 1008', default: '10' },
   'grant-batch-max': { env: 'GRANT_BATCH_MAX', help: 'most grants per etcd txn / sink batch', default: '64' },
   'no-lease-retry-after-ms': { env: 'NO_LEASE_RETRY_AFTER_MS', help: 'retryAfterMs in lease.none', default: '500' },
+  'retry-max-attempts': {
+    env: 'RETRY_MAX_ATTEMPTS',
+    help: 'default grants per task before it fails (lease expiries count)',
+    default: String(DEFAULT_RETRY_POLICY.maxAttempts),
+  },
+  'retry-initial-ms': {
+    env: 'RETRY_INITIAL_MS',
+    help: 'default backoff after the first failed attempt',
+    default: String(DEFAULT_RETRY_POLICY.backoff.initialMs),
+  },
+  'retry-multiplier': {
+    env: 'RETRY_MULTIPLIER',
+    help: 'default backoff growth per failed attempt',
+    default: String(DEFAULT_RETRY_POLICY.backoff.multiplier),
+  },
+  'retry-max-ms': {
+    env: 'RETRY_MAX_MS',
+    help: 'default cap of one backoff',
+    default: String(DEFAULT_RETRY_POLICY.backoff.maxMs),
+  },
+  'retry-jitter': {
+    env: 'RETRY_JITTER',
+    help: 'default backoff jitter, 0..1 (a delay d is drawn from [d(1-jitter), d])',
+    default: String(DEFAULT_RETRY_POLICY.backoff.jitter),
+  },
+  'retry-non-retryable': {
+    env: 'RETRY_NON_RETRYABLE',
+    help: 'default comma-separated error names that fail a task at once',
+  },
+  'settle-grace-ms': {
+    env: 'SETTLE_GRACE_MS',
+    help: "wait before settling a lost attempt of a peer's session (0: at once; each coordinator tries, one lands)",
+    default: '0',
+  },
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   'test-sabotage': {
     env: 'TEST_SABOTAGE',
@@ -272,6 +319,21 @@ const RawSchema = z.object({
   MAX_BAD_FRAMES: int(1, 10_000),
   GRANT_BATCH_MAX: int(1, 1_000),
   NO_LEASE_RETRY_AFTER_MS: int(0, 600_000),
+  RETRY_MAX_ATTEMPTS: int(1, MAX_ATTEMPTS_LIMIT),
+  RETRY_INITIAL_MS: int(0, MAX_BACKOFF_MS),
+  RETRY_MULTIPLIER: z
+    .string()
+    .regex(/^[0-9]+(\.[0-9]+)?$/, 'must be a decimal number')
+    .transform(Number)
+    .pipe(z.number().min(1).max(100)),
+  RETRY_MAX_MS: int(0, MAX_BACKOFF_MS),
+  RETRY_JITTER: z
+    .string()
+    .regex(/^[0-9]+(\.[0-9]+)?$/, 'must be a decimal number')
+    .transform(Number)
+    .pipe(z.number().min(0).max(1)),
+  RETRY_NON_RETRYABLE: z.string().transform(splitList).pipe(RetryPolicySchema.shape.nonRetryable).optional(),
+  SETTLE_GRACE_MS: int(0, 600_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   TEST_SABOTAGE: z.enum(['grant-before-advance']).optional(),
 });
@@ -380,6 +442,17 @@ export function loadConfig(
     grantBatchMax: c.GRANT_BATCH_MAX,
     noLeaseRetryAfterMs: c.NO_LEASE_RETRY_AFTER_MS,
     maxJsonDepth: c.MAX_JSON_DEPTH,
+    retryPolicy: resolveRetryPolicy(DEFAULT_RETRY_POLICY, {
+      maxAttempts: c.RETRY_MAX_ATTEMPTS,
+      backoff: {
+        initialMs: c.RETRY_INITIAL_MS,
+        multiplier: c.RETRY_MULTIPLIER,
+        maxMs: c.RETRY_MAX_MS,
+        jitter: c.RETRY_JITTER,
+      },
+      nonRetryable: c.RETRY_NON_RETRYABLE ?? [],
+    }),
+    settleGraceMs: c.SETTLE_GRACE_MS,
     logLevel: c.LOG_LEVEL,
     testSabotage: c.TEST_SABOTAGE,
   };

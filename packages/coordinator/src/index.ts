@@ -148,6 +148,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     maxJsonDepth: config.maxJsonDepth,
     maxPayloadBytes: config.http.maxPayloadBytes,
     tasks,
+    events: services.events,
     metrics,
     log: log.child({ component: 'http' }),
     readiness: async () => ({

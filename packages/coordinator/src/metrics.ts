@@ -12,6 +12,12 @@ export class Metrics {
   readonly etcdTxn: Histogram<'txn' | 'outcome'>;
   readonly badFrames: Counter<'code'>;
   readonly fencesOnExpiry: Counter<'outcome'>;
+  readonly tasks: Gauge<'state'>;
+  readonly taskAttempts: Histogram<'outcome'>;
+  readonly taskFailures: Counter<'reason' | 'outcome'>;
+  readonly lifecycle: Counter<'change' | 'outcome'>;
+  /** Fills the task gauge at scrape time (set by the services). */
+  taskCounts: (() => Readonly<Record<'pending' | 'delayed' | 'leased' | 'failed', number>>) | undefined;
 
   constructor(options: { readonly defaultMetrics?: boolean } = {}) {
     this.registry = new Registry();
@@ -64,6 +70,36 @@ export class Metrics {
       name: 'leasehold_coordinator_fence_on_expiry_total',
       help: 'Fence advances to an owner key deletion revision (fence-on-expiry mode)',
       labelNames: ['outcome'],
+      registers,
+    });
+    this.tasks = new Gauge({
+      name: 'leasehold_coordinator_tasks',
+      help: "Tasks by state as this coordinator's index sees them: pending (grantable), delayed (backoff or runAt), leased, failed",
+      labelNames: ['state'],
+      registers,
+      collect: () => {
+        const counts = this.taskCounts?.();
+        if (counts === undefined) return;
+        for (const [state, n] of Object.entries(counts)) this.tasks.set({ state }, n);
+      },
+    });
+    this.taskAttempts = new Histogram({
+      name: 'leasehold_coordinator_task_attempts',
+      help: 'Attempts a task took, observed when it completed or failed (by the coordinator that recorded it)',
+      labelNames: ['outcome'],
+      buckets: [1, 2, 3, 4, 5, 7, 10, 15, 20, 50, 100],
+      registers,
+    });
+    this.taskFailures = new Counter({
+      name: 'leasehold_coordinator_task_failures_total',
+      help: 'Failed attempts by reason (handler, non_retryable, expired) and what followed (retrying, failed)',
+      labelNames: ['reason', 'outcome'],
+      registers,
+    });
+    this.lifecycle = new Counter({
+      name: 'leasehold_coordinator_task_changes_total',
+      help: 'Task changes made here (settle, retry, purge, cancel, abandon) by outcome',
+      labelNames: ['change', 'outcome'],
       registers,
     });
   }

@@ -18,6 +18,8 @@ import { GrantService } from './service/grants.js';
 import { LeaseService } from './service/leases.js';
 import { createGroupHandler } from './service/reactions.js';
 import { SessionManager } from './service/sessions.js';
+import { TaskEventService } from './service/events.js';
+import { SettleService } from './service/settle.js';
 import { TaskService } from './service/tasks.js';
 import { WatchFeed } from './service/watch-feed.js';
 import type { LeaseStore } from './store/port.js';
@@ -28,6 +30,10 @@ export interface ServiceDeps {
   readonly store: LeaseStore;
   readonly fenceTarget: FenceTarget;
   readonly clock: Clock;
+  /** Wall clock (epoch ms) for times stored in task records. Default `Date.now`. */
+  readonly wallClock?: () => number;
+  /** [0, 1) for backoff jitter. Default `Math.random`. */
+  readonly random?: () => number;
   readonly timers: Timers;
   readonly log: Logger;
   readonly metrics: Metrics;
@@ -39,6 +45,8 @@ export interface Services {
   readonly grants: GrantService;
   readonly leases: LeaseService;
   readonly tasks: TaskService;
+  readonly settle: SettleService;
+  readonly events: TaskEventService;
   readonly feed: WatchFeed;
   /** Build the index and start the watch and keepalives. Rejects when the store cannot be read. */
   start(): Promise<void>;
@@ -48,15 +56,18 @@ export interface Services {
 
 export function createServices(deps: ServiceDeps): Services {
   const { fenceTarget, log } = deps;
+  const wallClock = deps.wallClock ?? Date.now;
   const ctx: ServiceContext = {
     config: deps.config,
     coordinatorId: deps.coordinatorId,
     clock: deps.clock,
+    wallClock,
+    random: deps.random ?? Math.random,
     timers: deps.timers,
     log,
     metrics: deps.metrics,
     store: deps.store,
-    index: new TaskIndex(),
+    index: new TaskIndex({ wallClock, defaults: deps.config.retryPolicy }),
     fenceTarget,
     fences: new MicroBatcher(async (items) => {
       try {
@@ -72,7 +83,10 @@ export function createServices(deps: ServiceDeps): Services {
   };
   const sessions = new SessionManager(ctx);
   const grants = new GrantService(ctx, sessions);
-  sessions.onOwnersFreed(() => {
+  const settle = new SettleService(ctx);
+  const events = new TaskEventService(ctx);
+  sessions.onOwnersFreed((freed) => {
+    for (const owner of freed) settle.ownerGone(owner, true);
     grants.wake();
   });
   const leases = new LeaseService(ctx, sessions);
@@ -82,17 +96,32 @@ export function createServices(deps: ServiceDeps): Services {
     timers: deps.timers,
     index: ctx.index,
     log: log.child({ component: 'watch' }),
-    onGroup: createGroupHandler(ctx, sessions),
+    onGroup: createGroupHandler(ctx, sessions, settle),
     onApplied: () => {
       grants.wake();
     },
+    onBuilt: () => {
+      settle.sweep();
+    },
   });
+  deps.metrics.taskCounts = () => {
+    const stats = ctx.index.stats();
+    return {
+      pending: stats.pending - stats.delayed - stats.parked,
+      delayed: stats.delayed,
+      leased: stats.owned,
+      failed: feed.failedTasks,
+    };
+  };
+
   return {
     ctx,
     sessions,
     grants,
     leases,
     tasks,
+    settle,
+    events,
     feed,
     start: async () => {
       await feed.start();
@@ -102,6 +131,8 @@ export function createServices(deps: ServiceDeps): Services {
       ctx.state.shuttingDown = true;
       sessions.close();
       grants.close();
+      settle.close();
+      events.close();
       await feed.close();
     },
   };

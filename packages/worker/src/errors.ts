@@ -23,3 +23,25 @@ export class WriteRefusedError extends LeaseholdError {
     this.fence = fence;
   }
 }
+
+/**
+ * Throw from a handler to fail the task at once, whatever attempts its retry policy has left (a
+ * bad payload, a permanent refusal). Any other error is retryable: the task is tried again after
+ * its backoff, until its attempts are used up. A subclass keeps the behaviour; its `name` is what
+ * the task records (and what a policy's `nonRetryable` names match for other errors).
+ */
+export class NonRetryableError extends Error {
+  override name = 'NonRetryableError';
+}
+
+/** What a handler failure reports to the coordinator: the error's name and message, and whether to retry. */
+export function describeFailure(err: unknown): { name: string; message: string; retryable: boolean } {
+  const name = err instanceof Error && err.name !== '' ? err.name : typeof err;
+  const message = err instanceof Error ? err.message : String(err);
+  const code = err instanceof LeaseholdError ? ` [${err.code}]` : '';
+  return {
+    name: name.slice(0, 200),
+    message: `${message}${code}`.slice(0, 2_000),
+    retryable: !(err instanceof NonRetryableError),
+  };
+}

@@ -18,7 +18,7 @@ export type {
 } from './worker.js';
 export { webSocketTransport } from './connection.js';
 export type { CoordinatorTransport, TransportConnection, ConnectionOptions, WorkerRequest } from './connection.js';
-export { LeaseLostError, WriteRefusedError, LeaseholdError, ConfigError } from './errors.js';
+export { LeaseLostError, WriteRefusedError, NonRetryableError, LeaseholdError, ConfigError } from './errors.js';
 export { LocalDeadline, conservativeDeadlineMs, DEFAULT_DEADLINE_OPTIONS } from './core/deadline.js';
 export type { DeadlineOptions } from './core/deadline.js';
 export { backoffDelayMs } from './core/backoff.js';

@@ -56,6 +56,15 @@ class FakeCoordinator implements CoordinatorTransport {
           return { type: 'lease.released', inReplyTo, resource: m.resource, token: m.token };
         case 'lease.renew':
           return { type: 'lease.renewed', inReplyTo, resource: m.resource, token: m.token, ttlMs: 60_000 };
+        case 'task.fail':
+          return {
+            type: 'task.failed',
+            inReplyTo,
+            taskId: m.taskId,
+            resource: m.resource,
+            token: m.token,
+            outcome: m.error.retryable ? 'retrying' : 'failed',
+          };
       }
     };
     let seq = 0;

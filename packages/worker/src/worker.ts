@@ -2,7 +2,8 @@
  * The worker SDK: a {@link Worker} runs `concurrency` slots; each acquires a task lease from the
  * coordinator tier, runs the handler with an AbortSignal that fires when the lease is lost, and
  * writes the result to the sink under the grant's token and capability. On success the task is
- * completed; on a handler failure the lease is released so the task can be retried.
+ * completed; on a handler failure the failure is reported (`task.fail`): the coordinator retries
+ * the task after its backoff, or fails it (attempts used up, or a {@link NonRetryableError}).
  *
  * ```ts
  * const worker = new Worker({ coordinators, sink: { url }, credentials, handler });
@@ -29,7 +30,7 @@ import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { pino, type Logger } from 'pino';
 import { webSocketTransport, type CoordinatorTransport, type WorkerRequest } from './connection.js';
 import { backoffDelayMs } from './core/backoff.js';
-import { LeaseLostError, WriteRefusedError } from './errors.js';
+import { describeFailure, LeaseLostError, WriteRefusedError } from './errors.js';
 import { WorkerSession } from './session.js';
 
 export interface Task {
@@ -137,6 +138,17 @@ export type WorkerEvent =
       readonly reason: string;
     }
   | {
+      readonly type: 'failed';
+      readonly taskId: string;
+      readonly resource: string;
+      readonly token: bigint;
+      /** The error's name and message as reported. */
+      readonly error: { readonly name: string; readonly message: string };
+      /** What the coordinator decided: tried again from `notBeforeMs`, or failed for good. */
+      readonly outcome: 'retrying' | 'failed';
+      readonly notBeforeMs?: number;
+    }
+  | {
       readonly type: 'lease-lost';
       readonly taskId: string;
       readonly resource: string;
@@ -168,6 +180,8 @@ export interface StateEvent {
 export interface WorkerStats {
   granted: number;
   completed: number;
+  /** Handler failures reported to the coordinator. */
+  failed: number;
   refused: number;
   released: number;
   lost: number;
@@ -193,7 +207,7 @@ function unguessable(): string {
 export class Worker {
   readonly workerId: string;
   readonly incarnation: string;
-  readonly stats: WorkerStats = { granted: 0, completed: 0, refused: 0, released: 0, lost: 0 };
+  readonly stats: WorkerStats = { granted: 0, completed: 0, failed: 0, refused: 0, released: 0, lost: 0 };
   readonly #o: WorkerOptions;
   readonly #log: Logger;
   readonly #sink: SinkWriter;
@@ -466,14 +480,31 @@ export class Worker {
       attempt: grant.attempt,
     };
     const held = { resource: grant.resource, token: grant.token, incarnation };
-    const finish = async (kind: 'complete' | 'release', resultId: string, reason?: string): Promise<void> => {
+    const finish = async (
+      kind: 'complete' | 'release' | 'fail',
+      resultId: string,
+      reason?: string,
+      failure?: { name: string; message: string; retryable: boolean },
+    ): Promise<void> => {
       for (let attempt = 0; attempt < 5; attempt++) {
         try {
           const reply =
             kind === 'complete'
               ? await this.#request({ type: 'task.complete', taskId: grant.taskId, resultId, ...held })
-              : await this.#request({ type: 'lease.release', ...held, reason: (reason ?? '').slice(0, 500) });
-          if (reply.type === 'task.completed') {
+              : kind === 'fail' && failure !== undefined
+                ? await this.#request({ type: 'task.fail', taskId: grant.taskId, ...held, error: failure })
+                : await this.#request({ type: 'lease.release', ...held, reason: (reason ?? '').slice(0, 500) });
+          if (reply.type === 'task.failed') {
+            this.stats.failed += 1;
+            log.warn({ outcome: reply.outcome, notBeforeMs: reply.notBeforeMs }, 'task attempt failed');
+            this.#emit({
+              type: 'failed',
+              ...base,
+              error: { name: failure?.name ?? 'Error', message: failure?.message ?? '' },
+              outcome: reply.outcome,
+              ...(reply.notBeforeMs === undefined ? {} : { notBeforeMs: reply.notBeforeMs }),
+            });
+          } else if (reply.type === 'task.completed') {
             this.stats.completed += 1;
             log.info({ resultId }, 'task completed');
             this.#emit({ type: 'completed', ...base });
@@ -482,6 +513,11 @@ export class Worker {
             log.info({ reason }, 'lease released');
             this.#emit({ type: 'released', ...base, reason: reason ?? '' });
           } else if (reply.type === 'error') {
+            if (kind === 'fail' && reply.code === 'INVALID_MESSAGE') {
+              // A coordinator older than task.fail: give the lease back instead.
+              kind = 'release';
+              continue;
+            }
             log.warn({ code: reply.code }, `${kind} refused`);
             if (reply.retryable) throw new LeaseholdError(reply.code, reply.message);
           }
@@ -516,9 +552,11 @@ export class Worker {
         log.warn({ reason }, 'lease lost; task left to the next holder');
         this.#emit({ type: 'lease-lost', ...base, reason });
       } else {
-        const reason = err instanceof Error ? err.message : String(err);
-        log.warn({ err }, 'handler failed; releasing the lease');
-        await finish('release', '', reason);
+        // The handler failed (or the write could not be made: sink unreachable, capability
+        // refused): the coordinator decides between a retry after the backoff and failure.
+        const failure = describeFailure(err);
+        log.warn({ err }, 'handler failed; reporting the failure');
+        await finish('fail', '', failure.message, failure);
       }
     } finally {
       this.#running.delete(key);

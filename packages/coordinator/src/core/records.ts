@@ -4,6 +4,7 @@
  * coexist during a rolling upgrade.
  */
 import {
+  AttemptOutcomeSchema,
   canonicalJson,
   IncarnationSchema,
   RequestIdSchema,
@@ -13,14 +14,19 @@ import {
   TaskIdSchema,
   TokenSchema,
   WorkerIdSchema,
+  PrioritySchema,
+  RetryPolicySchema,
+  TaskEventKindSchema,
   type JsonValue,
 } from '@leasehold/protocol';
 import { z } from 'zod';
 
 export const TaskState = {
   PENDING: 'pending',
+  DELAYED: 'delayed',
   LEASED: 'leased',
   COMPLETED: 'completed',
+  FAILED: 'failed',
   CANCELLED: 'cancelled',
 } as const;
 export type TaskState = (typeof TaskState)[keyof typeof TaskState];
@@ -34,15 +40,64 @@ const StoredJsonSchema = z.custom<JsonValue>((value) => value !== undefined, {
   error: 'payload is missing',
 });
 
-/** `tasks/<taskId>`. `leased` is never stored: it is derived from the owner key. */
+const ErrorSchema = z.object({ name: z.string(), message: z.string() });
+
+/** An ended attempt. Its token is the grant's (the task key's mod_revision the grant wrote). */
+export const AttemptRecordSchema = z.object({
+  attempt: z.number().int().nonnegative(),
+  workerId: WorkerIdSchema,
+  token: TokenSchema,
+  outcome: AttemptOutcomeSchema,
+  error: ErrorSchema.optional(),
+  startedAtMs: z.number().int().nonnegative(),
+  endedAtMs: z.number().int().nonnegative(),
+});
+export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
+
+/**
+ * The attempt running now, written by the grant txn (which also creates the owner key: the token
+ * of this attempt is therefore the task key's mod_revision while `open` is set). Any record written
+ * after it — complete, fail, release, cancel, or the settlement of a lost lease — clears it.
+ */
+export const OpenAttemptSchema = z.object({
+  attempt: z.number().int().positive(),
+  workerId: WorkerIdSchema,
+  sessionId: SessionIdSchema,
+  startedAtMs: z.number().int().nonnegative(),
+});
+export type OpenAttempt = z.infer<typeof OpenAttemptSchema>;
+
+/**
+ * `tasks/<taskId>`. `leased` and `delayed` are never stored: derived from the owner key and
+ * `notBeforeMs`. Fields after `attempts` came with the task lifecycle (retry policy, history); a
+ * record without them (written by an older coordinator) reads with their defaults.
+ */
 export const TaskRecordSchema = z.object({
   v: z.literal(1),
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
   payload: StoredJsonSchema,
-  state: z.enum(['pending', 'completed', 'cancelled']),
+  state: z.enum(['pending', 'completed', 'failed', 'cancelled']),
+  /** Grants in the current attempt budget (a release or an abandoned grant gives one back). */
   attempts: z.number().int().nonnegative(),
   result: z.object({ resultId: ResultIdSchema, token: TokenSchema }).optional(),
+  priority: PrioritySchema.optional(),
+  /** The policy resolved at submit; absent on old records: the reading coordinator's defaults. */
+  retry: RetryPolicySchema.optional(),
+  /** Not grantable before (epoch ms, wall clock). */
+  notBeforeMs: z.number().int().nonnegative().optional(),
+  open: OpenAttemptSchema.optional(),
+  /** Consecutive failed attempts (drives the backoff); reset by completion and retry. */
+  failures: z.number().int().nonnegative().optional(),
+  /** Consecutive abandoned grants (sink unreachable): their own backoff, no attempt spent. */
+  deferrals: z.number().int().nonnegative().optional(),
+  history: z.array(AttemptRecordSchema).optional(),
+  lastError: ErrorSchema.optional(),
+  lastEvent: TaskEventKindSchema.optional(),
+  /** Wall time of the last change. */
+  atMs: z.number().int().nonnegative().optional(),
+  createdAtMs: z.number().int().nonnegative().optional(),
+  endedAtMs: z.number().int().nonnegative().optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecordSchema>;
 

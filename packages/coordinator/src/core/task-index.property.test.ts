@@ -6,12 +6,15 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
+import type { TaskRecord } from './records.js';
 import { TaskIndex, type OwnerEntry, type PendingTask } from './task-index.js';
 
 type Op =
   | { readonly kind: 'add'; readonly resource: number }
   | { readonly kind: 'addBatch'; readonly resources: readonly number[] }
-  | { readonly kind: 'update'; readonly pick: number }
+  | { readonly kind: 'update'; readonly pick: number; readonly change: Change }
+  | { readonly kind: 'tick'; readonly ms: number }
   | { readonly kind: 'remove'; readonly pick: number }
   | { readonly kind: 'own'; readonly resource: number; readonly session: number }
   | { readonly kind: 'disown'; readonly resource: number }
@@ -19,6 +22,22 @@ type Op =
   | { readonly kind: 'hold'; readonly resource: number }
   | { readonly kind: 'unhold'; readonly resource: number }
   | { readonly kind: 'reset' };
+
+/** What an update changes: a grant's attempt count, the priority, a backoff, an attempt opened or closed. */
+type Change =
+  | { readonly kind: 'attempt' }
+  | { readonly kind: 'priority'; readonly priority: number }
+  | { readonly kind: 'delay'; readonly ms: number }
+  | { readonly kind: 'open' }
+  | { readonly kind: 'close' };
+
+const change: fc.Arbitrary<Change> = fc.oneof(
+  fc.constant({ kind: 'attempt' as const }),
+  fc.record({ kind: fc.constant('priority' as const), priority: fc.integer({ min: 0, max: 3 }) }),
+  fc.record({ kind: fc.constant('delay' as const), ms: fc.integer({ min: 0, max: 300 }) }),
+  fc.constant({ kind: 'open' as const }),
+  fc.constant({ kind: 'close' as const }),
+);
 
 const resource = fc.integer({ min: 0, max: 5 });
 const pick = fc.nat(1000);
@@ -31,7 +50,8 @@ const op: fc.Arbitrary<Op> = fc.oneof(
       resources: fc.array(resource, { minLength: 2, maxLength: 4 }),
     }),
   },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('update' as const), pick }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('update' as const), pick, change }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 1, max: 200 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('remove' as const), pick }) },
   {
     weight: 3,
@@ -44,15 +64,27 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ kind: 'reset' as const }) },
 );
 
-/** Stable: tasks with one create_revision (one batch txn) keep their arrival order. */
+/**
+ * Grantable (no attempt open, attempts left, due), highest priority first, then create order.
+ * Stable: tasks with one create_revision (one batch txn) keep their arrival order.
+ */
 function reference(
   pending: ReadonlyMap<string, PendingTask>,
   owners: ReadonlyMap<string, OwnerEntry>,
   held: ReadonlySet<string>,
+  nowMs: number,
 ) {
   const seen = new Set<string>();
   return [...pending.values()]
-    .sort((a, b) => (a.createRevision < b.createRevision ? -1 : 1))
+    .filter(
+      (t) =>
+        t.record.open === undefined &&
+        t.record.attempts < DEFAULT_RETRY_POLICY.maxAttempts &&
+        (t.record.notBeforeMs ?? 0) <= nowMs,
+    )
+    .sort(
+      (a, b) => (b.record.priority ?? 0) - (a.record.priority ?? 0) || (a.createRevision < b.createRevision ? -1 : 1),
+    )
     .filter((t) => {
       if (owners.has(t.resource) || held.has(t.resource) || seen.has(t.resource)) return false;
       seen.add(t.resource);
@@ -65,7 +97,8 @@ describe('TaskIndex (property)', () => {
   it('selects exactly what a full sort-and-filter would, after any sequence of changes', () => {
     fc.assert(
       fc.property(fc.array(op, { minLength: 5, maxLength: 60, size: 'max' }), (ops) => {
-        const index = new TaskIndex();
+        let now = 1_000;
+        const index = new TaskIndex({ wallClock: () => now });
         const pending = new Map<string, PendingTask>();
         const owners = new Map<string, OwnerEntry>();
         const held = new Set<string>();
@@ -96,11 +129,26 @@ describe('TaskIndex (property)', () => {
             case 'update': {
               const t = nth(pending, o.pick);
               if (t === undefined) break;
-              const next = { ...t, modRevision: revision, record: { ...t.record, attempts: t.record.attempts + 1 } };
+              const c = o.change;
+              const { open: _open, ...closed } = t.record;
+              const record: TaskRecord =
+                c.kind === 'attempt'
+                  ? { ...t.record, attempts: t.record.attempts + 1 }
+                  : c.kind === 'priority'
+                    ? { ...t.record, priority: c.priority }
+                    : c.kind === 'delay'
+                      ? { ...t.record, notBeforeMs: now + c.ms }
+                      : c.kind === 'open'
+                        ? { ...t.record, open: { attempt: 1, workerId: 'w', sessionId: 's', startedAtMs: now } }
+                        : closed;
+              const next = { ...t, modRevision: revision, record };
               pending.set(t.taskId, next);
               index.applyTask(t.taskId, next);
               break;
             }
+            case 'tick':
+              now += o.ms;
+              break;
             case 'remove': {
               const t = nth(pending, o.pick);
               if (t === undefined) break;
@@ -147,7 +195,13 @@ describe('TaskIndex (property)', () => {
               break;
           }
           index.advanceTo(revision - 1n);
-          expect(index.select({ limit: 100 }).map((t) => t.taskId)).toEqual(reference(pending, owners, held));
+          expect(index.select({ limit: 100 }).map((t) => t.taskId)).toEqual(reference(pending, owners, held, now));
+          // The next wake-up: the earliest due time among delayed (not parked) tasks.
+          const dueTimes = [...pending.values()]
+            .filter((t) => t.record.open === undefined && t.record.attempts < DEFAULT_RETRY_POLICY.maxAttempts)
+            .map((t) => t.record.notBeforeMs ?? 0)
+            .filter((at) => at > now);
+          expect(index.nextDueMs()).toBe(dueTimes.length === 0 ? undefined : Math.min(...dueTimes));
           for (const s of ['s0', 's1', 's2']) {
             const want = [...owners.values()].filter((x) => x.sessionId === s).map((x) => x.resource);
             expect(

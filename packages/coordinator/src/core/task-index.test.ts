@@ -61,7 +61,7 @@ describe('TaskIndex', () => {
     index.reset([task('a', 'r1', 10n)], [], 10n);
     index.applyTask('a', undefined);
     expect(index.select()).toEqual([]);
-    expect(index.stats()).toEqual({ pending: 0, owned: 0, held: 0 });
+    expect(index.stats()).toEqual({ pending: 0, delayed: 0, parked: 0, owned: 0, held: 0 });
   });
 
   it('selects a named task only when it is eligible', () => {
@@ -99,5 +99,61 @@ describe('TaskIndex', () => {
     index.reset([task('a', 'r1', 10n)], [], 30n);
     expect(index.revision).toBe(30n);
     expect(index.isHeld('r1')).toBe(true);
+  });
+
+  describe('lifecycle', () => {
+    const at = (t: PendingTask, record: Partial<PendingTask['record']>, rev: bigint): PendingTask => ({
+      ...t,
+      modRevision: rev,
+      record: { ...t.record, ...record },
+    });
+    const OPEN = { attempt: 1, workerId: 'w', sessionId: 's', startedAtMs: 0 };
+
+    it('keeps a delayed task out until its time, and says when that is', () => {
+      let now = 1_000;
+      const index = new TaskIndex({ wallClock: () => now });
+      const a = task('a', 'r1', 10n);
+      index.reset([at(a, { notBeforeMs: 1_500 }, 10n), task('b', 'r2', 11n)], [], 11n);
+      expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['b']);
+      expect(index.nextDueMs()).toBe(1_500);
+      now = 1_500;
+      expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['a', 'b']);
+      expect(index.nextDueMs()).toBeUndefined();
+    });
+
+    it('a delayed task whose attempt opened is not promoted by its old due time', () => {
+      let now = 1_000;
+      const index = new TaskIndex({ wallClock: () => now });
+      const a = task('a', 'r1', 10n);
+      index.reset([at(a, { notBeforeMs: 1_500 }, 10n)], [], 10n);
+      index.applyTask('a', at(a, { notBeforeMs: 1_500, open: OPEN }, 12n));
+      now = 2_000;
+      expect(index.select()).toEqual([]);
+      expect(index.stats()).toMatchObject({ delayed: 0, parked: 1 });
+    });
+
+    it('orders by priority, then age; an attempt open or used up parks the task', () => {
+      const index = new TaskIndex({ wallClock: () => 0 });
+      index.reset(
+        [
+          task('old-low', 'r1', 10n),
+          at(task('new-high', 'r2', 11n), { priority: 7 }, 11n),
+          at(task('open', 'r3', 12n), { priority: 9, open: OPEN }, 12n),
+          at(task('spent', 'r4', 13n), { priority: 9, attempts: 5 }, 13n),
+        ],
+        [],
+        13n,
+      );
+      expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['new-high', 'old-low']);
+    });
+
+    it('finds lost attempts: an open attempt whose owner key is gone', () => {
+      const index = new TaskIndex({ wallClock: () => 0 });
+      const owner = { resource: 'r1', taskId: 'a', sessionId: 's', requestId: 'q', token: 12n };
+      index.reset([at(task('a', 'r1', 10n), { open: OPEN }, 12n)], [owner], 12n);
+      expect(index.lostAttempts()).toEqual([]);
+      index.applyOwner('r1', undefined);
+      expect(index.lostAttempts().map((t) => t.taskId)).toEqual(['a']);
+    });
   });
 });

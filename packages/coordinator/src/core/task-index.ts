@@ -8,8 +8,16 @@
  * Holds: a resource being granted by this coordinator is held (skipped by {@link select}) until
  * the watch has caught up with the revision that settled it, so the next acquire does not race
  * its own in-flight grant.
+ *
+ * Lifecycle: a pending task is *ready* (grantable when its resource is free), *delayed* (its
+ * `notBeforeMs` is in the future: kept in a heap by time, promoted when due — {@link nextDueMs}
+ * tells the grant service when to wake, so nothing polls), or *parked* (an attempt is open, or its
+ * attempts are used up: it waits for the record that closes the attempt). Ready tasks are kept in
+ * one lane per priority; selection takes the highest priority first, oldest first within it.
  */
 
+import { DEFAULT_RETRY_POLICY, MAX_PRIORITY, type RetryPolicy } from '@leasehold/protocol';
+import { policyOf } from './lifecycle.js';
 import type { TaskRecord } from './records.js';
 
 export interface PendingTask {
@@ -66,6 +74,10 @@ class ReturnedList {
     this.#live.clear();
   }
 
+  get empty(): boolean {
+    return this.#live.size === 0;
+  }
+
   insert(taskId: string, revision: bigint, seq: number): void {
     if (this.#live.has(taskId)) return;
     const gen = ++this.#gen;
@@ -107,26 +119,134 @@ class ReturnedList {
   }
 }
 
+/** Ready tasks of one priority: a queue in arrival order plus the sorted list of returned ones. */
+class Lane {
+  /** Free tasks that were never blocked, in arrival order. */
+  readonly queue = new Map<string, PendingTask>();
+  /** Free tasks that were blocked (or delayed) and freed again, sorted like the queue. */
+  readonly returned = new ReturnedList();
+  /** Order key of the last task appended to `queue`. */
+  #queuedUpTo: { revision: bigint; seq: number } = { revision: -1n, seq: -1 };
+
+  add(task: PendingTask, seq: number): void {
+    // New tasks arrive in create order, so appending keeps the queue sorted; anything older than
+    // what was queued last goes to the sorted returned list instead.
+    const last = this.#queuedUpTo;
+    if (task.createRevision > last.revision || (task.createRevision === last.revision && seq > last.seq)) {
+      this.queue.set(task.taskId, task);
+      this.#queuedUpTo = { revision: task.createRevision, seq };
+    } else {
+      this.returned.insert(task.taskId, task.createRevision, seq);
+    }
+  }
+
+  remove(taskId: string): void {
+    if (!this.queue.delete(taskId)) this.returned.remove(taskId);
+  }
+}
+
+interface DueEntry {
+  readonly atMs: number;
+  readonly taskId: string;
+  readonly gen: number;
+}
+
+/** A binary min-heap of delayed tasks by due time; stale entries are skipped lazily. */
+class DueHeap {
+  readonly #items: DueEntry[] = [];
+
+  get size(): number {
+    return this.#items.length;
+  }
+
+  clear(): void {
+    this.#items.length = 0;
+  }
+
+  peek(): DueEntry | undefined {
+    return this.#items[0];
+  }
+
+  push(entry: DueEntry): void {
+    const items = this.#items;
+    items.push(entry);
+    let i = items.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      const p = items[parent];
+      if (p === undefined || p.atMs <= entry.atMs) break;
+      items[i] = p;
+      i = parent;
+    }
+    items[i] = entry;
+  }
+
+  pop(): DueEntry | undefined {
+    const items = this.#items;
+    const top = items[0];
+    const last = items.pop();
+    if (top === undefined || last === undefined || items.length === 0) return top;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let smallest = i;
+      let smallestAt = last.atMs;
+      const left = items[l];
+      const right = items[r];
+      if (left !== undefined && left.atMs < smallestAt) {
+        smallest = l;
+        smallestAt = left.atMs;
+      }
+      if (right !== undefined && right.atMs < smallestAt) smallest = r;
+      if (smallest === i) break;
+      const child = items[smallest];
+      if (child === undefined) break;
+      items[i] = child;
+      i = smallest;
+    }
+    items[i] = last;
+    return top;
+  }
+}
+
+type Status = 'ready' | 'delayed' | 'parked';
+
+export interface TaskIndexOptions {
+  /**
+   * Wall clock (epoch ms) against which `notBeforeMs` is judged (the services pass theirs). Default:
+   * time 0, before any stored time — every task with a `notBeforeMs` is delayed.
+   */
+  readonly wallClock?: () => number;
+  /** The installation's retry policy (for records that carry none). */
+  readonly defaults?: RetryPolicy;
+}
+
 /**
  * Pending tasks are kept so that {@link TaskIndex.select} never walks past tasks whose resource is
  * owned (a queue with thousands of leased tasks at its head would otherwise cost a scan per
- * acquire): `#queue` holds the free tasks that were never blocked, in arrival order (tasks arrive
- * in revision order; a batch submit creates many at one revision, in op order); `#returned` the
- * free tasks that were blocked by an owner and freed again, sorted the same way; tasks of an owned
- * resource are in neither. Selection merges the two. Order = (create_revision, arrival sequence).
+ * acquire): per priority lane, `queue` holds the ready free tasks that were never blocked, in
+ * arrival order (tasks arrive in revision order; a batch submit creates many at one revision, in op
+ * order); `returned` the ready free tasks that were blocked by an owner (or delayed) and freed
+ * again, sorted the same way; tasks of an owned resource, delayed and parked tasks are in neither.
+ * Selection merges the two, lane by lane. Order = (priority desc, create_revision, arrival seq).
  */
 export class TaskIndex {
+  readonly #now: () => number;
+  readonly #defaults: RetryPolicy;
   /** Every pending task, by task id. */
   #pending = new Map<string, PendingTask>();
   /** Arrival sequence of every pending task: breaks create_revision ties (one txn, many tasks). */
   #seq = new Map<string, number>();
   #nextSeq = 0;
+  #status = new Map<string, Status>();
   /** Pending task ids per resource. */
   #byResource = new Map<string, Set<string>>();
-  #queue = new Map<string, PendingTask>();
-  readonly #returned = new ReturnedList();
-  /** Order key of the last task appended to `#queue`. */
-  #queuedUpTo: { revision: bigint; seq: number } = { revision: -1n, seq: -1 };
+  #lanes: Lane[] = TaskIndex.#newLanes();
+  readonly #due = new DueHeap();
+  /** Generation of each delayed task's heap entry (older entries are stale). */
+  readonly #dueGen = new Map<string, number>();
+  #gen = 0;
   #owners = new Map<string, OwnerEntry>();
   /** Owned resources per session id. */
   #bySession = new Map<string, Set<string>>();
@@ -134,6 +254,15 @@ export class TaskIndex {
   /** Owner entries freed ahead of the watch ({@link freeOwner}), until the watch reaches `at`. */
   readonly #freedEarly = new Map<string, { readonly owner: OwnerEntry; readonly at: bigint }>();
   #revision = 0n;
+
+  constructor(options: TaskIndexOptions = {}) {
+    this.#now = options.wallClock ?? (() => 0);
+    this.#defaults = options.defaults ?? DEFAULT_RETRY_POLICY;
+  }
+
+  static #newLanes(): Lane[] {
+    return Array.from({ length: MAX_PRIORITY + 1 }, () => new Lane());
+  }
 
   /** Revision the index reflects (everything up to and including it). */
   get revision(): bigint {
@@ -144,17 +273,18 @@ export class TaskIndex {
   reset(tasks: readonly PendingTask[], owners: readonly OwnerEntry[], revision: bigint): void {
     this.#pending = new Map();
     this.#seq = new Map();
+    this.#status = new Map();
     this.#byResource = new Map();
-    this.#queue = new Map();
-    this.#returned.clear();
-    this.#queuedUpTo = { revision: -1n, seq: -1 };
+    this.#lanes = TaskIndex.#newLanes();
+    this.#due.clear();
+    this.#dueGen.clear();
     this.#owners = new Map();
     this.#bySession = new Map();
     for (const owner of owners) this.#setOwner(owner);
     const sorted = [...tasks].sort((a, b) =>
       a.createRevision < b.createRevision ? -1 : a.createRevision > b.createRevision ? 1 : 0,
     );
-    for (const task of sorted) this.#addTask(task);
+    for (const task of sorted) this.#addTask(task, this.#nextSeq++);
     this.#freedEarly.clear();
     this.#revision = revision;
   }
@@ -162,15 +292,32 @@ export class TaskIndex {
   /** A task key changed: pending tasks are indexed, anything else (or a delete) drops it. */
   applyTask(taskId: string, pending: PendingTask | undefined): void {
     const known = this.#pending.get(taskId);
-    if (known !== undefined && (pending === undefined || pending.resource !== known.resource)) {
-      this.#removeTask(known);
-    } else if (known !== undefined && pending !== undefined) {
-      // Same task, newer record: replace it where it sits.
-      this.#pending.set(taskId, pending);
-      if (this.#queue.has(taskId)) this.#queue.set(taskId, pending);
+    if (known === undefined) {
+      if (pending !== undefined) this.#addTask(pending, this.#nextSeq++);
       return;
     }
-    if (pending !== undefined) this.#addTask(pending);
+    if (pending === undefined || pending.resource !== known.resource) {
+      this.#removeTask(known);
+      if (pending !== undefined) this.#addTask(pending, this.#nextSeq++);
+      return;
+    }
+    const status = this.#statusOf(pending.record);
+    if (
+      status === this.#status.get(taskId) &&
+      status !== 'delayed' &&
+      (pending.record.priority ?? 0) === (known.record.priority ?? 0)
+    ) {
+      // Same task, same place: replace the record where it sits.
+      this.#pending.set(taskId, pending);
+      const lane = this.#laneOf(pending.record);
+      if (lane.queue.has(taskId)) lane.queue.set(taskId, pending);
+      return;
+    }
+    // Its place changes (an attempt opened or closed, a backoff, another priority): move it,
+    // keeping its arrival sequence.
+    const seq = this.#seq.get(taskId) ?? this.#nextSeq++;
+    this.#removeTask(known);
+    this.#addTask(pending, seq);
   }
 
   applyOwner(resource: string, owner: OwnerEntry | undefined): void {
@@ -184,11 +331,12 @@ export class TaskIndex {
    * reaches `revision`, {@link previousOwner} still answers with the entry, so the watch's delete
    * event can tell whose key it was.
    */
-  freeOwner(resource: string, token: bigint, revision: bigint): void {
+  freeOwner(resource: string, token: bigint, revision: bigint): OwnerEntry | undefined {
     const owner = this.#owners.get(resource);
-    if (owner?.token !== token) return;
+    if (owner?.token !== token) return undefined;
     this.#deleteOwner(resource);
     if (revision > this.#revision) this.#freedEarly.set(resource, { owner, at: revision });
+    return owner;
   }
 
   /** The owner entry of `resource` before the watch event being applied: current or freed early. */
@@ -242,10 +390,12 @@ export class TaskIndex {
   }
 
   /**
-   * Pending tasks whose resource has no owner and is not held, oldest first, at most one per
-   * resource.
+   * Grantable tasks whose resource has no owner and is not held — highest priority first, oldest
+   * first within a priority — at most one per resource. Delayed tasks whose time has come are
+   * promoted first.
    */
   select(options: SelectOptions = {}): PendingTask[] {
+    this.#promoteDue();
     const limit = options.limit ?? 1;
     if (options.taskId !== undefined) {
       const task = this.#pending.get(options.taskId);
@@ -253,58 +403,140 @@ export class TaskIndex {
     }
     const picked: PendingTask[] = [];
     const resources = new Set<string>();
-    const queue = this.#queue.values();
-    let q = queue.next();
-    let r = this.#returned.liveAt(0);
-    while (picked.length < limit) {
-      const fromQueue = q.done === true ? undefined : q.value;
-      let task: PendingTask | undefined;
-      if (fromQueue !== undefined && (r === undefined || this.#before(fromQueue, r.revision, r.seq))) {
-        task = fromQueue;
-        q = queue.next();
-      } else if (r !== undefined) {
-        task = this.#pending.get(r.taskId);
-        r = this.#returned.liveAt(r.next);
-      } else {
-        break;
+    for (let p = this.#lanes.length - 1; p >= 0 && picked.length < limit; p -= 1) {
+      const lane = this.#lanes[p];
+      if (lane === undefined || (lane.queue.size === 0 && lane.returned.empty)) continue;
+      const queue = lane.queue.values();
+      let q = queue.next();
+      let r = lane.returned.liveAt(0);
+      while (picked.length < limit) {
+        const fromQueue = q.done === true ? undefined : q.value;
+        let task: PendingTask | undefined;
+        if (fromQueue !== undefined && (r === undefined || this.#before(fromQueue, r.revision, r.seq))) {
+          task = fromQueue;
+          q = queue.next();
+        } else if (r !== undefined) {
+          task = this.#pending.get(r.taskId);
+          r = lane.returned.liveAt(r.next);
+        } else {
+          break;
+        }
+        if (task === undefined) continue;
+        if (resources.has(task.resource) || this.isHeld(task.resource)) continue;
+        resources.add(task.resource);
+        picked.push(task);
       }
-      if (task === undefined) continue;
-      if (resources.has(task.resource) || this.isHeld(task.resource)) continue;
-      resources.add(task.resource);
-      picked.push(task);
     }
     return picked;
   }
 
-  stats(): { readonly pending: number; readonly owned: number; readonly held: number } {
-    return { pending: this.#pending.size, owned: this.#owners.size, held: this.#holds.size };
+  /** When the earliest delayed task becomes due (epoch ms), if any is waiting. */
+  nextDueMs(): number | undefined {
+    this.#promoteDue();
+    for (;;) {
+      const top = this.#due.peek();
+      if (top === undefined) return undefined;
+      if (this.#dueGen.get(top.taskId) === top.gen) return top.atMs;
+      this.#due.pop();
+    }
+  }
+
+  /**
+   * Pending tasks with an open attempt whose owner key is gone (a lost lease nobody has recorded):
+   * `open` is set by the grant, whose revision — the task key's mod_revision — is the attempt's
+   * token, and no owner key with that token exists. (Also {@link isLost}'s exhausted records.)
+   */
+  lostAttempts(): PendingTask[] {
+    const lost: PendingTask[] = [];
+    for (const [taskId, status] of this.#status) {
+      if (status !== 'parked') continue;
+      const task = this.#pending.get(taskId);
+      if (task === undefined) continue;
+      if (this.isLost(task)) lost.push(task);
+    }
+    return lost;
+  }
+
+  /**
+   * Is `task` stuck: its open attempt over without a record of it (its owner key is gone), or (a
+   * record of an older coordinator) no attempt open and none left?
+   */
+  isLost(task: PendingTask): boolean {
+    if (task.record.open === undefined) {
+      return task.record.attempts >= policyOf(task.record, this.#defaults).maxAttempts;
+    }
+    return this.#owners.get(task.resource)?.token !== task.modRevision;
+  }
+
+  stats(): {
+    readonly pending: number;
+    readonly delayed: number;
+    readonly parked: number;
+    readonly owned: number;
+    readonly held: number;
+  } {
+    let delayed = 0;
+    let parked = 0;
+    for (const status of this.#status.values()) {
+      if (status === 'delayed') delayed += 1;
+      else if (status === 'parked') parked += 1;
+    }
+    return { pending: this.#pending.size, delayed, parked, owned: this.#owners.size, held: this.#holds.size };
+  }
+
+  #statusOf(record: TaskRecord): Status {
+    if (record.open !== undefined || record.attempts >= policyOf(record, this.#defaults).maxAttempts) return 'parked';
+    return (record.notBeforeMs ?? 0) > this.#now() ? 'delayed' : 'ready';
+  }
+
+  #laneOf(record: TaskRecord): Lane {
+    const lane = this.#lanes[Math.min(MAX_PRIORITY, Math.max(0, record.priority ?? 0))];
+    if (lane === undefined) throw new RangeError('no lane');
+    return lane;
   }
 
   #eligible(task: PendingTask): boolean {
-    return !this.#owners.has(task.resource) && !this.isHeld(task.resource);
+    return this.#status.get(task.taskId) === 'ready' && !this.#owners.has(task.resource) && !this.isHeld(task.resource);
   }
 
-  #addTask(task: PendingTask): void {
+  /** Delayed tasks whose time has come become ready. */
+  #promoteDue(): void {
+    if (this.#due.size === 0) return;
+    const now = this.#now();
+    for (let top = this.#due.peek(); top !== undefined && top.atMs <= now; top = this.#due.peek()) {
+      this.#due.pop();
+      if (this.#dueGen.get(top.taskId) !== top.gen) continue;
+      this.#dueGen.delete(top.taskId);
+      const task = this.#pending.get(top.taskId);
+      if (task === undefined) continue;
+      this.#status.set(top.taskId, 'ready');
+      if (!this.#owners.has(task.resource)) this.#insertReturned(task);
+    }
+  }
+
+  #addTask(task: PendingTask, seq: number): void {
     this.#pending.set(task.taskId, task);
-    const seq = this.#nextSeq++;
     this.#seq.set(task.taskId, seq);
     let ids = this.#byResource.get(task.resource);
     if (ids === undefined) this.#byResource.set(task.resource, (ids = new Set()));
     ids.add(task.taskId);
-    if (this.#owners.has(task.resource)) return;
-    // New tasks arrive in create order, so appending keeps the queue sorted; anything older than
-    // what was queued last (not expected) goes to the sorted returned list instead.
-    const last = this.#queuedUpTo;
-    if (task.createRevision > last.revision || (task.createRevision === last.revision && seq > last.seq)) {
-      this.#queue.set(task.taskId, task);
-      this.#queuedUpTo = { revision: task.createRevision, seq };
-    } else {
-      this.#insertReturned(task);
+    const status = this.#statusOf(task.record);
+    this.#status.set(task.taskId, status);
+    if (status === 'delayed') {
+      const gen = ++this.#gen;
+      this.#dueGen.set(task.taskId, gen);
+      this.#due.push({ atMs: task.record.notBeforeMs ?? 0, taskId: task.taskId, gen });
+      return;
     }
+    if (status === 'parked' || this.#owners.has(task.resource)) return;
+    this.#laneOf(task.record).add(task, seq);
   }
 
   #removeTask(task: PendingTask): void {
-    if (!this.#queue.delete(task.taskId)) this.#returned.remove(task.taskId);
+    const status = this.#status.get(task.taskId);
+    if (status === 'ready') this.#laneOf(task.record).remove(task.taskId);
+    else if (status === 'delayed') this.#dueGen.delete(task.taskId);
+    this.#status.delete(task.taskId);
     this.#pending.delete(task.taskId);
     this.#seq.delete(task.taskId);
     const ids = this.#byResource.get(task.resource);
@@ -320,9 +552,10 @@ export class TaskIndex {
     if (resources === undefined) this.#bySession.set(owner.sessionId, (resources = new Set()));
     resources.add(owner.resource);
     if (before !== undefined) return;
-    // The resource's pending tasks are blocked now.
+    // The resource's ready tasks are blocked now.
     for (const taskId of this.#byResource.get(owner.resource) ?? []) {
-      if (!this.#queue.delete(taskId)) this.#returned.remove(taskId);
+      const task = this.#pending.get(taskId);
+      if (task !== undefined && this.#status.get(taskId) === 'ready') this.#laneOf(task.record).remove(taskId);
     }
   }
 
@@ -333,10 +566,10 @@ export class TaskIndex {
     const resources = this.#bySession.get(owner.sessionId);
     resources?.delete(resource);
     if (resources?.size === 0) this.#bySession.delete(owner.sessionId);
-    // The resource's pending tasks are free again, in create order among the returned ones.
+    // The resource's ready tasks are free again, in create order among the returned ones.
     for (const taskId of this.#byResource.get(resource) ?? []) {
       const task = this.#pending.get(taskId);
-      if (task !== undefined) this.#insertReturned(task);
+      if (task !== undefined && this.#status.get(taskId) === 'ready') this.#insertReturned(task);
     }
   }
 
@@ -347,6 +580,6 @@ export class TaskIndex {
   }
 
   #insertReturned(task: PendingTask): void {
-    this.#returned.insert(task.taskId, task.createRevision, this.#seq.get(task.taskId) ?? 0);
+    this.#laneOf(task.record).returned.insert(task.taskId, task.createRevision, this.#seq.get(task.taskId) ?? 0);
   }
 }

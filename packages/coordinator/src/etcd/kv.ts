@@ -18,6 +18,13 @@ export const cmp = {
   /** Key exists. */
   present: (key: string): Compare => ({ key, target: 'create', result: 'greater', value: 0n }),
   createdAt: (key: string, revision: bigint): Compare => ({ key, target: 'create', result: 'equal', value: revision }),
+  /** Key's create_revision is not `revision` (absent, or created by another write). */
+  notCreatedAt: (key: string, revision: bigint): Compare => ({
+    key,
+    target: 'create',
+    result: 'not-equal',
+    value: revision,
+  }),
   modifiedAt: (key: string, revision: bigint): Compare => ({ key, target: 'mod', result: 'equal', value: revision }),
   /** Every key under `prefix` was created before `revision` (true when there is none). */
   allCreatedBefore: (prefix: string, revision: bigint): Compare => ({

@@ -7,22 +7,23 @@
 import type { SessionRecord, TaskRecord } from '../core/records.js';
 import type {
   AbandonOutcome,
+  AbandonRef,
   AdoptOutcome,
   CancelArgs,
   CancelOutcome,
   CloseOutcome,
-  CompleteJob,
   EndOutcome,
+  FinishJob,
   GrantJob,
   GrantOutcome,
-  GrantRef,
   HeldOwner,
-  HolderProof,
   LeaseKeeperOptions,
   LeaseOutcome,
   LeaseStore,
   OpenedSession,
+  RewriteOutcome,
   SessionLeaseKeeper,
+  SettleArgs,
   Settled,
   StoreEvent,
   StoredHolding,
@@ -33,6 +34,7 @@ import type {
   StoreSnapshot,
   StoreWatchListener,
   SubmitBatchOutcome,
+  TaskRef,
 } from '../store/port.js';
 import { CoordinatorError } from '../errors.js';
 import type { KvBackend, WatchEvent } from './backend.js';
@@ -40,12 +42,7 @@ import { sessionIdOf, type KeyLayout } from './keys.js';
 import { Kv, type KvObserver } from './kv.js';
 import { EtcdReads, parseOwner, parseSession, parseTask } from './reads.js';
 import { grantOwners, MAX_GRANTS_PER_TXN, undoGrant } from './transactions/grant-txns.js';
-import {
-  completeTasks,
-  MAX_COMPLETES_PER_TXN,
-  MAX_RELEASES_PER_TXN,
-  releaseLeases,
-} from './transactions/lease-txns.js';
+import { finishAttempts, MAX_FINISHES_PER_TXN } from './transactions/lease-txns.js';
 import {
   adoptSession,
   closeSession,
@@ -53,7 +50,16 @@ import {
   endSession,
   MAX_END_SESSION_OWNERS,
 } from './transactions/session-txns.js';
-import { cancelTask, MAX_SUBMIT_BYTES_PER_TXN, MAX_SUBMITS_PER_TXN, submitTasks } from './transactions/task-txns.js';
+import {
+  cancelTask,
+  MAX_PURGES_PER_TXN,
+  MAX_SUBMIT_BYTES_PER_TXN,
+  MAX_SUBMITS_PER_TXN,
+  purgeTasks,
+  retryTask,
+  settleLostAttempt,
+  submitTasks,
+} from './transactions/task-txns.js';
 
 async function settle<O>(run: () => Promise<O>): Promise<Settled<O>> {
   try {
@@ -172,7 +178,7 @@ export class KvLeaseStore implements LeaseStore {
     return (await Promise.all(chunks(jobs, MAX_GRANTS_PER_TXN).map(chunk))).flat();
   }
 
-  abandonGrant(ref: GrantRef): Promise<AbandonOutcome> {
+  abandonGrant(ref: AbandonRef): Promise<AbandonOutcome> {
     return undoGrant(this.kv, this.keys, ref);
   }
 
@@ -182,16 +188,11 @@ export class KvLeaseStore implements LeaseStore {
 
   // --- held leases --------------------------------------------------------------------------------
 
-  release(proofs: readonly HolderProof[]): Promise<Settled<LeaseOutcome>[]> {
-    const distinct = new Set(proofs.map((p) => p.resource)).size === proofs.length;
-    return this.#batched(proofs, distinct, MAX_RELEASES_PER_TXN, (batch) => releaseLeases(this.kv, this.keys, batch));
-  }
-
-  complete(jobs: readonly CompleteJob[]): Promise<Settled<LeaseOutcome>[]> {
+  finish(jobs: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]> {
     const distinct =
       new Set(jobs.map((j) => j.resource)).size === jobs.length &&
-      new Set(jobs.map((j) => j.task.taskId)).size === jobs.length;
-    return this.#batched(jobs, distinct, MAX_COMPLETES_PER_TXN, (batch) => completeTasks(this.kv, this.keys, batch));
+      new Set(jobs.map((j) => j.next.taskId)).size === jobs.length;
+    return this.#batched(jobs, distinct, MAX_FINISHES_PER_TXN, (batch) => finishAttempts(this.kv, this.keys, batch));
   }
 
   /**
@@ -224,6 +225,28 @@ export class KvLeaseStore implements LeaseStore {
 
   cancelTask(args: CancelArgs): Promise<CancelOutcome> {
     return cancelTask(this.kv, this.keys, args);
+  }
+
+  settleLostAttempt(args: SettleArgs): Promise<RewriteOutcome> {
+    return settleLostAttempt(this.kv, this.keys, args);
+  }
+
+  retryTask(args: { readonly modRevision: bigint; readonly next: TaskRecord }): Promise<RewriteOutcome> {
+    return retryTask(this.kv, this.keys, args);
+  }
+
+  /** Up to 64 per txn; when a txn fails (one changed), one txn per task. */
+  async purgeTasks(tasks: readonly TaskRef[]): Promise<number> {
+    let purged = 0;
+    for (const batch of chunks(tasks, MAX_PURGES_PER_TXN)) {
+      if (await purgeTasks(this.kv, this.keys, batch)) {
+        purged += batch.length;
+        continue;
+      }
+      if (batch.length === 1) continue;
+      for (const one of batch) if (await purgeTasks(this.kv, this.keys, [one])) purged += 1;
+    }
+    return purged;
   }
 
   // --- reads --------------------------------------------------------------------------------------

@@ -1,20 +1,29 @@
 /**
  * Admin task API.
  *
- * - `POST /v1/tasks` {taskId, resource, payload}: 201 created; 200 with the existing task when the
- *   same definition was submitted before; 409 CONFLICT when the id exists with another definition.
+ * - `POST /v1/tasks` {taskId, resource, payload, priority?, runAt? | delayMs?, retry?}: 201 created;
+ *   200 with the existing task when the same definition was submitted before (its scheduling
+ *   options stay the first submit's); 409 CONFLICT when the id exists with another definition.
  * - `POST /v1/tasks/batch` {tasks: [{taskId, resource, payload}, ...]} (1 to 1000): 200 {results: [...]}
  *   in order, each `{taskId, status: 201 | 200 | 409, task?, error?}` with the meaning of one
  *   `POST /v1/tasks` (a repeated id in the batch is settled against its first occurrence); up to
  *   128 tasks per etcd txn. One invalid item: 400 for the whole request. The body limit applies.
- * - `GET /v1/tasks/:taskId` (URL-encoded id): the task, state pending|leased|completed|cancelled.
- * - `GET /v1/tasks?state=&limit=&after=`: a page in id order; `next` continues it.
- * - `DELETE /v1/tasks/:taskId`: cancelled (owner key removed, holder pushed `lease.revoked`);
- *   409 when already completed.
+ * - `GET /v1/tasks/:taskId` (URL-encoded id): the task, state
+ *   pending|delayed|leased|completed|failed|cancelled, with its retry policy and attempt history.
+ * - `GET /v1/tasks?state=&limit=&after=`: a page in id order; `next` continues it
+ *   (`state=failed`: the dead letters).
+ * - `DELETE /v1/tasks/:taskId`: cancelled (owner key removed, holder pushed `lease.revoked`, the
+ *   sink's fence advanced to the cancel revision before the reply); 409 when completed or failed;
+ *   503 when the fence could not be advanced (cancel again).
+ * - `POST /v1/tasks/:taskId/retry`: a failed task pending again with a fresh attempt budget; 409
+ *   when it is not failed.
+ * - `POST /v1/tasks/purge` {state: completed|failed|cancelled, olderThanMs, limit?}: deletes such
+ *   tasks that ended at least olderThanMs ago; {purged, more}.
  * - `GET /v1/resources/:resource` (URL-encoded id): owner, token and time left (when served here).
  */
 import {
   httpStatusOf,
+  PurgeTasksRequestSchema,
   ResourceIdSchema,
   SubmitTaskBatchRequestSchema,
   SubmitTaskRequestSchema,
@@ -42,7 +51,10 @@ function describe(error: z.ZodError): string {
 }
 
 /** What the admin routes need of the task service. */
-export type TaskApi = Pick<TaskService, 'submit' | 'submitMany' | 'get' | 'list' | 'cancel' | 'resource'>;
+export type TaskApi = Pick<
+  TaskService,
+  'submit' | 'submitMany' | 'get' | 'list' | 'cancel' | 'retry' | 'purge' | 'resource'
+>;
 
 const admin = { config: { credential: Credential.ADMIN } };
 
@@ -88,6 +100,19 @@ export function registerTaskRoutes(app: FastifyInstance, tasks: TaskApi): void {
     if (!id.success) return sendError(reply, 'INVALID_MESSAGE', describe(id.error));
     const res = await tasks.cancel(id.data);
     return res.ok ? res.task : sendError(reply, res.code, res.message);
+  });
+
+  app.post<{ Params: { taskId: string } }>('/v1/tasks/:taskId/retry', admin, async (req, reply) => {
+    const id = TaskIdSchema.safeParse(req.params.taskId);
+    if (!id.success) return sendError(reply, 'INVALID_MESSAGE', describe(id.error));
+    const res = await tasks.retry(id.data);
+    return res.ok ? res.task : sendError(reply, res.code, res.message);
+  });
+
+  app.post('/v1/tasks/purge', admin, async (req, reply) => {
+    const body = PurgeTasksRequestSchema.safeParse(req.body);
+    if (!body.success) return sendError(reply, 'INVALID_MESSAGE', describe(body.error));
+    return tasks.purge(body.data);
   });
 
   app.get<{ Params: { resource: string } }>('/v1/resources/:resource', admin, async (req, reply) => {

@@ -4,6 +4,7 @@
  * to the real fastify server with a recording task service: a refused request must do no work.
  */
 import { rawHttp, rawJson } from '@leasehold/devkit';
+import { DEFAULT_RETRY_POLICY, type TaskView } from '@leasehold/protocol';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
@@ -16,7 +17,17 @@ import { createHttpServer } from './server.js';
 const ADMIN_KEY = 'admin-key-0123456789abcdef';
 const calls: string[] = [];
 
-const view = (taskId: string) => ({ taskId, resource: 'r', payload: 1, state: 'pending', attempts: 0 }) as const;
+const view = (taskId: string): TaskView => ({
+  taskId,
+  resource: 'r',
+  payload: 1,
+  state: 'pending',
+  attempts: 0,
+  priority: 0,
+  retry: DEFAULT_RETRY_POLICY,
+  lastEvent: 'submitted',
+  history: [],
+});
 const tasks: TaskApi = {
   submit: (input) => {
     calls.push(`submit ${input.taskId}`);
@@ -37,6 +48,14 @@ const tasks: TaskApi = {
   cancel: (taskId) => {
     calls.push(`cancel ${taskId}`);
     return Promise.resolve({ ok: true, task: view(taskId) });
+  },
+  retry: (taskId) => {
+    calls.push(`retry ${taskId}`);
+    return Promise.resolve({ ok: true, task: view(taskId) });
+  },
+  purge: (input) => {
+    calls.push(`purge ${input.state}`);
+    return Promise.resolve({ purged: 0, more: false });
   },
   resource: (resource) => {
     calls.push(`resource ${resource}`);

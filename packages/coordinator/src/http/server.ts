@@ -11,6 +11,8 @@ import type { Metrics } from '../metrics.js';
 import { bearerCheck } from './auth.js';
 import { sendError } from './send-error.js';
 import { Credential, installRouteAuth } from './route-auth.js';
+import type { TaskEventService } from '../service/events.js';
+import { registerEventRoutes } from './routes-events.js';
 import { registerTaskRoutes, type TaskApi } from './routes-tasks.js';
 
 export interface HttpOptions {
@@ -21,6 +23,8 @@ export interface HttpOptions {
   readonly maxJsonDepth?: number;
   readonly maxPayloadBytes: number;
   readonly tasks: TaskApi;
+  /** The task event stream (`GET /v1/events`). */
+  readonly events?: TaskEventService;
   readonly metrics: Metrics;
   readonly log: Logger;
   /** Readiness checks by name: etcd, sink, index. */
@@ -82,5 +86,6 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
   });
 
   registerTaskRoutes(app, options.tasks);
+  if (options.events !== undefined) registerEventRoutes(app, options.events);
   return app;
 }

@@ -2,6 +2,7 @@
 import type { Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
+import type { LifecycleEnv } from '../core/lifecycle.js';
 import type { TaskIndex } from '../core/task-index.js';
 import type { Timers } from '../core/timers.js';
 import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence-target.js';
@@ -12,7 +13,16 @@ import type { MicroBatcher } from './batcher.js';
 export interface ServiceContext {
   readonly config: CoordinatorConfig;
   readonly coordinatorId: string;
+  /** Monotonic: session deadlines, timing. Never stored. */
   readonly clock: Clock;
+  /**
+   * Wall clock, epoch ms: only for times stored in task records (`notBeforeMs`, history), which
+   * every coordinator reads. Schedules depend on coordinators' clocks being roughly in step (NTP);
+   * safety never does.
+   */
+  readonly wallClock: () => number;
+  /** [0, 1): backoff jitter. */
+  readonly random: () => number;
   readonly timers: Timers;
   readonly log: Logger;
   readonly metrics: Metrics;
@@ -27,4 +37,9 @@ export interface ServiceContext {
 /** etcd lease TTL (seconds) behind a session: a bit longer than the session TTL (the backstop). */
 export function leaseTtlSeconds(sessionTtlMs: number): number {
   return Math.max(2, Math.ceil((sessionTtlMs + 1_000) / 1_000));
+}
+
+/** The lifecycle's view of now: wall clock, jitter source and the installation's retry policy. */
+export function lifecycleEnv(ctx: ServiceContext): LifecycleEnv {
+  return { nowMs: ctx.wallClock(), random: ctx.random, defaults: ctx.config.retryPolicy };
 }

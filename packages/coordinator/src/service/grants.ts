@@ -23,11 +23,13 @@ import {
   type CoordinatorMessage,
   type JsonValue,
 } from '@leasehold/protocol';
+import { abandoned, granted } from '../core/lifecycle.js';
+import type { TaskRecord } from '../core/records.js';
 import { errorFrame, failureReply } from '../core/replies.js';
 import type { PendingTask } from '../core/task-index.js';
 import type { GrantJob, GrantOutcome, StoredHolding } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
-import type { ServiceContext } from './context.js';
+import { lifecycleEnv, type ServiceContext } from './context.js';
 import type { LocalSession, SessionManager } from './sessions.js';
 
 interface GrantFacts {
@@ -36,6 +38,8 @@ interface GrantFacts {
   readonly token: bigint;
   readonly payload: JsonValue;
   readonly attempt: number;
+  /** The task record the grant txn wrote (fresh grants only: what an abandon starts from). */
+  readonly written?: TaskRecord;
 }
 
 const RETRY = Symbol('retry');
@@ -109,8 +113,13 @@ export class GrantService {
     for (const wakeUp of waiters) wakeUp();
   }
 
-  /** Resolves on the next index change, the session's end, or after `ms`. */
-  #waitForChange(session: LocalSession, ms: number): Promise<void> {
+  /**
+   * Resolves on the next index change, the session's end, after `ms`, or when the earliest delayed
+   * task becomes due (the index promotes it on the next select): no polling for backoffs.
+   */
+  #waitForChange(session: LocalSession, waitMs: number): Promise<void> {
+    const due = this.#ctx.index.nextDueMs();
+    const ms = due === undefined ? waitMs : Math.min(waitMs, Math.max(1, due - this.#ctx.wallClock()));
     return new Promise<void>((resolve) => {
       const done = (): void => {
         this.#ctx.timers.clearTimeout(timer);
@@ -165,7 +174,8 @@ export class GrantService {
     candidate: PendingTask,
     receivedAtMs: number,
   ): Promise<CoordinatorMessage | typeof RETRY> {
-    const { index } = this.#ctx;
+    const ctx = this.#ctx;
+    const { index } = ctx;
     // The index's record of the task (pending, on a resource it believes free) is used as is: the
     // grant txn compares the task's mod_revision and the owner key's absence, so a stale index
     // only fails the txn (then RETRY, held until the index has caught up).
@@ -175,6 +185,7 @@ export class GrantService {
     try {
       if (!this.#sessions.isLive(session)) return errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
       const attempt = task.attempts + 1;
+      const next = granted(task, { workerId: session.workerId, sessionId: session.sessionId }, ctx.wallClock());
       const res = await this.#owners.submit({
         sessionId: session.sessionId,
         leaseId: session.leaseId,
@@ -182,6 +193,7 @@ export class GrantService {
         requestId: msg.requestId,
         task,
         taskModRevision,
+        next,
         owner: {
           v: 1,
           taskId,
@@ -204,7 +216,7 @@ export class GrantService {
           break;
       }
       settledAt = res.token;
-      const facts = { resource, taskId, token: res.token, payload: task.payload, attempt };
+      const facts = { resource, taskId, token: res.token, payload: task.payload, attempt, written: next };
       return await this.#fenceAndDeliver(session, msg, facts, receivedAtMs, true);
     } finally {
       index.holdUntil(resource, settledAt);
@@ -259,7 +271,12 @@ export class GrantService {
       const advanced = await ctx.fences.submit({ resource: grant.resource, token: grant.token });
       if (!advanced.ok) {
         log().warn({ fence: formatToken(advanced.fence) }, 'fence advance refused, grant abandoned');
-        await this.#abandon(session, msg.requestId, grant);
+        await this.#abandon(
+          session,
+          msg.requestId,
+          grant,
+          `the sink refused the fence advance (fence ${formatToken(advanced.fence)})`,
+        );
         ctx.metrics.grants.inc({ outcome: 'abandoned' });
         return fresh
           ? {
@@ -275,7 +292,7 @@ export class GrantService {
     } catch (err) {
       log().warn({ err }, 'fence advance failed, grant not sent');
       // A replayed grant may already be in the worker's hands: keep it; the worker retries.
-      if (fresh) await this.#abandon(session, msg.requestId, grant);
+      if (fresh) await this.#abandon(session, msg.requestId, grant, `the fence advance failed: ${String(err)}`);
       ctx.metrics.grants.inc({ outcome: 'error' });
       return failureReply(err, msg.id);
     }
@@ -325,10 +342,25 @@ export class GrantService {
     };
   }
 
-  async #abandon(session: LocalSession, requestId: string, grant: GrantFacts): Promise<void> {
-    const ref = { sessionId: session.sessionId, requestId, resource: grant.resource, token: grant.token };
+  /**
+   * The grant will never be sent: remove it, and close its attempt (given back, with the task's
+   * backoff for abandoned grants, so a sink outage costs a bounded number of grant attempts).
+   */
+  async #abandon(session: LocalSession, requestId: string, grant: GrantFacts, reason: string): Promise<void> {
+    const ctx = this.#ctx;
+    const written = grant.written;
+    const next =
+      written === undefined ? undefined : abandoned(written, grant.token, reason.slice(0, 500), lifecycleEnv(ctx));
+    const ref = {
+      sessionId: session.sessionId,
+      requestId,
+      resource: grant.resource,
+      token: grant.token,
+      ...(next === undefined ? {} : { next }),
+    };
     try {
-      await this.#ctx.store.abandonGrant(ref);
+      const outcome = await ctx.store.abandonGrant(ref);
+      ctx.metrics.lifecycle.inc({ change: 'abandon', outcome });
     } catch (err) {
       this.#ctx.log.warn({ err, resource: grant.resource }, 'could not remove an unsent grant; the session end will');
     }

@@ -1,13 +1,25 @@
 /**
- * Renew, complete and release of a held lease. Refusals are data (`error` frames with NOT_HOLDER /
- * LEASE_EXPIRED), decided against etcd (the owner key) and the session deadline — never against a
- * clock alone, and never reviving an expired session.
+ * Renew, complete, fail and release of a held lease. Refusals are data (`error` frames with
+ * NOT_HOLDER / LEASE_EXPIRED), decided against etcd (the owner key) and the session deadline —
+ * never against a clock alone, and never reviving an expired session.
+ *
+ * Complete, fail and release end the attempt: one txn deletes the owner key and writes the task
+ * record the lifecycle computes (completed; failed, or pending after a backoff; pending again).
  */
-import { parseToken, type Complete, type CoordinatorMessage, type Release, type Renew } from '@leasehold/protocol';
+import {
+  parseToken,
+  type Complete,
+  type CoordinatorMessage,
+  type Fail,
+  type Release,
+  type Renew,
+} from '@leasehold/protocol';
+import { attemptFailed, completed, policyOf, released } from '../core/lifecycle.js';
+import type { TaskRecord } from '../core/records.js';
 import { errorFrame, failureReply } from '../core/replies.js';
-import type { CompleteJob, HolderProof, LeaseOutcome, StoredOwner } from '../store/port.js';
+import type { FinishJob, LeaseOutcome, StoredOwner, StoredTask } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
-import type { ServiceContext } from './context.js';
+import { lifecycleEnv, type ServiceContext } from './context.js';
 import type { LocalSession, SessionManager } from './sessions.js';
 
 function holds(owner: StoredOwner | undefined, session: LocalSession, token: bigint): owner is StoredOwner {
@@ -19,22 +31,25 @@ function forgetGrant(session: LocalSession, resource: string, token: bigint): vo
   if (session.granted.get(resource)?.token === token) session.granted.delete(resource);
 }
 
-/** Releases / completions per store call (the store splits them to fit its own limits). */
+/** Attempt ends per store call (the store splits them to fit its own limits). */
 const BATCH_MAX = 25;
+
+/** The task record (and its mod_revision) an attempt end is computed from. */
+interface HeldTask {
+  readonly record: TaskRecord;
+  readonly modRevision: bigint;
+}
 
 export class LeaseService {
   readonly #ctx: ServiceContext;
   readonly #sessions: SessionManager;
-  /** Releases of one event-loop turn go to etcd as one txn (one per lease when a compare fails). */
-  readonly #releases: MicroBatcher<HolderProof, LeaseOutcome>;
-  /** Completions of one turn whose holder and task the index already shows: one txn. */
-  readonly #completes: MicroBatcher<CompleteJob, LeaseOutcome>;
+  /** Attempt ends (complete, fail, release) of one event-loop turn go to etcd as one txn (one per lease when a compare fails). */
+  readonly #finishes: MicroBatcher<FinishJob, LeaseOutcome>;
 
   constructor(ctx: ServiceContext, sessions: SessionManager) {
     this.#ctx = ctx;
     this.#sessions = sessions;
-    this.#releases = new MicroBatcher((proofs) => ctx.store.release(proofs), BATCH_MAX);
-    this.#completes = new MicroBatcher((jobs) => ctx.store.complete(jobs), BATCH_MAX);
+    this.#finishes = new MicroBatcher((jobs) => ctx.store.finish(jobs), BATCH_MAX);
   }
 
   /** Never rejects. */
@@ -89,17 +104,17 @@ export class LeaseService {
         held.taskId === msg.taskId &&
         this.#sessions.isLive(session)
       ) {
-        const fast = await this.#completes.submit({
+        const fast = await this.#finishes.submit({
           sessionId: session.sessionId,
           leaseId: session.leaseId,
           resource: msg.resource,
           token,
           requestId: held.requestId,
-          task: hint.record,
           taskModRevision: hint.modRevision,
-          resultId: msg.resultId,
+          next: completed(hint.record, token, msg.resultId, this.#ctx.wallClock()),
         });
         if (fast.kind === 'done') {
+          this.#observeEnd(hint.record, 'completed');
           forgetGrant(session, msg.resource, token);
           if (this.#ctx.log.isLevelEnabled('debug')) {
             this.#ctx.log.debug(
@@ -120,23 +135,19 @@ export class LeaseService {
       if (!holds(owner, session, token) || owner.record.taskId !== msg.taskId || task === undefined) {
         return errorFrame('NOT_HOLDER', 'this session does not hold that task and token', msg.id);
       }
-      const [settled] = await this.#ctx.store.complete([
-        {
-          sessionId: session.sessionId,
-          leaseId: session.leaseId,
-          resource: msg.resource,
-          token,
-          requestId: owner.record.requestId,
-          task: task.record,
-          taskModRevision: task.modRevision,
-          resultId: msg.resultId,
-        },
-      ]);
-      if (settled === undefined) throw new Error('store.complete returned no outcome');
-      if (!settled.ok) throw settled.error;
-      if (settled.value.kind !== 'done') {
+      const res = await this.#finishOne({
+        sessionId: session.sessionId,
+        leaseId: session.leaseId,
+        resource: msg.resource,
+        token,
+        requestId: owner.record.requestId,
+        taskModRevision: task.modRevision,
+        next: completed(task.record, token, msg.resultId, this.#ctx.wallClock()),
+      });
+      if (res.kind !== 'done') {
         return errorFrame('NOT_HOLDER', 'the lease changed before completion was recorded', msg.id);
       }
+      this.#observeEnd(task.record, 'completed');
       forgetGrant(session, msg.resource, token);
       this.#ctx.log.info({ sessionId: session.sessionId, resource: msg.resource, token: msg.token }, 'task completed');
       return done;
@@ -153,14 +164,16 @@ export class LeaseService {
         return errorFrame('LEASE_EXPIRED', 'the session deadline has passed', msg.id);
       const token = parseToken(msg.token);
       const notHolder = () => errorFrame('NOT_HOLDER', 'this session does not hold that token', msg.id);
-      const requestId = await this.#heldRequestId(session, msg.resource, token);
-      if (requestId === undefined) return notHolder();
-      const res = await this.#releases.submit({
+      const held = await this.#heldTask(session, msg.resource, token);
+      if (held === undefined) return notHolder();
+      const res = await this.#finishes.submit({
         sessionId: session.sessionId,
         leaseId: session.leaseId,
         resource: msg.resource,
         token,
-        requestId,
+        requestId: held.requestId,
+        taskModRevision: held.task.modRevision,
+        next: released(held.task.record, token, this.#ctx.wallClock()),
       });
       if (res.kind !== 'done') return notHolder();
       forgetGrant(session, msg.resource, token);
@@ -169,18 +182,109 @@ export class LeaseService {
   }
 
   /**
-   * The request id of `session`'s grant `token` on `resource` (it names the grant's holding key):
-   * from the grants sent to the session, else the watch-fed index, else read from the owner key;
-   * undefined when the session does not hold that token. Only a hint: the release txn compares the
-   * owner and holding keys.
+   * Never rejects. The handler failed: the attempt ends as the task's retry policy says (pending
+   * after a backoff, or failed). A retry after a lost reply is answered from the task's history.
    */
-  async #heldRequestId(session: LocalSession, resource: string, token: bigint): Promise<string | undefined> {
-    const sent = session.granted.get(resource);
-    if (sent?.token === token) return sent.requestId;
+  fail(session: LocalSession, msg: Fail): Promise<CoordinatorMessage> {
+    return this.#guard(session, msg.id, async () => {
+      if (msg.incarnation !== session.incarnation) {
+        return errorFrame('NOT_HOLDER', 'incarnation does not match the session', msg.id);
+      }
+      const token = parseToken(msg.token);
+      const held = await this.#heldTask(session, msg.resource, token);
+      if (held === undefined || held.task.record.taskId !== msg.taskId) {
+        const replay = await this.#failReplay(msg);
+        return replay ?? errorFrame('NOT_HOLDER', 'this session does not hold that task and token', msg.id);
+      }
+      if (!this.#sessions.isLive(session)) {
+        return errorFrame('LEASE_EXPIRED', 'the session deadline has passed', msg.id);
+      }
+      const next = attemptFailed(held.task.record, token, msg.error, 'failed', lifecycleEnv(this.#ctx));
+      const res = await this.#finishes.submit({
+        sessionId: session.sessionId,
+        leaseId: session.leaseId,
+        resource: msg.resource,
+        token,
+        requestId: held.requestId,
+        taskModRevision: held.task.modRevision,
+        next,
+      });
+      if (res.kind !== 'done') {
+        const replay = await this.#failReplay(msg);
+        return replay ?? errorFrame('NOT_HOLDER', 'the lease changed before the failure was recorded', msg.id);
+      }
+      forgetGrant(session, msg.resource, token);
+      const policy = policyOf(held.task.record, this.#ctx.config.retryPolicy);
+      const reason = !msg.error.retryable || policy.nonRetryable.includes(msg.error.name) ? 'non_retryable' : 'handler';
+      this.#ctx.metrics.taskFailures.inc({ reason, outcome: next.state === 'failed' ? 'failed' : 'retrying' });
+      if (next.state === 'failed') this.#observeEnd(next, 'failed');
+      this.#ctx.log.info(
+        {
+          taskId: msg.taskId,
+          resource: msg.resource,
+          token: msg.token,
+          error: msg.error.name,
+          outcome: next.state === 'failed' ? 'failed' : 'retrying',
+          notBeforeMs: next.notBeforeMs,
+        },
+        'task attempt failed',
+      );
+      return this.#failedReply(msg, next);
+    });
+  }
+
+  #failedReply(msg: Fail, next: TaskRecord): CoordinatorMessage {
+    return {
+      type: 'task.failed',
+      inReplyTo: msg.id,
+      taskId: msg.taskId,
+      resource: msg.resource,
+      token: msg.token,
+      outcome: next.state === 'failed' ? 'failed' : 'retrying',
+      ...(next.notBeforeMs === undefined ? {} : { notBeforeMs: next.notBeforeMs }),
+    };
+  }
+
+  /** A task.fail already recorded (its reply was lost): the same answer. */
+  async #failReplay(msg: Fail): Promise<CoordinatorMessage | undefined> {
+    const task = await this.#ctx.store.task(msg.taskId);
+    const last = task?.record.history?.at(-1);
+    if (task === undefined || last?.token !== msg.token || last.outcome !== 'failed') return undefined;
+    return this.#failedReply(msg, task.record);
+  }
+
+  /**
+   * The grant `token` on `resource` that `session` holds, with its request id (which names the
+   * grant's holding key) and its task record: from the grants sent to the session and the
+   * watch-fed index, else read from etcd; undefined when the session does not hold that token.
+   * Only a hint: the txn compares the owner, holding and task keys.
+   */
+  async #heldTask(
+    session: LocalSession,
+    resource: string,
+    token: bigint,
+  ): Promise<{ readonly requestId: string; readonly task: HeldTask } | undefined> {
     const hint = this.#ctx.index.ownerOf(resource);
-    if (hint?.token === token && hint.sessionId === session.sessionId) return hint.requestId;
+    if (hint?.token === token && hint.sessionId === session.sessionId) {
+      const task = this.#ctx.index.pendingTask(hint.taskId);
+      if (task !== undefined && task.resource === resource) return { requestId: hint.requestId, task };
+    }
     const owner = await this.#ctx.store.owner(resource);
-    return holds(owner, session, token) ? owner.record.requestId : undefined;
+    if (!holds(owner, session, token)) return undefined;
+    const task: StoredTask | undefined = await this.#ctx.store.task(owner.record.taskId);
+    if (task === undefined) return undefined;
+    return { requestId: owner.record.requestId, task };
+  }
+
+  async #finishOne(job: FinishJob): Promise<LeaseOutcome> {
+    const [settled] = await this.#ctx.store.finish([job]);
+    if (settled === undefined) throw new Error('store.finish returned no outcome');
+    if (!settled.ok) throw settled.error;
+    return settled.value;
+  }
+
+  #observeEnd(record: TaskRecord, outcome: 'completed' | 'failed'): void {
+    this.#ctx.metrics.taskAttempts.observe({ outcome }, record.attempts);
   }
 
   #guard(session: LocalSession, id: string, run: () => Promise<CoordinatorMessage>): Promise<CoordinatorMessage> {

@@ -3,6 +3,9 @@
  * - sessions/<sid> rewritten by a peer (adoption): stop serving that session here, without ending it;
  * - owners/<r> deleted: the grant has ended (forget it in the holder's session, if served here);
  *   together with its task turning `cancelled`: push `lease.revoked` (cancelled) to the holder;
+ * - owners/<r> deleted while its task still shows the attempt open (the lease ended without the
+ *   holder ending it): the settle service records the lost attempt (after a grace period here,
+ *   since the session's own coordinator settles at once);
  * - fence-on-expiry (opt-in): owners/<r> deleted at the same revision as its session key (session
  *   ended at its deadline, or the etcd lease expired / was revoked): advance the sink fence of r to
  *   that deletion revision, so the expired holder is refused even before anyone takes over.
@@ -13,8 +16,13 @@ import { ExponentialBackoff, handleAll, retry } from 'cockatiel';
 import type { RevisionGroup } from './watch-feed.js';
 import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
+import type { SettleService } from './settle.js';
 
-export function createGroupHandler(ctx: ServiceContext, sessions: SessionManager): (group: RevisionGroup) => void {
+export function createGroupHandler(
+  ctx: ServiceContext,
+  sessions: SessionManager,
+  settle: SettleService,
+): (group: RevisionGroup) => void {
   return (group) => {
     const endedSessions = new Set<string>();
     const cancelledTasks = new Set<string>();
@@ -42,6 +50,7 @@ export function createGroupHandler(ctx: ServiceContext, sessions: SessionManager
           reason: 'cancelled',
         });
       }
+      settle.ownerGone(ev.previous, false);
       if (ctx.config.fenceOnExpiry && endedSessions.has(sessionId)) fenceOnExpiry(ctx, resource, group.revision);
     }
   };

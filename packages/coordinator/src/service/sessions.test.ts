@@ -41,7 +41,12 @@ describe('expiry by the coordinator clock', () => {
     expect(cluster.owners().size).toBe(2);
     await cluster.advance(1);
     expect(cluster.owners().size).toBe(0);
-    expect(cluster.etcd.revision).toBe(revisionBefore + 1n); // one txn deleted both
+    // One txn deleted both owner keys (revision +1); then each lost attempt was settled (+1 each).
+    expect(cluster.etcd.revision).toBe(revisionBefore + 3n);
+    expect(cluster.etcd.get(cluster.keys.owner('r1'))).toBeUndefined();
+    for (const taskId of ['t1', 't2']) {
+      expect((await c1.services.tasks.get(taskId))?.history.map((h) => h.outcome)).toEqual(['expired']);
+    }
     expect(cluster.etcd.keys(cluster.keys.sessions)).toEqual([]);
     expect(cluster.etcd.leaseCount).toBe(0);
     expect(w.channel.pushes('lease.revoked').map((m) => [m.resource, m.token])).toEqual(
@@ -129,7 +134,8 @@ describe('release and complete', () => {
     expect(await cluster.release(w, 'r1', first)).toMatchObject({ code: 'NOT_HOLDER' });
     await cluster.settle();
     const second = await cluster.acquire(w);
-    expect(second).toMatchObject({ type: 'lease.granted', taskId: 't1', attempt: 2 });
+    // A release gives its attempt back: the next grant is attempt 1 again.
+    expect(second).toMatchObject({ type: 'lease.granted', taskId: 't1', attempt: 1 });
     expect(tokenOf(second)).toBeGreaterThan(first);
   });
 

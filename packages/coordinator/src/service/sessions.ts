@@ -13,6 +13,7 @@ import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import type { SessionRecord } from '../core/records.js';
 import { SessionEndPlan, type EndAction, type EndObservation } from '../core/session-end.js';
 import { SessionTable, type HeartbeatDecision } from '../core/session-table.js';
+import type { OwnerEntry } from '../core/task-index.js';
 import type { TimerHandle } from '../core/timers.js';
 import { CoordinatorError } from '../errors.js';
 import type { HeldOwner, SessionLeaseKeeper } from '../store/port.js';
@@ -59,7 +60,7 @@ export class SessionManager {
   #timer: TimerHandle | undefined;
   #timerAtMs = Number.POSITIVE_INFINITY;
   #closed = false;
-  #onOwnersFreed: () => void = () => undefined;
+  #onOwnersFreed: (freed: readonly OwnerEntry[]) => void = () => undefined;
 
   constructor(ctx: ServiceContext) {
     this.#ctx = ctx;
@@ -78,7 +79,7 @@ export class SessionManager {
   }
 
   /** Called when an ended session's owner keys were deleted (waiting acquires may now be granted). */
-  onOwnersFreed(listener: () => void): void {
+  onOwnersFreed(listener: (freed: readonly OwnerEntry[]) => void): void {
     this.#onOwnersFreed = listener;
   }
 
@@ -367,8 +368,12 @@ export class SessionManager {
   #freeInIndex(held: readonly HeldOwner[], revision: bigint): void {
     if (held.length === 0) return;
     const { index } = this.#ctx;
-    for (const h of held) index.freeOwner(h.resource, h.token, revision);
-    this.#onOwnersFreed();
+    const freed: OwnerEntry[] = [];
+    for (const h of held) {
+      const entry = index.freeOwner(h.resource, h.token, revision);
+      if (entry !== undefined) freed.push(entry);
+    }
+    this.#onOwnersFreed(freed);
   }
 
   #onLeaseLost(leaseId: string): void {

@@ -1,16 +1,23 @@
 /**
- * The task API behind HTTP: submit (idempotent by task id), read, list, cancel, and the view of a
- * resource's current owner. Refusals (NOT_FOUND, CONFLICT) are returned as data.
+ * The task API behind HTTP: submit (idempotent by task id), read, list, cancel, retry, purge, and
+ * the view of a resource's current owner. Refusals (NOT_FOUND, CONFLICT, INVALID_MESSAGE) are
+ * returned as data.
  */
 import {
   formatToken,
+  MAX_DELAY_MS,
   type ErrorCode,
   type JsonValue,
   type OwnerView,
   type ResourceOwnerView,
+  type RetryPolicyInput,
+  type TaskStateName,
   type TaskView,
+  type TerminalTaskState,
 } from '@leasehold/protocol';
-import { encodeRecord, sameDefinition, TaskState, type TaskRecord } from '../core/records.js';
+import { ExponentialBackoff, handleAll, retry as retryPolicy } from 'cockatiel';
+import { cancelled, lastEventOf, newTask, policyOf, retried, viewState } from '../core/lifecycle.js';
+import { encodeRecord, sameDefinition, type TaskRecord } from '../core/records.js';
 import { CoordinatorError } from '../errors.js';
 import type { StoredOwner, StoredTask } from '../store/port.js';
 import type { ServiceContext } from './context.js';
@@ -24,27 +31,58 @@ export interface SubmitInput {
   readonly taskId: string;
   readonly resource: string;
   readonly payload: JsonValue;
+  readonly priority?: number | undefined;
+  /** ISO 8601 time. Not with `delayMs`. */
+  readonly runAt?: string | undefined;
+  readonly delayMs?: number | undefined;
+  readonly retry?: RetryPolicyInput | undefined;
 }
 
 export type SubmitOutcome = { readonly ok: true; readonly created: boolean; readonly task: TaskView } | Refusal;
+
+export interface PurgeInput {
+  readonly state: TerminalTaskState;
+  readonly olderThanMs: number;
+  readonly limit?: number | undefined;
+}
 
 function ownerView(owner: StoredOwner): OwnerView {
   const { sessionId, workerId, incarnation, attempt } = owner.record;
   return { sessionId, workerId, incarnation, attempt, token: formatToken(owner.token) };
 }
 
-function taskView(task: TaskRecord, owner: StoredOwner | undefined): TaskView {
+/** The admin view of a record; `owner` when the task is leased (its owner key names this task). */
+export function taskView(
+  task: TaskRecord,
+  owner: StoredOwner | undefined,
+  nowMs: number,
+  ctx: Pick<ServiceContext, 'config'>,
+): TaskView {
   const leased = task.state === 'pending' && owner?.record.taskId === task.taskId;
   return {
     taskId: task.taskId,
     resource: task.resource,
     payload: task.payload,
-    state: leased ? TaskState.LEASED : task.state,
+    state: viewState(task, leased, nowMs),
     attempts: task.attempts,
+    priority: task.priority ?? 0,
+    retry: policyOf(task, ctx.config.retryPolicy),
+    ...(task.notBeforeMs === undefined ? {} : { notBeforeMs: task.notBeforeMs }),
+    lastEvent: lastEventOf(task),
+    ...(task.lastError === undefined ? {} : { lastError: task.lastError }),
+    history: task.history ?? [],
+    ...(task.createdAtMs === undefined ? {} : { createdAtMs: task.createdAtMs }),
+    ...(task.endedAtMs === undefined ? {} : { endedAtMs: task.endedAtMs }),
     ...(task.result === undefined ? {} : { result: task.result }),
     ...(leased ? { owner: ownerView(owner) } : {}),
   };
 }
+
+/** A fence advance is idempotent: retried by one policy (4 more attempts, 100 ms doubling). */
+const advanceRetry = retryPolicy(handleAll, { maxAttempts: 4, backoff: new ExponentialBackoff({ initialDelay: 100 }) });
+
+/** Tasks read per purge call before it answers `more` (bounds one call's work). */
+const PURGE_SCAN_MAX = 20_000;
 
 export class TaskService {
   readonly #ctx: ServiceContext;
@@ -55,11 +93,7 @@ export class TaskService {
     this.#sessions = sessions;
   }
 
-  async submit(input: {
-    taskId: string;
-    resource: string;
-    payload: JsonValue;
-  }): Promise<{ ok: true; created: boolean; task: TaskView } | Refusal> {
+  async submit(input: SubmitInput): Promise<SubmitOutcome> {
     const [outcome] = await this.submitMany([input]);
     if (outcome === undefined) throw new CoordinatorError('INTERNAL', 'submit returned no outcome');
     return outcome;
@@ -73,6 +107,7 @@ export class TaskService {
   async submitMany(inputs: readonly SubmitInput[]): Promise<SubmitOutcome[]> {
     const out: (SubmitOutcome | undefined)[] = inputs.map(() => undefined);
     const first = new Map<string, number>();
+    const nowMs = this.#ctx.wallClock();
     const { maxSubmitsPerCall, maxSubmitBytesPerCall } = this.#ctx.store.limits;
     const chunks: { index: number; record: TaskRecord }[][] = [];
     let chunk: { index: number; record: TaskRecord }[] = [];
@@ -80,7 +115,12 @@ export class TaskService {
     inputs.forEach((input, index) => {
       if (first.has(input.taskId)) return;
       first.set(input.taskId, index);
-      const record: TaskRecord = { v: 1, ...input, state: 'pending', attempts: 0 };
+      const notBeforeMs = this.#notBefore(input, nowMs);
+      if (typeof notBeforeMs === 'object') {
+        out[index] = notBeforeMs;
+        return;
+      }
+      const record = newTask({ ...input, notBeforeMs }, { nowMs, defaults: this.#ctx.config.retryPolicy });
       const size = encodeRecord(record).length + input.taskId.length;
       if (chunk.length >= maxSubmitsPerCall || (chunk.length > 0 && bytes + size > maxSubmitBytesPerCall)) {
         chunks.push(chunk);
@@ -98,7 +138,7 @@ export class TaskService {
           if (attempt >= 5) throw new CoordinatorError('UNAVAILABLE', 'tasks kept changing; submit again');
           const res = await this.#ctx.store.submitTasks(left.map((j) => j.record));
           if (res.kind === 'created') {
-            for (const j of left) out[j.index] = { ok: true, created: true, task: taskView(j.record, undefined) };
+            for (const j of left) out[j.index] = { ok: true, created: true, task: this.#viewOf(j.record, undefined) };
             return;
           }
           const absent: typeof left = [];
@@ -122,7 +162,21 @@ export class TaskService {
       }
       if (index === firstIndex) return settled;
       // A repeat in the same batch: the first occurrence decided; same definition → the same task.
-      if (!sameDefinition({ v: 1, ...original, state: 'pending', attempts: 0 }, input.resource, input.payload)) {
+      if (
+        original.resource !== input.resource ||
+        !sameDefinition(
+          {
+            v: 1,
+            taskId: original.taskId,
+            resource: original.resource,
+            payload: original.payload,
+            state: 'pending',
+            attempts: 0,
+          },
+          input.resource,
+          input.payload,
+        )
+      ) {
         return { ok: false, code: 'CONFLICT', message: `task ${input.taskId} exists with a different definition` };
       }
       return settled.ok ? { ok: true, created: false, task: settled.task } : settled;
@@ -146,21 +200,22 @@ export class TaskService {
 
   /** Tasks in id order after `after`; `state` filters (leased is judged from the index). */
   async list(options: {
-    state?: TaskState;
+    state?: TaskStateName;
     limit: number;
     after?: string;
   }): Promise<{ tasks: TaskView[]; next: string | null }> {
     const out: TaskView[] = [];
     let after = options.after;
+    const nowMs = this.#ctx.wallClock();
     for (let page = 0; page < 50 && out.length < options.limit; page += 1) {
       const { tasks, more } = await this.#ctx.store.taskPage(after, Math.max(options.limit, 100));
       for (const t of tasks) {
         after = t.record.taskId;
         const hint = this.#ctx.index.ownerOf(t.record.resource);
         const leased = t.record.state === 'pending' && hint?.taskId === t.record.taskId;
-        const state = leased ? TaskState.LEASED : t.record.state;
+        const state = viewState(t.record, leased, nowMs);
         if (options.state !== undefined && state !== options.state) continue;
-        out.push({ ...taskView(t.record, undefined), state });
+        out.push({ ...taskView(t.record, undefined, nowMs, this.#ctx), state });
         if (out.length >= options.limit) return { tasks: out, next: more || t !== tasks.at(-1) ? after : null };
       }
       if (!more) return { tasks: out, next: null };
@@ -168,33 +223,141 @@ export class TaskService {
     return { tasks: out, next: after ?? null };
   }
 
+  /**
+   * Cancel: the task ends `cancelled`; a held lease is revoked (owner key deleted, the holder pushed
+   * `lease.revoked`) and the sink's fence is advanced to the cancel revision before the reply, so
+   * once this returns the holder's late write is refused. When that advance fails, the reply is
+   * UNAVAILABLE and a repeated cancel advances it again (idempotent).
+   */
   async cancel(taskId: string): Promise<{ ok: true; task: TaskView } | Refusal> {
     for (let attempt = 0; attempt < 5; attempt += 1) {
       const task = await this.#ctx.store.task(taskId);
       if (task === undefined) return { ok: false, code: 'NOT_FOUND', message: `no task ${taskId}` };
-      if (task.record.state === 'cancelled') return { ok: true, task: taskView(task.record, undefined) };
-      if (task.record.state === 'completed') {
-        return { ok: false, code: 'CONFLICT', message: `task ${taskId} is already completed` };
+      if (task.record.state === 'cancelled') {
+        // A repeat: make sure the fence moved past the cancelled attempt.
+        const last = task.record.history?.at(-1);
+        if (last?.outcome === 'cancelled') await this.#fenceAfterCancel(task.record, task.modRevision);
+        return { ok: true, task: this.#viewOf(task.record, undefined) };
+      }
+      if (task.record.state === 'completed' || task.record.state === 'failed') {
+        return { ok: false, code: 'CONFLICT', message: `task ${taskId} is already ${task.record.state}` };
       }
       const owner = await this.#ctx.store.owner(task.record.resource);
       const holder = owner?.record.taskId === taskId ? owner : undefined;
+      // A lost attempt nobody recorded yet (the owner key is gone) is closed by the cancel too.
+      const openToken = task.record.open === undefined ? undefined : (holder?.token ?? task.modRevision);
+      const next = cancelled(task.record, openToken, this.#ctx.wallClock());
       const res = await this.#ctx.store.cancelTask({
         task: task.record,
         taskModRevision: task.modRevision,
+        next,
         owner:
           holder === undefined
             ? undefined
             : { sessionId: holder.record.sessionId, token: holder.token, requestId: holder.record.requestId },
       });
       if (res.kind === 'cancelled') {
+        this.#ctx.metrics.lifecycle.inc({ change: 'cancel', outcome: holder === undefined ? 'idle' : 'revoked' });
         this.#ctx.log.info(
           { taskId, token: holder === undefined ? undefined : formatToken(holder.token) },
           'task cancelled',
         );
-        return { ok: true, task: taskView({ ...task.record, state: 'cancelled' }, undefined) };
+        if (openToken !== undefined) await this.#fenceAfterCancel(next, res.revision);
+        return { ok: true, task: this.#viewOf(next, undefined) };
       }
     }
     throw new CoordinatorError('UNAVAILABLE', `task ${taskId} kept changing; cancel again`);
+  }
+
+  /** Advance the sink's fence of the cancelled task's resource to the cancel revision (retried). */
+  async #fenceAfterCancel(task: TaskRecord, revision: bigint): Promise<void> {
+    try {
+      await advanceRetry.execute(async () => {
+        const res = await this.#ctx.fences.submit({ resource: task.resource, token: revision });
+        // Not ok: the fence is already past the cancel revision (a later grant): nothing to do.
+        if (!res.ok) this.#ctx.log.debug({ taskId: task.taskId }, 'fence already past the cancel');
+      });
+    } catch (err) {
+      this.#ctx.log.warn({ err, taskId: task.taskId }, 'cancelled, but the fence could not be advanced');
+      throw new CoordinatorError(
+        'UNAVAILABLE',
+        `task ${task.taskId} is cancelled, but the sink's fence could not be advanced: the holder's late write ` +
+          'may still land; cancel again to retry the advance',
+        { cause: err },
+      );
+    }
+  }
+
+  /** Failed -> pending with a fresh attempt budget. */
+  async retry(taskId: string): Promise<{ ok: true; task: TaskView } | Refusal> {
+    for (let attempt = 0; attempt < 5; attempt += 1) {
+      const task = await this.#ctx.store.task(taskId);
+      if (task === undefined) return { ok: false, code: 'NOT_FOUND', message: `no task ${taskId}` };
+      if (task.record.state !== 'failed') {
+        const state = viewState(task.record, false, this.#ctx.wallClock());
+        return { ok: false, code: 'CONFLICT', message: `task ${taskId} is ${state}, not failed` };
+      }
+      const next = retried(task.record, this.#ctx.wallClock());
+      const res = await this.#ctx.store.retryTask({ modRevision: task.modRevision, next });
+      if (res.kind === 'rewritten') {
+        this.#ctx.metrics.lifecycle.inc({ change: 'retry', outcome: 'done' });
+        this.#ctx.log.info({ taskId }, 'failed task retried');
+        return { ok: true, task: this.#viewOf(next, undefined) };
+      }
+    }
+    throw new CoordinatorError('UNAVAILABLE', `task ${taskId} kept changing; retry again`);
+  }
+
+  /**
+   * Delete terminal tasks of `state` that ended at least `olderThanMs` ago, up to `limit` per call
+   * (and at most {@link PURGE_SCAN_MAX} tasks read); `more` says whether to call again.
+   */
+  async purge(input: PurgeInput): Promise<{ purged: number; more: boolean }> {
+    const limit = input.limit ?? 1_000;
+    const cutoff = this.#ctx.wallClock() - input.olderThanMs;
+    const refs: { taskId: string; modRevision: bigint }[] = [];
+    let after: string | undefined;
+    let scanned = 0;
+    let more = false;
+    scan: for (;;) {
+      const page = await this.#ctx.store.taskPage(after, 500);
+      for (const [i, t] of page.tasks.entries()) {
+        after = t.record.taskId;
+        scanned += 1;
+        const endedAt = t.record.endedAtMs ?? t.record.atMs ?? 0;
+        if (t.record.state === input.state && endedAt <= cutoff) {
+          refs.push({ taskId: t.record.taskId, modRevision: t.modRevision });
+        }
+        if (refs.length >= limit || scanned >= PURGE_SCAN_MAX) {
+          more = page.more || i < page.tasks.length - 1;
+          break scan;
+        }
+      }
+      if (!page.more) break;
+    }
+    const purged = refs.length === 0 ? 0 : await this.#ctx.store.purgeTasks(refs);
+    this.#ctx.metrics.lifecycle.inc({ change: 'purge', outcome: 'done' }, purged);
+    if (purged > 0) this.#ctx.log.info({ state: input.state, purged, olderThanMs: input.olderThanMs }, 'tasks purged');
+    return { purged, more };
+  }
+
+  /** `delayMs` / `runAt` -> notBeforeMs (undefined: at once), or a refusal. */
+  #notBefore(input: SubmitInput, nowMs: number): number | undefined | Refusal {
+    if (input.runAt !== undefined && input.delayMs !== undefined) {
+      return { ok: false, code: 'INVALID_MESSAGE', message: 'give runAt or delayMs, not both' };
+    }
+    if (input.delayMs !== undefined) return input.delayMs === 0 ? undefined : nowMs + input.delayMs;
+    if (input.runAt === undefined) return undefined;
+    const at = Date.parse(input.runAt);
+    if (!Number.isFinite(at)) return { ok: false, code: 'INVALID_MESSAGE', message: 'runAt: not a time' };
+    if (at - nowMs > MAX_DELAY_MS) {
+      return { ok: false, code: 'INVALID_MESSAGE', message: `runAt: more than ${MAX_DELAY_MS} ms ahead` };
+    }
+    return at <= nowMs ? undefined : at;
+  }
+
+  #viewOf(record: TaskRecord, owner: StoredOwner | undefined): TaskView {
+    return taskView(record, owner, this.#ctx.wallClock(), this.#ctx);
   }
 
   async resource(resource: string): Promise<ResourceOwnerView> {
@@ -212,6 +375,6 @@ export class TaskService {
 
   async #view(task: StoredTask): Promise<TaskView> {
     const owner = task.record.state === 'pending' ? await this.#ctx.store.owner(task.record.resource) : undefined;
-    return taskView(task.record, owner);
+    return this.#viewOf(task.record, owner);
   }
 }

@@ -41,6 +41,8 @@ export interface WatchFeedOptions {
   readonly onGroup: (group: RevisionGroup) => void;
   /** After a watch response (or a rebuild) was applied to the index. */
   readonly onApplied?: () => void;
+  /** After the index was (re)built from a snapshot. */
+  readonly onBuilt?: () => void;
 }
 
 export class WatchFeed {
@@ -50,6 +52,8 @@ export class WatchFeed {
   #closed = false;
   #rebuilding: Promise<void> | undefined;
   #failures = 0;
+  /** Ids of tasks in state `failed` (the dead-letter gauge). */
+  #failed = new Set<string>();
 
   constructor(options: WatchFeedOptions) {
     this.#o = options;
@@ -57,6 +61,11 @@ export class WatchFeed {
 
   get ready(): boolean {
     return this.#ready;
+  }
+
+  /** Tasks in state `failed`, as of the index's revision. */
+  get failedTasks(): number {
+    return this.#failed.size;
   }
 
   /** First build; rejects if etcd cannot be read at all (start-up fails loudly). */
@@ -84,6 +93,7 @@ export class WatchFeed {
       }));
     const owners = snap.owners.map(ownerEntry);
     this.#o.index.reset(pending, owners, snap.revision);
+    this.#failed = new Set(snap.tasks.filter((t) => t.record.state === 'failed').map((t) => t.record.taskId));
     let failed = false;
     const watcher = await this.#o.store.watch(snap.revision + 1n, {
       onRevision: (revision, events) => {
@@ -121,6 +131,7 @@ export class WatchFeed {
       { revision: snap.revision.toString(), pending: pending.length, owners: owners.length },
       'index built',
     );
+    this.#o.onBuilt?.();
     this.#o.onApplied?.();
   }
 
@@ -173,6 +184,8 @@ export class WatchFeed {
     for (const ev of group.events) {
       if (ev.kind === 'task') {
         const t = ev.task;
+        if (t?.record.state === 'failed') this.#failed.add(ev.taskId);
+        else this.#failed.delete(ev.taskId);
         index.applyTask(
           ev.taskId,
           t?.record.state === 'pending'

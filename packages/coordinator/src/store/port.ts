@@ -84,6 +84,8 @@ export interface GrantJob {
   /** The task as read, and the mod_revision it was read at: it is still pending and unchanged. */
   readonly task: TaskRecord;
   readonly taskModRevision: bigint;
+  /** The task record the grant writes (the lifecycle's `granted`: one more attempt, opened). */
+  readonly next: TaskRecord;
   readonly owner: OwnerRecord;
 }
 
@@ -104,8 +106,16 @@ export interface GrantRef {
   readonly token: bigint;
 }
 
+/** A grant to undo, with the task record that closes its attempt (the lifecycle's `abandoned`). */
+export interface AbandonRef extends GrantRef {
+  /** Absent for a replayed grant (its task record is not at hand): the task is left as it is. */
+  readonly next?: TaskRecord;
+}
+
 export type AbandonOutcome =
-  /** Owner key and holding removed. */
+  /** Owner key and holding removed, and the attempt closed in the task record. */
+  | 'closed'
+  /** Owner key and holding removed (the task record had changed: left as it is). */
   | 'removed'
   /** The owner key was already gone; the stale holding was removed. */
   | 'forgotten'
@@ -123,10 +133,11 @@ export interface HolderProof {
   readonly requestId: string;
 }
 
-export interface CompleteJob extends HolderProof {
-  readonly task: TaskRecord;
+/** End a held lease: complete, fail or release, as the `next` record of its task says. */
+export interface FinishJob extends HolderProof {
+  /** The task's mod_revision the next record was computed from. */
   readonly taskModRevision: bigint;
-  readonly resultId: string;
+  readonly next: TaskRecord;
 }
 
 export type LeaseOutcome =
@@ -144,11 +155,26 @@ export type SubmitBatchOutcome =
 export interface CancelArgs {
   readonly task: TaskRecord;
   readonly taskModRevision: bigint;
+  /** The cancelled record (the lifecycle's `cancelled`). */
+  readonly next: TaskRecord;
   /** The holder when the task is leased. */
   readonly owner: { readonly sessionId: string; readonly token: bigint; readonly requestId: string } | undefined;
 }
 
 export type CancelOutcome = { readonly kind: 'cancelled'; readonly revision: bigint } | { readonly kind: 'raced' };
+
+/** Settle an attempt whose lease ended without an outcome: `token` is its grant's. */
+export interface SettleArgs {
+  readonly token: bigint;
+  readonly next: TaskRecord;
+}
+
+export type RewriteOutcome = { readonly kind: 'rewritten'; readonly revision: bigint } | { readonly kind: 'raced' };
+
+export interface TaskRef {
+  readonly taskId: string;
+  readonly modRevision: bigint;
+}
 
 // --- watch ---------------------------------------------------------------------------------------
 
@@ -226,17 +252,23 @@ export interface LeaseStore {
   // grants
   /** Many grants, batched into as few atomic steps as the store allows; one outcome per job. */
   grant(jobs: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]>;
-  /** Undo a grant that will never be sent (its fence advance failed). */
-  abandonGrant(ref: GrantRef): Promise<AbandonOutcome>;
+  /** Undo a grant that will never be sent (its fence advance failed), closing its attempt. */
+  abandonGrant(ref: AbandonRef): Promise<AbandonOutcome>;
   holding(sessionId: string, requestId: string): Promise<StoredHolding | undefined>;
 
   // held leases
-  release(proofs: readonly HolderProof[]): Promise<Settled<LeaseOutcome>[]>;
-  complete(jobs: readonly CompleteJob[]): Promise<Settled<LeaseOutcome>[]>;
+  /** End held leases (complete, fail, release), batched; one outcome per job. */
+  finish(jobs: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]>;
 
   // tasks
   submitTasks(tasks: readonly TaskRecord[]): Promise<SubmitBatchOutcome>;
   cancelTask(args: CancelArgs): Promise<CancelOutcome>;
+  /** Record an attempt whose lease ended without an outcome (any coordinator; one lands). */
+  settleLostAttempt(args: SettleArgs): Promise<RewriteOutcome>;
+  /** A failed task, read at `modRevision`, pending again. */
+  retryTask(args: { readonly modRevision: bigint; readonly next: TaskRecord }): Promise<RewriteOutcome>;
+  /** Delete terminal tasks as read; how many were deleted (a changed one is skipped). */
+  purgeTasks(tasks: readonly TaskRef[]): Promise<number>;
 
   // reads
   task(taskId: string): Promise<StoredTask | undefined>;

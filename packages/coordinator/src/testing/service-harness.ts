@@ -24,6 +24,7 @@ import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence
 import { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';
 import type { LocalSession } from '../service/sessions.js';
+import type { SubmitInput } from '../service/tasks.js';
 import { createServices, type Services } from '../services.js';
 import { settle } from './settle.js';
 
@@ -45,6 +46,12 @@ export function testConfig(env: Record<string, string> = {}): CoordinatorConfig 
       LEASEHOLD_COORDINATOR_SESSION_TTL_MS: '3000',
       LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: '1000',
       LEASEHOLD_COORDINATOR_LOG_LEVEL: 'silent',
+      // Lifecycle defaults that keep the lease tests about leases: retries at once, many of them,
+      // lost attempts settled at once. The lifecycle tests set their own.
+      LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS: '100',
+      LEASEHOLD_COORDINATOR_RETRY_INITIAL_MS: '0',
+      LEASEHOLD_COORDINATOR_RETRY_JITTER: '0',
+      LEASEHOLD_COORDINATOR_SETTLE_GRACE_MS: '0',
       ...Object.fromEntries(Object.entries(env).map(([k, v]) => [`LEASEHOLD_COORDINATOR_${k}`, v])),
     },
     [],
@@ -168,8 +175,13 @@ export interface TestWorkerHandle {
 let messageIds = 0;
 export const nextId = (): string => `m${++messageIds}`;
 
+/** Wall-clock epoch of the service tests: wall time = EPOCH_MS + the manual clock. */
+export const EPOCH_MS = 1_800_000_000_000;
+
 export class ServiceCluster {
   readonly clock = new ManualClock(10_000);
+  /** Wall clock (epoch ms) moving with the manual clock. */
+  readonly wallClock = (): number => EPOCH_MS + this.clock.nowMs();
   readonly timers = new ManualTimers(this.clock);
   readonly etcd = new MemoryEtcd({ clock: this.clock, timers: this.timers });
   readonly fence = new MemoryFenceTarget();
@@ -190,6 +202,8 @@ export class ServiceCluster {
       store,
       fenceTarget: this.fence,
       clock: this.clock,
+      wallClock: this.wallClock,
+      random: () => 0.5,
       timers: this.timers,
       log: pino({ level: 'silent' }),
       metrics: new Metrics(),
@@ -212,8 +226,14 @@ export class ServiceCluster {
     await this.settle();
   }
 
-  async submit(c: TestCoordinator, taskId: string, resource: string, payload: unknown = { n: 1 }) {
-    const res = await c.services.tasks.submit({ taskId, resource, payload: payload as never });
+  async submit(
+    c: TestCoordinator,
+    taskId: string,
+    resource: string,
+    payload: unknown = { n: 1 },
+    options: Omit<SubmitInput, 'taskId' | 'resource' | 'payload'> = {},
+  ) {
+    const res = await c.services.tasks.submit({ taskId, resource, payload: payload as never, ...options });
     if (!res.ok) throw new Error(`submit failed: ${res.code}`);
     await this.settle();
     return res.task;
@@ -282,6 +302,24 @@ export class ServiceCluster {
       resource,
       token: token.toString(),
       incarnation: w.incarnation,
+    });
+  }
+
+  fail(
+    w: TestWorkerHandle,
+    taskId: string,
+    resource: string,
+    token: bigint,
+    error: { name: string; message: string; retryable: boolean } = { name: 'Error', message: 'boom', retryable: true },
+  ) {
+    return w.coordinator.services.leases.fail(w.session, {
+      type: 'task.fail',
+      id: nextId(),
+      taskId,
+      resource,
+      token: token.toString(),
+      incarnation: w.incarnation,
+      error,
     });
   }
 

@@ -4,6 +4,17 @@
  * Each compare of each transaction has a case here whose outcome changes when the compare is gone.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  abandoned,
+  attemptFailed,
+  cancelled,
+  completed,
+  granted as grantedRecord,
+  newTask,
+  released,
+  retried,
+} from '../core/lifecycle.js';
+import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
 import type { OwnerRecord, SessionRecord, TaskRecord } from '../core/records.js';
 import type { KvBackend } from '../etcd/backend.js';
 import { KeyLayout } from '../etcd/keys.js';
@@ -28,14 +39,10 @@ const sessionRecord = (workerId: string, coordinatorId = 'c1'): SessionRecord =>
   ttlMs: 5_000,
 });
 
-const taskRecord = (taskId: string, resource: string): TaskRecord => ({
-  v: 1,
-  taskId,
-  resource,
-  payload: { n: 1 },
-  state: 'pending',
-  attempts: 0,
-});
+const ENV = { nowMs: 1_000, random: () => 0.5, defaults: DEFAULT_RETRY_POLICY };
+
+const taskRecord = (taskId: string, resource: string): TaskRecord =>
+  newTask({ taskId, resource, payload: { n: 1 }, retry: { maxAttempts: 2 } }, ENV);
 
 export function describeStoreContract(name: string, openTarget: () => Promise<StoreTarget>): void {
   describe(`LeaseStore contract: ${name}`, () => {
@@ -87,7 +94,25 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         requestId,
         task: task.record,
         taskModRevision: task.modRevision,
+        next: grantedRecord(task.record, { workerId: 'w1', sessionId: session.sessionId }, ENV.nowMs),
         owner,
+      };
+    }
+
+    /** The record the grant wrote (what closing its attempt starts from). */
+    async function current(taskId: string) {
+      const task = await store.task(taskId);
+      if (task === undefined) throw new Error(`no task ${taskId}`);
+      return task;
+    }
+
+    function proofOf(session: OpenedSession, resource: string, g: { token: bigint; requestId: string }) {
+      return {
+        sessionId: session.sessionId,
+        leaseId: session.leaseId,
+        resource,
+        token: g.token,
+        requestId: g.requestId,
       };
     }
 
@@ -261,6 +286,29 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         expect(mixed.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'raced']);
       });
 
+      it('abandons an unsent grant closing its attempt (closed): the attempt given back, the task backs off', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        const written = await current('t1');
+        const next = abandoned(written.record, a.token, 'sink down', ENV);
+        const ref = { sessionId: s.sessionId, requestId: a.requestId, resource: 'r1', token: a.token, next };
+        // A task record changed since the grant (task compare): only the keys go.
+        await store.kv.txn('test', {
+          compare: [],
+          success: [op.put(store.keys.task('t1'), JSON.stringify(written.record))],
+        });
+        expect(await store.abandonGrant(ref)).toBe('removed');
+        expect((await current('t1')).record.attempts).toBe(1);
+        const b = await granted(s, 't2', 'r2');
+        const nextB = abandoned((await current('t2')).record, b.token, 'sink down', ENV);
+        const refB = { sessionId: s.sessionId, requestId: b.requestId, resource: 'r2', token: b.token, next: nextB };
+        // Another owner token (owner compare): nothing is closed.
+        expect(await store.abandonGrant({ ...refB, token: b.token + 1n })).toBe('gone');
+        expect(await store.abandonGrant(refB)).toBe('closed');
+        expect(await store.owner('r2')).toBeUndefined();
+        expect((await current('t2')).record).toMatchObject({ attempts: 0, deferrals: 1, lastEvent: 'abandoned' });
+      });
+
       it('abandons an unsent grant (removed), and its holding alone when the owner is gone (forgotten)', async () => {
         const s = await open();
         const a = await granted(s, 't1', 'r1');
@@ -278,44 +326,42 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
     });
 
     describe('held leases', () => {
-      it('releases with the holder proof only; the task is pending again', async () => {
+      it('releases with the holder proof only; the task is pending again, the attempt given back', async () => {
         const s = await open();
         const a = await granted(s, 't1', 'r1');
-        const proof = {
-          sessionId: s.sessionId,
-          leaseId: s.leaseId,
-          resource: 'r1',
-          token: a.token,
-          requestId: a.requestId,
-        };
+        const task = await current('t1');
+        const proof = proofOf(s, 'r1', a);
+        const job = { ...proof, taskModRevision: task.modRevision, next: released(task.record, a.token, ENV.nowMs) };
         const wrong = [
-          { ...proof, token: a.token + 1n },
-          { ...proof, leaseId: '424242' },
-          { ...proof, requestId: 'q-other' },
+          { ...job, token: a.token + 1n },
+          { ...job, leaseId: '424242' },
+          { ...job, requestId: 'q-other' },
+          { ...job, taskModRevision: task.modRevision - 1n },
         ];
         for (const p of wrong) {
-          const [r] = await store.release([p]);
+          const [r] = await store.finish([p]);
           expect(r?.ok && r.value.kind).toBe('notHolder');
         }
-        const [ok] = await store.release([proof]);
+        const [ok] = await store.finish([job]);
         expect(ok?.ok && ok.value.kind).toBe('done');
         expect(await store.owner('r1')).toBeUndefined();
-        expect((await store.task('t1'))?.record.state).toBe('pending');
-        const [again] = await store.release([proof]);
+        expect((await current('t1')).record).toMatchObject({ state: 'pending', attempts: 0, lastEvent: 'released' });
+        const [again] = await store.finish([job]);
         expect(again?.ok && again.value.kind).toBe('notHolder');
       });
 
-      it('refuses a release whose owner key was rewritten (mod_revision moved)', async () => {
+      it('refuses to end an attempt whose owner key was rewritten (mod_revision moved)', async () => {
         const s = await open();
         const a = await granted(s, 't1', 'r1');
+        const task = await current('t1');
         const owner = await store.owner('r1');
         if (owner === undefined) throw new Error('no owner');
         await store.kv.txn('test', {
           compare: [],
           success: [op.put(store.keys.owner('r1'), JSON.stringify(owner.record), s.leaseId)],
         });
-        const [r] = await store.release([
-          { sessionId: s.sessionId, leaseId: s.leaseId, resource: 'r1', token: a.token, requestId: a.requestId },
+        const [r] = await store.finish([
+          { ...proofOf(s, 'r1', a), taskModRevision: task.modRevision, next: released(task.record, a.token, 1) },
         ]);
         expect(r?.ok && r.value.kind).toBe('notHolder');
       });
@@ -323,52 +369,75 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
       it('completes with the holder proof and an unchanged task; records the result', async () => {
         const s = await open();
         const a = await granted(s, 't1', 'r1');
-        const task = await store.task('t1');
-        if (task === undefined) throw new Error('no task');
+        const task = await current('t1');
         const base = {
-          sessionId: s.sessionId,
-          leaseId: s.leaseId,
-          resource: 'r1',
-          token: a.token,
-          requestId: a.requestId,
-          task: task.record,
+          ...proofOf(s, 'r1', a),
           taskModRevision: task.modRevision,
-          resultId: 'task:t1',
+          next: completed(task.record, a.token, 'task:t1', ENV.nowMs),
         };
-        const [stale] = await store.complete([{ ...base, taskModRevision: task.modRevision - 1n }]);
+        const [stale] = await store.finish([{ ...base, taskModRevision: task.modRevision - 1n }]);
         expect(stale?.ok && stale.value.kind).toBe('notHolder');
-        const [other] = await store.complete([{ ...base, token: a.token - 1n }]);
+        const [other] = await store.finish([{ ...base, token: a.token - 1n }]);
         expect(other?.ok && other.value.kind).toBe('notHolder');
-        const [done] = await store.complete([base]);
+        const [done] = await store.finish([base]);
         expect(done?.ok && done.value.kind).toBe('done');
-        expect((await store.task('t1'))?.record).toMatchObject({
+        expect((await current('t1')).record).toMatchObject({
           state: 'completed',
           result: { resultId: 'task:t1', token: a.token.toString() },
+          history: [{ attempt: 1, outcome: 'completed', token: a.token.toString() }],
         });
         expect(await store.owner('r1')).toBeUndefined();
       });
 
-      it('completes a batch in one txn, and tells which failed when one cannot', async () => {
+      it('fails an attempt: pending after the backoff while attempts are left, then failed', async () => {
+        const s = await open();
+        const error = { name: 'Boom', message: 'handler threw', retryable: true };
+        const a = await granted(s, 't1', 'r1');
+        const t1 = await current('t1');
+        const [first] = await store.finish([
+          {
+            ...proofOf(s, 'r1', a),
+            taskModRevision: t1.modRevision,
+            next: attemptFailed(t1.record, a.token, error, 'failed', ENV),
+          },
+        ]);
+        expect(first?.ok && first.value.kind).toBe('done');
+        const retrying = await current('t1');
+        expect(retrying.record).toMatchObject({ state: 'pending', attempts: 1, lastEvent: 'retrying' });
+        expect(retrying.record.notBeforeMs).toBeGreaterThan(ENV.nowMs);
+        const b = await grantOne(job(s, retrying, 'q-again'));
+        if (b.kind !== 'granted') throw new Error(b.kind);
+        const t2 = await current('t1');
+        const [second] = await store.finish([
+          {
+            ...proofOf(s, 'r1', { token: b.token, requestId: 'q-again' }),
+            taskModRevision: t2.modRevision,
+            next: attemptFailed(t2.record, b.token, error, 'failed', ENV),
+          },
+        ]);
+        expect(second?.ok && second.value.kind).toBe('done');
+        expect((await current('t1')).record).toMatchObject({
+          state: 'failed',
+          attempts: 2,
+          lastError: { name: 'Boom' },
+        });
+      });
+
+      it('ends a batch in one txn, and tells which failed when one cannot', async () => {
         const s = await open();
         const a = await granted(s, 'ta', 'ra');
         const b = await granted(s, 'tb', 'rb');
         const jobFor = async (taskId: string, resource: string, g: { token: bigint; requestId: string }) => {
-          const t = await store.task(taskId);
-          if (t === undefined) throw new Error('no task');
+          const t = await current(taskId);
           return {
-            sessionId: s.sessionId,
-            leaseId: s.leaseId,
-            resource,
-            token: g.token,
-            requestId: g.requestId,
-            task: t.record,
+            ...proofOf(s, resource, g),
             taskModRevision: t.modRevision,
-            resultId: `task:${taskId}`,
+            next: completed(t.record, g.token, `task:${taskId}`, ENV.nowMs),
           };
         };
         const ja = await jobFor('ta', 'ra', a);
         const jb = { ...(await jobFor('tb', 'rb', b)), token: b.token + 7n };
-        const out = await store.complete([ja, jb]);
+        const out = await store.finish([ja, jb]);
         expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['done', 'notHolder']);
       });
     });
@@ -390,19 +459,78 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         const task = await store.task('t1');
         if (task === undefined) throw new Error('no task');
         const owner = { sessionId: s.sessionId, token: a.token, requestId: a.requestId };
-        const stale = await store.cancelTask({ task: task.record, taskModRevision: task.modRevision - 1n, owner });
+        const next = cancelled(task.record, a.token, ENV.nowMs);
+        const stale = await store.cancelTask({
+          task: task.record,
+          taskModRevision: task.modRevision - 1n,
+          owner,
+          next,
+        });
         expect(stale).toEqual({ kind: 'raced' });
         const wrongOwner = await store.cancelTask({
           task: task.record,
           taskModRevision: task.modRevision,
           owner: { ...owner, token: a.token + 1n },
+          next,
         });
         expect(wrongOwner).toEqual({ kind: 'raced' });
-        const ok = await store.cancelTask({ task: task.record, taskModRevision: task.modRevision, owner });
+        const ok = await store.cancelTask({ task: task.record, taskModRevision: task.modRevision, owner, next });
         expect(ok.kind).toBe('cancelled');
         expect((await store.task('t1'))?.record.state).toBe('cancelled');
         expect(await store.owner('r1')).toBeUndefined();
         expect(await store.holding(s.sessionId, a.requestId)).toBeUndefined();
+      });
+
+      it('settles a lost attempt only when its owner key is gone and the task is as the grant wrote it', async () => {
+        const s = await open();
+        const a = await granted(s, 't1', 'r1');
+        const task = await current('t1');
+        const next = attemptFailed(
+          task.record,
+          a.token,
+          { name: 'LeaseExpired', message: 'x', retryable: true },
+          'expired',
+          ENV,
+        );
+        // Still held (owner compare): raced.
+        expect(await store.settleLostAttempt({ token: a.token, next })).toEqual({ kind: 'raced' });
+        await store.endSession({
+          sessionId: s.sessionId,
+          knownModRevision: s.modRevision,
+          held: [{ resource: 'r1', token: a.token }],
+        });
+        // Another attempt's token (task compare): raced.
+        expect(await store.settleLostAttempt({ token: a.token - 1n, next })).toEqual({ kind: 'raced' });
+        expect((await store.settleLostAttempt({ token: a.token, next })).kind).toBe('rewritten');
+        expect((await current('t1')).record).toMatchObject({ state: 'pending', lastEvent: 'expired', attempts: 1 });
+        // Settled once: a second settlement of the same attempt is raced.
+        expect(await store.settleLostAttempt({ token: a.token, next })).toEqual({ kind: 'raced' });
+      });
+
+      it('retries a failed task only from the record read; purges only unchanged records', async () => {
+        await submit('t1', 'r1');
+        await submit('t2', 'r2');
+        const t1 = await current('t1');
+        const failed = { ...t1.record, state: 'failed' as const, endedAtMs: 5 };
+        await store.kv.txn('test', { compare: [], success: [op.put(store.keys.task('t1'), JSON.stringify(failed))] });
+        const read = await current('t1');
+        expect(await store.retryTask({ modRevision: read.modRevision - 1n, next: retried(read.record, 9) })).toEqual({
+          kind: 'raced',
+        });
+        expect((await store.retryTask({ modRevision: read.modRevision, next: retried(read.record, 9) })).kind).toBe(
+          'rewritten',
+        );
+        expect((await current('t1')).record).toMatchObject({ state: 'pending', attempts: 0, lastEvent: 'retried' });
+        const t2 = await current('t2');
+        const now = await current('t1');
+        expect(
+          await store.purgeTasks([
+            { taskId: 't1', modRevision: now.modRevision - 1n },
+            { taskId: 't2', modRevision: t2.modRevision },
+          ]),
+        ).toBe(1);
+        expect(await store.task('t1')).toBeDefined();
+        expect(await store.task('t2')).toBeUndefined();
       });
 
       it('pages tasks in id order and snapshots tasks and owners at one revision', async () => {

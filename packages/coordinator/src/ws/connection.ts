@@ -207,6 +207,9 @@ export class WorkerConnection implements WorkerChannel {
       case 'task.complete':
         reply(this.#deps.leases.complete(session, message));
         return;
+      case 'task.fail':
+        reply(this.#deps.leases.fail(session, message));
+        return;
     }
   }
 }

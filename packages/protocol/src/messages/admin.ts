@@ -113,8 +113,6 @@ export const TaskEventKindSchema = z.enum([
   'cancelled',
   /** A failed task was made pending again with a fresh attempt budget. */
   'retried',
-  /** The task was deleted by a purge (events only). */
-  'purged',
 ]);
 export type TaskEventKind = z.infer<typeof TaskEventKindSchema>;
 

@@ -5,7 +5,7 @@
  */
 import { encodeRecord, type HoldingRecord, type TaskRecord } from '../../core/records.js';
 import { CoordinatorError } from '../../errors.js';
-import type { AbandonOutcome, GrantJob, GrantOutcome, GrantRef } from '../../store/port.js';
+import type { AbandonOutcome, AbandonRef, GrantJob, GrantOutcome, GrantRef } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
 import { parseHolding, parseSession } from '../reads.js';
@@ -28,7 +28,8 @@ export type GrantTxnResult = GrantOutcome | { readonly kind: 'batchFailed' };
  *           sessions/<sid> mod_revision == known (session alive and served here);
  *           holdings/<sid>/<q> absent (this request id holds no grant)
  * success:  per job: put owners/<r> = OwnerRecord (session lease); put holdings/<sid>/<q> =
- *           HoldingRecord (session lease); put tasks/<t> with attempts + 1
+ *           HoldingRecord (session lease); put tasks/<t> = the job's next record (one more attempt,
+ *           opened: so while the attempt is open, the task key's mod_revision is its token)
  * failure:  single job only: get owners/<r>, tasks/<t>, sessions/<sid>, holdings/<sid>/<q>
  * result:   granted{token R} where R = the txn revision, which is the create_revision of every owner
  *           key created: each was absent (compare) and is put by this txn, and etcd gives all keys a
@@ -50,11 +51,10 @@ export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJ
   ]);
   const success = jobs.flatMap((j) => {
     const holding: HoldingRecord = { v: 1, taskId: j.task.taskId, resource: j.task.resource, attempt: j.owner.attempt };
-    const task: TaskRecord = { ...j.task, attempts: j.task.attempts + 1 };
     return [
       op.put(keys.owner(j.task.resource), encodeRecord(j.owner), j.leaseId),
       op.put(keys.holding(j.sessionId, j.requestId), encodeRecord(holding), j.leaseId),
-      op.put(keys.task(j.task.taskId), encodeRecord(task)),
+      op.put(keys.task(j.task.taskId), encodeRecord(j.next)),
     ];
   });
   const single = jobs.length === 1 ? jobs[0] : undefined;
@@ -70,6 +70,35 @@ export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJ
   const session = parseSession(keys, firstKv(res, 0));
   if (session?.modRevision !== single.sessionModRevision) return { kind: 'sessionMoved' };
   return { kind: 'raced', revision: res.revision };
+}
+
+/**
+ * abandonAttempt — the fence advance failed or was refused: the grant is never sent, and its
+ * attempt is closed (given back, with the task's own backoff for abandoned grants).
+ * keys:     owners/<r>, holdings/<sid>/<q>, tasks/<t>
+ * compares: owners/<r> create_revision == R; holdings/<sid>/<q> create_revision == R;
+ *           tasks/<t> mod_revision == R (the record is still the one the grant wrote)
+ * success:  delete owners/<r>, holdings/<sid>/<q>; put tasks/<t> = the abandoned record
+ * failure:  nothing (then abandonGrant, which does not touch the task)
+ * result:   true when done
+ */
+export async function abandonAttempt(
+  kv: Kv,
+  keys: KeyLayout,
+  args: GrantRef & { readonly next: TaskRecord },
+): Promise<boolean> {
+  const ownerKey = keys.owner(args.resource);
+  const holdingKey = keys.holding(args.sessionId, args.requestId);
+  const taskKey = keys.task(args.next.taskId);
+  const res = await kv.txn('abandonAttempt', {
+    compare: [
+      cmp.createdAt(ownerKey, args.token),
+      cmp.createdAt(holdingKey, args.token),
+      cmp.modifiedAt(taskKey, args.token),
+    ],
+    success: [op.del(ownerKey), op.del(holdingKey), op.put(taskKey, encodeRecord(args.next))],
+  });
+  return res.succeeded;
 }
 
 /**
@@ -107,8 +136,13 @@ export async function forgetRequest(kv: Kv, keys: KeyLayout, args: GrantRef): Pr
   return res.succeeded;
 }
 
-/** abandonGrant, then forgetRequest when the owner key was already gone. */
-export async function undoGrant(kv: Kv, keys: KeyLayout, ref: GrantRef): Promise<AbandonOutcome> {
+/**
+ * abandonAttempt (when the task's next record is given), else abandonGrant, then forgetRequest
+ * when the owner key was already gone.
+ */
+export async function undoGrant(kv: Kv, keys: KeyLayout, ref: AbandonRef): Promise<AbandonOutcome> {
+  const next = ref.next;
+  if (next !== undefined && (await abandonAttempt(kv, keys, { ...ref, next }))) return 'closed';
   if (await abandonGrant(kv, keys, ref)) return 'removed';
   return (await forgetRequest(kv, keys, ref)) ? 'forgotten' : 'gone';
 }

@@ -1,0 +1,118 @@
+import { DEFAULT_RETRY_POLICY, MAX_TASK_HISTORY, retryDelayMs, type RetryPolicy } from '@leasehold/protocol';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  abandoned,
+  attemptFailed,
+  cancelled,
+  completed,
+  granted,
+  isGrantable,
+  newTask,
+  released,
+  retried,
+  viewState,
+} from './lifecycle.js';
+import type { TaskRecord } from './records.js';
+
+const POLICY: RetryPolicy = {
+  maxAttempts: 3,
+  backoff: { initialMs: 1_000, multiplier: 2, maxMs: 3_000, jitter: 0 },
+  nonRetryable: ['Fatal'],
+};
+const env = (nowMs: number, random = () => 0) => ({ nowMs, random, defaults: DEFAULT_RETRY_POLICY });
+const BOOM = { name: 'Error', message: 'boom', retryable: true };
+const HOLDER = { workerId: 'w1', sessionId: 's1' };
+
+function submitted(): TaskRecord {
+  return newTask({ taskId: 't', resource: 'r', payload: 1, retry: POLICY }, env(0));
+}
+
+describe('task lifecycle (pure)', () => {
+  it('fails after exactly maxAttempts failed attempts, backing off 1 s, 2 s (capped at 3 s) between them', () => {
+    let task = submitted();
+    const delays: number[] = [];
+    for (let n = 1; n <= 3; n += 1) {
+      const now = 10_000 * n;
+      expect(isGrantable(task, now, DEFAULT_RETRY_POLICY)).toBe(true);
+      task = granted(task, HOLDER, now);
+      expect(isGrantable(task, now, DEFAULT_RETRY_POLICY)).toBe(false); // attempt open
+      task = attemptFailed(task, BigInt(n), BOOM, 'failed', env(now));
+      if (task.state === 'pending') delays.push((task.notBeforeMs ?? 0) - now);
+    }
+    expect(delays).toEqual([1_000, 2_000]);
+    expect(task).toMatchObject({ state: 'failed', attempts: 3, lastError: { name: 'Error' }, lastEvent: 'failed' });
+    expect(task.history?.map((h) => [h.attempt, h.outcome, h.token])).toEqual([
+      [1, 'failed', '1'],
+      [2, 'failed', '2'],
+      [3, 'failed', '3'],
+    ]);
+  });
+
+  it('a non-retryable error (flag or name) fails at once; a lost lease counts as an attempt', () => {
+    const a = granted(submitted(), HOLDER, 0);
+    expect(attemptFailed(a, 1n, { ...BOOM, retryable: false }, 'failed', env(0)).state).toBe('failed');
+    expect(attemptFailed(a, 1n, { ...BOOM, name: 'Fatal' }, 'failed', env(0)).state).toBe('failed');
+    const lost = attemptFailed(a, 1n, { ...BOOM, name: 'LeaseExpired' }, 'expired', env(0));
+    expect(lost).toMatchObject({ state: 'pending', attempts: 1, lastEvent: 'expired' });
+    expect(lost.notBeforeMs).toBeUndefined(); // a lost lease is retried at once
+  });
+
+  it('a release and an abandoned grant give their attempt back; an abandon backs off on its own count', () => {
+    const a = granted(submitted(), HOLDER, 0);
+    expect(released(a, 1n, 5)).toMatchObject({ attempts: 0, lastEvent: 'released' });
+    expect(released(a, 1n, 5).open).toBeUndefined();
+    const once = abandoned(a, 1n, 'sink down', env(0));
+    expect(once).toMatchObject({ attempts: 0, deferrals: 1, notBeforeMs: 1_000 });
+    const twice = abandoned(granted(once, HOLDER, 1_000), 2n, 'sink down', env(1_000));
+    expect(twice).toMatchObject({ attempts: 0, deferrals: 2, notBeforeMs: 3_000 });
+    // Completion clears the failure counts.
+    expect(completed(granted(twice, HOLDER, 5_000), 3n, 'task:t', 5_000)).not.toHaveProperty('deferrals');
+  });
+
+  it('cancel closes the open attempt; retry starts a fresh budget and keeps the history', () => {
+    const a = granted(submitted(), HOLDER, 0);
+    const c = cancelled(a, 7n, 10);
+    expect(c).toMatchObject({ state: 'cancelled', endedAtMs: 10 });
+    expect(c.open).toBeUndefined();
+    expect(c.history?.at(-1)).toMatchObject({ outcome: 'cancelled', token: '7' });
+    const failed = attemptFailed(a, 1n, { ...BOOM, retryable: false }, 'failed', env(0));
+    const again = retried(failed, 20);
+    expect(again).toMatchObject({ state: 'pending', attempts: 0, lastEvent: 'retried', history: failed.history });
+    expect(again.endedAtMs).toBeUndefined();
+  });
+
+  it('keeps the last MAX_TASK_HISTORY attempts', () => {
+    let task: TaskRecord = { ...submitted(), retry: { ...POLICY, maxAttempts: 100 } };
+    for (let n = 1; n <= 15; n += 1) task = released(granted(task, HOLDER, n), BigInt(n), n);
+    expect(task.history).toHaveLength(MAX_TASK_HISTORY);
+    expect(task.history?.[0]?.token).toBe('6');
+  });
+
+  it('shows delayed while waiting and leased while held', () => {
+    const t = { ...submitted(), notBeforeMs: 100 };
+    expect(viewState(t, false, 99)).toBe('delayed');
+    expect(viewState(t, false, 100)).toBe('pending');
+    expect(viewState(t, true, 0)).toBe('leased');
+  });
+
+  it('backoff: never above the cap, never below (1 - jitter) of the raw delay', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 60_000 }),
+        fc.double({ min: 1, max: 10, noNaN: true }),
+        fc.integer({ min: 0, max: 600_000 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.integer({ min: 1, max: 200 }),
+        fc.double({ min: 0, max: 0.999_999, noNaN: true }),
+        (initialMs, multiplier, cap, jitter, n, r) => {
+          const maxMs = Math.max(cap, initialMs);
+          const d = retryDelayMs({ initialMs, multiplier, maxMs, jitter }, n, () => r);
+          const raw = Math.min(maxMs, initialMs * multiplier ** (n - 1));
+          expect(d).toBeLessThanOrEqual(maxMs);
+          expect(d).toBeGreaterThanOrEqual(Math.floor(raw * (1 - jitter)));
+        },
+      ),
+    );
+  });
+});

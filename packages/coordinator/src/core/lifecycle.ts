@@ -1,0 +1,235 @@
+/**
+ * The task lifecycle as pure functions: each takes the task record as read and returns the record
+ * the transaction writes. No I/O, no clock of its own (`nowMs` is wall-clock epoch ms, given by the
+ * caller, because `notBeforeMs` is stored and compared by every coordinator), no randomness of its
+ * own (`random` is injected: jitter is reproducible in tests).
+ *
+ *   submit ──▶ pending ──grant──▶ leased ──complete──▶ completed
+ *                 ▲                  │ fail / lease lost, attempts left ──▶ pending (delayed: backoff)
+ *                 │                  │ fail / lease lost, none left, or non-retryable ──▶ failed
+ *                 │                  │ release, abandoned grant ──▶ pending (attempt given back)
+ *                 └──── retry ◀── failed            any non-terminal ──cancel──▶ cancelled
+ *
+ * An attempt is opened by the grant (which writes `open`) and closed, exactly once, by whichever
+ * record comes next: the transaction that writes it compares the task key's mod_revision with the
+ * grant's revision (= the attempt's token), so two closings of one attempt cannot both land.
+ */
+import {
+  MAX_TASK_HISTORY,
+  resolveRetryPolicy,
+  retryDelayMs,
+  type AttemptOutcome,
+  type JsonValue,
+  type RetryPolicy,
+  type RetryPolicyInput,
+  type TaskEventKind,
+  type TaskStateName,
+} from '@leasehold/protocol';
+import type { AttemptRecord, TaskRecord } from './records.js';
+
+export interface LifecycleEnv {
+  /** Wall-clock epoch ms. */
+  readonly nowMs: number;
+  /** [0, 1): backoff jitter. */
+  readonly random: () => number;
+  /** The installation's retry policy, for records written before policies were stored. */
+  readonly defaults: RetryPolicy;
+}
+
+export interface FailureInfo {
+  readonly name: string;
+  readonly message: string;
+  readonly retryable: boolean;
+}
+
+/** The error recorded for an attempt whose lease ended without a result. */
+export const LEASE_LOST_ERROR = Object.freeze({
+  name: 'LeaseExpired',
+  message: 'the lease ended without a result (worker stopped, crashed, or lost its session)',
+});
+
+export interface SubmitSpec {
+  readonly taskId: string;
+  readonly resource: string;
+  readonly payload: JsonValue;
+  readonly priority?: number | undefined;
+  /** Epoch ms; undefined: grantable at once. */
+  readonly notBeforeMs?: number | undefined;
+  readonly retry?: RetryPolicyInput | undefined;
+}
+
+export function policyOf(task: TaskRecord, defaults: RetryPolicy): RetryPolicy {
+  return task.retry ?? defaults;
+}
+
+export function newTask(spec: SubmitSpec, env: Pick<LifecycleEnv, 'nowMs' | 'defaults'>): TaskRecord {
+  return {
+    v: 1,
+    taskId: spec.taskId,
+    resource: spec.resource,
+    payload: spec.payload,
+    state: 'pending',
+    attempts: 0,
+    priority: spec.priority ?? 0,
+    retry: resolveRetryPolicy(env.defaults, spec.retry),
+    ...(spec.notBeforeMs === undefined || spec.notBeforeMs <= env.nowMs ? {} : { notBeforeMs: spec.notBeforeMs }),
+    lastEvent: 'submitted',
+    atMs: env.nowMs,
+    createdAtMs: env.nowMs,
+  };
+}
+
+/** May the task be granted now? Pending, no attempt open, attempts left, its time has come. */
+export function isGrantable(task: TaskRecord, nowMs: number, defaults: RetryPolicy): boolean {
+  return (
+    task.state === 'pending' &&
+    task.open === undefined &&
+    task.attempts < policyOf(task, defaults).maxAttempts &&
+    (task.notBeforeMs ?? 0) <= nowMs
+  );
+}
+
+/** The record the grant txn writes: one more attempt, opened now. */
+export function granted(
+  task: TaskRecord,
+  holder: { readonly workerId: string; readonly sessionId: string },
+  nowMs: number,
+): TaskRecord {
+  const attempt = task.attempts + 1;
+  const { notBeforeMs: _notBefore, ...rest } = task;
+  return {
+    ...rest,
+    attempts: attempt,
+    open: { attempt, workerId: holder.workerId, sessionId: holder.sessionId, startedAtMs: nowMs },
+    lastEvent: 'granted',
+    atMs: nowMs,
+  };
+}
+
+/** `task` without its open attempt, with `entry` appended to the bounded history. */
+function closeAttempt(
+  task: TaskRecord,
+  token: bigint,
+  outcome: AttemptOutcome,
+  nowMs: number,
+  error?: { readonly name: string; readonly message: string },
+): TaskRecord {
+  const { open, ...rest } = task;
+  if (open === undefined) return rest;
+  const entry: AttemptRecord = {
+    attempt: open.attempt,
+    workerId: open.workerId,
+    token: token.toString(),
+    outcome,
+    ...(error === undefined ? {} : { error: { name: error.name, message: error.message } }),
+    startedAtMs: open.startedAtMs,
+    endedAtMs: Math.max(nowMs, open.startedAtMs),
+  };
+  return { ...rest, history: [...(task.history ?? []), entry].slice(-MAX_TASK_HISTORY) };
+}
+
+/** `task` not grantable before `atMs` (no field when that is not in the future). */
+function notBefore(task: TaskRecord, atMs: number, nowMs: number): TaskRecord {
+  const { notBeforeMs: _n, ...rest } = task;
+  return atMs > nowMs ? { ...rest, notBeforeMs: atMs } : rest;
+}
+
+function terminal(task: TaskRecord, state: 'completed' | 'failed' | 'cancelled', nowMs: number): TaskRecord {
+  const { notBeforeMs: _notBefore, ...rest } = task;
+  return { ...rest, state, lastEvent: state, atMs: nowMs, endedAtMs: nowMs };
+}
+
+export function completed(task: TaskRecord, token: bigint, resultId: string, nowMs: number): TaskRecord {
+  const closed = closeAttempt(task, token, 'completed', nowMs);
+  const { failures: _f, deferrals: _d, ...rest } = closed;
+  return { ...terminal(rest, 'completed', nowMs), result: { resultId, token: token.toString() } };
+}
+
+/**
+ * An attempt failed (the handler's error) or its lease ended without a result (`error` =
+ * {@link LEASE_LOST_ERROR}, outcome `expired`). Failed for good when the error is not retryable
+ * (by the worker's flag or by name in the policy) or no attempt is left; otherwise pending again:
+ * after the backoff for this many consecutive failures, or at once after a lost lease.
+ */
+export function attemptFailed(
+  task: TaskRecord,
+  token: bigint,
+  error: FailureInfo,
+  outcome: 'failed' | 'expired',
+  env: LifecycleEnv,
+): TaskRecord {
+  const policy = policyOf(task, env.defaults);
+  const failures = (task.failures ?? 0) + 1;
+  const lastError = { name: error.name, message: error.message };
+  const closed = { ...closeAttempt(task, token, outcome, env.nowMs, lastError), failures, lastError };
+  const retryable = error.retryable && !policy.nonRetryable.includes(error.name);
+  if (!retryable || task.attempts >= policy.maxAttempts) return terminal(closed, 'failed', env.nowMs);
+  if (outcome === 'expired') {
+    // A lost lease is retried at once: takeover stays fast, and a task that kills its workers is
+    // already slowed down by the session TTL each loss takes to detect (and ends failed at the
+    // attempt limit).
+    return { ...notBefore(closed, 0, env.nowMs), lastEvent: 'expired', atMs: env.nowMs };
+  }
+  return {
+    ...notBefore(closed, env.nowMs + retryDelayMs(policy.backoff, failures, env.random), env.nowMs),
+    lastEvent: 'retrying',
+    atMs: env.nowMs,
+  };
+}
+
+/** The worker gave the lease back: the attempt is given back too, no backoff. */
+export function released(task: TaskRecord, token: bigint, nowMs: number): TaskRecord {
+  return {
+    ...closeAttempt(task, token, 'released', nowMs),
+    attempts: Math.max(0, task.attempts - 1),
+    lastEvent: 'released',
+    atMs: nowMs,
+  };
+}
+
+/**
+ * The grant never reached the worker (the sink could not advance the fence): the attempt is given
+ * back, and the task backs off on its own count of consecutive abandoned grants, so a sink outage
+ * costs a bounded number of grant attempts and no attempt of the task's budget.
+ */
+export function abandoned(task: TaskRecord, token: bigint, reason: string, env: LifecycleEnv): TaskRecord {
+  const deferrals = (task.deferrals ?? 0) + 1;
+  const backoff = policyOf(task, env.defaults).backoff;
+  const closed = closeAttempt(task, token, 'abandoned', env.nowMs, { name: 'SinkUnavailable', message: reason });
+  return {
+    ...notBefore(closed, env.nowMs + retryDelayMs(backoff, deferrals, env.random), env.nowMs),
+    attempts: Math.max(0, task.attempts - 1),
+    deferrals,
+    lastEvent: 'abandoned',
+    atMs: env.nowMs,
+  };
+}
+
+/** Cancelled; the open attempt (if the task is leased, with the holder's token) ends with it. */
+export function cancelled(task: TaskRecord, holderToken: bigint | undefined, nowMs: number): TaskRecord {
+  const closed = holderToken === undefined ? task : closeAttempt(task, holderToken, 'cancelled', nowMs);
+  return terminal(closed, 'cancelled', nowMs);
+}
+
+/** Failed -> pending with a fresh attempt budget (the history stays). */
+export function retried(task: TaskRecord, nowMs: number): TaskRecord {
+  const { endedAtMs: _e, notBeforeMs: _n, failures: _f, deferrals: _d, open: _o, ...rest } = task;
+  return { ...rest, state: 'pending', attempts: 0, lastEvent: 'retried', atMs: nowMs };
+}
+
+/**
+ * The state the admin API shows: `leased` when an owner key of this task exists, `delayed` for a
+ * pending task waiting for its time.
+ */
+export function viewState(task: TaskRecord, leased: boolean, nowMs: number): TaskStateName {
+  if (task.state !== 'pending') return task.state;
+  if (leased) return 'leased';
+  return (task.notBeforeMs ?? 0) > nowMs ? 'delayed' : 'pending';
+}
+
+/** What last happened to the task (records of older coordinators: submitted or granted). */
+export function lastEventOf(task: TaskRecord): TaskEventKind {
+  if (task.lastEvent !== undefined) return task.lastEvent;
+  if (task.state !== 'pending') return task.state;
+  return task.attempts > 0 ? 'granted' : 'submitted';
+}

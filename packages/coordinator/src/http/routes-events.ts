@@ -1,0 +1,97 @@
+/**
+ * `GET /v1/events[?taskId=ID][&after=REV]` (admin key): task changes as server-sent events.
+ *
+ *   id: <revision>          (the etcd revision of the change)
+ *   event: task
+ *   data: <TaskEvent JSON>
+ *
+ * Resume with the `Last-Event-ID` header (or `after=`): every change after that revision, exactly
+ * once. `event: reset` (a StreamResetEvent) says the asked revision could not be served (compacted)
+ * and the stream carries on from the present. A `: keepalive` comment every 15 s keeps proxies from
+ * closing an idle stream. A client that does not read (more than 1 MiB queued) is disconnected.
+ */
+import { TaskIdSchema, type CoordinatorEvent } from '@leasehold/protocol';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { TaskEventService } from '../service/events.js';
+import { Credential } from './route-auth.js';
+import { sendError } from './send-error.js';
+
+const KEEPALIVE_MS = 15_000;
+/** Bytes queued for one client before it is cut off. */
+const MAX_QUEUED_BYTES = 1 << 20;
+/** Most event streams open at once on one coordinator (each holds an etcd watch). */
+export const MAX_EVENT_STREAMS = 256;
+
+/** A revision: decimal, at most 19 digits (etcd revisions are int64). */
+const RevisionText = z.string().regex(/^(0|[1-9][0-9]{0,18})$/, 'must be a revision (decimal)');
+const QuerySchema = z.strictObject({ taskId: TaskIdSchema.optional(), after: RevisionText.optional() });
+
+export function registerEventRoutes(app: FastifyInstance, events: TaskEventService): void {
+  app.get('/v1/events', { config: { credential: Credential.ADMIN } }, async (req, reply) => {
+    const query = QuerySchema.safeParse(req.query);
+    if (!query.success) return sendError(reply, 'INVALID_MESSAGE', query.error.issues[0]?.message ?? 'bad query');
+    const lastId = req.headers['last-event-id'];
+    const resumeText = query.data.after ?? (typeof lastId === 'string' && lastId !== '' ? lastId : undefined);
+    if (resumeText !== undefined && !RevisionText.safeParse(resumeText).success) {
+      return sendError(reply, 'INVALID_MESSAGE', 'Last-Event-ID: not a revision');
+    }
+    if (events.subscribers >= MAX_EVENT_STREAMS) {
+      void reply.header('retry-after', '5');
+      return sendError(reply, 'UNAVAILABLE', `too many event streams (${MAX_EVENT_STREAMS})`);
+    }
+    const raw = reply.raw;
+    const state = { open: true };
+    const write = (text: string): void => {
+      if (!state.open) return;
+      if (raw.writableLength > MAX_QUEUED_BYTES) {
+        req.log.warn('event stream client too slow; disconnected');
+        stop();
+        raw.destroy();
+        return;
+      }
+      raw.write(text);
+    };
+    const keepalive = setInterval(() => {
+      write(': keepalive\n\n');
+    }, KEEPALIVE_MS);
+    keepalive.unref();
+    let subscription: { close(): void } | undefined;
+    const stop = (): void => {
+      state.open = false;
+      clearInterval(keepalive);
+      subscription?.close();
+    };
+    reply.hijack();
+    raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    raw.write(': leasehold task events\n\n');
+    raw.on('close', stop);
+    try {
+      subscription = await events.subscribe({
+        afterRevision: resumeText === undefined ? undefined : BigInt(resumeText),
+        taskId: query.data.taskId,
+        sink: {
+          send: (event: CoordinatorEvent, id: string | undefined) => {
+            write(`${id === undefined ? '' : `id: ${id}\n`}event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+          },
+          end: () => {
+            stop();
+            raw.end();
+          },
+        },
+      });
+    } catch (err) {
+      req.log.warn({ err }, 'event stream could not start');
+      stop();
+      raw.end();
+      return;
+    }
+    // The client may have gone while the watch was being set up.
+    if (!state.open) subscription.close();
+  });
+}

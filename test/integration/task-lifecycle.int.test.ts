@@ -1,0 +1,287 @@
+/**
+ * Task lifecycle on real etcd, a real sink, real coordinators and SDK workers (in process): failing
+ * handlers and their backoff, non-retryable errors, a sink outage, cancel of a held task, retry of
+ * a failed task, delayed and prioritised tasks, and two coordinators sharing the backoff. Grant
+ * times come from the workers' own `granted` events; every wait is on observable state.
+ */
+import type { Coordinator } from '@leasehold/coordinator';
+import { LeaseholdClient } from '@leasehold/client';
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import type { SubmitTaskRequest, TaskView } from '@leasehold/protocol';
+import { NonRetryableError, Worker, WriteRefusedError, type TaskHandler } from '@leasehold/worker';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Stack } from '../harness/coordinator.js';
+import { startFaultProxy, type FaultProxy } from '../harness/fault-proxy.js';
+import { waitFor } from '../harness/service.js';
+
+/** 3 attempts; 400 ms, then 800 ms between them (no jitter: the gaps are asserted). */
+const POLICY = {
+  LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS: '3',
+  LEASEHOLD_COORDINATOR_RETRY_INITIAL_MS: '400',
+  LEASEHOLD_COORDINATOR_RETRY_MULTIPLIER: '2',
+  LEASEHOLD_COORDINATOR_RETRY_JITTER: '0',
+  LEASEHOLD_COORDINATOR_SETTLE_GRACE_MS: '300',
+};
+/** How late a grant may come after its due time (a long poll wakes at it; loaded CI machines). */
+const LATE_MS = 400;
+
+let etcd: EtcdHandle;
+let stack: Stack;
+let c1: Coordinator;
+let admin: LeaseholdClient;
+let workers: Worker[] = [];
+let n = 0;
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  stack = await Stack.start({ etcd, prefix: 'test/task-lifecycle/', sessionTtlMs: 3_000 });
+  c1 = await stack.coordinator(POLICY);
+  admin = new LeaseholdClient({ url: c1.url, adminKey: stack.keys.adminKey });
+});
+
+afterEach(async () => {
+  await Promise.all(workers.map((w) => w.close(1_000)));
+  workers = [];
+});
+
+afterAll(async () => {
+  await admin.close();
+  await stack.close();
+  await etcd.stop();
+});
+
+interface Seen {
+  readonly grants: { taskId: string; atMs: number; attempt: number }[];
+}
+
+/** An SDK worker on `url`; records when each grant arrived. */
+function worker(handler: TaskHandler, options: { url?: string; sinkUrl?: string; seen?: Seen } = {}): Worker {
+  const seen = options.seen;
+  const w = new Worker({
+    coordinators: [options.url ?? c1.url],
+    sink: { url: options.sinkUrl ?? stack.sinkUrl },
+    credentials: { workerKey: stack.keys.workerKey },
+    workerId: `lc-${++n}`,
+    handler: async (task, ctx) => {
+      seen?.grants.push({ taskId: task.taskId, atMs: Date.now(), attempt: task.attempt });
+      return handler(task, ctx);
+    },
+    idleBackoffMs: 50,
+  });
+  void w.run();
+  workers.push(w);
+  return w;
+}
+
+async function submit(task: Omit<SubmitTaskRequest, 'payload'> & { payload?: unknown }): Promise<TaskView> {
+  return (await admin.submit({ payload: {}, ...task } as SubmitTaskRequest)).task;
+}
+
+async function settledAs(taskId: string, state: string, timeoutMs = 20_000): Promise<TaskView> {
+  return waitFor(
+    `${taskId} ${state}`,
+    async () => {
+      const view = await admin.get(taskId);
+      return view?.state === state ? view : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+describe('failures and retries', () => {
+  it('a throwing handler ends failed after exactly 3 attempts, 400 ms then 800 ms apart', async () => {
+    const seen: Seen = { grants: [] };
+    worker(
+      () => {
+        throw new TypeError('handler bug');
+      },
+      { seen },
+    );
+    await submit({ taskId: 'throws', resource: 'lc/r1' });
+    const failed = await settledAs('throws', 'failed');
+    expect(failed).toMatchObject({ attempts: 3, lastError: { name: 'TypeError', message: 'handler bug' } });
+    expect(failed.history.map((h) => h.outcome)).toEqual(['failed', 'failed', 'failed']);
+    const times = seen.grants.filter((g) => g.taskId === 'throws').map((g) => g.atMs);
+    expect(times).toHaveLength(3);
+    const [t1 = 0, t2 = 0, t3 = 0] = times;
+    expect(t2 - t1).toBeGreaterThanOrEqual(400 - 20);
+    expect(t2 - t1).toBeLessThan(400 + LATE_MS);
+    expect(t3 - t2).toBeGreaterThanOrEqual(800 - 20);
+    expect(t3 - t2).toBeLessThan(800 + LATE_MS);
+  });
+
+  it('a NonRetryableError fails the task at once', async () => {
+    const seen: Seen = { grants: [] };
+    worker(
+      () => {
+        throw new NonRetryableError('bad payload');
+      },
+      { seen },
+    );
+    await submit({ taskId: 'fatal', resource: 'lc/r2' });
+    const failed = await settledAs('fatal', 'failed');
+    expect(failed).toMatchObject({ attempts: 1, lastError: { name: 'NonRetryableError' } });
+    expect(seen.grants.filter((g) => g.taskId === 'fatal')).toHaveLength(1);
+  });
+
+  it('retry of a failed task makes it pending with a fresh budget, and it completes', async () => {
+    let fail = true;
+    worker(() => {
+      if (fail) throw new NonRetryableError('not yet');
+      return { ok: true };
+    });
+    await submit({ taskId: 'again', resource: 'lc/r3' });
+    await settledAs('again', 'failed');
+    fail = false;
+    const retried = await admin.request('POST', '/v1/tasks/again/retry');
+    expect(retried.status).toBe(200);
+    const done = await settledAs('again', 'completed');
+    expect(done.history.map((h) => h.outcome)).toEqual(['failed', 'completed']);
+    expect(await stack.sinkClient.getResult('lc/r3', 'task:again')).toMatchObject({ payload: { ok: true } });
+    expect((await admin.request('POST', '/v1/tasks/again/retry')).status).toBe(409);
+  });
+});
+
+describe('a sink outage', () => {
+  let proxy: FaultProxy;
+  let c2: Coordinator;
+
+  beforeAll(async () => {
+    const port = Number(new URL(stack.sinkUrl).port);
+    proxy = await startFaultProxy({ name: 'coordinator->sink', targetPort: port });
+    c2 = await stack.coordinator({
+      ...POLICY,
+      LEASEHOLD_COORDINATOR_SINK_URL: proxy.url,
+      LEASEHOLD_COORDINATOR_SINK_TIMEOUT_MS: '300',
+    });
+  });
+  afterAll(async () => {
+    await proxy.close();
+  });
+
+  it('a few seconds without the sink cost a bounded number of grant attempts and none of the budget', async () => {
+    proxy.setMode({ kind: 'reset' });
+    const seen: Seen = { grants: [] };
+    worker(() => ({ ok: true }), { url: c2.url, seen });
+    await submit({ taskId: 'outage', resource: 'lc/r4' });
+    // 3 s of outage: abandoned grants back off 400, 800, 1600 ms: at most 4 of them.
+    await waitFor('an abandoned grant', async () => ((await admin.get('outage'))?.history.length ?? 0) > 0);
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const during = await admin.get('outage');
+    expect(during?.history.every((h) => h.outcome === 'abandoned')).toBe(true);
+    expect(during?.history.length).toBeLessThanOrEqual(4);
+    expect(during?.attempts).toBe(0);
+    expect(seen.grants).toHaveLength(0);
+    proxy.setMode({ kind: 'pass' });
+    const done = await settledAs('outage', 'completed');
+    expect(done.history.at(-1)).toMatchObject({ outcome: 'completed', attempt: 1 });
+  });
+});
+
+describe('cancel', () => {
+  it("cancelling a held task refuses the holder's late write", async () => {
+    let release: (() => void) | undefined;
+    const blocked = new Promise<void>((resolve) => (release = resolve));
+    let writeError: unknown;
+    let started = false;
+    worker(async (_task, ctx) => {
+      started = true;
+      await blocked;
+      try {
+        await ctx.write({ late: true });
+      } catch (err) {
+        writeError = err;
+      }
+      return undefined;
+    });
+    await submit({ taskId: 'cancel-me', resource: 'lc/r5' });
+    await waitFor('the handler to start', () => started);
+    const cancelled = await admin.cancel('cancel-me');
+    expect(cancelled.state).toBe('cancelled');
+    release?.();
+    await waitFor('the late write to be refused', () => writeError !== undefined);
+    // The SDK's signal fired (lease.revoked) or the sink refused the token: either way nothing landed.
+    expect(writeError instanceof WriteRefusedError || (writeError as Error).name === 'LeaseLostError').toBe(true);
+    expect((await stack.sinkClient.getResource('lc/r5')).results).toEqual([]);
+  });
+
+  it("the sink refuses a cancelled holder's write even when the worker never heard of the cancel", async () => {
+    // A raw worker (no SDK signal): it keeps its grant and writes after the cancel.
+    const w = await stack.worker(c1.url, 'raw-holder');
+    await submit({ taskId: 'cancel-raw', resource: 'lc/r6' });
+    const grant = await waitFor('a grant', async () => {
+      const reply = await w.acquire(`q-${Date.now()}`, 'cancel-raw');
+      return reply.type === 'lease.granted' ? reply : undefined;
+    });
+    await admin.cancel('cancel-raw');
+    const res = await stack.sinkClient.write({
+      resource: 'lc/r6',
+      token: BigInt(grant.token),
+      resultId: 'task:cancel-raw',
+      workerId: 'raw-holder',
+      incarnation: 'inc-1',
+      capability: grant.capability,
+      payload: { late: true },
+    });
+    expect(res).toMatchObject({ ok: false, code: 'STALE_TOKEN' });
+    w.socket.close();
+  });
+});
+
+describe('delays and priorities', () => {
+  it('a delayed task is not granted before its time', async () => {
+    const seen: Seen = { grants: [] };
+    worker(() => ({ ok: true }), { seen });
+    const submittedAt = Date.now();
+    const view = await submit({ taskId: 'later', resource: 'lc/r7', delayMs: 1_500 });
+    expect(view.state).toBe('delayed');
+    const done = await settledAs('later', 'completed');
+    const grant = seen.grants.find((g) => g.taskId === 'later');
+    expect(grant?.atMs).toBeGreaterThanOrEqual((view.notBeforeMs ?? submittedAt + 1_500) - 20);
+    expect(grant?.atMs).toBeLessThan((view.notBeforeMs ?? 0) + LATE_MS + 500);
+    expect(done.attempts).toBe(1);
+  });
+
+  it('higher priorities are granted first', async () => {
+    // Submitted while no worker runs; then one worker with one slot takes them in order.
+    const order = ['p0-a', 'p5', 'p0-b', 'p9'];
+    const priority: Record<string, number> = { 'p0-a': 0, p5: 5, 'p0-b': 0, p9: 9 };
+    for (const id of order) await submit({ taskId: id, resource: `lc/prio/${id}`, priority: priority[id] });
+    const seen: Seen = { grants: [] };
+    worker(() => ({ ok: true }), { seen });
+    await waitFor('all four', () => seen.grants.filter((g) => g.taskId in priority).length === 4);
+    expect(seen.grants.filter((g) => g.taskId in priority).map((g) => g.taskId)).toEqual(['p9', 'p5', 'p0-a', 'p0-b']);
+  });
+
+  it('two coordinators: the backoff one wrote is honoured by the other', async () => {
+    const c3 = await stack.coordinator(POLICY);
+    // One failure reported on c1 (a raw worker: exactly one attempt), then a worker on c3 only.
+    const raw = await stack.worker(c1.url, 'raw-failer');
+    await submit({ taskId: 'cross', resource: 'lc/r8' });
+    const grant = await waitFor('a grant on c1', async () => {
+      const reply = await raw.acquire(`q-${Date.now()}`, 'cross');
+      return reply.type === 'lease.granted' ? reply : undefined;
+    });
+    const failed = await raw.request({
+      type: 'task.fail',
+      taskId: 'cross',
+      resource: 'lc/r8',
+      token: grant.token,
+      incarnation: 'inc-1',
+      error: { name: 'Error', message: 'first attempt fails', retryable: true },
+    });
+    expect(failed).toMatchObject({ type: 'task.failed', outcome: 'retrying' });
+    raw.socket.close();
+    const retrying = await waitFor('the first failure', async () => {
+      const v = await admin.get('cross');
+      return v?.history.length === 1 ? v : undefined;
+    });
+    const failedAt = retrying.history[0]?.endedAtMs ?? 0;
+    const seen: Seen = { grants: [] };
+    worker(() => ({ ok: true }), { url: c3.url, seen });
+    await settledAs('cross', 'completed');
+    const retry = seen.grants.find((g) => g.taskId === 'cross');
+    expect(retry?.attempt).toBe(2);
+    expect(retry?.atMs).toBeGreaterThanOrEqual(failedAt + 400 - 20);
+  });
+});
