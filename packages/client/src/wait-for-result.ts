@@ -27,6 +27,11 @@ export interface WaitOptions {
   readonly signal?: AbortSignal;
   /** Give up after this long (WaitTimeoutError). Default: no deadline. */
   readonly timeoutMs?: number;
+  /**
+   * Each state the task is seen in while not ended: from the read (the events are followed from
+   * then on) and from each event. For progress output.
+   */
+  readonly onState?: (state: TaskStateName) => void;
 }
 
 export type TaskResult =
@@ -99,6 +104,7 @@ export async function waitForResult(
       if (view === undefined) throw new LeaseholdError('NOT_FOUND', `no task ${taskId}`);
       lastState = view.state;
       if (TERMINAL.has(view.state)) return await finish(client, view);
+      options.onState?.(view.state);
       let reread = false;
       while (!reread) {
         const r = await next;
@@ -109,6 +115,7 @@ export async function waitForResult(
         else if (event.taskId === taskId) {
           lastState = event.state;
           reread = TERMINAL.has(event.state);
+          if (!reread) options.onState?.(event.state);
         }
       }
     }
