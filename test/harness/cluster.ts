@@ -29,6 +29,8 @@ export interface ClusterOptions {
   readonly fenceOnExpiry?: boolean;
   /** Extra environment for every worker (e.g. LEASEHOLD_WORKER_HANDLER). */
   readonly workerEnv?: Readonly<Record<string, string>>;
+  /** Extra environment for every coordinator (e.g. LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS). */
+  readonly coordinatorEnv?: Readonly<Record<string, string>>;
   readonly etcd?: StartEtcdOptions;
   readonly prefix?: string;
 }
@@ -116,6 +118,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs ?? Math.floor(ttl / 4)),
           LEASEHOLD_COORDINATOR_FENCE_ON_EXPIRY: String(opts.fenceOnExpiry ?? false),
           LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
+          ...opts.coordinatorEnv,
         },
         ca,
       });

@@ -149,7 +149,11 @@ describe('acquire', () => {
 
   it('sends no grant and removes the owner key when the sink fails or refuses the advance', async () => {
     const fence = new GatedFence();
-    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('refuse') }, { fenceTarget: fence });
+    // No backoff after an abandoned grant here: the second acquire must find the task grantable.
+    const c = await stack.coordinator(
+      { LEASEHOLD_COORDINATOR_PREFIX: prefixOf('refuse'), LEASEHOLD_COORDINATOR_RETRY_INITIAL_MS: '0' },
+      { fenceTarget: fence },
+    );
     const admin = stack.admin(c.url);
     await admin.submit('t1', 'refuse/r1');
     const w = await stack.worker(c.url, 'w1');
@@ -157,7 +161,12 @@ describe('acquire', () => {
     fence.fail(true);
     expect(await w.acquire('q1')).toMatchObject({ type: 'error', code: 'UNAVAILABLE', retryable: true });
     expect(await ownerKeys('refuse')).toHaveLength(0);
-    expect((await admin.task('t1')).body).toMatchObject({ state: 'pending' });
+    // The abandoned grant gave its attempt back.
+    expect((await admin.task('t1')).body).toMatchObject({
+      state: 'pending',
+      attempts: 0,
+      history: [{ outcome: 'abandoned' }],
+    });
     fence.fail(false);
 
     // The sink's fence is already far ahead: the advance is refused (STALE_TOKEN), no grant.

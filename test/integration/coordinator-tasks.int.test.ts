@@ -94,15 +94,19 @@ describe('task API', () => {
     w.close();
   });
 
-  it('release puts the task back to pending; the next grant is attempt 2 with a larger token', async () => {
+  it('release puts the task back to pending, giving its attempt back; the next grant has a larger token', async () => {
     await admin.submit('rel/t', 'tasks/rel-r', { keep: true });
     const a = await stack.worker(url1, 'releaser');
     const first = (await a.acquire('q1', 'rel/t')) as Grant;
     expect(await a.release(first.resource, first.token)).toMatchObject({ type: 'lease.released', token: first.token });
-    expect((await admin.task('rel/t')).body).toMatchObject({ state: 'pending', attempts: 1 });
+    expect((await admin.task('rel/t')).body).toMatchObject({
+      state: 'pending',
+      attempts: 0,
+      history: [{ outcome: 'released', token: first.token }],
+    });
     const b = await stack.worker(url2, 'taker');
     const second = (await b.acquire('q1', 'rel/t')) as Grant;
-    expect(second).toMatchObject({ type: 'lease.granted', attempt: 2, payload: { keep: true } });
+    expect(second).toMatchObject({ type: 'lease.granted', attempt: 1, payload: { keep: true } });
     expect(BigInt(second.token)).toBeGreaterThan(BigInt(first.token));
     expect((await stack.admin(url2).resource('tasks/rel-r')).body).toMatchObject({
       resource: 'tasks/rel-r',

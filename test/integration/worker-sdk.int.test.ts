@@ -78,7 +78,13 @@ describe('worker SDK against real services', () => {
     await waitFor('completion after a retry', async () => (await stateOf('sdk-t2')).state === 'completed');
     expect(seen.map((s) => s.attempt)).toEqual([1, 2]);
     expect(seen[1]!.token).toBeGreaterThan(seen[0]!.token);
-    expect(w.stats.released).toBe(1);
+    expect(w.stats.failed).toBe(1);
+    expect((await stateOf('sdk-t2')) as unknown).toMatchObject({
+      history: [
+        { outcome: 'failed', error: { name: 'Error', message: 'transient failure' } },
+        { outcome: 'completed' },
+      ],
+    });
     await w.close(1_000);
   });
 
