@@ -36,6 +36,11 @@ export interface SessionEvents {
   onLeaseRevoked(resource: string, token: bigint, reason: string): void;
   /** The local deadline passed without an acknowledgement: leases may be gone. */
   onDeadlinePassed(): void;
+  /**
+   * A coordinator refused this worker's credentials (UNAUTHENTICATED / FORBIDDEN, at the upgrade
+   * or the hello); `consecutive` counts refusals since the last session opened.
+   */
+  onCredentialsRefused?(err: LeaseholdError, consecutive: number): void;
 }
 
 type State = 'idle' | 'connecting' | 'ready' | 'stopped';
@@ -51,6 +56,8 @@ export class WorkerSession {
   #deadlineTimer: NodeJS.Timeout | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
   #nextCoordinator = 0;
+  /** Credential refusals since the last session opened. */
+  #refusals = 0;
   #attempt = 0;
   #waiters: (() => void)[] = [];
   #deadlineReported = false;
@@ -150,6 +157,10 @@ export class WorkerSession {
       })
       .catch((err: unknown) => {
         log.warn({ err, coordinator: url }, 'coordinator connection failed');
+        if (err instanceof LeaseholdError && (err.code === 'UNAUTHENTICATED' || err.code === 'FORBIDDEN')) {
+          this.#refusals += 1;
+          this.#events.onCredentialsRefused?.(err, this.#refusals);
+        }
         if (ref.conn !== undefined && ref.conn === this.#conn) {
           this.#conn = undefined;
           ref.conn.terminate();
@@ -187,6 +198,7 @@ export class WorkerSession {
     this.#acknowledge(sentAt, reply.ttlMs);
     this.#state = 'ready';
     this.#attempt = 0;
+    this.#refusals = 0;
     this.#opts.logger.info(
       { sessionId: reply.sessionId, coordinator: conn.url, resumed: reply.resumed, ttlMs: reply.ttlMs },
       reply.resumed ? 'session resumed' : 'session started',

@@ -74,7 +74,7 @@ export interface WriteHookInfo {
 }
 
 /** What the worker needs of the sink: a fenced write (a {@link SinkClient}, or a test double). */
-export type SinkWriter = Pick<SinkClient, 'write' | 'close'>;
+export type SinkWriter = Pick<SinkClient, 'write' | 'close'> & Partial<Pick<SinkClient, 'health'>>;
 
 /**
  * How the worker proves who it is: its own credential (a key id and secret the coordinators bind
@@ -147,6 +147,15 @@ export type WorkerEvent =
       /** What the coordinator decided: tried again from `notBeforeMs`, or failed for good. */
       readonly outcome: 'retrying' | 'failed';
       readonly notBeforeMs?: number;
+    }
+  | {
+      /**
+       * The worker stopped itself: every coordinator refused its credentials (UNAUTHENTICATED /
+       * FORBIDDEN) — a configuration error that retrying cannot fix.
+       */
+      readonly type: 'fatal';
+      readonly code: string;
+      readonly message: string;
     }
   | {
       readonly type: 'lease-lost';
@@ -278,8 +287,34 @@ export class Worker {
         onDeadlinePassed: () => {
           this.#abortAll('local deadline passed');
         },
+        onCredentialsRefused: (err, consecutive) => {
+          if (consecutive < Math.max(1, options.coordinators.length) || this.#stopping) return;
+          this.failure = err;
+          const message =
+            `every coordinator refused this worker's credentials (${err.code}): check its key id and ` +
+            `secret (or client certificate) against the coordinators' WORKER_CREDENTIALS / TLS_CLIENT_CA`;
+          this.#log.error({ code: err.code }, message);
+          this.#emit({ type: 'fatal', code: err.code, message });
+          void this.close(0);
+        },
       },
     );
+  }
+
+  /** Set when the worker stopped itself on an error retrying cannot fix (see the `fatal` event). */
+  failure: LeaseholdError | undefined;
+
+  /**
+   * Is the sink reachable and ready (TLS and URL right)? A worker checks it at start and logs a
+   * problem; its readiness endpoint asks again. Undefined when the sink writer cannot tell.
+   */
+  async checkSink(): Promise<boolean | undefined> {
+    if (this.#sink.health === undefined) return undefined;
+    try {
+      return (await this.#sink.health()).ready;
+    } catch {
+      return false;
+    }
   }
 
   get state(): WorkerState {
@@ -295,6 +330,14 @@ export class Worker {
   run(): Promise<void> {
     if (this.#done !== undefined) return this.#done;
     this.#setState(WorkerState.RUNNING);
+    void this.checkSink().then((ok) => {
+      if (ok === false) {
+        this.#log.error(
+          { sink: 'url' in this.#o.sink ? this.#o.sink.url : undefined },
+          'the sink does not answer (check the sink URL and its CA); tasks will fail until it does',
+        );
+      }
+    });
     this.#session.start();
     this.#slots = Array.from({ length: this.#concurrency }, (_, i) => this.#slot(i));
     this.#done = Promise.allSettled(this.#slots).then(() => this.#closing ?? Promise.resolve());

@@ -119,6 +119,32 @@ export const DecisionPageSchema = z.object({
 export type DecisionPage = z.infer<typeof DecisionPageSchema>;
 
 /**
+ * POST /v1/probe (coordinator key): the coordinator's readiness check. Reaching the route proves
+ * its coordinator key; the sink verifies `capability` over `claims` with its own capability keys
+ * and says whether it would accept it. Nothing is stored, no fence is read or moved.
+ */
+export const ProbeRequestSchema = z.strictObject({
+  capability: z.string().min(1).max(512),
+  claims: z.strictObject({
+    resource: ResourceIdSchema,
+    token: TokenSchema,
+    workerId: WorkerIdSchema,
+    incarnation: IncarnationSchema,
+  }),
+});
+export type ProbeRequest = z.infer<typeof ProbeRequestSchema>;
+
+export const ProbeResponseSchema = z.object({
+  /** The bearer key was accepted (or the route would have answered 401). */
+  coordinatorKey: z.literal('ok'),
+  /** ok: the capability verifies; unknown-key: no sink key has its key id; mismatch: the key id is known, the secret differs. */
+  capability: z.enum(['ok', 'unknown-key', 'mismatch']),
+  /** The key id the capability named. */
+  keyId: z.string(),
+});
+export type ProbeResponse = z.infer<typeof ProbeResponseSchema>;
+
+/**
  * `GET /v1/events` (read key): the sink's push channel, server-sent events. Three kinds, each the
  * `data:` of an SSE event whose `event:` field names the kind:
  *

@@ -96,7 +96,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     readOnly: createKeyRing(options.readKeys),
   });
   if (options.events !== undefined) installRefusalPublishing(app, options.events.refusals);
-  registerFenceRoutes(app, { service });
+  registerFenceRoutes(app, { service, capabilityKeys: options.capabilityKeys });
   registerWriteRoutes(app, { service, capabilityKeys: options.capabilityKeys, metrics });
   registerReadRoutes(app, { service });
   if (options.events !== undefined) registerEventRoutes(app, { streams: options.events.streams });
