@@ -19,6 +19,7 @@ import {
   testOptions,
   type TempDir,
 } from './testing/fixtures.js';
+import { spawnSink } from './testing/spawn-sink.js';
 import { openEvents, type TestEventStream, type TestSseEvent } from './testing/sse-reader.js';
 
 const silent = pino({ level: 'silent' });
@@ -300,6 +301,40 @@ describe('GET /v1/events: limits and lifecycle', () => {
     await sink.close();
     expect(performance.now() - started).toBeLessThan(5_000);
     await Promise.all(streams.map((s) => s.ended));
+  });
+});
+
+describe('GET /v1/events on the built sink process', () => {
+  it('streams, resumes after a restart on the same database, and a SIGTERM with streams open exits promptly', async () => {
+    const dir = tempDir();
+    cleanups.push(() => {
+      dir.remove();
+    });
+    const dbPath = dir.file('sink.db');
+    const first = await spawnSink({ dir: dir.path, dbPath, env: { LEASEHOLD_SINK_SHUTDOWN_TIMEOUT_MS: '30000' } });
+    cleanups.push(() => {
+      first.kill('SIGKILL');
+    });
+    const s = await stream(first.url, { after: 0 });
+    await advance(first.url, 'p', 1);
+    await advance(first.url, 'p', 2);
+    await s.until(count(2));
+    const started = performance.now();
+    first.kill('SIGTERM');
+    expect(await first.exited).toEqual({ code: 0, signal: null });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    await s.ended;
+
+    const second = await spawnSink({ dir: dir.path, dbPath });
+    cleanups.push(() => {
+      second.kill('SIGKILL');
+    });
+    await advance(second.url, 'p', 3);
+    const resumed = await stream(second.url, { lastEventId: decisions(s.events).at(-1)?.id ?? '' });
+    await resumed.until(count(1));
+    expect(seqs(resumed.events)).toEqual([3]);
+    second.kill('SIGTERM');
+    expect((await second.exited).code).toBe(0);
   });
 });
 
