@@ -30,6 +30,8 @@ export interface GroupCommitterOptions {
   readonly metrics?: SinkMetrics | undefined;
   /** Upper bound of ops per transaction (a single larger submission still commits whole). */
   readonly maxBatchOps?: number | undefined;
+  /** Called after every durable commit (before its submitters are answered). Must not throw. */
+  readonly onCommitted?: (() => void) | undefined;
 }
 
 export class GroupCommitter {
@@ -37,6 +39,7 @@ export class GroupCommitter {
   readonly #log: Logger;
   readonly #metrics: SinkMetrics | undefined;
   readonly #maxBatchOps: number;
+  readonly #onCommitted: (() => void) | undefined;
   #queue: Pending[] = [];
   #scheduled = false;
   #inFlight = false;
@@ -48,6 +51,7 @@ export class GroupCommitter {
     this.#log = options.logger;
     this.#metrics = options.metrics;
     this.#maxBatchOps = options.maxBatchOps ?? 1000;
+    this.#onCommitted = options.onCommitted;
   }
 
   get closing(): boolean {
@@ -110,6 +114,7 @@ export class GroupCommitter {
       this.#metrics?.commitSeconds.observe(seconds);
       this.#metrics?.batchOps.observe(ops.length);
       this.#log.debug({ ops: ops.length, submissions: batch.length, seconds }, 'batch committed');
+      this.#onCommitted?.();
       let at = 0;
       for (const pending of batch) {
         pending.resolve(decisions.slice(at, at + pending.ops.length));
