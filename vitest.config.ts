@@ -26,7 +26,7 @@ export default defineConfig({
         resolve,
         test: {
           name: 'unit',
-          include: ['packages/*/src/**/*.test.ts'],
+          include: ['packages/*/src/**/*.test.ts', 'test/model/**/*.test.ts'],
           exclude: ['**/*.int.test.ts', '**/*.e2e.test.ts', '**/node_modules/**'],
           testTimeout: 20_000,
         },
