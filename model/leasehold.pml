@@ -109,6 +109,7 @@ byte ct_v[NC * NS];           /*   deadline: 2 before it (now < deadline), 1 rea
 byte e_s[NC] = NONE;          /* the session coordinator c is ending (#end), NONE if none */
 byte e_V[NC];                 /*   knownUpTo: the index revision its owner list is from */
 byte e_mask[NC];              /*   the owners of e_s[c] in that index (bit r) */
+bit e_rv[NC];                 /*   ended (or found gone): the lease revoke is next */
 byte a_q[NC * NW] = NONE;     /* acquire handler (c, w): request id in flight, NONE when idle */
 byte a_s[NC * NW];            /*   its session */
 byte a_pc[NC * NW];           /*   its next step (A_*) */
@@ -256,7 +257,7 @@ c_code {
     }
     for (i = 0; i < NC; i++) {
       j = pc[i];
-      d->e_s[j] = SV(x->e_s[i]); d->e_V[j] = x->e_V[i]; d->e_mask[j] = x->e_mask[i];
+      d->e_s[j] = SV(x->e_s[i]); d->e_V[j] = x->e_V[i]; d->e_mask[j] = x->e_mask[i]; d->e_rv[j] = x->e_rv[i];
       for (q = 0; q < NS; q++) {
         d->ct_has[j * NS + ps[q]] = x->ct_has[i * NS + q]; d->ct_end[j * NS + ps[q]] = x->ct_end[i * NS + q];
         d->ct_mrev[j * NS + ps[q]] = x->ct_mrev[i * NS + q]; d->ct_v[j * NS + ps[q]] = x->ct_v[i * NS + q];
@@ -342,7 +343,7 @@ c_code {
 /* (inside Coordinator(c)) a crash loses something: a session in its table, an acquire in flight, a resume */
 #define HAS_ENTRY(x) (ct_has[CI(c, x)])
 #define CRASH_MATTERS \
-  (ANY_S(HAS_ENTRY) || a_q[AK(c, 0)] != NONE || w_rc[0] == c || (NW > 1 && (a_q[AK(c, 1)] != NONE || w_rc[1] == c)) || \
+  (ANY_S(HAS_ENTRY) || e_s[c] != NONE || a_q[AK(c, 0)] != NONE || w_rc[0] == c || (NW > 1 && (a_q[AK(c, 1)] != NONE || w_rc[1] == c)) || \
    (NW > 2 && (a_q[AK(c, 2)] != NONE || w_rc[2] == c)))
 #define TICKABLE(i) (ct_has[i] && !ct_end[i] && ct_v[i] == 2)
 /* (inside Acquirer(c, w)) a handler step may run: its coordinator has not crashed since */
@@ -668,14 +669,10 @@ inline after_advance(k, out) {
   :: out == ADV_OK ->
        if
        :: LIVE(c, a_s[k]) -> answer(w, c, R_GRANT, a_t[k], a_T[k]); a_reset(k)
-#ifdef FIX_UNDELIVERED_GRANT
-       :: else -> a_out[k] = R_EXPIRED; a_pc[k] = A_ABANDON     /* the proposed fix: remove the unsent grant */
-#else
        :: else ->
-            /* as coded (GrantService.#fenceAndDeliver): SESSION_EXPIRED, the owner key stays; only
-               the session's end removes it, and a peer that adopts the session first keeps it */
+            /* as coded (GrantService.#fenceAndDeliver): SESSION_EXPIRED, and the owner key stays for
+               the session's end to remove (docs/model.md, finding F1) */
             answer(w, c, R_EXPIRED, a_t[k], a_T[k]); a_reset(k)
-#endif
        fi
   :: out == ADV_REFUSED ->
        if
@@ -812,9 +809,9 @@ end_c:
      }
   :: /* #end of the next ending session */
      d_step { e_s[c] == NONE && ANY_S(ENDING) -> start_end(c, x_s, x_r); CANON }
-  :: /* endSession; then lease.revoked + session.expired to the worker, then the lease revoke */
+  :: /* endSession; then lease.revoked + session.expired to the worker (the revoke is the next step) */
      d_step {
-       e_s[c] != NONE ->
+       e_s[c] != NONE && !e_rv[c] ->
        x_s = e_s[c];
        if
        :: END_COMPARES(c, x_s) ->
@@ -830,15 +827,13 @@ end_c:
             :: else -> skip
             fi;
             tell_expired(c, x_s);
-            lease_end(x_s, x_r, x_q, x_any);
-            forget(c, x_s); e_s[c] = NONE; e_V[c] = 0; e_mask[c] = 0
+            forget(c, x_s); e_rv[c] = 1; e_V[c] = 0; e_mask[c] = 0
        :: else ->
             if
             :: !s_here[x_s] ->                                    /* gone: already ended */
                  printf("@@ C%d -> etcd : endSession s%d: already gone\n", c, x_s);
                  tell_expired(c, x_s);
-                 if :: l_alive[x_s] -> lease_end(x_s, x_r, x_q, x_any) :: else -> skip fi;
-                 forget(c, x_s); e_s[c] = NONE; e_V[c] = 0; e_mask[c] = 0
+                 forget(c, x_s); e_rv[c] = 1; e_V[c] = 0; e_mask[c] = 0
             :: s_here[x_s] && s_mrev[x_s] != ct_mrev[CI(c, x_s)] ->   /* moved: a peer adopted it */
                  printf("@@ C%d -> etcd : endSession s%d: moved to a peer, not ended\n", c, x_s);
                  close_channel(c, x_s);
@@ -852,6 +847,19 @@ end_c:
             fi
        fi;
        x_s = 0; x_r = 0; x_q = 0;
+       CANON
+     }
+  :: /* the lease revoke after #end: every key still attached to the lease goes */
+     d_step {
+       e_rv[c] ->
+       x_s = e_s[c];
+       if
+       :: l_alive[x_s] ->
+            printf("@@ C%d -> etcd : revoke the lease of s%d\n", c, x_s);
+            lease_end(x_s, x_r, x_q, x_any)
+       :: else -> skip
+       fi;
+       e_s[c] = NONE; e_rv[c] = 0; x_s = 0;
        CANON
      }
   :: /* the watch: a peer rewrote sessions/<s> (adopted it) after this coordinator did */
@@ -884,7 +892,7 @@ end_c:
        FAULT_USED(f_crash);
        printf("@@ note C%d : crash and restart\n", c);
        for (x_s : 0 .. NS - 1) { forget(c, x_s) };
-       e_s[c] = NONE; e_V[c] = 0; e_mask[c] = 0;
+       e_s[c] = NONE; e_V[c] = 0; e_mask[c] = 0; e_rv[c] = 0;
        for (x_r : 0 .. NW - 1) {
          a_reset(AK(c, x_r));
          if :: w_conn[x_r] == c -> w_conn[x_r] = NONE :: else -> skip fi;

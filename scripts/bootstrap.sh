@@ -53,6 +53,13 @@ LEASEHOLD_ETCD_ENDPOINTS at a running etcd."
   say "etcd: $(find_etcd)"
 fi
 
+# --- spin (the model checker of docs/model.md) ---------------------------------------------------
+if ! command -v spin >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing spin with apt-get"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null || die "apt-get install spin failed"
+fi
+
 # --- build -----------------------------------------------------------------------------------
 say "building"
 pnpm run --silent build || die "build failed"

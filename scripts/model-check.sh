@@ -47,30 +47,35 @@ node_modules/.bin/tsc --outDir "$OUT/trail" --rootDir scripts/model --module nod
 # worker, NQ acquires per session; FAULTS faults in all, at most the per-kind counts given.
 NOFAULT="-DFAULTS=0"
 ONE="-DFAULTS=1 -DCRASHES=0 -DDISCONNECTS=0 -DETCD_FAULTS=0 -DSINK_FAULTS=0 -DLAPSES=0"
-BAD_BOUNDS="-DNW=2 -DNINC=1 -DNQ=1 -DFAULTS=1"
+# Known-bad variants: the smallest bounds that reach their counterexample (breadth-first, so the
+# trail is a shortest one); the adoption race needs a lost connection.
+BAD_BOUNDS="-DNW=2 -DNINC=1 -DNQ=1 $NOFAULT"
+LIVE="-DLIVENESS -DNW=2 -DNINC=1 -DNQ=2 -DTICKS=1"
 if [ "$QUICK" = 1 ]; then
   RUNS=(
     "safety-quick|safety|-DNW=2 -DNINC=1 -DNQ=1 $NOFAULT|120"
-    "liveness-quick|ltl:granted_0|-DLIVENESS -DNW=2 -DNINC=1 -DNQ=2 -DTICKS=1 $NOFAULT|120"
+    "liveness-quick|ltl:granted_1|-DLIVENESS -DNW=2 -DNINC=1 -DNQ=1 -DTICKS=1 $NOFAULT|120"
   )
 else
   RUNS=(
     "safety|safety|-DNW=2 -DNINC=1 -DNQ=2 $NOFAULT|900"
-    "safety-3-workers|safety|-DNW=3 -DNINC=1 -DNQ=1 $NOFAULT|900"
-    "safety-2-sessions|safety|-DNW=2 -DNINC=2 -DNQ=1 $NOFAULT|900"
     "safety-crash|safety|-DNW=2 -DNINC=1 -DNQ=1 ${ONE/-DCRASHES=0/-DCRASHES=1}|900"
     "safety-disconnect|safety|-DNW=2 -DNINC=1 -DNQ=1 ${ONE/-DDISCONNECTS=0/-DDISCONNECTS=1}|900"
     "safety-etcd-fault|safety|-DNW=2 -DNINC=1 -DNQ=1 ${ONE/-DETCD_FAULTS=0/-DETCD_FAULTS=1}|900"
     "safety-sink-fault|safety|-DNW=2 -DNINC=1 -DNQ=1 ${ONE/-DSINK_FAULTS=0/-DSINK_FAULTS=1}|900"
     "safety-lease-lapse|safety|-DNW=2 -DNINC=1 -DNQ=1 ${ONE/-DLAPSES=0/-DLAPSES=1}|900"
-    "liveness-0|ltl:granted_0|-DLIVENESS -DNW=2 -DNINC=1 -DNQ=2 -DTICKS=2 -DFAULTS=1|900"
-    "liveness-1|ltl:granted_1|-DLIVENESS -DNW=2 -DNINC=1 -DNQ=2 -DTICKS=2 -DFAULTS=1|900"
-    "liveness-2|ltl:granted_2|-DLIVENESS -DNW=2 -DNINC=1 -DNQ=2 -DTICKS=2 -DFAULTS=1|900"
+    "liveness-0|ltl:granted_0|$LIVE $NOFAULT|600"
+    "liveness-1|ltl:granted_1|$LIVE $NOFAULT|600"
+    "liveness-2|ltl:granted_2|$LIVE $NOFAULT|600"
+    # Finding F1 (docs/model.md): with one lost connection a grant can be stranded. Expected.
+    "liveness-disconnect-F1|finding:granted_0|$LIVE ${ONE/-DDISCONNECTS=0/-DDISCONNECTS=1}|600"
   )
 fi
 for v in BAD_GRANT_BEFORE_ADVANCE BAD_ACCEPT_GE BAD_NO_OWNER_ABSENT BAD_RENEW_AT_DEADLINE BAD_ADOPT_NO_MODREV \
   BAD_ACCEPT_LE BAD_OVERWRITE_RESULT; do
-  RUNS+=("$v|bad|-D$v $BAD_BOUNDS|120")
+  bounds=$BAD_BOUNDS
+  [ "$v" = BAD_ADOPT_NO_MODREV ] && bounds="-DNW=2 -DNINC=1 -DNQ=1 ${ONE/-DDISCONNECTS=0/-DDISCONNECTS=1}"
+  RUNS+=("$v|bad|-D$v $bounds|120")
 done
 
 # --- run one -----------------------------------------------------------------------------------
@@ -80,8 +85,9 @@ run_one() {
   mkdir -p "$dir" && cp "$MODEL" "$dir/"
   case "$kind" in
     safety) cflags=(-O2 -DSAFETY -DCOLLAPSE) ; pan_args=(-m200000) ;;
-    bad) defs="$defs -DNOHIDDEN"; cflags=(-O0 -DSAFETY -DBFS) ; pan_args=() ;;
-    ltl:*) claim=${kind#ltl:}; cflags=(-O2 -DNFAIR=3 -DCOLLAPSE) ; pan_args=(-a -f -m200000 -N "$claim") ;;
+    # spin -t replays without the C code: no symmetry reduction where a trail is wanted
+    bad) defs="$defs -DNOHIDDEN -DNOSYM"; cflags=(-O0 -DSAFETY -DBFS) ; pan_args=() ;;
+    ltl:* | finding:*) claim=${kind#*:}; cflags=(-O2 -DNFAIR=4 -DCOLLAPSE) ; pan_args=(-a -f -m200000 -N "$claim") ;;
   esac
   # shellcheck disable=SC2086
   (cd "$dir" && spin -a $defs leasehold.pml >spin.log 2>&1) || { R_RESULT="spin failed"; R_OK=0; return; }
@@ -101,8 +107,10 @@ run_one() {
   if grep -q "max search depth too small" "$dir/pan.out"; then R_RESULT="depth bound hit"; return; fi
   if [ "$errors" = 0 ]; then
     R_RESULT="pass"
-    [ "$kind" != bad ] && R_OK=1
-    [ "$kind" = bad ] && R_RESULT="NO counterexample"
+    case "$kind" in
+      bad | finding:*) R_RESULT="NO counterexample" ;;
+      *) R_OK=1 ;;
+    esac
     return
   fi
   R_TRAIL=$(sed -n 's/.*(at depth \([0-9]*\)).*/\1/p' "$dir/pan.out" | head -n 1)
@@ -112,7 +120,7 @@ run_one() {
   R_PROPERTY=$(sed -n '1s/.*violates `\([^`]*\)`.*/\1/p' "$OUT/$name.md")
   if grep -q "acceptance cycle" "$dir/pan.out"; then R_PROPERTY="$claim (acceptance cycle)"; fi
   R_RESULT="counterexample"
-  [ "$kind" = bad ] && R_OK=1
+  case "$kind" in bad | finding:*) R_OK=1 ;; esac
 }
 
 # --- all of them -------------------------------------------------------------------------------
@@ -126,7 +134,7 @@ total_start=$SECONDS
 for spec in "${RUNS[@]}"; do
   IFS='|' read -r name kind defs limit <<<"$spec"
   expected=pass
-  [ "$kind" = bad ] && expected=counterexample
+  case "$kind" in bad | finding:*) expected=counterexample ;; esac
   say "$name ($kind) ..."
   run_one "$name" "$kind" "$defs" "$limit"
   mark=ok

@@ -29,6 +29,8 @@ export interface Violation {
 
 export interface Trail {
   readonly events: readonly TrailEvent[];
+  /** For a liveness counterexample: the index in `events` where the repeating cycle starts. */
+  readonly cycleStart: number | undefined;
   /** Number of transitions in the replay (spin's last step number). */
   readonly transitions: number;
   readonly violation: Violation | undefined;
@@ -52,10 +54,16 @@ export function parseTrail(output: string, source: string): Trail {
   let transitions = 0;
   let line: number | undefined;
   let assertion = '';
+  let cycleStart: number | undefined;
   for (const raw of output.split('\n')) {
     const text = raw.trimEnd();
+    if (text.includes('START OF CYCLE')) cycleStart = events.length;
     const step = STEP.exec(text);
-    if (step?.[1] !== undefined) transitions = Math.max(transitions, Number(step[1]));
+    if (step?.[1] !== undefined) {
+      // A step line echoes its statement (a printf's format string, too): only count it.
+      transitions = Math.max(transitions, Number(step[1]));
+      continue;
+    }
     const note = NOTE.exec(text);
     const event = note === null ? EVENT.exec(text) : null;
     if (note?.[1] !== undefined && note[2] !== undefined) {
@@ -73,7 +81,7 @@ export function parseTrail(output: string, source: string): Trail {
     const sourceLine = source.split('\n')[line - 1] ?? '';
     violation = { property: propertyOnLine(sourceLine) ?? assertion, assertion, line };
   }
-  return { events, transitions, violation };
+  return { events, cycleStart, transitions, violation };
 }
 
 const ORDER = ['W0', 'W1', 'W2', 'rogue', 'C0', 'C1', 'etcd', 'sink', 'clock'];
@@ -97,8 +105,15 @@ const mermaidText = (text: string): string => text.replace(/;/g, ',').replace(/#
 /** The numbered step list, one line per event, and the violated property last. */
 export function renderSteps(trail: Trail): string {
   const lines = trail.events.map(
-    (e, i) => `${i + 1}. ${e.to === undefined ? `(${e.from})` : `${e.from} → ${e.to}:`} ${e.text}`,
+    (e, i) =>
+      `${i + 1}. ${i === trail.cycleStart ? '**[the cycle starts]** ' : ''}` +
+      `${e.to === undefined ? `(${e.from})` : `${e.from} → ${e.to}:`} ${e.text}`,
   );
+  if (trail.cycleStart !== undefined && trail.cycleStart >= trail.events.length) {
+    lines.push(
+      `${trail.events.length + 1}. **[the cycle starts: from here nothing the claim waits for ever happens]**`,
+    );
+  }
   if (trail.violation !== undefined) {
     lines.push(
       `${trail.events.length + 1}. **violated: \`${trail.violation.property}\`** — \`${trail.violation.assertion}\``,
@@ -111,12 +126,16 @@ export function renderSteps(trail: Trail): string {
 export function renderMermaid(trail: Trail): string {
   const parts = participants(trail.events);
   const lines = ['sequenceDiagram', ...parts.map((p) => `  participant ${p}`)];
-  for (const e of trail.events) {
+  trail.events.forEach((e, i) => {
+    if (i === trail.cycleStart) lines.push(`  Note over ${parts[0] ?? 'sink'}: the cycle starts`);
     lines.push(
       e.to === undefined
         ? `  Note over ${e.from}: ${mermaidText(e.text)}`
         : `  ${e.from}->>${e.to}: ${mermaidText(e.text)}`,
     );
+  });
+  if (trail.cycleStart !== undefined && trail.cycleStart >= trail.events.length) {
+    lines.push(`  Note over ${parts[0] ?? 'sink'}: from here on it cycles without granting the task`);
   }
   if (trail.violation !== undefined) {
     const first = parts[0] ?? 'sink';
@@ -129,7 +148,12 @@ export function renderMermaid(trail: Trail): string {
 
 /** Markdown: a title, the step list and the diagram. */
 export function renderMarkdown(trail: Trail, title: string): string {
-  const head = trail.violation === undefined ? 'no assertion violated' : `violates \`${trail.violation.property}\``;
+  const head =
+    trail.violation !== undefined
+      ? `violates \`${trail.violation.property}\``
+      : trail.cycleStart !== undefined
+        ? 'an acceptance cycle (a liveness claim does not hold)'
+        : 'no assertion violated';
   return [
     `### ${title}: ${head} (${trail.transitions} transitions, ${trail.events.length} steps)`,
     '',

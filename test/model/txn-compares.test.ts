@@ -45,11 +45,15 @@ describe('model/leasehold.pml is tied to the etcd transactions', () => {
     const changed = code.map((t) =>
       t.name === 'grantOwners' ? { ...t, compares: t.compares.replace('owners/<r> absent; ', '') } : t,
     );
-    expect(compareTies(changed, model)).toEqual([expect.stringContaining('the compares of txn grantOwners changed')]);
-    expect(compareTies([...code, { name: 'newTxn', compares: 'x', at: 'f.ts:1' }], model)).toEqual([
+    // Only what each edit adds is asserted, so this test does not depend on the tie being clean.
+    const added = (problems: string[]) => problems.filter((p) => !compareTies(code, model).includes(p));
+    expect(added(compareTies(changed, model))).toEqual([
+      expect.stringContaining('the compares of txn grantOwners changed'),
+    ]);
+    expect(added(compareTies([...code, { name: 'newTxn', compares: 'x', at: 'f.ts:1' }], model))).toEqual([
       expect.stringContaining('txn newTxn has no line in the model'),
     ]);
-    expect(compareTies(code.slice(1), model)).toEqual([
+    expect(added(compareTies(code.slice(1), model))).toEqual([
       expect.stringContaining(`names txn ${code[0]?.name ?? ''}, which no transaction header has`),
     ]);
   });

@@ -82,7 +82,7 @@ export function readModelTxns(source: string, file: string): TxnCompares[] {
       const end = rest.findIndex((l) => /^txn /.test(l.trim()));
       const compares = comparesParagraph(end < 0 ? rest : rest.slice(0, end));
       if (compares === undefined) return;
-      const offset = (comment.index ?? 0) + 2 + body.split('\n').slice(0, i).join('\n').length;
+      const offset = comment.index + 2 + body.split('\n').slice(0, i).join('\n').length;
       out.push({ name, compares, at: `${file}:${lineOf(source, offset + 1)}` });
     });
   }
