@@ -551,9 +551,9 @@ inline resume_adopt(w, c, s, ok) {
 inline grant_put(k) {
   rev++; a_T[k] = rev;
   printf("@@ C%d -> etcd : grantOwners task %d for s%d -> owners/%d put, token %d\n", c, a_t[k], a_s[k], RES(a_t[k]), rev);
-  /* two-live-owners: a new owner interval begins while the previous one has not ended (the key is
-     there); etcd then keeps its create_revision, so the new token is no owner key's revision */
-  assert(o_crev[RES(a_t[k])] == 0);
+  /* A new owner interval begins while the previous one has not ended (the key is there); etcd then
+     keeps the key's create_revision, so the new token is no owner key's revision. */
+  assert(o_crev[RES(a_t[k])] == 0);           /* two-live-owners */
   o_crev[RES(a_t[k])] = rev;
   o_mrev[RES(a_t[k])] = rev; o_ses[RES(a_t[k])] = a_s[k];
   h_crev[HI(a_s[k], a_q[k])] = rev; h_task[HI(a_s[k], a_q[k])] = a_t[k];

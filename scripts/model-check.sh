@@ -6,7 +6,8 @@
 #   bash scripts/model-check.sh --quick   a reduced-bound safety run, a reduced liveness run and
 #                                          every known-bad variant (well under 2 minutes)
 #
-# Prints a summary table (variant, expected, result, property, states, depth, trail, seconds) and
+# Prints a summary table (variant, expected, result, property, states, depth, trail length in
+# transitions and in protocol steps, CPU seconds of the verifier) and
 # writes, under .tmp/model/: one directory per run (pan's output, the trail, its replay) and, per
 # counterexample, <variant>.md with the steps and a mermaid sequenceDiagram. Exit 0 iff every run
 # gave what it should. Installs spin with apt-get when it is missing and this runs as root.
@@ -79,7 +80,7 @@ for v in BAD_GRANT_BEFORE_ADVANCE BAD_ACCEPT_GE BAD_NO_OWNER_ABSENT BAD_RENEW_AT
 done
 
 # --- run one -----------------------------------------------------------------------------------
-# Sets: R_RESULT R_PROPERTY R_STATES R_DEPTH R_TRAIL R_SECONDS R_OK
+# Sets: R_RESULT R_PROPERTY R_STATES R_DEPTH R_TRAIL R_STEPS R_SECONDS R_OK
 run_one() {
   local name=$1 kind=$2 defs=$3 limit=$4 dir="$OUT/$1" cflags pan_args=() claim=""
   mkdir -p "$dir" && cp "$MODEL" "$dir/"
@@ -92,16 +93,15 @@ run_one() {
   # shellcheck disable=SC2086
   (cd "$dir" && spin -a $defs leasehold.pml >spin.log 2>&1) || { R_RESULT="spin failed"; R_OK=0; return; }
   (cd "$dir" && gcc "${cflags[@]}" -w -o pan pan.c >gcc.log 2>&1) || { R_RESULT="gcc failed"; R_OK=0; return; }
-  local start end status=0
-  start=$(date +%s.%N)
-  (cd "$dir" && timeout "$limit" ./pan "${pan_args[@]}" >pan.out 2>&1) || status=$?
-  end=$(date +%s.%N)
-  R_SECONDS=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+  local status=0
+  # CPU seconds of the verifier (user + system): steadier than wall-clock on a shared machine.
+  (cd "$dir" && TIMEFORMAT='%U %S' && { time timeout "$limit" ./pan "${pan_args[@]}" >pan.out 2>&1; } 2>cpu.txt) || status=$?
+  R_SECONDS=$(awk '{ printf "%.1f", $1 + $2 }' "$dir/cpu.txt" 2>/dev/null || echo "?")
   R_STATES=$(awk '/states, stored/ { print $1; exit }' "$dir/pan.out")
   R_DEPTH=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$dir/pan.out" | head -n 1)
   local errors
   errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$dir/pan.out" | head -n 1)
-  R_TRAIL="-"; R_PROPERTY="-"; R_OK=0
+  R_TRAIL="-"; R_STEPS="-"; R_PROPERTY="-"; R_OK=0
   if [ "$status" = 124 ]; then R_RESULT="timeout (${limit}s)"; return; fi
   if [ -z "$errors" ]; then R_RESULT="pan failed ($status)"; return; fi
   if grep -q "max search depth too small" "$dir/pan.out"; then R_RESULT="depth bound hit"; return; fi
@@ -118,6 +118,7 @@ run_one() {
   (cd "$dir" && spin -t -p $defs leasehold.pml >replay.txt 2>&1) || true
   node "$OUT/trail/spin-trail.js" --pml "$dir/leasehold.pml" --title "$name" <"$dir/replay.txt" >"$OUT/$name.md"
   R_PROPERTY=$(sed -n '1s/.*violates `\([^`]*\)`.*/\1/p' "$OUT/$name.md")
+  R_STEPS=$(sed -n '1s/.*, \([0-9]*\) steps).*/\1/p' "$OUT/$name.md")
   if grep -q "acceptance cycle" "$dir/pan.out"; then R_PROPERTY="$claim (acceptance cycle)"; fi
   R_RESULT="counterexample"
   case "$kind" in bad | finding:*) R_OK=1 ;; esac
@@ -126,8 +127,8 @@ run_one() {
 # --- all of them -------------------------------------------------------------------------------
 summary="$OUT/summary.md"
 {
-  echo "| variant | expected | result | property | states | depth | trail | seconds |"
-  echo "| ------- | -------- | ------ | -------- | -----: | ----: | ----: | ------: |"
+  echo "| variant | expected | result | property | states | depth | trail | steps | cpu s |"
+  echo "| ------- | -------- | ------ | -------- | -----: | ----: | ----: | ----: | ------: |"
 } >"$summary"
 failed=0
 total_start=$SECONDS
@@ -140,14 +141,14 @@ for spec in "${RUNS[@]}"; do
   mark=ok
   [ "$R_OK" = 1 ] || { mark=FAILED; failed=1; }
   say "$name: $R_RESULT ${R_STATES:-?} states, ${R_SECONDS:-?} s [$mark]"
-  echo "| $name | $expected | $R_RESULT | $R_PROPERTY | ${R_STATES:--} | ${R_DEPTH:--} | $R_TRAIL | ${R_SECONDS:--} |" >>"$summary"
+  echo "| $name | $expected | $R_RESULT | $R_PROPERTY | ${R_STATES:--} | ${R_DEPTH:--} | $R_TRAIL | ${R_STEPS:--} | ${R_SECONDS:--} |" >>"$summary"
 done
 
 echo
 column -t -s '|' -o '|' "$summary" 2>/dev/null || cat "$summary"
 echo
 echo "bounds: docs/model.md; details and counterexamples (steps + mermaid): $OUT/"
-echo "total $((SECONDS - total_start)) s"
+echo "total $((SECONDS - total_start)) s wall-clock"
 if [ "$failed" != 0 ]; then
   die "some runs did not give what they should (see the table; pan's output is in $OUT/<variant>/pan.out)"
 fi
