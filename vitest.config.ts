@@ -30,8 +30,8 @@ export default defineConfig({
         resolve,
         test: {
           name: 'unit',
-          // test/deploy: the deploy files (units, Dockerfile, compose, Kubernetes) checked without an engine.
-          include: ['packages/*/src/**/*.test.ts', 'test/deploy/**/*.test.ts'],
+          // test/deploy: the deploy files (units, Dockerfile, compose, Kubernetes) checked without an engine; test/model: the Promela model tied to the txn sources.
+          include: ['packages/*/src/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/model/**/*.test.ts'],
           exclude: ['**/*.int.test.ts', '**/*.e2e.test.ts', '**/node_modules/**'],
           testTimeout: 20_000,
         },
