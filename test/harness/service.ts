@@ -27,6 +27,12 @@ export interface ServiceSpec {
   readonly dir: string;
   /** True for daemons that listen (sink, coordinator): wait for the port file and /healthz. */
   readonly listens: boolean;
+  /** Address the daemon listens on and is reached at (default 127.0.0.1; a netns address in netns mode). */
+  readonly host?: string;
+  /** A fixed port (default: any free one on the first start, then the same one on restarts). */
+  readonly port?: number;
+  /** A command prefix the daemon is started under, e.g. `['ip', 'netns', 'exec', NS]`. */
+  readonly launcher?: readonly string[];
 }
 
 export class Service {
@@ -40,12 +46,17 @@ export class Service {
   constructor(spec: ServiceSpec) {
     if (!existsSync(spec.bin)) throw new Error(`${spec.bin} is missing: run \`pnpm build\` first`);
     this.spec = spec;
+    this.port = spec.port;
     this.logPath = join(spec.dir, `${spec.name}.log`);
+  }
+
+  get host(): string {
+    return this.spec.host ?? '127.0.0.1';
   }
 
   get url(): string {
     if (this.port === undefined) throw new Error(`${this.spec.name} has no port yet`);
-    return `http://127.0.0.1:${this.port}`;
+    return `http://${this.host}:${this.port}`;
   }
 
   get pid(): number | undefined {
@@ -73,7 +84,9 @@ export class Service {
       args.push('--port-file', portFile);
       if (this.port !== undefined) args.push('--port', String(this.port));
     }
-    const child = spawn(process.execPath, [this.spec.bin, ...args], {
+    const launcher = this.spec.launcher ?? [];
+    const [command, ...argv] = [...launcher, process.execPath, this.spec.bin, ...args];
+    const child = spawn(command!, argv, {
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '', ...env },
