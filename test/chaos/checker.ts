@@ -8,7 +8,13 @@
  * never an error. The sink's decision log is the record of what was decided; the worker logs are
  * the record of what was acknowledged; etcd's history is the record of who owned what.
  */
+import { checkLeaseBounds, LeaseViolation } from './checker-leases.js';
+import { checkRegister, RegisterViolation } from './checker-register.js';
+import { checkResources, ResourceViolation } from './checker-resources.js';
 import type { History, OwnerInterval, SinkDecision, WorkerEvent } from './history.js';
+import type { Violation } from './violation.js';
+
+export type { Violation } from './violation.js';
 
 export const ViolationName = {
   /** Per resource, an accepted write carried a lower token than an earlier accepted write. */
@@ -45,18 +51,18 @@ export const ViolationName = {
   PROCESS_CRASHED: 'process-crashed',
   /** A named scenario's own expectation did not hold. */
   SCENARIO_EXPECTATION: 'scenario-expectation-failed',
+  /** A silent holder's ownership ended later than TTL + margin after it went silent (checker-leases.ts). */
+  LEASE_OUTLIVED_BOUND: LeaseViolation.OUTLIVED_BOUND,
+  /** An ownership ended with its session before its holder had been silent for the TTL (checker-leases.ts). */
+  LEASE_CUT_SHORT: LeaseViolation.CUT_SHORT,
+  /** A register write computed from a value the register no longer held (checker-register.ts). */
+  LOST_UPDATE: RegisterViolation.LOST_UPDATE,
+  /** A process' RSS / open fds grew past the bound, or passed a cap (checker-resources.ts). */
+  RESOURCE_RSS_GROWTH: ResourceViolation.RSS_GROWTH,
+  RESOURCE_FD_GROWTH: ResourceViolation.FD_GROWTH,
+  RESOURCE_CAP_EXCEEDED: ResourceViolation.CAP_EXCEEDED,
 } as const;
 export type ViolationName = (typeof ViolationName)[keyof typeof ViolationName];
-
-export interface Violation {
-  readonly name: ViolationName;
-  readonly message: string;
-  readonly atMs?: number | undefined;
-  readonly process?: string | undefined;
-  readonly resource?: string | undefined;
-  readonly taskId?: string | undefined;
-  readonly token?: string | undefined;
-}
 
 export interface CheckOptions {
   /** Log lines matching these are not violations (known, accepted noise). */
@@ -79,6 +85,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Viol
     ...checkCompletion(history),
     ...checkLogs(history, options.ignoreLog ?? []),
     ...checkExits(history),
+    ...checkLeaseBounds(history).violations,
+    ...checkRegister(history).violations,
+    ...checkResources(history).violations,
   ];
   return options.maxPerName === undefined ? out : capPerName(out, options.maxPerName);
 }
@@ -489,7 +498,7 @@ export function canonical(value: unknown): string {
 }
 
 function capPerName(violations: Violation[], max: number): Violation[] {
-  const counts = new Map<ViolationName, number>();
+  const counts = new Map<string, number>();
   const out: Violation[] = [];
   for (const v of violations) {
     const n = (counts.get(v.name) ?? 0) + 1;

@@ -3,7 +3,7 @@
  * the sink's decision log (paginated), etcd's history of owner keys (a watch from revision 1), and
  * the final state of tasks and results.
  */
-import { Etcd3 } from 'etcd3';
+import { Etcd3, Range } from 'etcd3';
 import type { SinkClient } from '@leasehold/sink-client';
 import type { FaultWindow, FinalResult, OwnerInterval, SinkDecision, WorkerEvent, WriteOutcome } from './history.js';
 
@@ -143,8 +143,10 @@ export async function readDecisions(client: SinkClient): Promise<{ decisions: Si
 }
 
 /**
- * Every owner key's life from etcd's history: a watch over `<prefix>owners/` from revision 1.
- * Returns undefined if the history cannot be read (compacted, etcd down).
+ * Every owner key's life from etcd's history: a watch over `<prefix>owners/` … `<prefix>sessions/`
+ * from revision 1. An owner key deleted at the revision its session key was deleted ended with its
+ * session (expiry or close), not by itself (complete, release, cancel). Returns undefined if the
+ * history cannot be read (compacted, etcd down).
  */
 export async function readOwnerHistory(
   endpoints: readonly string[],
@@ -154,12 +156,18 @@ export async function readOwnerHistory(
 ): Promise<OwnerInterval[] | undefined> {
   const client = new Etcd3({ hosts: [...endpoints], dialTimeout: 3_000 });
   const ownersPrefix = `${prefix}owners/`;
-  const live = new Map<string, { token: string; workerId?: string; taskId?: string }>();
+  const live = new Map<string, { token: string; workerId?: string; taskId?: string; sessionId?: string }>();
   const done: OwnerInterval[] = [];
+  const sessionEnds = new Set<string>();
+  const sessionsPrefix = `${prefix}sessions/`;
   try {
     const head = await client.get('leasehold-chaos-probe').exec();
     const target = BigInt(head.header.revision);
-    const watcher = await client.watch().prefix(ownersPrefix).startRevision('1').create();
+    const watcher = await client
+      .watch()
+      .inRange(new Range(ownersPrefix, `${prefix}sessions0`))
+      .startRevision('1')
+      .create();
     let last = Date.now();
     let seen = 0n;
     const state = { failed: false };
@@ -173,14 +181,15 @@ export async function readOwnerHistory(
     });
     watcher.on('put', (kv) => {
       last = Date.now();
+      if (!kv.key.toString().startsWith(ownersPrefix)) return;
       const resource = kv.key.toString().slice(ownersPrefix.length);
       const token = kv.create_revision;
       const current = live.get(resource);
       if (current?.token === token) return; // an update of the same owner key
       if (current !== undefined) done.push({ resource, ...current, endRevision: undefined });
-      let record: { workerId?: string; taskId?: string } = {};
+      let record: { workerId?: string; taskId?: string; sessionId?: string } = {};
       try {
-        record = JSON.parse(kv.value.toString()) as { workerId?: string; taskId?: string };
+        record = JSON.parse(kv.value.toString()) as { workerId?: string; taskId?: string; sessionId?: string };
       } catch {
         // not JSON: keep the interval without names
       }
@@ -188,10 +197,15 @@ export async function readOwnerHistory(
         token,
         ...(record.workerId === undefined ? {} : { workerId: record.workerId }),
         ...(record.taskId === undefined ? {} : { taskId: record.taskId }),
+        ...(record.sessionId === undefined ? {} : { sessionId: record.sessionId }),
       });
     });
     watcher.on('delete', (kv) => {
       last = Date.now();
+      if (kv.key.toString().startsWith(sessionsPrefix)) {
+        sessionEnds.add(kv.mod_revision);
+        return;
+      }
       const resource = kv.key.toString().slice(ownersPrefix.length);
       const current = live.get(resource);
       if (current === undefined) return;
@@ -206,7 +220,9 @@ export async function readOwnerHistory(
     await watcher.cancel();
     if (state.failed || seen < target) return undefined;
     for (const [resource, o] of live) done.push({ resource, ...o, endRevision: undefined });
-    return done;
+    return done.map((o) =>
+      o.endRevision === undefined ? o : { ...o, endedWithSession: sessionEnds.has(o.endRevision) },
+    );
   } catch {
     return undefined;
   } finally {

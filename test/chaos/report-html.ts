@@ -25,6 +25,14 @@ const FAULT_COLOURS: Record<FaultKind, string> = {
   reset: '#e060a0',
   latency: '#d8c020',
   'partition-etcd-member': '#3070b0',
+  'nft-drop': '#303030',
+  'nft-one-way': '#6030a0',
+  'nft-reject': '#c02080',
+  'nft-loss': '#a08000',
+  'netem-delay': '#b0a000',
+  partition: '#1050a0',
+  'clock-jump': '#00a0a0',
+  'disk-full': '#804000',
   'self-pause': '#ffb000',
 };
 

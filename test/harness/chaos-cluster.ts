@@ -68,6 +68,8 @@ export interface ChaosProcess {
   everStarted(): boolean;
   /** False for PostgreSQL (its backends are separate processes): the schedule never pauses it. */
   readonly canPause: boolean;
+  /** False when nothing can start it again (a deployed process without a restart command): never killed. */
+  readonly canRestart: boolean;
   pause(): void;
   resume(): void;
   /** SIGKILL (expected exit); PostgreSQL: `pg_ctl stop -m immediate`. */
@@ -143,6 +145,11 @@ export interface ChaosCluster {
   healAll(): Promise<void>;
   /** Mark the exits from now on as expected and stop everything (namespaces and mounts too). */
   stop(): Promise<void>;
+  /**
+   * A shell script that starts `name` again the way the harness does (detached, appending to its
+   * log) and writes its pid to `<dir>/<name>.pid`: what a target file's `restart` runs in tests.
+   */
+  launchScript(name: string): string;
 }
 
 interface Placement {
@@ -225,7 +232,13 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     if (spec === undefined) throw new Error(`no link ${client}->${server}`);
     let target = `${host}:${port}`;
     if (spec.proxy) {
-      const p = await startFaultProxy({ name: spec.name, targetHost: host, targetPort: port, listenHost: proxyHost, random });
+      const p = await startFaultProxy({
+        name: spec.name,
+        targetHost: host,
+        targetPort: port,
+        listenHost: proxyHost,
+        random,
+      });
       proxies.set(spec.name, p);
       target = `${proxyHost}:${p.port}`;
     }
@@ -256,6 +269,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     process: ChildProcess | undefined;
   }
   const etcdMembers: EtcdMember[] = [];
+  let etcdArgvOf: (name: string) => string[] | undefined = () => undefined;
 
   const teardown = async (): Promise<void> => {
     for (const p of processes.values()) expectExit.add(p.name);
@@ -302,14 +316,16 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         // Peer links i->k: i's connections to k's peer port.
         for (const other of etcdMembers) {
           if (other === m) continue;
-          endpoints.set(`${other.name}->${m.name}`, { ns: placements.get(other.name)!.ns!, ip: m.host, port: m.peerPort });
+          endpoints.set(`${other.name}->${m.name}`, {
+            ns: placements.get(other.name)!.ns!,
+            ip: m.host,
+            port: m.peerPort,
+          });
         }
       }
     }
     const initialCluster = etcdMembers.map((m) => `${m.name}=${m.advertisedPeerUrl}`).join(',');
-    const launchEtcd = (m: EtcdMember): void => {
-      const log = createWriteStream(join(dir, `${m.name}.log`), { flags: 'a' });
-      logs.push(log);
+    const etcdArgv = (m: EtcdMember): string[] => {
       const args = [
         '--name', m.name,
         '--data-dir', m.dataDir,
@@ -325,7 +341,16 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         '--log-level', 'warn',
         '--logger', 'zap',
       ]; // prettier-ignore
-      const [command, ...argv] = [...m.launcher, bin, ...args];
+      return [...m.launcher, bin, ...args];
+    };
+    etcdArgvOf = (name) => {
+      const m = etcdMembers.find((x) => x.name === name);
+      return m === undefined ? undefined : etcdArgv(m);
+    };
+    const launchEtcd = (m: EtcdMember): void => {
+      const log = createWriteStream(join(dir, `${m.name}.log`), { flags: 'a' });
+      logs.push(log);
+      const [command, ...argv] = etcdArgv(m);
       const child = spawn(command!, argv, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
       child.stdout.pipe(log, { end: false });
       child.stderr.pipe(log, { end: false });
@@ -336,12 +361,14 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     etcdMembers.forEach(launchEtcd);
     await Promise.all(etcdMembers.map((m) => waitForHealth(`http://${m.host}:${m.clientPort}`, 30_000)));
     for (const m of etcdMembers) {
-      const running = (): boolean => m.process !== undefined && m.process.exitCode === null && m.process.signalCode === null;
+      const running = (): boolean =>
+        m.process !== undefined && m.process.exitCode === null && m.process.signalCode === null;
       processes.set(m.name, {
         name: m.name,
         role: 'etcd',
         logPath: join(dir, `${m.name}.log`),
         canPause: true,
+        canRestart: true,
         pid: () => m.process?.pid,
         isRunning: running,
         everStarted: () => true,
@@ -382,12 +409,14 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       await admin.query('CREATE DATABASE leasehold_chaos');
       await admin.end();
       const pgHost = lab?.hostIp ?? '127.0.0.1';
-      databaseUrl = async (client) => `postgres://postgres@${await dial(client, 'postgres', pgHost, pgHandle.port)}/leasehold_chaos`;
+      databaseUrl = async (client) =>
+        `postgres://postgres@${await dial(client, 'postgres', pgHost, pgHandle.port)}/leasehold_chaos`;
       processes.set('postgres', {
         name: 'postgres',
         role: 'postgres',
         logPath: undefined,
         canPause: false,
+        canRestart: true,
         pid: () => {
           try {
             return Number(readFileSync(join(pgHandle.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
@@ -411,6 +440,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         role,
         logPath: service.logPath,
         canPause: true,
+        canRestart: true,
         pid: () => service.pid,
         isRunning: () => service.isRunning(),
         everStarted: () => service.process !== undefined,
@@ -567,7 +597,11 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     });
     const status = async (url: string): Promise<{ header?: { member_id?: string }; leader?: string } | undefined> => {
       try {
-        const res = await fetch(`${url}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1_000) });
+        const res = await fetch(`${url}/v3/maintenance/status`, {
+          method: 'POST',
+          body: '{}',
+          signal: AbortSignal.timeout(1_000),
+        });
         return (await res.json()) as { header?: { member_id?: string }; leader?: string };
       } catch {
         return undefined;
@@ -661,6 +695,21 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       async stop() {
         void sinkClient.close();
         await teardown();
+      },
+      launchScript(name) {
+        const service = services.find((x) => x.spec.name === name);
+        const line = service?.commandLine() ?? { argv: etcdArgvOf(name), env: { PATH: process.env.PATH ?? '' } };
+        if (line.argv === undefined) throw new Error(`no launch script for ${name}`);
+        const q = (v: string): string => `'${v.replace(/'/g, `'\\''`)}'`;
+        const env = Object.entries(line.env).map(([k, v]) => `${k}=${q(v)}`);
+        return [
+          '#!/bin/sh',
+          `# Starts ${name} again like the chaos harness does (detached, appending to its log); pid to ${name}.pid.`,
+          `cd ${q(dir)} || exit 1`,
+          `env -i ${env.join(' ')} setsid ${line.argv.map(q).join(' ')} >> ${q(join(dir, `${name}.log`))} 2>&1 < /dev/null &`,
+          `echo $! > ${q(join(dir, `${name}.pid`))}`,
+          '',
+        ].join('\n');
       },
     };
   } catch (err) {

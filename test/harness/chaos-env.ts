@@ -28,7 +28,8 @@ export function newSecrets(): ChaosSecrets {
   };
 }
 
-export type SinkStore = { readonly kind: 'sqlite'; readonly dbPath: string } | { readonly kind: 'postgres'; readonly url: string };
+export type SinkStore =
+  { readonly kind: 'sqlite'; readonly dbPath: string } | { readonly kind: 'postgres'; readonly url: string };
 
 export function sinkEnv(
   s: ChaosSecrets,

@@ -61,7 +61,11 @@ export function nftRulesFor(endpoint: NftEndpoint, fault: Exclude<NftFault, { ki
 }
 
 /** The one-way direction that stops traffic into (`inbound`) or out of (`outbound`) the group on a crossing link. */
-export function partitionCut(link: LinkSpec, group: ReadonlySet<string>, direction: PartitionDirection): Direction | 'both' {
+export function partitionCut(
+  link: LinkSpec,
+  group: ReadonlySet<string>,
+  direction: PartitionDirection,
+): Direction | 'both' {
   if (direction === 'both') return 'both';
   const clientInside = group.has(link.client);
   // inbound: nothing reaches the group. If the client is inside, the server's packets must not arrive.
@@ -110,6 +114,11 @@ export class ChaosNetwork {
     };
   }
 
+  /** Links nftables can cut. */
+  nftLinks(): string[] {
+    return [...this.#endpoints.keys()];
+  }
+
   spec(link: string): LinkSpec {
     const s = this.#specs.get(link);
     if (s === undefined) throw new Error(`no link ${link}`);
@@ -150,19 +159,27 @@ export class ChaosNetwork {
     via: 'nft' | 'proxy',
   ): Promise<{ heal: () => Promise<void>; links: string[] }> {
     const inside = new Set(group);
-    const links = crossingLinks(this.topology, group).filter((l) => (via === 'nft' ? l.nft : l.proxy));
+    const links = crossingLinks(this.topology, group).filter((l) =>
+      via === 'nft' ? l.nft && this.#endpoints.has(l.name) : l.proxy && this.proxies.has(l.name),
+    );
     if (via === 'proxy') {
       const heals = links.map((l) => {
         const cut = partitionCut(l, inside, direction);
         const mode: ProxyMode = cut === 'both' ? { kind: 'blackhole' } : { kind: 'one-way', direction: cut };
         return this.setProxy([l.name], mode);
       });
-      return { heal: this.#track(async () => void (await Promise.all(heals.map((h) => h())))), links: links.map((l) => l.name) };
+      return {
+        heal: this.#track(async () => void (await Promise.all(heals.map((h) => h())))),
+        links: links.map((l) => l.name),
+      };
     }
     const nft = this.#requireNft();
     const rules = links.flatMap((l) => {
       const cut = partitionCut(l, inside, direction);
-      return nftRulesFor(this.#endpoint(l.name), cut === 'both' ? { kind: 'drop' } : { kind: 'one-way', direction: cut });
+      return nftRulesFor(
+        this.#endpoint(l.name),
+        cut === 'both' ? { kind: 'drop' } : { kind: 'one-way', direction: cut },
+      );
     });
     const id = await nft.add(rules);
     return { heal: this.#track(() => nft.remove(id)), links: links.map((l) => l.name) };
@@ -185,7 +202,10 @@ export class ChaosNetwork {
     return e;
   }
 
-  async #netemDelay(links: readonly string[], fault: { delayMs: number; jitterMs: number }): Promise<() => Promise<void>> {
+  async #netemDelay(
+    links: readonly string[],
+    fault: { delayMs: number; jitterMs: number },
+  ): Promise<() => Promise<void>> {
     if (!this.capabilities.netem) throw new Error('this kernel has no netem: delay faults are not available');
     const clients = [...new Set(links.map((l) => this.spec(l).client))];
     const namespaces = clients.map((c) => {
@@ -196,7 +216,8 @@ export class ChaosNetwork {
     for (const ns of namespaces)
       await sh('ip', ['netns', 'exec', ns, 'tc', 'qdisc', 'replace', 'dev', 'eth0', 'root', 'netem', 'delay', `${fault.delayMs}ms`, `${fault.jitterMs}ms`]); // prettier-ignore
     return this.#track(async () => {
-      for (const ns of namespaces) await sh('ip', ['netns', 'exec', ns, 'tc', 'qdisc', 'del', 'dev', 'eth0', 'root']).catch(() => undefined);
+      for (const ns of namespaces)
+        await sh('ip', ['netns', 'exec', ns, 'tc', 'qdisc', 'del', 'dev', 'eth0', 'root']).catch(() => undefined);
     });
   }
 

@@ -98,7 +98,8 @@ export function linkSpecs(t: Topology): LinkSpec[] {
     if (direct) {
       for (const a of p.etcd) for (const b of p.etcd) if (a !== b) add(a, b, false);
     } else {
-      for (const e of p.etcd) links.push({ name: `etcd-peer->${e}`, client: 'etcd-peer', server: e, proxy: true, nft: false });
+      for (const e of p.etcd)
+        links.push({ name: `etcd-peer->${e}`, client: 'etcd-peer', server: e, proxy: true, nft: false });
     }
   }
   return links;

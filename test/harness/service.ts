@@ -72,24 +72,33 @@ export class Service {
     return this.#exits;
   }
 
+  /** The command line and environment `start()` uses (also for scripts that start it elsewhere). */
+  commandLine(): { readonly argv: readonly string[]; readonly env: Readonly<Record<string, string>> } {
+    const args = [...(this.spec.args ?? [])];
+    if (this.spec.listens) {
+      args.push('--port-file', join(this.spec.dir, `${this.spec.name}.port`));
+      // A restart reuses the port the service had, so peers' configuration stays valid.
+      if (this.port !== undefined) args.push('--port', String(this.port));
+    }
+    return {
+      argv: [...(this.spec.launcher ?? []), process.execPath, this.spec.bin, ...args],
+      env: { PATH: process.env.PATH ?? '', ...this.spec.env },
+    };
+  }
+
   async start(timeoutMs = 20_000): Promise<void> {
     if (this.isRunning()) throw new Error(`${this.spec.name} is already running`);
     const portFile = join(this.spec.dir, `${this.spec.name}.port`);
     rmSync(portFile, { force: true });
     this.#log ??= createWriteStream(this.logPath, { flags: 'a' });
-    const args = [...(this.spec.args ?? [])];
-    // A restart reuses the port the service had, so peers' configuration stays valid.
-    const env: Record<string, string> = { ...this.spec.env };
-    if (this.spec.listens) {
-      args.push('--port-file', portFile);
-      if (this.port !== undefined) args.push('--port', String(this.port));
-    }
-    const launcher = this.spec.launcher ?? [];
-    const [command, ...argv] = [...launcher, process.execPath, this.spec.bin, ...args];
+    const {
+      argv: [command, ...argv],
+      env,
+    } = this.commandLine();
     const child = spawn(command!, argv, {
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '', ...env },
+      env: { ...env },
     });
     track(child);
     this.process = child;

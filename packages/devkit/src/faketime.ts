@@ -23,7 +23,8 @@ export function findLibfaketime(env: NodeJS.ProcessEnv = process.env): string | 
   if (explicit !== undefined && explicit !== '') return existsSync(explicit) ? explicit : undefined;
   const candidates = ['/usr/lib/faketime'];
   try {
-    for (const d of readdirSync('/usr/lib')) if (d.endsWith('-linux-gnu')) candidates.push(join('/usr/lib', d, 'faketime'));
+    for (const d of readdirSync('/usr/lib'))
+      if (d.endsWith('-linux-gnu')) candidates.push(join('/usr/lib', d, 'faketime'));
   } catch {
     // no /usr/lib
   }

@@ -55,7 +55,7 @@ interface Run {
 
 function run(cmd: string, args: readonly string[], timeoutMs = 10_000): Run {
   const out = spawnSync(cmd, args, { encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'pipe'] });
-  return { status: out.status, stdout: out.stdout ?? '', stderr: out.stderr ?? (out.error?.message ?? '') };
+  return { status: out.status, stdout: out.stdout ?? '', stderr: out.stderr ?? out.error?.message ?? '' };
 }
 
 function must(cmd: string, args: readonly string[]): string {
@@ -90,10 +90,12 @@ function alive(pid: number): boolean {
  */
 export function probeNetns(): NetnsSupport {
   if (process.platform !== 'linux') return { ok: false, reason: 'not Linux', nft: false, netem: false };
-  if (!isRoot()) return { ok: false, reason: 'not root (network namespaces need CAP_NET_ADMIN)', nft: false, netem: false };
+  if (!isRoot())
+    return { ok: false, reason: 'not root (network namespaces need CAP_NET_ADMIN)', nft: false, netem: false };
   const ns = `${NETNS_PREFIX}probe${process.pid}`;
   const add = run('ip', ['netns', 'add', ns]);
-  if (add.status !== 0) return { ok: false, reason: `ip netns add failed: ${add.stderr.trim()}`, nft: false, netem: false };
+  if (add.status !== 0)
+    return { ok: false, reason: `ip netns add failed: ${add.stderr.trim()}`, nft: false, netem: false };
   try {
     const nft = run('ip', ['netns', 'exec', ns, 'nft', 'add table inet probe']);
     const chain = run('ip', [
@@ -236,7 +238,22 @@ export class NetnsLab {
     if (veth.length > 15) throw new Error(`host short name too long: ${short}`);
     must('ip', ['netns', 'add', ns]);
     must('ip', ['netns', 'exec', ns, 'ip', 'link', 'set', 'lo', 'up']);
-    must('ip', ['netns', 'exec', this.#hub, 'ip', 'link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
+    must('ip', [
+      'netns',
+      'exec',
+      this.#hub,
+      'ip',
+      'link',
+      'add',
+      veth,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      'eth0',
+      'netns',
+      ns,
+    ]);
     must('ip', ['netns', 'exec', this.#hub, 'ip', 'link', 'set', veth, 'master', 'br0']);
     must('ip', ['netns', 'exec', this.#hub, 'ip', 'link', 'set', veth, 'up']);
     must('ip', ['netns', 'exec', ns, 'ip', 'addr', 'add', `${ip}/24`, 'dev', 'eth0']);

@@ -12,14 +12,12 @@
  * | `reject`  | `... reject with tcp reset`: the local socket gets a RST at once                |
  * | `loss`    | `... numgen random mod 100 < P drop`: P % of the packets vanish                 |
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 
 export const NFT_TABLE = 'leasehold_chaos';
 
 export type NftAction =
-  | { readonly kind: 'drop' }
-  | { readonly kind: 'reject' }
-  | { readonly kind: 'loss'; readonly percent: number };
+  { readonly kind: 'drop' } | { readonly kind: 'reject' } | { readonly kind: 'loss'; readonly percent: number };
 
 /** One packet filter rule in one namespace. */
 export interface NftRule {
@@ -69,9 +67,12 @@ export function tableScript(): string {
   ].join('\n');
 }
 
+/** Run an nft script in a namespace; `''` is this process' own namespace (a deployed host's). */
 function nftIn(ns: string, args: readonly string[], script: string): Promise<string> {
+  const [cmd, argv]: [string, string[]] =
+    ns === '' ? ['nft', [...args, '-f', '-']] : ['ip', ['netns', 'exec', ns, 'nft', ...args, '-f', '-']];
   return new Promise((resolve, reject) => {
-    const child = execFile('ip', ['netns', 'exec', ns, 'nft', ...args, '-f', '-'], { timeout: 10_000 }, (err, stdout, stderr) => {
+    const child = execFile(cmd, argv, { timeout: 10_000 }, (err, stdout, stderr) => {
       if (err !== null) reject(new Error(`nft in ${ns} failed: ${stderr.trim() || err.message}\n${script}`));
       else resolve(stdout);
     });
@@ -134,6 +135,25 @@ export class NftFaults {
   /** Remove every rule added so far. */
   async removeAll(): Promise<void> {
     await Promise.all([...this.#installed.keys()].map((id) => this.remove(id)));
+  }
+
+  /** Remove every rule and delete the table in every namespace this instance touched. */
+  async destroy(): Promise<void> {
+    await this.removeAll();
+    await Promise.all(
+      [...this.#ready].map((ns) => nftIn(ns, [], `delete table inet ${NFT_TABLE}`).catch(() => undefined)),
+    );
+    this.#ready.clear();
+  }
+
+  /** Synchronous table removal for exit handlers (rules go with the table). */
+  destroySync(): void {
+    for (const ns of this.#ready) {
+      const del = ['delete', 'table', 'inet', NFT_TABLE];
+      const [cmd, argv]: [string, string[]] = ns === '' ? ['nft', del] : ['ip', ['netns', 'exec', ns, 'nft', ...del]];
+      spawnSync(cmd, argv, { timeout: 10_000, stdio: 'ignore' });
+    }
+    this.#ready.clear();
   }
 
   /** Rules currently installed (for tests and the summary). */
