@@ -11,7 +11,7 @@
 import { checkLeaseBounds, LeaseViolation } from './checker-leases.js';
 import { checkRegister, RegisterViolation } from './checker-register.js';
 import { checkResources, ResourceViolation } from './checker-resources.js';
-import type { History, OwnerInterval, SinkDecision, WorkerEvent } from './history.js';
+import type { FaultWindow, History, OwnerInterval, SinkDecision, WorkerEvent } from './history.js';
 import type { Violation } from './violation.js';
 
 export type { Violation } from './violation.js';
@@ -438,13 +438,45 @@ function checkCompletion(history: History): Violation[] {
 }
 
 /** No process logged level >= 50 or an uncaught / unhandled error. */
+/**
+ * Error lines that are the right report of a fault the runner injected: excused while such a fault
+ * is active on that process' store (and `slackMs` after: pooled connections broken by it are found
+ * on their next use). A sink whose PostgreSQL was crashed or cut off, or whose disk is full, logs
+ * "batch commit failed" for each batch it could not commit (and answers 503).
+ */
+export const FAULT_REPORTS: readonly {
+  readonly pattern: RegExp;
+  readonly caused: (process: string, fault: FaultWindow) => boolean;
+  readonly slackMs: number;
+}[] = [
+  {
+    pattern: /"msg":"batch commit failed"/,
+    caused: (p, f) =>
+      f.targets.some((t) => t === 'postgres' || t === `${p}->postgres`) ||
+      (f.kind === 'disk-full' && f.targets.includes(p)),
+    slackMs: 10_000,
+  },
+];
+
+/** No process logged level >= 50 or an uncaught / unhandled error (unless it reports an injected fault). */
 function checkLogs(history: History, ignore: readonly RegExp[]): Violation[] {
   const out: Violation[] = [];
+  const excused = (process: string, line: string): boolean => {
+    const at = logTime(line);
+    if (at === undefined) return false;
+    return FAULT_REPORTS.some(
+      (r) =>
+        r.pattern.test(line) &&
+        history.faults.some(
+          (f) => r.caused(process, f) && f.startMs <= at && at <= (f.endMs ?? history.endedAtMs) + r.slackMs,
+        ),
+    );
+  };
   for (const log of history.logs) {
     for (const line of log.text.split('\n')) {
       if (line.trim() === '') continue;
       const finding = logFinding(line);
-      if (finding === undefined || ignore.some((re) => re.test(line))) continue;
+      if (finding === undefined || ignore.some((re) => re.test(line)) || excused(log.process, line)) continue;
       out.push({
         name: ViolationName.PROCESS_LOGGED_ERROR,
         message: `${log.process}: ${finding.slice(0, 300)}`,

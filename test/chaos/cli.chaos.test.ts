@@ -50,7 +50,7 @@ function pick<T extends string>(name: string, allowed: readonly T[]): T | undefi
 /** Flags given explicitly (undefined = not given, so the profile's default stands). */
 function fromEnv(): Partial<ChaosOptions> {
   const opt = <K extends keyof ChaosOptions>(key: K, value: ChaosOptions[K] | undefined): Partial<ChaosOptions> =>
-    value === undefined ? {} : ({ [key]: value } as Partial<ChaosOptions>);
+    value === undefined ? {} : { [key]: value };
   const given = (name: string): boolean => env[name] !== undefined && env[name] !== '';
   return {
     ...opt('durationMs', given('LEASEHOLD_CHAOS_DURATION') ? parseDuration(env.LEASEHOLD_CHAOS_DURATION!) : undefined),

@@ -35,8 +35,12 @@ export class LiveOwnerWatch {
           const prev = live.#seenAt.get(revision);
           if (prev === undefined || at < prev) live.#seenAt.set(revision, at);
         };
-        watcher.on('put', (kv) => see(kv.mod_revision));
-        watcher.on('delete', (kv) => see(kv.mod_revision));
+        watcher.on('put', (kv) => {
+          see(kv.mod_revision);
+        });
+        watcher.on('delete', (kv) => {
+          see(kv.mod_revision);
+        });
         watcher.on('error', () => {
           live.errors += 1;
         });

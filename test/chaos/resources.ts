@@ -29,7 +29,9 @@ export class ResourceSampler {
   constructor(processes: () => Iterable<Pick<ChaosProcess, 'name' | 'pid' | 'isRunning'>>, intervalMs: number) {
     this.#processes = processes;
     this.sample();
-    this.#timer = setInterval(() => this.sample(), intervalMs);
+    this.#timer = setInterval(() => {
+      this.sample();
+    }, intervalMs);
     this.#timer.unref();
   }
 

@@ -232,7 +232,9 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
       pid,
       isRunning: alive,
       everStarted: () => true,
-      pause: () => signal('SIGSTOP'),
+      pause: () => {
+        signal('SIGSTOP');
+      },
       resume: () => {
         if (alive()) signal('SIGCONT');
       },
@@ -250,9 +252,10 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
         await new Promise<void>((resolveRun, reject) => {
           const child = spawn(cmd!, args, { stdio: 'ignore' });
           child.once('error', reject);
-          child.once('exit', (code) =>
-            code === 0 ? resolveRun() : reject(new Error(`${restartArgv.join(' ')} exited ${code}`)),
-          );
+          child.once('exit', (code) => {
+            if (code === 0) resolveRun();
+            else reject(new Error(`${restartArgv.join(' ')} exited ${code}`));
+          });
         });
         const deadline = nowMs() + 30_000;
         while (!alive() && nowMs() < deadline) await new Promise((r) => setTimeout(r, 100));
@@ -292,7 +295,12 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
     (file.links ?? []).map((l) => [l.name, { ns: l.netns ?? '', ip: l.ip, port: l.port }]),
   );
   const nft = endpoints.size > 0 ? new NftFaults() : undefined;
-  const unregister = nft === undefined ? () => undefined : onExitSync(() => nft.destroySync());
+  const unregister =
+    nft === undefined
+      ? () => undefined
+      : onExitSync(() => {
+          nft.destroySync();
+        });
   const network = new ChaosNetwork({ topology, proxies: new Map(), nft, endpoints });
   const sinkClient = new SinkClient({ url: file.sink.url, key: readKey, timeoutMs: 10_000 });
   const etcdNames = file.etcd.endpoints.map((_, i) => byRole('etcd')[i]?.name ?? `etcd-m${i}`);

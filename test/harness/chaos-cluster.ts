@@ -382,7 +382,11 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
           const child = m.process;
           if (child === undefined || !running()) return;
           expectExit.add(m.name);
-          const exited = new Promise<void>((r) => child.once('exit', () => r()));
+          const exited = new Promise<void>((r) =>
+            child.once('exit', () => {
+              r();
+            }),
+          );
           signalGroup(child, 'SIGKILL');
           await exited;
         },
@@ -403,7 +407,9 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         ...(lab === undefined ? {} : { hbaLines: [`host all all ${lab.subnet}.0/24 trust`] }),
       });
       const pgHandle = postgres;
-      unregisterPg = onExitSync(() => pgHandle.stopSync());
+      unregisterPg = onExitSync(() => {
+        pgHandle.stopSync();
+      });
       const admin = new pg.Client({ connectionString: postgres.adminUrl });
       await admin.connect();
       await admin.query('CREATE DATABASE leasehold_chaos');
@@ -444,8 +450,12 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         pid: () => service.pid,
         isRunning: () => service.isRunning(),
         everStarted: () => service.process !== undefined,
-        pause: () => service.pause(),
-        resume: () => service.resume(),
+        pause: () => {
+          service.pause();
+        },
+        resume: () => {
+          service.resume();
+        },
         kill: async () => {
           if (!service.isRunning()) return;
           expectExit.add(name);

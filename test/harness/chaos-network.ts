@@ -169,7 +169,9 @@ export class ChaosNetwork {
         return this.setProxy([l.name], mode);
       });
       return {
-        heal: this.#track(async () => void (await Promise.all(heals.map((h) => h())))),
+        heal: this.#track(async () => {
+          await Promise.all(heals.map((h) => h()));
+        }),
         links: links.map((l) => l.name),
       };
     }

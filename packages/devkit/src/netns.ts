@@ -55,7 +55,7 @@ interface Run {
 
 function run(cmd: string, args: readonly string[], timeoutMs = 10_000): Run {
   const out = spawnSync(cmd, args, { encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'pipe'] });
-  return { status: out.status, stdout: out.stdout ?? '', stderr: out.stderr ?? out.error?.message ?? '' };
+  return { status: out.status, stdout: out.stdout, stderr: out.status === null ? String(out.error) : out.stderr };
 }
 
 function must(cmd: string, args: readonly string[]): string {
@@ -271,7 +271,7 @@ export class NetnsLab {
       ...(input === undefined ? { stdio: ['ignore', 'pipe', 'pipe'] } : { input }),
     });
     if (out.status !== 0)
-      throw new Error(`ip netns exec ${ns} ${args.join(' ')} failed (${out.status}): ${(out.stderr ?? '').trim()}`);
+      throw new Error(`ip netns exec ${ns} ${args.join(' ')} failed (${out.status}): ${out.stderr.trim()}`);
     return out.stdout;
   }
 

@@ -34,7 +34,7 @@ export class SmallDisk {
     });
     if (out.status !== 0) {
       disk.#unregister();
-      throw new Error(`mount tmpfs on ${dir} failed: ${(out.stderr ?? '').trim() || String(out.error)}`);
+      throw new Error(`mount tmpfs on ${dir} failed: ${out.stderr.trim() || String(out.error)}`);
     }
     disk.#mounted = true;
     return disk;
