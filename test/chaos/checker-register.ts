@@ -1,9 +1,11 @@
 /**
  * The register workload's rule. Each register task reads its resource's value at the sink — the
  * payload `value` of the accepted result with the highest token (ties: the later write) — and
- * writes `{ register: true, prev, value: prev + 1 }` under its own result id `task:<id>`. With
- * fencing, a holder's write lands only while its token is the fence, so every accepted write was
- * computed from the value the register held when it committed.
+ * writes `{ register: true, prev, value: prev + 1 }` under a result id of its own grant,
+ * `task:<id>@<attempt>` (one with a single id per task would make a stale holder's increment a
+ * replay or a RESULT_CONFLICT: the idempotency check would hide a missing fence). With fencing, a
+ * holder's write lands only while its token is the fence, so every accepted write was computed
+ * from the value the register held when it committed.
  *
  * `lost-update`: in commit (decision seq) order per resource, an accepted write whose `prev` is not
  * the register's value at that point — two writes computed from one read, one increment lost. The

@@ -121,6 +121,8 @@ export interface ChaosSummary {
   readonly leaseBounds: LeaseBoundStats | null;
   readonly register: RegisterStats | null;
   readonly resources: readonly ResourceSeriesStats[];
+  /** What the scenario recorded for its own expectations (e.g. the disk-full refusals). */
+  readonly scenarioNotes: Record<string, unknown>;
   readonly violationCounts: Record<string, number>;
   /** The first 200. */
   readonly violations: readonly Violation[];
@@ -460,6 +462,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     leaseBounds: history?.lease === undefined ? null : checkLeaseBounds(history).stats,
     register: history === undefined ? null : (checkRegister(history).stats ?? null),
     resources: history === undefined ? [] : checkResources(history).stats,
+    scenarioNotes: ctxBox.ctx?.notes ?? {},
     violationCounts: countByName(violations),
     violations: violations.slice(0, 200),
     ...(error === undefined ? {} : { error }),
@@ -505,6 +508,7 @@ function skippedSummary(
     leaseBounds: null,
     register: null,
     resources: [],
+    scenarioNotes: {},
     violationCounts: {},
     violations: [],
   };
