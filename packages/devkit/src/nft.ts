@@ -9,7 +9,7 @@
  * | action    | rule                                                                            |
  * |-----------|---------------------------------------------------------------------------------|
  * | `drop`    | `... drop`: packets vanish, TCP retransmits until the rule goes (a partition)   |
- * | `reject`  | `... reject with tcp reset`: the local socket gets a RST at once                |
+ * | `reject`  | `... reject with tcp reset` (never a RST): the local socket gets a RST at once |
  * | `loss`    | `... numgen random mod 100 < P drop`: P % of the packets vanish                 |
  */
 import { execFile, spawnSync } from 'node:child_process';
@@ -44,9 +44,9 @@ export function ruleLine(rule: NftRule): string {
       parts.push('drop');
       break;
     case 'reject':
-      // A reject of non-TCP traffic (no port given) would need icmp; every link here is TCP.
-      if (rule.peerPort === undefined && rule.localPort === undefined) parts.push('meta l4proto tcp');
-      parts.push('reject with tcp reset');
+      // Only TCP (every link here is TCP), and never a RST: the RST a reject on `output` makes for a
+      // local socket arrives through `input`, where the mirror rule would swallow it.
+      parts.push('tcp flags & rst == 0 reject with tcp reset');
       break;
     case 'loss': {
       const p = Math.round(rule.action.percent);
