@@ -210,9 +210,14 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
       if (n === undefined) return false;
       try {
         process.kill(n, 0);
-        return true;
       } catch {
         return false;
+      }
+      // A killed process whose parent is gone may linger as a zombie until init reaps it.
+      try {
+        return !/^\d+ \(.*\) Z /.test(readFileSync(`/proc/${n}/stat`, 'utf8'));
+      } catch {
+        return true; // no /proc: trust kill(0)
       }
     };
     const signal = (sig: NodeJS.Signals): void => {

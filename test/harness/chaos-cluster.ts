@@ -712,12 +712,16 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         if (line.argv === undefined) throw new Error(`no launch script for ${name}`);
         const q = (v: string): string => `'${v.replace(/'/g, `'\\''`)}'`;
         const env = Object.entries(line.env).map(([k, v]) => `${k}=${q(v)}`);
+        const inner = [
+          `echo $$ > ${q(join(dir, `${name}.pid`))};`,
+          `exec env -i ${env.join(' ')} ${line.argv.map(q).join(' ')} >> ${q(join(dir, `${name}.log`))} 2>&1 < /dev/null`,
+        ].join(' ');
         return [
           '#!/bin/sh',
-          `# Starts ${name} again like the chaos harness does (detached, appending to its log); pid to ${name}.pid.`,
+          `# Starts ${name} again like the chaos harness does (its own session, appending to its log);`,
+          `# the process writes its pid to ${name}.pid before it becomes ${name} (exec keeps the pid).`,
           `cd ${q(dir)} || exit 1`,
-          `env -i ${env.join(' ')} setsid ${line.argv.map(q).join(' ')} >> ${q(join(dir, `${name}.log`))} 2>&1 < /dev/null &`,
-          `echo $! > ${q(join(dir, `${name}.pid`))}`,
+          `setsid -f sh -c ${q(inner)}`,
           '',
         ].join('\n');
       },

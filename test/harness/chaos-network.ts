@@ -119,6 +119,11 @@ export class ChaosNetwork {
     return [...this.#endpoints.keys()];
   }
 
+  /** Where a link's client sends its packets (for a target file describing this cluster). */
+  endpoint(link: string): NftEndpoint | undefined {
+    return this.#endpoints.get(link);
+  }
+
   spec(link: string): LinkSpec {
     const s = this.#specs.get(link);
     if (s === undefined) throw new Error(`no link ${link}`);
