@@ -1,11 +1,28 @@
 /**
  * Turning what the processes left behind into a {@link History}: worker logs (pure parser below),
  * the sink's decision log (paginated), etcd's history of owner keys (a watch from revision 1), and
- * the final state of tasks and results.
+ * the final state of tasks and results; `collectHistory` puts them together with the live watch's
+ * times and the /proc samples.
  */
+import { readFileSync } from 'node:fs';
 import { Etcd3, Range } from 'etcd3';
 import type { SinkClient } from '@leasehold/sink-client';
-import type { FaultWindow, FinalResult, OwnerInterval, SinkDecision, WorkerEvent, WriteOutcome } from './history.js';
+import type { ChaosCluster } from '../harness/chaos-cluster.js';
+import { DEFAULT_RESOURCE_BOUNDS } from './checker-resources.js';
+import type {
+  FaultWindow,
+  FinalResult,
+  History,
+  LeaseTiming,
+  OwnerInterval,
+  ProcessLog,
+  SinkDecision,
+  WorkerEvent,
+  WriteOutcome,
+} from './history.js';
+import type { LiveOwnerWatch } from './live-watch.js';
+import { nowMs, type FaultLog } from './nemesis.js';
+import type { Workload } from './workload.js';
 
 interface LogEntry {
   readonly time?: number;
@@ -246,4 +263,66 @@ export async function readResults(client: SinkClient, resources: readonly string
     }
   }
   return out;
+}
+
+/** Everything the run left behind, as one {@link History}. */
+export async function collectHistory(
+  cluster: ChaosCluster,
+  workload: Workload,
+  faults: FaultLog,
+  startedAtMs: number,
+  healedAtMs: number,
+  completionBoundMs: number,
+  extra: {
+    watch: LiveOwnerWatch | undefined;
+    lease: LeaseTiming;
+    resources?: History['resources'];
+  },
+): Promise<History> {
+  const logs: ProcessLog[] = [];
+  const events = [];
+  const selfPauses: Omit<FaultWindow, 'id'>[] = [];
+  for (const p of cluster.processes.values()) {
+    if (p.role === 'etcd' || p.role === 'postgres' || p.logPath === undefined) continue;
+    let text = '';
+    try {
+      text = readFileSync(p.logPath, 'utf8');
+    } catch {
+      continue; // never started
+    }
+    logs.push({ process: p.name, text });
+    if (p.role === 'worker') {
+      const parsed = parseWorkerLog(p.name, text);
+      events.push(...parsed.events);
+      selfPauses.push(...parsed.selfPauses);
+    }
+  }
+  const { decisions, complete } = await readDecisions(cluster.sinkClient);
+  const owners = await readOwnerHistory(cluster.etcdEndpoints, cluster.prefix);
+  const resources = [...new Set([...workload.records.values()].map((t) => t.resource))];
+  const finalResults = await readResults(cluster.sinkClient, resources);
+  const windows = faults.all();
+  let id = windows.reduce((m, w) => Math.max(m, w.id), 0);
+  const watch = extra.watch;
+  return {
+    startedAtMs,
+    endedAtMs: nowMs(),
+    healedAtMs,
+    completionBoundMs,
+    tasks: [...workload.records.values()],
+    events: events.sort((a, b) => a.atMs - b.atMs),
+    faults: [...windows, ...selfPauses.map((w) => ({ ...w, id: ++id }))].sort((a, b) => a.startMs - b.startMs),
+    decisions,
+    decisionsComplete: complete,
+    owners:
+      owners === undefined || watch === undefined
+        ? owners
+        : owners.map((o) => ({ ...o, startSeenMs: watch.seenAt(o.token), endSeenMs: watch.seenAt(o.endRevision) })),
+    finalTasks: workload.finalTasks(),
+    finalResults,
+    logs,
+    exits: [...cluster.exits],
+    ...(watch === undefined ? {} : { lease: extra.lease }),
+    ...(extra.resources === undefined ? {} : { resources: extra.resources, resourceBounds: DEFAULT_RESOURCE_BOUNDS }),
+  };
 }

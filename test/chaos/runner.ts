@@ -5,18 +5,20 @@
  * lease timing and /proc samples when asked), check it, and write `summary.json`, `history.json`
  * and `timeline.html` into the output directory.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { findLibfaketime } from '@leasehold/devkit';
 import { networkUnavailable, startChaosCluster, type ChaosCluster } from '../harness/chaos-cluster.js';
 import type { NetworkMode } from '../harness/chaos-topology.js';
 import { REPO_ROOT } from '../harness/service.js';
 import { checkHistory, countByName, logFinding, type Violation } from './checker.js';
-import { checkLeaseBounds, type LeaseBoundStats } from './checker-leases.js';
-import { checkRegister, type RegisterStats } from './checker-register.js';
-import { checkResources, DEFAULT_RESOURCE_BOUNDS, type ResourceSeriesStats } from './checker-resources.js';
-import { parseWorkerLog, readDecisions, readOwnerHistory, readResults } from './collect.js';
-import type { FaultWindow, History, LeaseTiming, ProcessLog } from './history.js';
+import { checkLeaseBounds } from './checker-leases.js';
+import { checkRegister } from './checker-register.js';
+import { checkResources } from './checker-resources.js';
+import { collectHistory } from './collect.js';
+import type { History, LeaseTiming } from './history.js';
+import type { ChaosOptions, Sabotage } from './options.js';
+import { skippedSummary, type ChaosSummary } from './summary.js';
 import { LiveOwnerWatch } from './live-watch.js';
 import { FaultLog, nowMs } from './nemesis.js';
 import { Prng } from './prng.js';
@@ -30,110 +32,8 @@ import { Workload } from './workload.js';
 
 export const HANDLER_PATH = join(REPO_ROOT, 'test/chaos/fixtures/chaos-handler.mjs');
 
-/**
- * Test-only breakage the checker must catch: the sink skips its fence check (`skip-fence`), the
- * coordinator grants before it advances (`grant-before-advance`), or the coordinators' monotonic
- * clock follows libfaketime too (`fake-monotonic`: clock jumps then move lease deadlines).
- */
-export type Sabotage = 'skip-fence' | 'grant-before-advance' | 'fake-monotonic';
-export const SABOTAGES: readonly Sabotage[] = ['skip-fence', 'grant-before-advance', 'fake-monotonic'];
-
-export interface ChaosOptions {
-  readonly seed: number;
-  /** Length of the fault phase (random mix). Default 60 s. */
-  readonly durationMs?: number;
-  /** Default `random-mix`. */
-  readonly scenario?: string;
-  readonly etcdMembers?: number;
-  readonly sabotage?: Sabotage | undefined;
-  readonly coordinators?: number;
-  readonly workers?: number;
-  readonly tasks?: number;
-  readonly resources?: number;
-  /** Share of tasks whose worker pauses past its lease before writing. Default 0.15. */
-  readonly pauseRate?: number;
-  /** Mean time between faults. Default 5 s. */
-  readonly intervalMs?: number;
-  readonly sessionTtlMs?: number;
-  /** After the last heal, every task must complete within this. Default 45 s. */
-  readonly completionBoundMs?: number;
-  /** Default `chaos-results/<scenario>-seed<seed>-<time>` in the repository. */
-  readonly outDir?: string;
-  /** Progress lines (one per second); default: to stderr. `false` = silent. */
-  readonly progress?: boolean | ((line: string) => void);
-  /** `proxy` (default), `netns` or `mixed` (root). */
-  readonly network?: NetworkMode;
-  /** `sqlite` (default) or `postgres`. */
-  readonly sinkStore?: 'sqlite' | 'postgres';
-  /** Sink replicas (PostgreSQL only). Default 1. */
-  readonly sinks?: number;
-  /** Coordinators under libfaketime, their clocks jumping in the random mix. */
-  readonly clock?: boolean;
-  /** Sample /proc every this many ms (0 / undefined = off). */
-  readonly resourceSampleMs?: number;
-  /** Processes the random mix never kills. */
-  readonly protect?: readonly string[];
-  /** Slack of the lease-bound rules. Default max(1000, TTL / 2). */
-  readonly leaseMarginMs?: number;
-  /** When the network mode or clock faults are unavailable here: skip the run (default) or fall back and say so. */
-  readonly unavailable?: 'skip' | 'fallback';
-  /** A deployed cluster (target file, see docs/chaos.md) instead of a local one. */
-  readonly target?: string;
-  /** The profile the options came from (recorded only). */
-  readonly profile?: string;
-}
-
-export interface ChaosSummary {
-  readonly ok: boolean;
-  /** Set when the run could not happen here (e.g. netns without root); `ok` is then true. */
-  readonly skipped?: string;
-  readonly scenario: string;
-  readonly seed: number;
-  readonly sabotage: Sabotage | null;
-  readonly options: Record<string, unknown>;
-  /** What ran: network mode, sink store, clock, which fault mechanisms existed, and what fell back. */
-  readonly environment: {
-    readonly network: NetworkMode | 'target';
-    readonly sinkStore: string;
-    readonly sinks: number;
-    readonly clock: boolean;
-    readonly capabilities: Record<string, boolean>;
-    readonly notes: readonly string[];
-  };
-  readonly startedAt: string;
-  readonly durationsMs: {
-    readonly startup: number;
-    readonly scenario: number;
-    readonly recovery: number;
-    readonly collect: number;
-    readonly total: number;
-  };
-  readonly schedule: readonly { atMs: number; durationMs: number; fault: string }[];
-  readonly faults: Record<string, number>;
-  readonly tasks: { readonly submitted: number; readonly completed: number };
-  readonly grants: number;
-  readonly workerWrites: Record<string, number>;
-  readonly sinkDecisions: Record<string, number>;
-  /** Writes the sink refused as stale (STALE_TOKEN) and advances it refused (late grants). */
-  readonly staleWritesRefused: number;
-  readonly lateAdvancesRefused: number;
-  readonly etcdHistory: boolean;
-  readonly leaseBounds: LeaseBoundStats | null;
-  readonly register: RegisterStats | null;
-  readonly resources: readonly ResourceSeriesStats[];
-  /** What the scenario recorded for its own expectations (e.g. the disk-full refusals). */
-  readonly scenarioNotes: Record<string, unknown>;
-  readonly violationCounts: Record<string, number>;
-  /** The first 200. */
-  readonly violations: readonly Violation[];
-  readonly files: {
-    readonly summary: string;
-    readonly history: string;
-    readonly timeline: string;
-    readonly logs: string;
-  };
-  readonly error?: string;
-}
+export { SABOTAGES, type ChaosOptions, type Sabotage } from './options.js';
+export type { ChaosSummary } from './summary.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -475,104 +375,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       `faults ${JSON.stringify(summary.faults)}, total ${Math.round(summary.durationsMs.total / 1000)} s`,
   );
   return summary;
-}
-
-function skippedSummary(
-  base: Pick<ChaosSummary, 'scenario' | 'seed' | 'sabotage' | 'startedAt' | 'files'>,
-  reason: string,
-  options: ChaosOptions,
-): ChaosSummary {
-  return {
-    ...base,
-    ok: true,
-    skipped: reason,
-    options: { profile: options.profile ?? null },
-    environment: {
-      network: options.network ?? 'proxy',
-      sinkStore: options.sinkStore ?? 'sqlite',
-      sinks: options.sinks ?? 1,
-      clock: false,
-      capabilities: {},
-      notes: [reason],
-    },
-    durationsMs: { startup: 0, scenario: 0, recovery: 0, collect: 0, total: 0 },
-    schedule: [],
-    faults: {},
-    tasks: { submitted: 0, completed: 0 },
-    grants: 0,
-    workerWrites: {},
-    sinkDecisions: {},
-    staleWritesRefused: 0,
-    lateAdvancesRefused: 0,
-    etcdHistory: false,
-    leaseBounds: null,
-    register: null,
-    resources: [],
-    scenarioNotes: {},
-    violationCounts: {},
-    violations: [],
-  };
-}
-
-async function collectHistory(
-  cluster: ChaosCluster,
-  workload: Workload,
-  faults: FaultLog,
-  startedAtMs: number,
-  healedAtMs: number,
-  completionBoundMs: number,
-  extra: {
-    watch: LiveOwnerWatch | undefined;
-    lease: LeaseTiming;
-    resources?: History['resources'];
-  },
-): Promise<History> {
-  const logs: ProcessLog[] = [];
-  const events = [];
-  const selfPauses: Omit<FaultWindow, 'id'>[] = [];
-  for (const p of cluster.processes.values()) {
-    if (p.role === 'etcd' || p.role === 'postgres' || p.logPath === undefined) continue;
-    let text = '';
-    try {
-      text = readFileSync(p.logPath, 'utf8');
-    } catch {
-      continue; // never started
-    }
-    logs.push({ process: p.name, text });
-    if (p.role === 'worker') {
-      const parsed = parseWorkerLog(p.name, text);
-      events.push(...parsed.events);
-      selfPauses.push(...parsed.selfPauses);
-    }
-  }
-  const { decisions, complete } = await readDecisions(cluster.sinkClient);
-  const owners = await readOwnerHistory(cluster.etcdEndpoints, cluster.prefix);
-  const resources = [...new Set([...workload.records.values()].map((t) => t.resource))];
-  const finalResults = await readResults(cluster.sinkClient, resources);
-  const windows = faults.all();
-  let id = windows.reduce((m, w) => Math.max(m, w.id), 0);
-  const watch = extra.watch;
-  return {
-    startedAtMs,
-    endedAtMs: nowMs(),
-    healedAtMs,
-    completionBoundMs,
-    tasks: [...workload.records.values()],
-    events: events.sort((a, b) => a.atMs - b.atMs),
-    faults: [...windows, ...selfPauses.map((w) => ({ ...w, id: ++id }))].sort((a, b) => a.startMs - b.startMs),
-    decisions,
-    decisionsComplete: complete,
-    owners:
-      owners === undefined || watch === undefined
-        ? owners
-        : owners.map((o) => ({ ...o, startSeenMs: watch.seenAt(o.token), endSeenMs: watch.seenAt(o.endRevision) })),
-    finalTasks: workload.finalTasks(),
-    finalResults,
-    logs,
-    exits: [...cluster.exits],
-    ...(watch === undefined ? {} : { lease: extra.lease }),
-    ...(extra.resources === undefined ? {} : { resources: extra.resources, resourceBounds: DEFAULT_RESOURCE_BOUNDS }),
-  };
 }
 
 /** `90s`, `10m`, `1h`, `1500ms` or a bare number of seconds → milliseconds. */

@@ -17,140 +17,30 @@
  * test). Every process can be paused, killed and restarted on the same address and data; exits are
  * recorded and marked expected when the runner caused them.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, type WriteStream } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { SinkClient } from '@leasehold/sink-client';
-import {
-  FakeClock,
-  findEtcdBinary,
-  findLibfaketime,
-  freePorts,
-  NetnsLab,
-  NftFaults,
-  onExitSync,
-  probeNetns,
-  signalGroup,
-  SmallDisk,
-  startLocalPostgres,
-  stopProcess,
-  track,
-  waitForHealth,
-  type LocalPostgres,
-} from '@leasehold/devkit';
+import { FakeClock, findLibfaketime, NetnsLab, NftFaults, probeNetns, SmallDisk } from '@leasehold/devkit';
+import { startChaosEtcd, type ChaosEtcd } from './chaos-etcd.js';
+import { startChaosPostgres, type ChaosPostgres } from './chaos-postgres.js';
 import { ChaosNetwork, type NftEndpoint } from './chaos-network.js';
-import { coordinatorEnv, newSecrets, sinkEnv, workerEnv, type ChaosSecrets } from './chaos-env.js';
+import type { ChaosCluster, ChaosClusterOptions, ChaosProcess, ExitRecord, ProcessRole } from './chaos-types.js';
+import { coordinatorEnv, newSecrets, sinkEnv, workerEnv } from './chaos-env.js';
 import { linkSpecs, processNames, shortName, sinkFor, type NetworkMode, type Topology } from './chaos-topology.js';
 import { startFaultProxy, seededRandom, type FaultProxy } from './fault-proxy.js';
 import { BIN, Service } from './service.js';
 
-export type ProcessRole = 'etcd' | 'sink' | 'coordinator' | 'worker' | 'postgres';
-
-export interface ExitRecord {
-  readonly process: string;
-  readonly atMs: number;
-  readonly code: number | null;
-  readonly signal: string | null;
-  readonly expected: boolean;
-}
-
-/** One process the nemesis can act on. */
-export interface ChaosProcess {
-  readonly name: string;
-  readonly role: ProcessRole;
-  readonly logPath: string | undefined;
-  pid(): number | undefined;
-  isRunning(): boolean;
-  /** False for a worker a scenario has not started yet (healAll leaves it alone). */
-  everStarted(): boolean;
-  /** False for PostgreSQL (its backends are separate processes): the schedule never pauses it. */
-  readonly canPause: boolean;
-  /** False when nothing can start it again (a deployed process without a restart command): never killed. */
-  readonly canRestart: boolean;
-  pause(): void;
-  resume(): void;
-  /** SIGKILL (expected exit); PostgreSQL: `pg_ctl stop -m immediate`. */
-  kill(): Promise<void>;
-  /** Start again on the same address and data. */
-  restart(): Promise<void>;
-}
-
-export interface ClockOptions {
-  /** Standing offset of coordinator i's wall clock, seconds (the skew between coordinators). */
-  readonly skewSeconds?: readonly number[];
-  /** Also fake CLOCK_MONOTONIC (libfaketime's default; a sabotage: lease timing then follows the fake clock). */
-  readonly fakeMonotonic?: boolean;
-}
-
-export interface ChaosClusterOptions {
-  readonly etcdMembers?: number;
-  readonly coordinators?: number;
-  readonly workers?: number;
-  readonly workerConcurrency?: number;
-  readonly sessionTtlMs?: number;
-  readonly heartbeatIntervalMs?: number;
-  readonly handlerPath: string;
-  /** Extra env for every sink / every coordinator / every worker (sabotage switches). */
-  readonly sinkEnv?: Readonly<Record<string, string>>;
-  readonly coordinatorEnv?: Readonly<Record<string, string>>;
-  readonly workerEnv?: Readonly<Record<string, string>>;
-  /** Seeds the proxies' jitter. */
-  readonly seed?: number;
-  readonly dir?: string;
-  /** Start the workers now (default true); scenarios may start them one by one. */
-  readonly startWorkers?: boolean;
-  /** Default `proxy`. */
-  readonly network?: NetworkMode;
-  /** Default `sqlite`. */
-  readonly sinkStore?: 'sqlite' | 'postgres';
-  /** Sink replicas (default 1; more need `sinkStore: 'postgres'`). */
-  readonly sinks?: number;
-  /** Run the coordinators under libfaketime. */
-  readonly clock?: ClockOptions;
-  /** Put the SQLite sink's data directory on a tmpfs of this many bytes (root). */
-  readonly smallDiskBytes?: number;
-}
-
-export interface ChaosCluster {
-  readonly dir: string;
-  readonly prefix: string;
-  readonly keys: ChaosSecrets;
-  readonly topology: Topology;
-  readonly etcdEndpoints: readonly string[];
-  readonly etcdNames: readonly string[];
-  /** The first sink replica. */
-  readonly sink: Service;
-  readonly sinks: readonly Service[];
-  readonly coordinators: readonly Service[];
-  readonly workers: readonly Service[];
-  readonly processes: ReadonlyMap<string, ChaosProcess>;
-  readonly proxies: ReadonlyMap<string, FaultProxy>;
-  readonly network: ChaosNetwork;
-  /** Fake wall clocks of the coordinators (empty without `clock`). */
-  readonly clocks: ReadonlyMap<string, FakeClock>;
-  readonly disk: SmallDisk | undefined;
-  /** Reads (decisions, resources) from the first sink, with the coordinator key. */
-  readonly sinkClient: SinkClient;
-  readonly exits: readonly ExitRecord[];
-  /** The current etcd leader's process name, if one answers. */
-  etcdLeader(): Promise<string | undefined>;
-  /** Admin API on the first coordinator that answers. */
-  admin(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: unknown }>;
-  /** Set a coordinator's clock offset; resolves true once its HTTP `Date` header shows it. */
-  setClock(name: string, offsetSeconds: number, timeoutMs?: number): Promise<boolean>;
-  /** Heal every link, put every clock back to its standing skew, resume every process, start every stopped one. */
-  healAll(): Promise<void>;
-  /** Mark the exits from now on as expected and stop everything (namespaces and mounts too). */
-  stop(): Promise<void>;
-  /**
-   * A shell script that starts `name` again the way the harness does (detached, appending to its
-   * log) and writes its pid to `<dir>/<name>.pid`: what a target file's `restart` runs in tests.
-   */
-  launchScript(name: string): string;
-}
+export type {
+  ChaosCluster,
+  ChaosClusterOptions,
+  ChaosProcess,
+  ClockOptions,
+  ExitRecord,
+  ProcessRole,
+} from './chaos-types.js';
 
 interface Placement {
   readonly host: string;
@@ -159,8 +49,6 @@ interface Placement {
 }
 
 const now = (): number => performance.timeOrigin + performance.now();
-const ETCD_CLIENT_PORT = 2379;
-const ETCD_PEER_PORT = 2380;
 const SINK_PORT = 7400;
 const COORDINATOR_PORT = 7500;
 
@@ -201,8 +89,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
   let lab: NetnsLab | undefined;
   let nft: NftFaults | undefined;
   let netem = false;
-  let postgres: LocalPostgres | undefined;
-  let unregisterPg: (() => void) | undefined;
+  let postgres: ChaosPostgres | undefined;
   let disk: SmallDisk | undefined;
 
   // --- placement: loopback, or one namespace per process -------------------------------------
@@ -257,19 +144,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     });
   };
 
-  // --- etcd ----------------------------------------------------------------------------------
-  interface EtcdMember {
-    readonly name: string;
-    readonly host: string;
-    readonly clientPort: number;
-    readonly peerPort: number;
-    readonly launcher: readonly string[];
-    advertisedPeerUrl: string;
-    readonly dataDir: string;
-    process: ChildProcess | undefined;
-  }
-  const etcdMembers: EtcdMember[] = [];
-  let etcdArgvOf: (name: string) => string[] | undefined = () => undefined;
+  let etcd: ChaosEtcd | undefined;
 
   const teardown = async (): Promise<void> => {
     for (const p of processes.values()) expectExit.add(p.name);
@@ -278,165 +153,38 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     await Promise.all(services.filter((s) => s.spec.name.startsWith('coordinator')).map((s) => s.stop(3_000)));
     await Promise.all(services.filter((s) => s.spec.name.startsWith('sink')).map((s) => s.stop(3_000)));
     for (const s of services) s.close();
-    await Promise.all(etcdMembers.map(async (m) => (m.process === undefined ? undefined : stopProcess(m.process))));
+    await etcd?.stop();
     for (const l of logs) l.end();
     await Promise.all([...proxies.values()].map((p) => p.close()));
-    if (postgres !== undefined) await postgres.stop().catch(() => undefined);
-    unregisterPg?.();
+    await postgres?.stop();
     disk?.unmount();
     lab?.destroy();
   };
 
   // --- etcd ----------------------------------------------------------------------------------
   try {
-    const bin = findEtcdBinary();
-    if (bin === undefined) throw new Error('the chaos runner needs the etcd binary (ETCD_BIN or `etcd` on PATH)');
-    const loopbackPorts = lab === undefined ? await freePorts(names.etcd.length * 2) : [];
-    names.etcd.forEach((name, i) => {
-      const p = place(name);
-      etcdMembers.push({
-        name,
-        host: p.host,
-        clientPort: loopbackPorts[i * 2] ?? ETCD_CLIENT_PORT,
-        peerPort: loopbackPorts[i * 2 + 1] ?? ETCD_PEER_PORT,
-        launcher: p.launcher,
-        advertisedPeerUrl: '',
-        dataDir: join(dir, name),
-        process: undefined,
-      });
+    etcd = await startChaosEtcd({
+      dir,
+      members: names.etcd.map((name) => ({ name, ...place(name) })),
+      netns: lab !== undefined,
+      random,
+      proxies,
+      endpoints,
+      logs,
+      onSpawn: recordExit,
+      expectExit: (name) => expectExit.add(name),
     });
-    for (const m of etcdMembers) {
-      m.advertisedPeerUrl = `http://${m.host}:${m.peerPort}`;
-      if (lab === undefined && etcdMembers.length > 1) {
-        const p = await startFaultProxy({ name: `etcd-peer->${m.name}`, targetPort: m.peerPort, random });
-        proxies.set(p.name, p);
-        m.advertisedPeerUrl = p.url;
-      }
-      if (lab !== undefined) {
-        // Peer links i->k: i's connections to k's peer port.
-        for (const other of etcdMembers) {
-          if (other === m) continue;
-          endpoints.set(`${other.name}->${m.name}`, {
-            ns: placements.get(other.name)!.ns!,
-            ip: m.host,
-            port: m.peerPort,
-          });
-        }
-      }
-    }
-    const initialCluster = etcdMembers.map((m) => `${m.name}=${m.advertisedPeerUrl}`).join(',');
-    const etcdArgv = (m: EtcdMember): string[] => {
-      const args = [
-        '--name', m.name,
-        '--data-dir', m.dataDir,
-        '--listen-client-urls', `http://${m.host}:${m.clientPort}`,
-        '--advertise-client-urls', `http://${m.host}:${m.clientPort}`,
-        '--listen-peer-urls', `http://${m.host}:${m.peerPort}`,
-        '--initial-advertise-peer-urls', m.advertisedPeerUrl,
-        '--initial-cluster', initialCluster,
-        '--initial-cluster-state', 'new',
-        '--initial-cluster-token', `leasehold-chaos-${process.pid}`,
-        '--election-timeout', '500',
-        '--heartbeat-interval', '50',
-        '--log-level', 'warn',
-        '--logger', 'zap',
-      ]; // prettier-ignore
-      return [...m.launcher, bin, ...args];
-    };
-    etcdArgvOf = (name) => {
-      const m = etcdMembers.find((x) => x.name === name);
-      return m === undefined ? undefined : etcdArgv(m);
-    };
-    const launchEtcd = (m: EtcdMember): void => {
-      const log = createWriteStream(join(dir, `${m.name}.log`), { flags: 'a' });
-      logs.push(log);
-      const [command, ...argv] = etcdArgv(m);
-      const child = spawn(command!, argv, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-      child.stdout.pipe(log, { end: false });
-      child.stderr.pipe(log, { end: false });
-      track(child);
-      recordExit(m.name, child);
-      m.process = child;
-    };
-    etcdMembers.forEach(launchEtcd);
-    await Promise.all(etcdMembers.map((m) => waitForHealth(`http://${m.host}:${m.clientPort}`, 30_000)));
-    for (const m of etcdMembers) {
-      const running = (): boolean =>
-        m.process !== undefined && m.process.exitCode === null && m.process.signalCode === null;
-      processes.set(m.name, {
-        name: m.name,
-        role: 'etcd',
-        logPath: join(dir, `${m.name}.log`),
-        canPause: true,
-        canRestart: true,
-        pid: () => m.process?.pid,
-        isRunning: running,
-        everStarted: () => true,
-        pause: () => {
-          if (m.process !== undefined) signalGroup(m.process, 'SIGSTOP');
-        },
-        resume: () => {
-          if (m.process !== undefined) signalGroup(m.process, 'SIGCONT');
-        },
-        kill: async () => {
-          const child = m.process;
-          if (child === undefined || !running()) return;
-          expectExit.add(m.name);
-          const exited = new Promise<void>((r) =>
-            child.once('exit', () => {
-              r();
-            }),
-          );
-          signalGroup(child, 'SIGKILL');
-          await exited;
-        },
-        restart: async () => {
-          if (running()) return;
-          launchEtcd(m);
-          // A lone restarted member of a 3-member cluster is healthy once it rejoins.
-          await waitForHealth(`http://${m.host}:${m.clientPort}`, 30_000).catch(() => undefined);
-        },
-      });
-    }
+    const etcdHandle = etcd;
+    for (const p of etcd.processes) processes.set(p.name, p);
 
     // --- PostgreSQL (several sinks share it) ------------------------------------------------
     let databaseUrl: ((client: string) => Promise<string>) | undefined;
     if (store === 'postgres') {
-      postgres = await startLocalPostgres({
-        settings: { listen_addresses: lab === undefined ? '127.0.0.1' : `127.0.0.1,${lab.hostIp}` },
-        ...(lab === undefined ? {} : { hbaLines: [`host all all ${lab.subnet}.0/24 trust`] }),
-      });
-      const pgHandle = postgres;
-      unregisterPg = onExitSync(() => {
-        pgHandle.stopSync();
-      });
-      const admin = new pg.Client({ connectionString: postgres.adminUrl });
-      await admin.connect();
-      await admin.query('CREATE DATABASE leasehold_chaos');
-      await admin.end();
-      const pgHost = lab?.hostIp ?? '127.0.0.1';
+      const pgRun = await startChaosPostgres(lab);
+      postgres = pgRun;
       databaseUrl = async (client) =>
-        `postgres://postgres@${await dial(client, 'postgres', pgHost, pgHandle.port)}/leasehold_chaos`;
-      processes.set('postgres', {
-        name: 'postgres',
-        role: 'postgres',
-        logPath: undefined,
-        canPause: false,
-        canRestart: true,
-        pid: () => {
-          try {
-            return Number(readFileSync(join(pgHandle.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-          } catch {
-            return undefined;
-          }
-        },
-        isRunning: () => pgHandle.running(),
-        everStarted: () => true,
-        pause: () => undefined,
-        resume: () => undefined,
-        kill: () => pgHandle.stopImmediate(),
-        restart: () => pgHandle.start(),
-      });
+        `postgres://postgres@${await dial(client, 'postgres', pgRun.host, pgRun.server.port)}/${pgRun.database}`;
+      processes.set('postgres', pgRun.process);
     }
 
     const serviceProcess = (service: Service, role: ProcessRole): ChaosProcess => {
@@ -521,7 +269,10 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       const sink = sinkByName.get(sinkName)!;
       const toSink = await dial(name, sinkName, sink.host, sink.port!);
       const toEtcd: string[] = [];
-      for (const m of etcdMembers) toEtcd.push(`http://${await dial(name, m.name, m.host, m.clientPort)}`);
+      for (const [k, endpoint] of etcdHandle.endpoints.entries()) {
+        const u = new URL(endpoint);
+        toEtcd.push(`http://${await dial(name, etcdHandle.names[k]!, u.hostname, Number(u.port))}`);
+      }
       let clockEnv: Readonly<Record<string, string>> = {};
       if (opts.clock !== undefined && library !== undefined) {
         const clock = new FakeClock({
@@ -596,7 +347,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     }
 
     const sinkClient = new SinkClient({ url: sinks[0]!.url, key: keys.sinkKey, timeoutMs: 10_000 });
-    const etcdEndpoints = etcdMembers.map((m) => `http://${m.host}:${m.clientPort}`);
+    const etcdEndpoints = etcdHandle.endpoints;
     const network = new ChaosNetwork({
       topology,
       proxies,
@@ -605,26 +356,13 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       namespaces: new Map([...placements].flatMap(([n, p]) => (p.ns === undefined ? [] : [[n, p.ns] as const]))),
       netem,
     });
-    const status = async (url: string): Promise<{ header?: { member_id?: string }; leader?: string } | undefined> => {
-      try {
-        const res = await fetch(`${url}/v3/maintenance/status`, {
-          method: 'POST',
-          body: '{}',
-          signal: AbortSignal.timeout(1_000),
-        });
-        return (await res.json()) as { header?: { member_id?: string }; leader?: string };
-      } catch {
-        return undefined;
-      }
-    };
-
     return {
       dir,
       prefix,
       keys,
       topology,
       etcdEndpoints,
-      etcdNames: etcdMembers.map((m) => m.name),
+      etcdNames: etcdHandle.names,
       sink: sinks[0]!,
       sinks,
       coordinators,
@@ -636,18 +374,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       disk,
       sinkClient,
       exits,
-      async etcdLeader() {
-        for (const [i, m] of etcdMembers.entries()) {
-          if (processes.get(m.name)?.isRunning() !== true) continue;
-          const body = await status(etcdEndpoints[i]!);
-          if (body?.leader === undefined || body.leader === '0') continue;
-          if (body.header?.member_id === body.leader) return m.name;
-          for (const [k, other] of etcdMembers.entries()) {
-            if ((await status(etcdEndpoints[k]!))?.header?.member_id === body.leader) return other.name;
-          }
-        }
-        return undefined;
-      },
+      etcdLeader: () => etcdHandle.leader(),
       async admin(method, path, body) {
         let last: unknown;
         for (const c of coordinators) {
@@ -708,7 +435,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       },
       launchScript(name) {
         const service = services.find((x) => x.spec.name === name);
-        const line = service?.commandLine() ?? { argv: etcdArgvOf(name), env: { PATH: process.env.PATH ?? '' } };
+        const line = service?.commandLine() ?? { argv: etcdHandle.argvOf(name), env: { PATH: process.env.PATH ?? '' } };
         if (line.argv === undefined) throw new Error(`no launch script for ${name}`);
         const q = (v: string): string => `'${v.replace(/'/g, `'\\''`)}'`;
         const env = Object.entries(line.env).map(([k, v]) => `${k}=${q(v)}`);
