@@ -10,11 +10,12 @@
 #
 # Flags become LEASEHOLD_CHAOS_* variables for test/chaos/cli.chaos.test.ts, run under vitest (the
 # test package has no build step). Progress goes to stderr once a second. Exit code 0 iff the run
-# completed and the checker found no violation. The last line printed is the JSON summary's path.
+# completed and the checker found no violation, or it could not run here and was skipped (e.g.
+# --network netns without root: "SKIPPED: why"). The last line printed is the JSON summary's path.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print } /^set /{ exit }' "$0"; }
 
 export LEASEHOLD_CHAOS_CLI=1
 while [ $# -gt 0 ]; do
