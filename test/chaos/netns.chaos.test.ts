@@ -13,7 +13,7 @@
  *   whose schedule has every kind: kill, pause, partition with a coordinator, drop, one-way, RST,
  *   clock).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from 'node:net';
@@ -64,12 +64,14 @@ describe.skipIf(!support.ok)('chaos: network namespaces and nftables', () => {
     { timeout: 60_000 },
     async () => {
       const lab = NetnsLab.create();
+      let srv: ChildProcess | undefined;
       const nft = new NftFaults();
       try {
         const a = lab.addHost('a', 'a');
         const b = lab.addHost('b', 'b');
-        const srv = spawn(b.launcher[0]!, [...b.launcher.slice(1), process.execPath, '-e', `require("net").createServer((s)=>s.end("hi")).listen(7000,"${b.ip}",()=>console.log("up"))`], { stdio: ['ignore', 'pipe', 'ignore'] }); // prettier-ignore
-        await new Promise((r) => srv.stdout.once('data', r));
+        const server = spawn(b.launcher[0]!, [...b.launcher.slice(1), process.execPath, '-e', `require("net").createServer((s)=>s.end("hi")).listen(7000,"${b.ip}",()=>console.log("up"))`], { stdio: ['ignore', 'pipe', 'ignore'] }); // prettier-ignore
+        srv = server;
+        await new Promise((r) => server.stdout.once('data', r));
         // The host (runner) reaches every namespace through the hub.
         const fromHost = await new Promise<string>((resolve) => {
           const s = connect(7000, b.ip);
@@ -98,9 +100,9 @@ describe.skipIf(!support.ok)('chaos: network namespaces and nftables', () => {
         expect(await under({ kind: 'one-way', direction: 'to-client' })).toBe('timeout');
         expect(nft.activeRules).toBe(0);
         expect(await dialFrom(a.ns, b.ip, 7000)).toBe('ok');
-        srv.kill('SIGKILL');
         expect((await namespacesOf(lab.runId)).sort()).toEqual([a.ns, b.ns, `${NETNS_PREFIX}${lab.runId}-hub`].sort());
       } finally {
+        srv?.kill('SIGKILL');
         lab.destroy();
       }
       expect(await namespacesOf(lab.runId)).toEqual([]);
