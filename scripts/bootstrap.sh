@@ -95,6 +95,21 @@ if ! command -v spin >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/de
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null || die "apt-get install spin failed"
 fi
 
+# --- chaos runner tools: nftables (network faults in namespaces) and libfaketime (clock faults) ---
+# Optional: without them `pnpm chaos --network netns` and clock faults skip with a message.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=()
+  command -v nft >/dev/null || missing+=(nftables)
+  ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing ${missing[*]} with apt-get (chaos runner)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+      || say "apt-get install ${missing[*]} failed; netns and clock faults will be skipped"
+  fi
+fi
+
 # --- build -----------------------------------------------------------------------------------
 say "building"
 pnpm run --silent build || die "build failed"

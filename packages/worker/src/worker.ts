@@ -204,6 +204,8 @@ interface Running {
 }
 
 const SHUTDOWN = 'worker shutting down';
+/** Why a lease is given up when only the worker's own conservative deadline has passed. */
+const LOCAL_DEADLINE = 'local deadline passed';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -285,7 +287,7 @@ export class Worker {
         onLeaseRevoked: (resource, token, reason) =>
           this.#running.get(`${resource}@${token}`)?.controller.abort(new LeaseLostError(`revoked: ${reason}`)),
         onDeadlinePassed: () => {
-          this.#abortAll('local deadline passed');
+          this.#abortAll(LOCAL_DEADLINE);
         },
         onCredentialsRefused: (err, consecutive) => {
           if (consecutive < Math.max(1, options.coordinators.length) || this.#stopping) return;
@@ -485,8 +487,8 @@ export class Worker {
       if (controller.signal.aborted)
         throw controller.signal.reason instanceof Error ? controller.signal.reason : new LeaseLostError('aborted');
       if (!this.#session.deadline.isValidAt(performance.now())) {
-        controller.abort(new LeaseLostError('local deadline passed'));
-        throw new LeaseLostError('local deadline passed before the write');
+        controller.abort(new LeaseLostError(LOCAL_DEADLINE));
+        throw new LeaseLostError(`${LOCAL_DEADLINE} before the write`);
       }
       await this.#o.beforeWrite?.({ taskId: grant.taskId, resource: grant.resource, token, resultId });
       const result = await this.#sink.write({
@@ -597,6 +599,14 @@ export class Worker {
         const reason = err instanceof Error ? err.message : String(err);
         log.warn({ reason }, 'lease lost; task left to the next holder');
         this.#emit({ type: 'lease-lost', ...base, reason });
+        // Only our own conservative clock said so: the coordinator may still count the lease ours
+        // (a welcome that came late leaves the local deadline behind until the first heartbeat
+        // ack). Give it back, or the task stays leased for as long as this session lives. A lease
+        // that is really gone refuses the release, which changes nothing.
+        const cause = controller.signal.reason instanceof LeaseLostError ? controller.signal.reason : err;
+        if (cause instanceof LeaseLostError && cause.reason.startsWith(LOCAL_DEADLINE)) {
+          await finish('release', '', LOCAL_DEADLINE);
+        }
       } else {
         // The handler failed (or the write could not be made: sink unreachable, capability
         // refused): the coordinator decides between a retry after the backoff and failure.

@@ -12,6 +12,7 @@
  * one commit). Promises resolve only after the store's commit is durable. If a commit fails, every
  * submission of that batch is rejected with UNAVAILABLE (nothing of it was applied).
  */
+import { LeaseholdError, RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { FenceOp, OpDecision } from '../core/ops.js';
 import { ShuttingDownError, storeUnavailable } from '../errors.js';
@@ -37,6 +38,8 @@ export interface GroupCommitterOptions {
 export class GroupCommitter {
   readonly #store: FenceStore;
   readonly #log: Logger;
+  /** One log line per run of failed commits (an outage fails every batch until it ends). */
+  readonly #repeats = new RepeatGate();
   readonly #metrics: SinkMetrics | undefined;
   readonly #maxBatchOps: number;
   readonly #onCommitted: (() => void) | undefined;
@@ -115,6 +118,8 @@ export class GroupCommitter {
       this.#metrics?.batchOps.observe(ops.length);
       this.#log.debug({ ops: ops.length, submissions: batch.length, seconds }, 'batch committed');
       this.#onCommitted?.();
+      const hidden = this.#repeats.clear('outage') + this.#repeats.clear('fault');
+      if (hidden > 0) this.#log.info({ repeated: hidden }, 'batch commits succeed again');
       let at = 0;
       for (const pending of batch) {
         pending.resolve(decisions.slice(at, at + pending.ops.length));
@@ -122,7 +127,15 @@ export class GroupCommitter {
       }
     } catch (err) {
       this.#metrics?.commitFailures.inc();
-      this.#log.error({ err, ops: ops.length }, 'batch commit failed');
+      // A store that says it is unavailable (PostgreSQL down, a connection cut) is an outage the
+      // sink rides out with 503s: warn, once per failure loop. Anything else is a fault: error.
+      const outage = err instanceof LeaseholdError && err.code === 'UNAVAILABLE';
+      const gate = this.#repeats.note(outage ? 'outage' : 'fault', performance.now());
+      if (gate.log) {
+        const fields = { err, ops: ops.length, repeated: gate.suppressed };
+        if (outage) this.#log.warn(fields, 'batch commit failed: store unavailable');
+        else this.#log.error(fields, 'batch commit failed');
+      }
       const error = storeUnavailable(err);
       for (const pending of batch) pending.reject(error);
     } finally {
