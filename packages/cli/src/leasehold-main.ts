@@ -2,6 +2,7 @@
 /**
  * `leasehold`: the user CLI.
  *   leasehold cluster up [--workers N] [--tasks N] [--resources N] [--until-done] [--data-dir DIR]
+ *                        [--sink-store sqlite|postgres [--database-url URL] [--sinks N]]
  *   leasehold submit --task-id ID --resource R [--payload JSON] [scheduling and retry options]
  *   leasehold status [--json] [--watch]
  *   leasehold tasks [--state STATE] [--json]        (--state failed: the dead letters)
@@ -64,6 +65,13 @@ const OPTIONS: OptionTable = {
     help: 'cluster up: a new cluster WITHOUT TLS (debugging only; keys cross the wire in clear)',
     boolean: true,
   },
+  'sink-store': { env: 'SINK_STORE', help: 'cluster up: sqlite (default, embedded) or postgres' },
+  'database-url': {
+    env: 'DATABASE_URL',
+    help: 'cluster up --sink-store postgres: an existing server (default: a private one in the data dir)',
+    fromFile: true,
+  },
+  sinks: { env: 'SINKS', help: 'cluster up: sink processes (default 1; more only with --sink-store postgres)' },
   ca: { env: 'CA', help: "CA file (PEM) of the coordinator and the sink (default: the cluster state's)" },
   coordinator: {
     env: 'COORDINATOR',
@@ -164,7 +172,16 @@ async function main(): Promise<number> {
       nondeterministic: raw.DEMO_NONDETERMINISTIC === 'true',
       sessionTtlMs: int(raw, 'SESSION_TTL_MS', 5_000, problems),
       plaintext: raw.PLAINTEXT === 'true',
+      sinkStore: raw.SINK_STORE === 'postgres' ? ('postgres' as const) : ('sqlite' as const),
+      databaseUrl: raw.DATABASE_URL,
+      sinks: int(raw, 'SINKS', 1, problems),
     };
+    if (raw.SINK_STORE !== undefined && raw.SINK_STORE !== 'sqlite' && raw.SINK_STORE !== 'postgres')
+      problems.push(`--sink-store: sqlite or postgres, not ${JSON.stringify(raw.SINK_STORE)}`);
+    if (opts.sinks < 1 || (opts.sinks > 1 && opts.sinkStore !== 'postgres'))
+      problems.push('--sinks: 1, or more with --sink-store postgres (SQLite is one file of one process)');
+    if (opts.databaseUrl !== undefined && opts.sinkStore !== 'postgres')
+      problems.push('--database-url: only with --sink-store postgres');
     if (problems.length > 0) throw new ConfigError(problems);
     return clusterUp(opts);
   }
