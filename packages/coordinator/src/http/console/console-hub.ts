@@ -117,7 +117,13 @@ export class ConsoleHub {
           this.model.applyTask(ev.taskId, ev.task);
           if (ev.task === undefined) break;
           const now = this.#deps.wallClock();
-          this.#publish(feedOfTask(this.#deps.taskEventOf(ev.task), this.#nextId++));
+          const event = this.#deps.taskEventOf(ev.task);
+          const last = ev.task.record.history?.at(-1);
+          const lost =
+            event.event === 'granted' && last?.outcome === 'expired' && last.workerId !== event.workerId
+              ? { workerId: last.workerId, token: last.token }
+              : undefined;
+          this.#publish(feedOfTask(event, this.#nextId++, lost));
           this.#broadcast('task', this.model.taskRow(ev.task, now));
           this.#sendResource(ev.task.record.resource);
           break;

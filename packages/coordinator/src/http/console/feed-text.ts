@@ -7,7 +7,15 @@ import type { ConsoleFeedItem } from './console-types.js';
 
 const TASK_PROBLEMS = new Set(['expired', 'failed', 'retrying']);
 
-export function feedOfTask(event: TaskEvent, id: number): ConsoleFeedItem {
+/**
+ * A task change as a feed line. `lost` is the attempt a grant follows when that one ended without a
+ * result (expired): the grant is then a takeover, and says from whom.
+ */
+export function feedOfTask(
+  event: TaskEvent,
+  id: number,
+  lost?: { readonly workerId: string; readonly token: string },
+): ConsoleFeedItem {
   const by = event.workerId === undefined ? '' : ` by ${event.workerId}`;
   const tok = event.token === undefined ? '' : `, token ${event.token}`;
   const tries = `attempt ${event.attempts} of ${event.maxAttempts}`;
@@ -15,7 +23,9 @@ export function feedOfTask(event: TaskEvent, id: number): ConsoleFeedItem {
   let text: string;
   switch (event.event) {
     case 'granted':
-      text = `${event.taskId} on ${event.resource} granted to ${event.workerId ?? '?'}${tok} (${tries})`;
+      text =
+        `${event.taskId} on ${event.resource} granted to ${event.workerId ?? '?'}${tok} (${tries})` +
+        (lost === undefined ? '' : ` — TAKEOVER from ${lost.workerId} (token ${lost.token}), whose lease expired`);
       break;
     case 'expired':
       text = `${event.taskId} on ${event.resource}: lease of ${event.workerId ?? '?'}${tok} EXPIRED (${tries})`;
@@ -30,14 +40,14 @@ export function feedOfTask(event: TaskEvent, id: number): ConsoleFeedItem {
     id,
     atMs: event.atMs,
     source: 'task',
-    kind: event.event,
+    kind: lost === undefined ? event.event : 'takeover',
     resource: event.resource,
     taskId: event.taskId,
     workerId: event.workerId ?? null,
     token: event.token ?? null,
     fence: null,
     stale: false,
-    problem: TASK_PROBLEMS.has(event.event),
+    problem: TASK_PROBLEMS.has(event.event) || lost !== undefined,
     text,
   };
 }
