@@ -72,7 +72,7 @@ export interface ConsoleRouteOptions {
 }
 
 /** 403 unless the request comes from this origin's page (see the header comment). */
-async function sameOriginOnly(req: FastifyRequest, reply: FastifyReply, secure: boolean): Promise<void> {
+async function sameOriginOnly(req: FastifyRequest, reply: FastifyReply, secure: boolean, log: Logger): Promise<void> {
   const marker = req.headers['x-leasehold-console'];
   const origin = req.headers.origin;
   const site = req.headers['sec-fetch-site'];
@@ -80,7 +80,7 @@ async function sameOriginOnly(req: FastifyRequest, reply: FastifyReply, secure: 
   const crossSite =
     (origin !== undefined && origin !== own) || (site !== undefined && site !== 'same-origin' && site !== 'none');
   if (marker === '1' && !crossSite) return;
-  req.log.warn({ remote: req.ip, origin, site }, 'console request refused: not from the console page');
+  log.warn({ remote: req.ip, origin, site }, 'console request refused: not from the console page');
   await sendError(reply, 'FORBIDDEN', 'console state changes need the x-leasehold-console header and this origin');
 }
 
@@ -89,7 +89,7 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
   const open = { config: { credential: Credential.NONE } };
   const consoleRead = { config: { credential: Credential.CONSOLE } };
   const guard = {
-    preHandler: (req: FastifyRequest, reply: FastifyReply) => sameOriginOnly(req, reply, options.secure),
+    preHandler: (req: FastifyRequest, reply: FastifyReply) => sameOriginOnly(req, reply, options.secure, log),
   };
   const ring = options.adminKeys.map((key) => ({ key, matches: createKeyRing([key]) }));
 
@@ -214,7 +214,7 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     const write = (text: string): void => {
       if (!open) return;
       if (raw.writableLength > MAX_QUEUED_BYTES) {
-        req.log.warn('console stream client too slow; disconnected');
+        log.warn('console stream client too slow; disconnected');
         stop();
         raw.destroy();
         return;
