@@ -196,7 +196,7 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     );
   }
 
-  app.get('/ui/api/stream', consoleRead, async (req, reply) => {
+  app.get('/ui/api/stream', consoleRead, async (_req, reply) => {
     const h = await withHub(reply);
     if (h === undefined) return reply;
     if (h.clients >= MAX_CONSOLE_STREAMS) {
