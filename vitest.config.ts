@@ -72,6 +72,17 @@ export default defineConfig({
       {
         resolve,
         test: {
+          // The web console in Debian's Chromium (playwright-core) against spawned processes.
+          name: 'browser',
+          include: ['test/browser/**/*.browser.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        resolve,
+        test: {
           name: 'chaos',
           include: ['test/chaos/**/*.chaos.test.ts'],
           // The CLI entry runs only when `pnpm chaos` asks for it (test/chaos/cli.sh).

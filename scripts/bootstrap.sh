@@ -110,6 +110,16 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
 fi
 
+# --- Chromium (the web console's browser test drives Debian's chromium with playwright-core) ---
+# Optional: without it the browser test project skips with a message. Never a downloaded browser.
+if [ -z "${LEASEHOLD_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing chromium with apt-get (web console browser test)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    || say "apt-get install chromium failed; the console browser test will be skipped"
+fi
+
 # --- build -----------------------------------------------------------------------------------
 say "building"
 pnpm run --silent build || die "build failed"

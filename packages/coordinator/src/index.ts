@@ -19,7 +19,9 @@ import { EtcdBackend } from './etcd/etcd-backend.js';
 import { KeyLayout } from './etcd/keys.js';
 import { KvLeaseStore } from './etcd/lease-store.js';
 import { SinkFenceTarget, type FenceTarget } from './fence/fence-target.js';
+import { ConsoleHub } from './http/console/console-hub.js';
 import { createHttpServer } from './http/server.js';
+import { taskEventOf } from './service/events.js';
 import { Metrics } from './metrics.js';
 import { Readiness } from './service/readiness.js';
 import { createServices } from './services.js';
@@ -151,7 +153,26 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     metrics,
     nowMs: () => performance.now(),
   });
+  const consoleHub = new ConsoleHub({
+    coordinatorId,
+    store,
+    retryDefaults: config.retryPolicy,
+    taskEventOf: (stored) => taskEventOf(stored, ctx, ctx.wallClock()),
+    remainingMs: (sessionId) => {
+      const local = sessions.get(sessionId);
+      return local === undefined || !sessions.isLive(local) ? undefined : sessions.remainingMs(local);
+    },
+    sink: {
+      url: config.sink.url,
+      key: config.sink.key,
+      ...(config.sink.caFile === undefined ? {} : { tls: { ca: readFileSync(config.sink.caFile) } }),
+    },
+    wallClock: ctx.wallClock,
+    log: log.child({ component: 'console' }),
+  });
   const app = createHttpServer({
+    console: consoleHub,
+    wallClock: ctx.wallClock,
     ...(tls === undefined
       ? {}
       : { https: { ...tlsMaterial(tls), requestCert: tls.clientCaFile !== undefined, rejectUnauthorized: false } }),
@@ -217,6 +238,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
       (closing ??= (async () => {
         log.info('coordinator shutting down');
         const stopping = services.close();
+        await consoleHub.close();
         await sockets.close(CLOSE_GOING_AWAY, 'coordinator going away');
         await app.close();
         await stopping;
