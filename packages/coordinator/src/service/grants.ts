@@ -46,12 +46,14 @@ const RETRY = Symbol('retry');
 const MAX_CANDIDATES = 4;
 
 /**
- * Where one acquire's time went: `waitedMs` is spent in the long poll (no grantable task yet);
- * the rest, up to the grant, is work (owner txn, fence advance, retries after a race).
+ * Where one acquire's time went: wait is the long poll (from the request to the moment a
+ * grantable task was found, after the last wake-up); work is the rest, up to the grant (owner txn,
+ * fence advance, candidates tried again after a race).
  */
 interface GrantTiming {
   readonly receivedAtMs: number;
-  waitedMs: number;
+  /** When the current round started trying candidates; reset when the acquire waits again. */
+  workStartMs: number | undefined;
 }
 
 export class GrantService {
@@ -91,7 +93,7 @@ export class GrantService {
       );
     }
     session.acquiring += 1;
-    const op = this.#acquire(session, msg, { receivedAtMs, waitedMs: 0 })
+    const op = this.#acquire(session, msg, { receivedAtMs, workStartMs: undefined })
       .catch((err: unknown) => failureReply(err, msg.id))
       .finally(() => {
         session.acquiring -= 1;
@@ -152,6 +154,7 @@ export class GrantService {
       for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
         const [candidate] = ctx.index.select(msg.taskId === undefined ? {} : { taskId: msg.taskId });
         if (candidate === undefined) break;
+        timing.workStartMs ??= ctx.clock.nowMs();
         const out = await this.#tryGrant(session, msg, candidate, timing);
         if (out !== RETRY) return out;
       }
@@ -161,14 +164,16 @@ export class GrantService {
       // unrecorded while this request is served: copies of it share this promise.
       if (!requestChecked) {
         const recorded = await ctx.store.holding(session.sessionId, msg.requestId);
-        if (recorded !== undefined) return this.#replay(session, msg, recorded, timing);
+        if (recorded !== undefined) {
+          timing.workStartMs ??= ctx.clock.nowMs();
+          return this.#replay(session, msg, recorded, timing);
+        }
         requestChecked = true;
       }
       const leftMs = waitUntilMs - ctx.clock.nowMs();
       if (leftMs <= 0 || !this.#sessions.isLive(session)) break;
-      const waitStartMs = ctx.clock.nowMs();
+      timing.workStartMs = undefined;
       await this.#waitForChange(session, Math.min(leftMs, this.#sessions.remainingMs(session) + 1));
-      timing.waitedMs += ctx.clock.nowMs() - waitStartMs;
     }
     ctx.metrics.grants.inc({ outcome: 'none' });
     return {
@@ -333,9 +338,10 @@ export class GrantService {
     });
     session.granted.set(grant.resource, { token: grant.token, requestId: msg.requestId });
     ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
-    const totalMs = ctx.clock.nowMs() - timing.receivedAtMs;
-    ctx.metrics.grantWait.observe(timing.waitedMs / 1_000);
-    ctx.metrics.grantWork.observe(Math.max(0, totalMs - timing.waitedMs) / 1_000);
+    const nowMs = ctx.clock.nowMs();
+    const workStartMs = timing.workStartMs ?? nowMs;
+    ctx.metrics.grantWait.observe(Math.max(0, workStartMs - timing.receivedAtMs) / 1_000);
+    ctx.metrics.grantWork.observe(Math.max(0, nowMs - workStartMs) / 1_000);
     if (ctx.log.isLevelEnabled('debug')) {
       ctx.log.debug(
         { sessionId: session.sessionId, resource: grant.resource, token: formatToken(grant.token), replay: !fresh },
