@@ -31,8 +31,6 @@ export interface ClusterOptions {
   readonly workerEnv?: Readonly<Record<string, string>>;
   /** Extra environment for every coordinator (e.g. LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS). */
   readonly coordinatorEnv?: Readonly<Record<string, string>>;
-  /** Extra environment for the sink (e.g. LEASEHOLD_SINK_OTEL_SPAN_FILE). */
-  readonly sinkEnv?: Readonly<Record<string, string>>;
   readonly etcd?: StartEtcdOptions;
   readonly prefix?: string;
 }
@@ -89,7 +87,6 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         LEASEHOLD_SINK_LOG_LEVEL: 'info',
         LEASEHOLD_SINK_TLS_CERT: server.cert,
         LEASEHOLD_SINK_TLS_KEY: server.key,
-        ...opts.sinkEnv,
       },
       ca,
     });
