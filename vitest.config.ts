@@ -18,7 +18,9 @@ const resolve = {
     { find: /^@leasehold\/client$/, replacement: src('client/src/index.ts') },
     { find: /^@leasehold\/cli\/pki$/, replacement: src('cli/src/pki.ts') },
     { find: /^@leasehold\/cli\/worker-config$/, replacement: src('cli/src/worker-config.ts') },
+    { find: /^@leasehold\/cli\/worker-http$/, replacement: src('cli/src/worker-http.ts') },
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },
+    { find: /^@leasehold\/telemetry$/, replacement: src('telemetry/src/index.ts') },
   ],
 };
 

@@ -88,6 +88,18 @@ if ! command -v systemd-analyze >/dev/null && [ "$(id -u)" = 0 ] && command -v a
   apt-get install -y -qq --no-install-recommends systemd >/dev/null || say "apt-get install systemd failed: the systemd unit checks will be skipped"
 fi
 
+# --- promtool (test/observability checks every /metrics output and deploy/observability rules) ---
+# Optional: without it those tests skip with a message naming this step.
+if ! command -v promtool >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing prometheus (for promtool) with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+    || say "apt-get install prometheus failed: the promtool checks will be skipped"
+  # The package may start a system Prometheus on 9090; tests never use it: stop it.
+  if command -v service >/dev/null; then service prometheus stop >/dev/null 2>&1 || true; fi
+fi
+
 # --- spin (the model checker of docs/model.md) ---------------------------------------------------
 if ! command -v spin >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing spin with apt-get"

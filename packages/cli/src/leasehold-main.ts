@@ -4,7 +4,7 @@
  *   leasehold cluster up [--workers N] [--tasks N] [--resources N] [--until-done] [--data-dir DIR]
  *                        [--sink-store sqlite|postgres [--database-url URL] [--sinks N]]
  *   leasehold submit --task-id ID --resource R [--payload JSON] [scheduling and retry options]
- *   leasehold status [--json] [--watch]
+ *   leasehold status [--all] [--json] [--watch]    (latest task per resource; --all: every task)
  *   leasehold tasks [--state STATE] [--json]        (--state failed: the dead letters)
  *   leasehold task ID [--json]                      (one task with its attempt history)
  *   leasehold cancel ID | retry ID
@@ -42,7 +42,7 @@ import {
 } from './admin-commands.js';
 import { clusterUp } from './cluster-up.js';
 import { caFile, readState, scheme } from './local-cluster.js';
-import { collectStatus, renderStatus } from './status.js';
+import { collectStatus, renderStatus, useColour } from './status.js';
 import { tail } from './tail.js';
 
 const OPTIONS: OptionTable = {
@@ -102,6 +102,7 @@ const OPTIONS: OptionTable = {
     boolean: true,
   },
   watch: { env: 'WATCH', help: 'status: refresh every second', boolean: true },
+  all: { env: 'ALL', help: 'status: every task of each resource, not only the latest', boolean: true },
 };
 
 const HELP = `leasehold: lease-based task ownership with fencing tokens.
@@ -110,7 +111,7 @@ Usage:
   leasehold cluster up [options]   start etcd, sink, coordinator and workers; run the demo workload
   leasehold submit --task-id ID --resource R [--payload JSON] [--priority N] [--delay 30s | --run-at ISO]
                    [--max-attempts N] [--backoff-initial 1s] [--backoff-max 5m] [--non-retryable Name ...]
-  leasehold status [--json] [--watch]
+  leasehold status [--all] [--json] [--watch]  latest task per resource (--all: every task)
   leasehold tasks [--state STATE] [--json]     tasks; --state failed lists the dead letters
   leasehold task ID [--json]                   one task, with its retry policy and attempt history
   leasehold cancel ID                          cancel (a held lease is revoked, its late write refused)
@@ -239,11 +240,11 @@ async function main(): Promise<number> {
         const client = new SinkClient(sinkOptions);
         try {
           do {
-            const rows = await collectStatus(admin, client);
+            const rows = await collectStatus(admin, client, { all: raw.ALL === 'true' });
             if (raw.JSON === 'true') console.log(JSON.stringify(rows, null, 2));
             else {
               if (raw.WATCH === 'true' && process.stdout.isTTY) process.stdout.write('\u001b[2J\u001b[H');
-              console.log(renderStatus(rows, process.stdout.isTTY));
+              console.log(renderStatus(rows, useColour(process.stdout.isTTY, process.env)));
             }
             if (raw.WATCH === 'true') await new Promise((r) => setTimeout(r, 1_000));
           } while (raw.WATCH === 'true');

@@ -79,7 +79,7 @@ const monotonic: Clock = { nowMs: () => performance.now() };
 
 export async function createCoordinator(config: CoordinatorConfig, deps: CoordinatorDeps): Promise<Coordinator> {
   const coordinatorId = config.coordinatorId ?? `c-${randomUUID().slice(0, 8)}`;
-  const log = deps.logger.child({ component: 'coordinator', coordinatorId });
+  const log = deps.logger.child({ coordinatorId });
   const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
   const etcdTls =
     config.etcd.caFile === undefined
@@ -101,7 +101,8 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   });
   const store = new KvLeaseStore(backend, new KeyLayout(config.etcd.prefix), {
     onTxn: (txn, seconds, outcome) => {
-      metrics.etcdTxn.observe({ txn, outcome }, seconds);
+      // Label values lower-case, like every leasehold metric: `submitTask` → `submit_task`.
+      metrics.etcdTxn.observe({ txn: txn.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), outcome }, seconds);
     },
   });
   const fenceTarget =
