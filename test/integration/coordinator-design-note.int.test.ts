@@ -165,11 +165,12 @@ describe('design note cases against real etcd and a real sink', () => {
   });
 
   it('(5) coordinator restart (SIGKILL + start): sessions resume, tokens keep growing, fences intact', async () => {
-    // The etcd lease outlives the session by ETCD_LEASE_MARGIN_MS (default max(TTL, 10 s)); the
-    // smallest margin keeps the backstop below short enough for this test.
+    // The etcd lease outlives the session by ETCD_LEASE_MARGIN_MS (default max(TTL, 10 s)): 5 s
+    // leaves a restart on a loaded machine time to adopt a's session, and keeps the wait for the
+    // backstop that ends b's session below short.
     const svc = await stack.spawnCoordinator('case5', {
       LEASEHOLD_COORDINATOR_PREFIX: `${PREFIX}case5/`,
-      LEASEHOLD_COORDINATOR_ETCD_LEASE_MARGIN_MS: '1000',
+      LEASEHOLD_COORDINATOR_ETCD_LEASE_MARGIN_MS: '5000',
     });
     const admin = stack.admin(svc.url);
     await admin.submit('t5', 'case5/r');
