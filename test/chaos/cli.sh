@@ -3,7 +3,7 @@
 #
 #   pnpm chaos --seed N --duration 10m [--scenario NAME] [--profile NAME] [--etcd-members 3]
 #              [--network proxy|netns|mixed] [--clock] [--sink-store sqlite|postgres] [--sinks N]
-#              [--sabotage skip-fence|grant-before-advance|fake-monotonic] [--tasks N] [--workers N]
+#              [--sabotage skip-fence|grant-before-advance|fake-monotonic|ignore-retry-policy] [--tasks N] [--workers N]
 #              [--sample-resources 5s] [--target cluster.json] [--out DIR]
 #   pnpm chaos --list                     # the named scenarios and profiles
 #   pnpm chaos --cleanup                  # remove namespaces left by runs that died (root)

@@ -8,12 +8,14 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { findLibfaketime } from '@leasehold/devkit';
+import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
 import { networkUnavailable, startChaosCluster, type ChaosCluster } from '../harness/chaos-cluster.js';
 import type { NetworkMode } from '../harness/chaos-topology.js';
 import { REPO_ROOT } from '../harness/service.js';
 import { checkHistory, countByName, logFinding, type Violation } from './checker.js';
 import { checkLeaseBounds } from './checker-leases.js';
 import { checkRegister } from './checker-register.js';
+import { checkRetries } from './checker-retries.js';
 import { checkResources } from './checker-resources.js';
 import { collectHistory } from './collect.js';
 import type { History, LeaseTiming } from './history.js';
@@ -46,10 +48,10 @@ function sabotageEnv(sabotage: Sabotage | undefined): {
       sinkEnv: { LEASEHOLD_SINK_TEST_SABOTAGE: 'skip-fence', LEASEHOLD_ALLOW_SABOTAGE: '1' },
       coordinatorEnv: {},
     };
-  if (sabotage === 'grant-before-advance')
+  if (sabotage === 'grant-before-advance' || sabotage === 'ignore-retry-policy')
     return {
       sinkEnv: {},
-      coordinatorEnv: { LEASEHOLD_COORDINATOR_TEST_SABOTAGE: 'grant-before-advance', LEASEHOLD_ALLOW_SABOTAGE: '1' },
+      coordinatorEnv: { LEASEHOLD_COORDINATOR_TEST_SABOTAGE: sabotage, LEASEHOLD_ALLOW_SABOTAGE: '1' },
     };
   return { sinkEnv: {}, coordinatorEnv: {} };
 }
@@ -281,6 +283,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       history = await collectHistory(cluster, workload, faults, t0, healedAtMs, completionBoundMs, {
         watch,
         lease,
+        // The chaos cluster sets no RETRY_*: its coordinators use the built-in defaults.
+        ...(options.target === undefined ? { retryDefaults: DEFAULT_RETRY_POLICY } : {}),
+        wallClocksFaked: cluster.clocks.size > 0 || options.target !== undefined,
         ...(resources === undefined ? {} : { resources }),
       });
     }
@@ -349,7 +354,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       fault: describeNemesis(s.nemesis),
     })),
     faults: count(history?.faults ?? faults.all(), (f) => f.kind),
-    tasks: { submitted: workload?.records.size ?? 0, completed: workload?.completed() ?? 0 },
+    tasks: {
+      submitted: workload?.records.size ?? 0,
+      completed: workload?.completed() ?? 0,
+      failed: workload?.failed() ?? 0,
+    },
     grants: history?.events.filter((e) => e.kind === 'grant').length ?? 0,
     workerWrites: count(
       (history?.events ?? []).flatMap((e) => (e.kind === 'write' ? [e.outcome] : [])),
@@ -361,6 +370,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     etcdHistory: history?.owners !== undefined,
     leaseBounds: history?.lease === undefined ? null : checkLeaseBounds(history).stats,
     register: history === undefined ? null : (checkRegister(history).stats ?? null),
+    retries: history === undefined ? null : checkRetries(history).stats,
     resources: history === undefined ? [] : checkResources(history).stats,
     scenarioNotes: ctxBox.ctx?.notes ?? {},
     violationCounts: countByName(violations),

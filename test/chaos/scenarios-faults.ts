@@ -6,6 +6,7 @@
 import { LeaseholdError } from '@leasehold/protocol';
 import { checkLeaseBounds } from './checker-leases.js';
 import { checkRegister } from './checker-register.js';
+import { checkRetries } from './checker-retries.js';
 import type { Violation } from './violation.js';
 import { nowMs, runNemesis, startNemesis } from './nemesis.js';
 import { expectation, runMix, sleep, task, type Scenario, type ScenarioContext } from './scenarios.js';
@@ -53,6 +54,35 @@ export const FAULT_SCENARIOS: readonly Scenario[] = [
       const stats = checkRegister(h).stats;
       if (stats === undefined || stats.acceptedWrites === 0) return [expectation('no register write was accepted')];
       return [];
+    },
+  },
+  {
+    name: 'retries',
+    target: true,
+    description:
+      'Every task carries a small retry policy of its own (1–3 attempts, 300–800 ms doubling backoff) and its handler fails its first 0..maxAttempts attempts (some tasks must end failed), some submitted with a delay, under the seeded random mix. The checker: no task granted more often than its policy allows, none before its notBefore; with --sabotage ignore-retry-policy both break.',
+    async run(ctx) {
+      const s = ctx.settings;
+      await runMix(
+        ctx,
+        buildTasks(ctx.rng.fork(1), {
+          tasks: s.tasks,
+          resources: s.resources,
+          pauseRate: s.pauseRate,
+          pauseMinMs: Math.round(s.sessionTtlMs * 1.5),
+          pauseMaxMs: Math.round(s.sessionTtlMs * 2.5),
+          taskPrefix: `retry-${s.seed}`,
+          retryRate: 1,
+        }),
+      );
+    },
+    expect(h) {
+      const stats = checkRetries(h).stats;
+      const out: Violation[] = [];
+      if (stats.failedAttempts === 0) out.push(expectation('no attempt failed: the retry rules judged nothing'));
+      if (stats.notBeforeJudged && stats.backoffsJudged === 0)
+        out.push(expectation('no grant followed a failed attempt: no backoff was judged'));
+      return out;
     },
   },
   {

@@ -4,6 +4,7 @@
 import type { NetworkMode } from '../harness/chaos-topology.js';
 import type { LeaseBoundStats } from './checker-leases.js';
 import type { RegisterStats } from './checker-register.js';
+import type { RetryStats } from './checker-retries.js';
 import type { ResourceSeriesStats } from './checker-resources.js';
 import type { ChaosOptions, Sabotage } from './options.js';
 import type { Violation } from './violation.js';
@@ -35,7 +36,8 @@ export interface ChaosSummary {
   };
   readonly schedule: readonly { atMs: number; durationMs: number; fault: string }[];
   readonly faults: Record<string, number>;
-  readonly tasks: { readonly submitted: number; readonly completed: number };
+  /** `failed`: tasks whose handler fails on purpose and whose attempt budget ran out (judged by the checker). */
+  readonly tasks: { readonly submitted: number; readonly completed: number; readonly failed: number };
   readonly grants: number;
   readonly workerWrites: Record<string, number>;
   readonly sinkDecisions: Record<string, number>;
@@ -45,6 +47,7 @@ export interface ChaosSummary {
   readonly etcdHistory: boolean;
   readonly leaseBounds: LeaseBoundStats | null;
   readonly register: RegisterStats | null;
+  readonly retries: RetryStats | null;
   readonly resources: readonly ResourceSeriesStats[];
   /** What the scenario recorded for its own expectations (e.g. the disk-full refusals). */
   readonly scenarioNotes: Record<string, unknown>;
@@ -82,7 +85,7 @@ export function skippedSummary(
     durationsMs: { startup: 0, scenario: 0, recovery: 0, collect: 0, total: 0 },
     schedule: [],
     faults: {},
-    tasks: { submitted: 0, completed: 0 },
+    tasks: { submitted: 0, completed: 0, failed: 0 },
     grants: 0,
     workerWrites: {},
     sinkDecisions: {},
@@ -91,6 +94,7 @@ export function skippedSummary(
     etcdHistory: false,
     leaseBounds: null,
     register: null,
+    retries: null,
     resources: [],
     scenarioNotes: {},
     violationCounts: {},
