@@ -162,6 +162,22 @@ export async function readDecisions(client: SinkClient): Promise<{ decisions: Si
   return { decisions, complete };
 }
 
+/** The runner's etcd client certificate and the CA (a TLS cluster requires client certificates). */
+export interface EtcdClientTls {
+  readonly ca: Buffer;
+  readonly cert: Buffer;
+  readonly key: Buffer;
+}
+
+/** etcd3 client options for `tls` (none for plaintext). */
+export function etcdCredentials(tls: EtcdClientTls | undefined): {
+  credentials?: { rootCertificate: Buffer; certChain: Buffer; privateKey: Buffer };
+} {
+  return tls === undefined
+    ? {}
+    : { credentials: { rootCertificate: tls.ca, certChain: tls.cert, privateKey: tls.key } };
+}
+
 /** The fields of a stored task record the retry rules read (coordinator/src/core/records.ts). */
 interface StoredTask {
   readonly taskId?: string;
@@ -218,10 +234,11 @@ export function taskVersionOf(revision: string, value: string, seen: Set<string>
 export async function readEtcdHistory(
   endpoints: readonly string[],
   prefix: string,
+  tls?: EtcdClientTls,
   idleMs = 1_000,
   timeoutMs = 20_000,
 ): Promise<{ owners: OwnerInterval[]; taskVersions: TaskVersion[] } | undefined> {
-  const client = new Etcd3({ hosts: [...endpoints], dialTimeout: 3_000 });
+  const client = new Etcd3({ hosts: [...endpoints], dialTimeout: 3_000, ...etcdCredentials(tls) });
   const ownersPrefix = `${prefix}owners/`;
   const tasksPrefix = `${prefix}tasks/`;
   const live = new Map<string, { token: string; workerId?: string; taskId?: string; sessionId?: string }>();
@@ -365,7 +382,7 @@ export async function collectHistory(
     }
   }
   const { decisions, complete } = await readDecisions(cluster.sinkClient);
-  const etcdHistory = await readEtcdHistory(cluster.etcdEndpoints, cluster.prefix);
+  const etcdHistory = await readEtcdHistory(cluster.etcdEndpoints, cluster.prefix, cluster.clientTls?.etcd);
   const owners = etcdHistory?.owners;
   const submitted = new Set(workload.records.keys());
   const resources = [...new Set([...workload.records.values()].map((t) => t.resource))];

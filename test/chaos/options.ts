@@ -57,6 +57,8 @@ export interface ChaosOptions {
   readonly unavailable?: 'skip' | 'fallback';
   /** A deployed cluster (target file, see docs/chaos.md) instead of a local one. */
   readonly target?: string;
+  /** No TLS on any link (local debugging only: says so loudly). Default: TLS and per-worker credentials. */
+  readonly plaintext?: boolean;
   /** The profile the options came from (recorded only). */
   readonly profile?: string;
 }

@@ -155,6 +155,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       `sink ${options.sinkStore ?? 'sqlite'}×${options.sinks ?? 1}, clock ${clock ? 'faked' : 'real'}, sabotage ${options.sabotage ?? 'none'}, out ${outDir}`,
   );
 
+  if (options.plaintext === true && options.target === undefined) {
+    const warning =
+      'PLAINTEXT chaos cluster (--plaintext): no TLS on any link — bearer keys, worker secrets and capabilities cross the wire in clear; for local debugging only';
+    progress(`[chaos] ${'!'.repeat(20)} ${warning} ${'!'.repeat(20)}`);
+    notes.push(warning);
+  }
   const { sinkEnv, coordinatorEnv } = sabotageEnv(options.sabotage);
   const faults = new FaultLog();
   let cluster: ChaosCluster | undefined;
@@ -195,6 +201,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
             network,
             sinkStore: options.sinkStore ?? 'sqlite',
             sinks: options.sinks ?? 1,
+            ...(options.plaintext === true ? { plaintext: true } : {}),
             ...(clock
               ? {
                   clock: {
@@ -213,10 +220,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       throw new Error(`scenario ${scenario.name} cannot run against a deployed target (random-mix and register can)`);
     times.startup = nowMs() - t0;
     workload = new Workload(cluster);
-    watch = await LiveOwnerWatch.start(cluster.etcdEndpoints, cluster.prefix).catch((err: unknown) => {
-      notes.push(`live etcd watch unavailable (lease bounds not measured): ${String(err)}`);
-      return undefined;
-    });
+    watch = await LiveOwnerWatch.start(cluster.etcdEndpoints, cluster.prefix, cluster.clientTls?.etcd).catch(
+      (err: unknown) => {
+        notes.push(`live etcd watch unavailable (lease bounds not measured): ${String(err)}`);
+        return undefined;
+      },
+    );
     if (options.resourceSampleMs !== undefined && options.resourceSampleMs > 0) {
       const c = cluster;
       sampler = new ResourceSampler(() => c.processes.values(), options.resourceSampleMs);
@@ -335,6 +344,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     },
     environment: {
       network: options.target === undefined ? network : 'target',
+      tls: options.target === undefined ? options.plaintext !== true : null,
       sinkStore: options.sinkStore ?? 'sqlite',
       sinks: options.sinks ?? 1,
       clock: (cluster?.clocks.size ?? 0) > 0,

@@ -4,6 +4,7 @@
  * and clock jumps under a pausing workload (lease lifetimes against the monotonic bound).
  */
 import { LeaseholdError } from '@leasehold/protocol';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { checkLeaseBounds } from './checker-leases.js';
 import { checkRegister } from './checker-register.js';
 import { checkRetries } from './checker-retries.js';
@@ -159,9 +160,15 @@ export const FAULT_SCENARIOS: readonly Scenario[] = [
           }
         });
         ctx.notes.refusedWith = refused ?? null;
-        const ready = await fetch(`${ctx.cluster.sink.url}/readyz`)
+        const tls = ctx.cluster.clientTls;
+        const agent = tls === undefined ? undefined : new Agent({ connect: { ca: tls.ca } });
+        const ready = await undiciFetch(
+          `${ctx.cluster.sink.url}/readyz`,
+          agent === undefined ? {} : { dispatcher: agent },
+        )
           .then((r) => r.status)
           .catch(() => 0);
+        await agent?.close();
         ctx.notes.readyzWhileFull = ready;
         await sleep(1_000);
         await heal();

@@ -20,6 +20,8 @@ export interface ChaosSummary {
   /** What ran: network mode, sink store, clock, which fault mechanisms existed, and what fell back. */
   readonly environment: {
     readonly network: NetworkMode | 'target';
+    /** TLS on every link and per-worker credentials (false: --plaintext; null: a target's own settings). */
+    readonly tls: boolean | null;
     readonly sinkStore: string;
     readonly sinks: number;
     readonly clock: boolean;
@@ -76,6 +78,7 @@ export function skippedSummary(
     options: { profile: options.profile ?? null },
     environment: {
       network: options.network ?? 'proxy',
+      tls: options.target === undefined ? options.plaintext !== true : null,
       sinkStore: options.sinkStore ?? 'sqlite',
       sinks: options.sinks ?? 1,
       clock: false,
