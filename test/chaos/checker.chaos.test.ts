@@ -331,6 +331,32 @@ describe('chaos checker', () => {
     expect(checkHistory(h('blackhole', 'coordinator-1->etcd-m2')).map((v) => v.atMs)).toEqual([T0 + 30_000]);
     expect(checkHistory(h('pause', 'sink')).map((v) => v.atMs)).toEqual([T0 + 1_500, T0 + 30_000]);
     expect(checkHistory(h('clock-jump', 'coordinator-1')).map((v) => v.atMs)).toEqual([T0 + 1_500, T0 + 30_000]);
+    // Under a faked clock 60 s behind, its log times are host time - 60 s (and - a jump during one).
+    const skewed = mutate((h) => {
+      h.logs = [{ process: 'coordinator-1', text: `${line(1_500 - 60_000)}\n${line(10_000 - 60_000 + 120_000)}\n` }];
+      h.clockOffsetsMs = { 'coordinator-1': -60_000 };
+      h.faults.push({ id: 9, kind: 'kill', targets: ['etcd-m0'], startMs: T0 + 500, endMs: T0 + 2_000 });
+      h.faults.push({
+        id: 10,
+        kind: 'partition',
+        targets: ['coordinator-1->etcd-m0'],
+        startMs: T0 + 9_000,
+        endMs: T0 + 11_000,
+      });
+      h.faults.push({
+        id: 11,
+        kind: 'clock-jump',
+        targets: ['coordinator-1'],
+        startMs: T0 + 8_000,
+        endMs: T0 + 12_000,
+        detail: 'clock of coordinator-1 +120 s',
+      });
+    });
+    expect(checkHistory(skewed)).toEqual([]);
+    expect(checkHistory({ ...skewed, clockOffsetsMs: undefined }).map((v) => v.name)).toEqual([
+      ViolationName.PROCESS_LOGGED_ERROR,
+      ViolationName.PROCESS_LOGGED_ERROR,
+    ]);
   });
 
   it('caps the list per name on request and says how many were left out', () => {

@@ -488,13 +488,16 @@ export const FAULT_REPORTS: readonly {
 function checkLogs(history: History, ignore: readonly RegExp[]): Violation[] {
   const out: Violation[] = [];
   const excused = (process: string, line: string): boolean => {
-    const at = logTime(line);
-    if (at === undefined) return false;
+    const logged = logTime(line);
+    if (logged === undefined) return false;
+    const hostTimes = hostTimesOf(history, process, logged);
     return FAULT_REPORTS.some(
       (r) =>
         r.pattern.test(line) &&
         history.faults.some(
-          (f) => r.caused(process, f) && f.startMs <= at && at <= (f.endMs ?? history.endedAtMs) + r.slackMs,
+          (f) =>
+            r.caused(process, f) &&
+            hostTimes.some((at) => f.startMs <= at && at <= (f.endMs ?? history.endedAtMs) + r.slackMs),
         ),
     );
   };
@@ -528,6 +531,21 @@ export function logFinding(line: string): string | undefined {
     }
   }
   return /uncaught|unhandled/i.test(line) ? line : undefined;
+}
+
+/**
+ * The host times a log time of `process` may stand for: itself, or for a process under a faked
+ * wall clock, minus its standing offset, or minus the offset plus one of its clock jumps (the line
+ * may have been logged during the jump; `clock of NAME +94 s` in the window's detail).
+ */
+function hostTimesOf(history: History, process: string, loggedMs: number): number[] {
+  const standing = history.clockOffsetsMs?.[process];
+  if (standing === undefined) return [loggedMs];
+  const jumps = history.faults.flatMap((f) => {
+    const m = f.kind === 'clock-jump' && f.targets.includes(process) ? /([+-]\d+) s\b/.exec(f.detail ?? '') : null;
+    return m === null ? [] : [Number(m[1]) * 1_000];
+  });
+  return [loggedMs - standing, ...jumps.map((j) => loggedMs - standing - j)];
 }
 
 function logTime(line: string): number | undefined {

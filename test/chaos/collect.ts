@@ -361,6 +361,7 @@ export async function collectHistory(
     /** The installation's retry policy when the runner configured it (undefined for a target). */
     retryDefaults?: RetrySpec;
     wallClocksFaked: boolean;
+    clockOffsetsMs?: Readonly<Record<string, number>>;
   },
 ): Promise<History> {
   const logs: ProcessLog[] = [];
@@ -408,6 +409,7 @@ export async function collectHistory(
     taskVersions: etcdHistory?.taskVersions.filter((v) => submitted.has(v.taskId)),
     ...(extra.retryDefaults === undefined ? {} : { retryDefaults: extra.retryDefaults }),
     wallClocksFaked: extra.wallClocksFaked,
+    ...(extra.clockOffsetsMs === undefined ? {} : { clockOffsetsMs: extra.clockOffsetsMs }),
     finalResults,
     logs,
     exits: [...cluster.exits],

@@ -245,6 +245,11 @@ export interface History {
   readonly retryDefaults?: RetrySpec | undefined;
   /** The coordinators' wall clocks were faked (libfaketime): `notBeforeMs` is not judged (N8). */
   readonly wallClocksFaked?: boolean | undefined;
+  /**
+   * Standing offsets of faked wall clocks (libfaketime), ms, by process: such a process' log times
+   * are its own clock (host time + offset, + the jump during a `clock-jump` window).
+   */
+  readonly clockOffsetsMs?: Readonly<Record<string, number>> | undefined;
   /** Present when the run sampled /proc. */
   readonly resources?: readonly ResourceSample[] | undefined;
   readonly resourceBounds?: ResourceBounds | undefined;

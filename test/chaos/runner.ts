@@ -295,6 +295,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
         // The chaos cluster sets no RETRY_*: its coordinators use the built-in defaults.
         ...(options.target === undefined ? { retryDefaults: DEFAULT_RETRY_POLICY } : {}),
         wallClocksFaked: cluster.clocks.size > 0 || options.target !== undefined,
+        ...(cluster.clocks.size === 0
+          ? {}
+          : {
+              clockOffsetsMs: Object.fromEntries(
+                clockSkews(options.seed, coordinators).map((sec, j) => [`coordinator-${j}`, sec * 1_000]),
+              ),
+            }),
         ...(resources === undefined ? {} : { resources }),
       });
     }

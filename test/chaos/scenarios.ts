@@ -170,7 +170,9 @@ export const SCENARIOS: readonly Scenario[] = [
           pauseMinMs: Math.round(s.sessionTtlMs * 1.5),
           pauseMaxMs: Math.round(s.sessionTtlMs * 2.5),
           taskPrefix: `mix-${s.seed}`,
-          retryRate: 0.25,
+          // Not under faked coordinator clocks: a coordinator ahead by S stores each backoff S late
+          // for its peers (N8), so the completion bound could not hold for a task that failed.
+          retryRate: s.mix.clock === true ? 0 : 0.25,
         }),
       );
     },

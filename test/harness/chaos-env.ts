@@ -14,6 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { openPki, type CertFiles } from '@leasehold/cli/pki';
+import { findLibfaketime } from '@leasehold/devkit';
 
 export interface ChaosSecrets {
   /** Coordinators' bearer key at the sink. */
@@ -52,14 +53,37 @@ export interface ChaosTls {
   readonly etcdClientPem: { readonly ca: Buffer; readonly cert: Buffer; readonly key: Buffer };
 }
 
+/**
+ * Run `issue` (synchronous `openssl` calls) with the certificates' notBefore a day back, where
+ * libfaketime exists: a coordinator whose wall clock runs behind (a standing skew of up to 90 s,
+ * backward jumps of up to 300 s) must still find every certificate valid ("certificate is not yet
+ * valid" otherwise). The variables reach only the `openssl` children spawned inside `issue`.
+ */
+function backdated<T>(issue: () => T): T {
+  const library = findLibfaketime();
+  if (library === undefined) return issue();
+  const keys = ['LD_PRELOAD', 'FAKETIME', 'FAKETIME_DONT_FAKE_MONOTONIC'] as const;
+  const saved = keys.map((k) => process.env[k]);
+  Object.assign(process.env, { LD_PRELOAD: library, FAKETIME: '-1d', FAKETIME_DONT_FAKE_MONOTONIC: '1' });
+  try {
+    return issue();
+  } finally {
+    keys.forEach((k, i) => {
+      const v = saved[i];
+      if (v === undefined) Reflect.deleteProperty(process.env, k);
+      else process.env[k] = v;
+    });
+  }
+}
+
 export function newChaosTls(dir: string): ChaosTls {
-  const pki = openPki(dir, 'leasehold chaos CA');
-  const etcdClient = pki.client('etcd-client', 'leasehold-chaos');
+  const pki = backdated(() => openPki(dir, 'leasehold chaos CA'));
+  const etcdClient = backdated(() => pki.client('etcd-client', 'leasehold-chaos'));
   const ca = readFileSync(pki.ca);
   return {
     caFile: pki.ca,
     ca,
-    server: (name, hosts) => pki.server(name, [...new Set([...hosts, '127.0.0.1', 'localhost'])]),
+    server: (name, hosts) => backdated(() => pki.server(name, [...new Set([...hosts, '127.0.0.1', 'localhost'])])),
     etcdClient,
     etcdClientPem: { ca, cert: readFileSync(etcdClient.cert), key: readFileSync(etcdClient.key) },
   };
