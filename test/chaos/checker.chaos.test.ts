@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { canonical, checkHistory, logFinding, ViolationName, type Violation } from './checker.js';
-import type { History, SinkDecision, WorkerEvent } from './history.js';
+import type { FaultKind, History, SinkDecision, WorkerEvent } from './history.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -317,6 +317,46 @@ describe('chaos checker', () => {
     expect(checkHistory(h('postgres')).map((v) => v.atMs)).toEqual([T0 + 30_000]);
     // A crash of something else does not excuse it.
     expect(checkHistory(h('worker-1')).map((v) => v.atMs)).toEqual([T0 + 1_000, T0 + 30_000]);
+  });
+
+  it('process-logged-error: a coordinator reporting etcd unreachable is excused during an etcd or own-link fault only', () => {
+    const line = (at: number) =>
+      `{"level":50,"time":${T0 + at},"msg":"etcd unreachable: handing sessions to peers and refusing hellos until it answers"}`;
+    const h = (kind: FaultKind, target: string) =>
+      mutate((h) => {
+        h.logs = [{ process: 'coordinator-1', text: `${line(1_500)}\n${line(30_000)}\n` }];
+        h.faults.push({ id: 9, kind, targets: [target], startMs: T0 + 500, endMs: T0 + 2_000 });
+      });
+    expect(checkHistory(h('kill', 'etcd-m0')).map((v) => v.atMs)).toEqual([T0 + 30_000]);
+    expect(checkHistory(h('blackhole', 'coordinator-1->etcd-m2')).map((v) => v.atMs)).toEqual([T0 + 30_000]);
+    expect(checkHistory(h('pause', 'sink')).map((v) => v.atMs)).toEqual([T0 + 1_500, T0 + 30_000]);
+    expect(checkHistory(h('clock-jump', 'coordinator-1')).map((v) => v.atMs)).toEqual([T0 + 1_500, T0 + 30_000]);
+    // Under a faked clock 60 s behind, its log times are host time - 60 s (and - a jump during one).
+    const skewed = mutate((h) => {
+      h.logs = [{ process: 'coordinator-1', text: `${line(1_500 - 60_000)}\n${line(10_000 - 60_000 + 120_000)}\n` }];
+      h.clockOffsetsMs = { 'coordinator-1': -60_000 };
+      h.faults.push({ id: 9, kind: 'kill', targets: ['etcd-m0'], startMs: T0 + 500, endMs: T0 + 2_000 });
+      h.faults.push({
+        id: 10,
+        kind: 'partition',
+        targets: ['coordinator-1->etcd-m0'],
+        startMs: T0 + 9_000,
+        endMs: T0 + 11_000,
+      });
+      h.faults.push({
+        id: 11,
+        kind: 'clock-jump',
+        targets: ['coordinator-1'],
+        startMs: T0 + 8_000,
+        endMs: T0 + 12_000,
+        detail: 'clock of coordinator-1 +120 s',
+      });
+    });
+    expect(checkHistory(skewed)).toEqual([]);
+    expect(checkHistory({ ...skewed, clockOffsetsMs: undefined }).map((v) => v.name)).toEqual([
+      ViolationName.PROCESS_LOGGED_ERROR,
+      ViolationName.PROCESS_LOGGED_ERROR,
+    ]);
   });
 
   it('caps the list per name on request and says how many were left out', () => {

@@ -10,6 +10,7 @@
  */
 import { checkLeaseBounds, LeaseViolation } from './checker-leases.js';
 import { checkRegister, RegisterViolation } from './checker-register.js';
+import { checkRetries, mayEndFailed, RetryViolation } from './checker-retries.js';
 import { checkResources, ResourceViolation } from './checker-resources.js';
 import type { FaultWindow, History, OwnerInterval, SinkDecision, WorkerEvent } from './history.js';
 import type { Violation } from './violation.js';
@@ -55,6 +56,10 @@ export const ViolationName = {
   LEASE_OUTLIVED_BOUND: LeaseViolation.OUTLIVED_BOUND,
   /** An ownership ended with its session before its holder had been silent for the TTL (checker-leases.ts). */
   LEASE_CUT_SHORT: LeaseViolation.CUT_SHORT,
+  /** A task was granted more often than its retry policy allows (checker-retries.ts). */
+  RETRY_BUDGET_EXCEEDED: RetryViolation.BUDGET_EXCEEDED,
+  /** A task was granted before the notBefore in force (backoff, submit delay; checker-retries.ts). */
+  GRANTED_BEFORE_NOT_BEFORE: RetryViolation.GRANTED_BEFORE_NOT_BEFORE,
   /** A register write computed from a value the register no longer held (checker-register.ts). */
   LOST_UPDATE: RegisterViolation.LOST_UPDATE,
   /** A process' RSS / open fds grew past the bound, or passed a cap (checker-resources.ts). */
@@ -87,6 +92,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Viol
     ...checkExits(history),
     ...checkLeaseBounds(history).violations,
     ...checkRegister(history).violations,
+    ...checkRetries(history).violations,
     ...checkResources(history).violations,
   ];
   return options.maxPerName === undefined ? out : capPerName(out, options.maxPerName);
@@ -398,7 +404,10 @@ function checkResults(history: History): Violation[] {
   return out;
 }
 
-/** Liveness: after the faults heal, every task completes within the bound, with its result stored. */
+/**
+ * Liveness: after the faults heal, every task completes within the bound, with its result stored —
+ * or, when its handler fails on purpose, ends `failed` having used its whole attempt budget.
+ */
 function checkCompletion(history: History): Violation[] {
   const out: Violation[] = [];
   const finals = new Map(history.finalTasks.map((t) => [t.taskId, t]));
@@ -407,10 +416,15 @@ function checkCompletion(history: History): Violation[] {
   for (const task of history.tasks) {
     const final = finals.get(task.taskId);
     const base = { resource: task.resource, taskId: task.taskId };
-    if (final?.state !== 'completed') {
+    // A task whose policy let it fail ends `failed`; the same bound applies to when it did.
+    const ended = final?.state === 'completed' || (final?.state === 'failed' && mayEndFailed(history, task));
+    if (final === undefined || !ended) {
       out.push({
         name: ViolationName.TASK_NOT_COMPLETED,
-        message: `task ${task.taskId} is ${final?.state ?? 'unknown'} ${history.completionBoundMs} ms after the faults healed`,
+        message:
+          final?.state === 'failed'
+            ? `task ${task.taskId} is failed before its attempt budget was used up (or its handler never fails)`
+            : `task ${task.taskId} is ${final?.state ?? 'unknown'} ${history.completionBoundMs} ms after the faults healed`,
         atMs: deadline,
         ...base,
       });
@@ -442,7 +456,11 @@ function checkCompletion(history: History): Violation[] {
  * Error lines that are the right report of a fault the runner injected: excused while such a fault
  * is active on that process' store (and `slackMs` after: pooled connections broken by it are found
  * on their next use). A sink whose PostgreSQL was crashed or cut off, or whose disk is full, logs
- * "batch commit failed" for each batch it could not commit (and answers 503).
+ * "batch commit failed" for each batch it could not commit (and answers 503). A coordinator that
+ * had no answer from etcd for ETCD_GIVE_UP_MS logs "etcd unreachable" once (level 50: it hands its
+ * sessions to peers and refuses hellos) — the right report while an etcd member is paused, killed
+ * or cut off, or the coordinator's own links or process are: excused during such a fault and 5 s
+ * after (a killed member restarting, the give-up time, a probe in flight when the fault healed).
  */
 export const FAULT_REPORTS: readonly {
   readonly pattern: RegExp;
@@ -456,19 +474,30 @@ export const FAULT_REPORTS: readonly {
       (f.kind === 'disk-full' && f.targets.includes(p)),
     slackMs: 10_000,
   },
+  {
+    pattern: /"msg":"etcd unreachable: handing sessions to peers/,
+    caused: (p, f) =>
+      f.kind !== 'clock-jump' &&
+      f.kind !== 'self-pause' &&
+      f.targets.some((t) => t.split('->').some((end) => end === p || end.startsWith('etcd-'))),
+    slackMs: 5_000,
+  },
 ];
 
 /** No process logged level >= 50 or an uncaught / unhandled error (unless it reports an injected fault). */
 function checkLogs(history: History, ignore: readonly RegExp[]): Violation[] {
   const out: Violation[] = [];
   const excused = (process: string, line: string): boolean => {
-    const at = logTime(line);
-    if (at === undefined) return false;
+    const logged = logTime(line);
+    if (logged === undefined) return false;
+    const hostTimes = hostTimesOf(history, process, logged);
     return FAULT_REPORTS.some(
       (r) =>
         r.pattern.test(line) &&
         history.faults.some(
-          (f) => r.caused(process, f) && f.startMs <= at && at <= (f.endMs ?? history.endedAtMs) + r.slackMs,
+          (f) =>
+            r.caused(process, f) &&
+            hostTimes.some((at) => f.startMs <= at && at <= (f.endMs ?? history.endedAtMs) + r.slackMs),
         ),
     );
   };
@@ -502,6 +531,21 @@ export function logFinding(line: string): string | undefined {
     }
   }
   return /uncaught|unhandled/i.test(line) ? line : undefined;
+}
+
+/**
+ * The host times a log time of `process` may stand for: itself, or for a process under a faked
+ * wall clock, minus its standing offset, or minus the offset plus one of its clock jumps (the line
+ * may have been logged during the jump; `clock of NAME +94 s` in the window's detail).
+ */
+function hostTimesOf(history: History, process: string, loggedMs: number): number[] {
+  const standing = history.clockOffsetsMs?.[process];
+  if (standing === undefined) return [loggedMs];
+  const jumps = history.faults.flatMap((f) => {
+    const m = f.kind === 'clock-jump' && f.targets.includes(process) ? /([+-]\d+) s\b/.exec(f.detail ?? '') : null;
+    return m === null ? [] : [Number(m[1]) * 1_000];
+  });
+  return [loggedMs - standing, ...jumps.map((j) => loggedMs - standing - j)];
 }
 
 function logTime(line: string): number | undefined {

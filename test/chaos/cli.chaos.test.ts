@@ -16,6 +16,7 @@
  * | LEASEHOLD_CHAOS_PROFILE      | --profile NAME    | none (profiles.ts) |
  * | LEASEHOLD_CHAOS_NETWORK      | --network MODE    | proxy       |
  * | LEASEHOLD_CHAOS_CLOCK        | --clock           | off         |
+ * | LEASEHOLD_CHAOS_PLAINTEXT    | --plaintext       | off (TLS)   |
  * | LEASEHOLD_CHAOS_SINK_STORE   | --sink-store S    | sqlite      |
  * | LEASEHOLD_CHAOS_SINKS        | --sinks N         | 1           |
  * | LEASEHOLD_CHAOS_SAMPLE       | --sample-resources 5s | off     |
@@ -62,6 +63,7 @@ function fromEnv(): Partial<ChaosOptions> {
     ...opt('outDir', given('LEASEHOLD_CHAOS_OUT') ? env.LEASEHOLD_CHAOS_OUT : undefined),
     ...opt('network', pick('LEASEHOLD_CHAOS_NETWORK', ['proxy', 'netns', 'mixed'] as const)),
     ...opt('clock', env.LEASEHOLD_CHAOS_CLOCK === '1' ? true : undefined),
+    ...opt('plaintext', env.LEASEHOLD_CHAOS_PLAINTEXT === '1' ? true : undefined),
     ...opt('sinkStore', pick('LEASEHOLD_CHAOS_SINK_STORE', ['sqlite', 'postgres'] as const)),
     ...opt('sinks', given('LEASEHOLD_CHAOS_SINKS') ? int('LEASEHOLD_CHAOS_SINKS', 1) : undefined),
     ...opt(

@@ -3,8 +3,9 @@
 #
 #   pnpm chaos --seed N --duration 10m [--scenario NAME] [--profile NAME] [--etcd-members 3]
 #              [--network proxy|netns|mixed] [--clock] [--sink-store sqlite|postgres] [--sinks N]
-#              [--sabotage skip-fence|grant-before-advance|fake-monotonic] [--tasks N] [--workers N]
+#              [--sabotage skip-fence|grant-before-advance|fake-monotonic|ignore-retry-policy] [--tasks N] [--workers N]
 #              [--sample-resources 5s] [--target cluster.json] [--out DIR]
+#              [--plaintext]            # no TLS (debugging only; TLS + per-worker credentials by default)
 #   pnpm chaos --list                     # the named scenarios and profiles
 #   pnpm chaos --cleanup                  # remove namespaces left by runs that died (root)
 #
@@ -31,6 +32,9 @@ while [ $# -gt 0 ]; do
     --profile) export LEASEHOLD_CHAOS_PROFILE="$2"; shift 2 ;;
     --network) export LEASEHOLD_CHAOS_NETWORK="$2"; shift 2 ;;
     --clock) export LEASEHOLD_CHAOS_CLOCK=1; shift ;;
+    --plaintext)
+      echo "chaos: WARNING: --plaintext: no TLS on any link; keys, worker secrets and capabilities cross the wire in clear. For local debugging only." >&2
+      export LEASEHOLD_CHAOS_PLAINTEXT=1; shift ;;
     --sink-store) export LEASEHOLD_CHAOS_SINK_STORE="$2"; shift 2 ;;
     --sinks) export LEASEHOLD_CHAOS_SINKS="$2"; shift 2 ;;
     --sample-resources) export LEASEHOLD_CHAOS_SAMPLE="$2"; shift 2 ;;

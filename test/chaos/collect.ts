@@ -10,13 +10,16 @@ import type { SinkClient } from '@leasehold/sink-client';
 import type { ChaosCluster } from '../harness/chaos-cluster.js';
 import { DEFAULT_RESOURCE_BOUNDS } from './checker-resources.js';
 import type {
+  AttemptEnd,
   FaultWindow,
   FinalResult,
   History,
   LeaseTiming,
   OwnerInterval,
   ProcessLog,
+  RetrySpec,
   SinkDecision,
+  TaskVersion,
   WorkerEvent,
   WriteOutcome,
 } from './history.js';
@@ -159,22 +162,89 @@ export async function readDecisions(client: SinkClient): Promise<{ decisions: Si
   return { decisions, complete };
 }
 
+/** The runner's etcd client certificate and the CA (a TLS cluster requires client certificates). */
+export interface EtcdClientTls {
+  readonly ca: Buffer;
+  readonly cert: Buffer;
+  readonly key: Buffer;
+}
+
+/** etcd3 client options for `tls` (none for plaintext). */
+export function etcdCredentials(tls: EtcdClientTls | undefined): {
+  credentials?: { rootCertificate: Buffer; certChain: Buffer; privateKey: Buffer };
+} {
+  return tls === undefined
+    ? {}
+    : { credentials: { rootCertificate: tls.ca, certChain: tls.cert, privateKey: tls.key } };
+}
+
+/** The fields of a stored task record the retry rules read (coordinator/src/core/records.ts). */
+interface StoredTask {
+  readonly taskId?: string;
+  readonly state?: string;
+  readonly lastEvent?: string;
+  readonly attempts?: number;
+  readonly notBeforeMs?: number;
+  readonly open?: { attempt: number; workerId: string; startedAtMs: number };
+  readonly history?: AttemptEnd[];
+}
+
+/** One write of a task record as a {@link TaskVersion}: `seen` = the attempt tokens earlier versions listed. */
+export function taskVersionOf(revision: string, value: string, seen: Set<string>): TaskVersion | undefined {
+  let r: StoredTask;
+  try {
+    r = JSON.parse(value) as StoredTask;
+  } catch {
+    return undefined;
+  }
+  if (r.taskId === undefined) return undefined;
+  const ended: AttemptEnd[] = [];
+  for (const h of r.history ?? []) {
+    if (seen.has(h.token)) continue;
+    seen.add(h.token);
+    ended.push({
+      attempt: h.attempt,
+      workerId: h.workerId,
+      token: h.token,
+      outcome: h.outcome,
+      startedAtMs: h.startedAtMs,
+      endedAtMs: h.endedAtMs,
+    });
+  }
+  return {
+    taskId: r.taskId,
+    revision,
+    state: r.state ?? '?',
+    lastEvent: r.lastEvent,
+    attempts: r.attempts ?? 0,
+    ...(r.notBeforeMs === undefined ? {} : { notBeforeMs: r.notBeforeMs }),
+    ...(r.open === undefined
+      ? {}
+      : { open: { attempt: r.open.attempt, workerId: r.open.workerId, startedAtMs: r.open.startedAtMs } }),
+    ended,
+  };
+}
+
 /**
- * Every owner key's life from etcd's history: a watch over `<prefix>owners/` … `<prefix>sessions/`
- * from revision 1. An owner key deleted at the revision its session key was deleted ended with its
- * session (expiry or close), not by itself (complete, release, cancel). Returns undefined if the
- * history cannot be read (compacted, etcd down).
+ * Every owner key's life and every write of every task record, from etcd's history: a watch over
+ * `<prefix>owners/` … `<prefix>tasks/` from revision 1. An owner key deleted at the revision its
+ * session key was deleted ended with its session (expiry or close), not by itself (complete,
+ * release, cancel). Returns undefined if the history cannot be read (compacted, etcd down).
  */
-export async function readOwnerHistory(
+export async function readEtcdHistory(
   endpoints: readonly string[],
   prefix: string,
+  tls?: EtcdClientTls,
   idleMs = 1_000,
   timeoutMs = 20_000,
-): Promise<OwnerInterval[] | undefined> {
-  const client = new Etcd3({ hosts: [...endpoints], dialTimeout: 3_000 });
+): Promise<{ owners: OwnerInterval[]; taskVersions: TaskVersion[] } | undefined> {
+  const client = new Etcd3({ hosts: [...endpoints], dialTimeout: 3_000, ...etcdCredentials(tls) });
   const ownersPrefix = `${prefix}owners/`;
+  const tasksPrefix = `${prefix}tasks/`;
   const live = new Map<string, { token: string; workerId?: string; taskId?: string; sessionId?: string }>();
   const done: OwnerInterval[] = [];
+  const taskVersions: TaskVersion[] = [];
+  const seenAttempts = new Map<string, Set<string>>();
   const sessionEnds = new Set<string>();
   const sessionsPrefix = `${prefix}sessions/`;
   try {
@@ -182,7 +252,7 @@ export async function readOwnerHistory(
     const target = BigInt(head.header.revision);
     const watcher = await client
       .watch()
-      .inRange(new Range(ownersPrefix, `${prefix}sessions0`))
+      .inRange(new Range(ownersPrefix, `${prefix}tasks0`))
       .startRevision('1')
       .create();
     let last = Date.now();
@@ -198,7 +268,16 @@ export async function readOwnerHistory(
     });
     watcher.on('put', (kv) => {
       last = Date.now();
-      if (!kv.key.toString().startsWith(ownersPrefix)) return;
+      const key = kv.key.toString();
+      if (key.startsWith(tasksPrefix)) {
+        const id = key.slice(tasksPrefix.length);
+        const seen = seenAttempts.get(id) ?? new Set<string>();
+        seenAttempts.set(id, seen);
+        const v = taskVersionOf(kv.mod_revision, kv.value.toString(), seen);
+        if (v !== undefined) taskVersions.push(v);
+        return;
+      }
+      if (!key.startsWith(ownersPrefix)) return;
       const resource = kv.key.toString().slice(ownersPrefix.length);
       const token = kv.create_revision;
       const current = live.get(resource);
@@ -219,6 +298,7 @@ export async function readOwnerHistory(
     });
     watcher.on('delete', (kv) => {
       last = Date.now();
+      if (kv.key.toString().startsWith(tasksPrefix)) return; // purged
       if (kv.key.toString().startsWith(sessionsPrefix)) {
         sessionEnds.add(kv.mod_revision);
         return;
@@ -237,9 +317,10 @@ export async function readOwnerHistory(
     await watcher.cancel();
     if (state.failed || seen < target) return undefined;
     for (const [resource, o] of live) done.push({ resource, ...o, endRevision: undefined });
-    return done.map((o) =>
+    const owners = done.map((o) =>
       o.endRevision === undefined ? o : { ...o, endedWithSession: sessionEnds.has(o.endRevision) },
     );
+    return { owners, taskVersions };
   } catch {
     return undefined;
   } finally {
@@ -277,6 +358,10 @@ export async function collectHistory(
     watch: LiveOwnerWatch | undefined;
     lease: LeaseTiming;
     resources?: History['resources'];
+    /** The installation's retry policy when the runner configured it (undefined for a target). */
+    retryDefaults?: RetrySpec;
+    wallClocksFaked: boolean;
+    clockOffsetsMs?: Readonly<Record<string, number>>;
   },
 ): Promise<History> {
   const logs: ProcessLog[] = [];
@@ -298,7 +383,9 @@ export async function collectHistory(
     }
   }
   const { decisions, complete } = await readDecisions(cluster.sinkClient);
-  const owners = await readOwnerHistory(cluster.etcdEndpoints, cluster.prefix);
+  const etcdHistory = await readEtcdHistory(cluster.etcdEndpoints, cluster.prefix, cluster.clientTls?.etcd);
+  const owners = etcdHistory?.owners;
+  const submitted = new Set(workload.records.keys());
   const resources = [...new Set([...workload.records.values()].map((t) => t.resource))];
   const finalResults = await readResults(cluster.sinkClient, resources);
   const windows = faults.all();
@@ -319,6 +406,10 @@ export async function collectHistory(
         ? owners
         : owners.map((o) => ({ ...o, startSeenMs: watch.seenAt(o.token), endSeenMs: watch.seenAt(o.endRevision) })),
     finalTasks: workload.finalTasks(),
+    taskVersions: etcdHistory?.taskVersions.filter((v) => submitted.has(v.taskId)),
+    ...(extra.retryDefaults === undefined ? {} : { retryDefaults: extra.retryDefaults }),
+    wallClocksFaked: extra.wallClocksFaked,
+    ...(extra.clockOffsetsMs === undefined ? {} : { clockOffsetsMs: extra.clockOffsetsMs }),
     finalResults,
     logs,
     exits: [...cluster.exits],

@@ -103,13 +103,60 @@ export interface TaskRecord {
   readonly register?: boolean;
   readonly expected?: unknown;
   readonly submittedAtMs: number;
+  /** The retry policy the submit asked for, complete (no installation default involved). */
+  readonly retry?: RetrySpec | undefined;
+  /** Submitted with `delayMs`: not grantable before this (the first submit's send time + the delay, host clock). */
+  readonly notBeforeMs?: number | undefined;
+  /** The handler fails its first attempts on purpose: `failed` is a legal end once its budget is used up. */
+  readonly mayFail?: boolean | undefined;
+}
+
+/** A task's retry policy as the runner asked for it (see RetryPolicy in @leasehold/protocol). */
+export interface RetrySpec {
+  readonly maxAttempts: number;
+  readonly backoff: {
+    readonly initialMs: number;
+    readonly multiplier: number;
+    readonly maxMs: number;
+    readonly jitter: number;
+  };
+}
+
+/** One ended attempt, as the task record in etcd lists it (`history`); times: the closing coordinator's wall clock. */
+export interface AttemptEnd {
+  readonly attempt: number;
+  readonly workerId: string;
+  /** The grant's token (the task key's revision the grant wrote). */
+  readonly token: string;
+  /** completed | failed | expired | released | abandoned | cancelled */
+  readonly outcome: string;
+  readonly startedAtMs: number;
+  readonly endedAtMs: number;
+}
+
+/**
+ * One write of a task's record in etcd (`<prefix>tasks/<id>`), every one from revision 1 on. Times
+ * are the writing coordinator's wall clock (`Date.now()`, faked under libfaketime).
+ */
+export interface TaskVersion {
+  readonly taskId: string;
+  /** The write's revision; for a grant (`lastEvent` granted) it is the attempt's token. */
+  readonly revision: string;
+  readonly state: string;
+  readonly lastEvent?: string | undefined;
+  readonly attempts: number;
+  readonly notBeforeMs?: number | undefined;
+  /** The attempt open after this write (set by a grant). */
+  readonly open?: { readonly attempt: number; readonly workerId: string; readonly startedAtMs: number } | undefined;
+  /** Attempts this write ended: entries of `history` the previous version did not have. */
+  readonly ended: readonly AttemptEnd[];
 }
 
 export interface FinalTask {
   readonly taskId: string;
   readonly state: string;
   readonly result?: { readonly resultId: string; readonly token: string } | undefined;
-  /** When the runner first saw it completed. */
+  /** When the runner first saw it completed (or failed, for a task allowed to fail). */
   readonly completedSeenAtMs?: number | undefined;
 }
 
@@ -192,6 +239,17 @@ export interface History {
   readonly exits: readonly ProcessExit[];
   /** Present when the run measured lease lifetimes (live etcd watch). */
   readonly lease?: LeaseTiming | undefined;
+  /** Every write of the workload's task records (etcd history); undefined when it could not be read. */
+  readonly taskVersions?: readonly TaskVersion[] | undefined;
+  /** The installation's retry policy (tasks submitted without one); undefined when the runner cannot know it. */
+  readonly retryDefaults?: RetrySpec | undefined;
+  /** The coordinators' wall clocks were faked (libfaketime): `notBeforeMs` is not judged (N8). */
+  readonly wallClocksFaked?: boolean | undefined;
+  /**
+   * Standing offsets of faked wall clocks (libfaketime), ms, by process: such a process' log times
+   * are its own clock (host time + offset, + the jump during a `clock-jump` window).
+   */
+  readonly clockOffsetsMs?: Readonly<Record<string, number>> | undefined;
   /** Present when the run sampled /proc. */
   readonly resources?: readonly ResourceSample[] | undefined;
   readonly resourceBounds?: ResourceBounds | undefined;

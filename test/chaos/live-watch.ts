@@ -6,6 +6,7 @@
  * no clock fault touches) are what the lease-bound rules compare with the session TTL.
  */
 import { Etcd3, Range } from 'etcd3';
+import { etcdCredentials, type EtcdClientTls } from './collect.js';
 import { nowMs } from './nemesis.js';
 
 export class LiveOwnerWatch {
@@ -17,12 +18,12 @@ export class LiveOwnerWatch {
 
   private constructor() {}
 
-  static async start(endpoints: readonly string[], prefix: string): Promise<LiveOwnerWatch> {
+  static async start(endpoints: readonly string[], prefix: string, tls?: EtcdClientTls): Promise<LiveOwnerWatch> {
     const live = new LiveOwnerWatch();
     const range = new Range(`${prefix}owners/`, `${prefix}sessions0`); // '0' follows '/': every sessions/ key
     await Promise.all(
       endpoints.map(async (endpoint) => {
-        const client = new Etcd3({ hosts: [endpoint], dialTimeout: 3_000 });
+        const client = new Etcd3({ hosts: [endpoint], dialTimeout: 3_000, ...etcdCredentials(tls) });
         live.#clients.push(client);
         const head = await client.get(`${prefix}live-watch-probe`).exec();
         const watcher = await client

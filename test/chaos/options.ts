@@ -3,11 +3,18 @@ import type { NetworkMode } from '../harness/chaos-topology.js';
 
 /**
  * Test-only breakage the checker must catch: the sink skips its fence check (`skip-fence`), the
- * coordinator grants before it advances (`grant-before-advance`), or the coordinators' monotonic
- * clock follows libfaketime too (`fake-monotonic`: clock jumps then move lease deadlines).
+ * coordinator grants before it advances (`grant-before-advance`), the coordinators' monotonic
+ * clock follows libfaketime too (`fake-monotonic`: clock jumps then move lease deadlines), or the
+ * coordinator stores every task with an unlimited, zero-backoff policy instead of the submitted one
+ * (`ignore-retry-policy`).
  */
-export type Sabotage = 'skip-fence' | 'grant-before-advance' | 'fake-monotonic';
-export const SABOTAGES: readonly Sabotage[] = ['skip-fence', 'grant-before-advance', 'fake-monotonic'];
+export type Sabotage = 'skip-fence' | 'grant-before-advance' | 'fake-monotonic' | 'ignore-retry-policy';
+export const SABOTAGES: readonly Sabotage[] = [
+  'skip-fence',
+  'grant-before-advance',
+  'fake-monotonic',
+  'ignore-retry-policy',
+];
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -50,6 +57,8 @@ export interface ChaosOptions {
   readonly unavailable?: 'skip' | 'fallback';
   /** A deployed cluster (target file, see docs/chaos.md) instead of a local one. */
   readonly target?: string;
+  /** No TLS on any link (local debugging only: says so loudly). Default: TLS and per-worker credentials. */
+  readonly plaintext?: boolean;
   /** The profile the options came from (recorded only). */
   readonly profile?: string;
 }

@@ -17,7 +17,7 @@ interface SummaryLike {
   readonly seed: number;
   readonly sabotage: string | null;
   readonly violationCounts: Record<string, number>;
-  readonly tasks: { readonly submitted: number; readonly completed: number };
+  readonly tasks: { readonly submitted: number; readonly completed: number; readonly failed?: number };
   readonly durationsMs: Record<string, number>;
   readonly environment?: {
     readonly network: string;

@@ -8,12 +8,14 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { findLibfaketime } from '@leasehold/devkit';
+import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
 import { networkUnavailable, startChaosCluster, type ChaosCluster } from '../harness/chaos-cluster.js';
 import type { NetworkMode } from '../harness/chaos-topology.js';
 import { REPO_ROOT } from '../harness/service.js';
 import { checkHistory, countByName, logFinding, type Violation } from './checker.js';
 import { checkLeaseBounds } from './checker-leases.js';
 import { checkRegister } from './checker-register.js';
+import { checkRetries } from './checker-retries.js';
 import { checkResources } from './checker-resources.js';
 import { collectHistory } from './collect.js';
 import type { History, LeaseTiming } from './history.js';
@@ -46,10 +48,10 @@ function sabotageEnv(sabotage: Sabotage | undefined): {
       sinkEnv: { LEASEHOLD_SINK_TEST_SABOTAGE: 'skip-fence', LEASEHOLD_ALLOW_SABOTAGE: '1' },
       coordinatorEnv: {},
     };
-  if (sabotage === 'grant-before-advance')
+  if (sabotage === 'grant-before-advance' || sabotage === 'ignore-retry-policy')
     return {
       sinkEnv: {},
-      coordinatorEnv: { LEASEHOLD_COORDINATOR_TEST_SABOTAGE: 'grant-before-advance', LEASEHOLD_ALLOW_SABOTAGE: '1' },
+      coordinatorEnv: { LEASEHOLD_COORDINATOR_TEST_SABOTAGE: sabotage, LEASEHOLD_ALLOW_SABOTAGE: '1' },
     };
   return { sinkEnv: {}, coordinatorEnv: {} };
 }
@@ -153,6 +155,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       `sink ${options.sinkStore ?? 'sqlite'}×${options.sinks ?? 1}, clock ${clock ? 'faked' : 'real'}, sabotage ${options.sabotage ?? 'none'}, out ${outDir}`,
   );
 
+  if (options.plaintext === true && options.target === undefined) {
+    const warning =
+      'PLAINTEXT chaos cluster (--plaintext): no TLS on any link — bearer keys, worker secrets and capabilities cross the wire in clear; for local debugging only';
+    progress(`[chaos] ${'!'.repeat(20)} ${warning} ${'!'.repeat(20)}`);
+    notes.push(warning);
+  }
   const { sinkEnv, coordinatorEnv } = sabotageEnv(options.sabotage);
   const faults = new FaultLog();
   let cluster: ChaosCluster | undefined;
@@ -193,6 +201,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
             network,
             sinkStore: options.sinkStore ?? 'sqlite',
             sinks: options.sinks ?? 1,
+            ...(options.plaintext === true ? { plaintext: true } : {}),
             ...(clock
               ? {
                   clock: {
@@ -211,10 +220,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       throw new Error(`scenario ${scenario.name} cannot run against a deployed target (random-mix and register can)`);
     times.startup = nowMs() - t0;
     workload = new Workload(cluster);
-    watch = await LiveOwnerWatch.start(cluster.etcdEndpoints, cluster.prefix).catch((err: unknown) => {
-      notes.push(`live etcd watch unavailable (lease bounds not measured): ${String(err)}`);
-      return undefined;
-    });
+    watch = await LiveOwnerWatch.start(cluster.etcdEndpoints, cluster.prefix, cluster.clientTls?.etcd).catch(
+      (err: unknown) => {
+        notes.push(`live etcd watch unavailable (lease bounds not measured): ${String(err)}`);
+        return undefined;
+      },
+    );
     if (options.resourceSampleMs !== undefined && options.resourceSampleMs > 0) {
       const c = cluster;
       sampler = new ResourceSampler(() => c.processes.values(), options.resourceSampleMs);
@@ -281,6 +292,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       history = await collectHistory(cluster, workload, faults, t0, healedAtMs, completionBoundMs, {
         watch,
         lease,
+        // The chaos cluster sets no RETRY_*: its coordinators use the built-in defaults.
+        ...(options.target === undefined ? { retryDefaults: DEFAULT_RETRY_POLICY } : {}),
+        wallClocksFaked: cluster.clocks.size > 0 || options.target !== undefined,
+        ...(cluster.clocks.size === 0
+          ? {}
+          : {
+              clockOffsetsMs: Object.fromEntries(
+                clockSkews(options.seed, coordinators).map((sec, j) => [`coordinator-${j}`, sec * 1_000]),
+              ),
+            }),
         ...(resources === undefined ? {} : { resources }),
       });
     }
@@ -330,6 +351,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     },
     environment: {
       network: options.target === undefined ? network : 'target',
+      tls: options.target === undefined ? options.plaintext !== true : null,
       sinkStore: options.sinkStore ?? 'sqlite',
       sinks: options.sinks ?? 1,
       clock: (cluster?.clocks.size ?? 0) > 0,
@@ -349,7 +371,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       fault: describeNemesis(s.nemesis),
     })),
     faults: count(history?.faults ?? faults.all(), (f) => f.kind),
-    tasks: { submitted: workload?.records.size ?? 0, completed: workload?.completed() ?? 0 },
+    tasks: {
+      submitted: workload?.records.size ?? 0,
+      completed: workload?.completed() ?? 0,
+      failed: workload?.failed() ?? 0,
+    },
     grants: history?.events.filter((e) => e.kind === 'grant').length ?? 0,
     workerWrites: count(
       (history?.events ?? []).flatMap((e) => (e.kind === 'write' ? [e.outcome] : [])),
@@ -361,6 +387,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     etcdHistory: history?.owners !== undefined,
     leaseBounds: history?.lease === undefined ? null : checkLeaseBounds(history).stats,
     register: history === undefined ? null : (checkRegister(history).stats ?? null),
+    retries: history === undefined ? null : checkRetries(history).stats,
     resources: history === undefined ? [] : checkResources(history).stats,
     scenarioNotes: ctxBox.ctx?.notes ?? {},
     violationCounts: countByName(violations),

@@ -4,7 +4,9 @@
  * the design note's takeover scenario must produce named violations (see docs/chaos.md for what
  * the switches do; both are refused unless LEASEHOLD_ALLOW_SABOTAGE=1). And with the fence check off
  * the register workload loses updates: a holder that read the value, stopped past its lease and
- * wrote after a newer holder's increment lands a second increment from the same value.
+ * wrote after a newer holder's increment lands a second increment from the same value. With the
+ * coordinator ignoring the retry policy (`ignore-retry-policy`), tasks whose handler fails are granted
+ * again at once and past their attempt budget.
  */
 import { describe, expect, it } from 'vitest';
 import { ViolationName } from './checker.js';
@@ -38,6 +40,24 @@ describe('chaos: sabotage is caught', () => {
     expect(summary.ok).toBe(false);
     expect(Object.keys(summary.violationCounts)).toContain(ViolationName.GRANT_BEFORE_FENCE);
   });
+
+  it(
+    'ignore-retry-policy (coordinator retries at once and forever): grants past the budget and inside the backoff',
+    { timeout: 180_000 },
+    async () => {
+      const summary = await runChaos({
+        seed: 1,
+        scenario: 'retries',
+        sabotage: 'ignore-retry-policy',
+        durationMs: 15_000,
+        tasks: 16,
+        completionBoundMs: 20_000,
+      });
+      expect(summary.ok).toBe(false);
+      expect(summary.violationCounts[ViolationName.RETRY_BUDGET_EXCEEDED]).toBeGreaterThan(0);
+      expect(summary.violationCounts[ViolationName.GRANTED_BEFORE_NOT_BEFORE]).toBeGreaterThan(0);
+    },
+  );
 
   it('skip-fence under the register workload: lost updates', { timeout: 180_000 }, async () => {
     const summary = await runChaos({

@@ -4,8 +4,10 @@
  * and clock jumps under a pausing workload (lease lifetimes against the monotonic bound).
  */
 import { LeaseholdError } from '@leasehold/protocol';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { checkLeaseBounds } from './checker-leases.js';
 import { checkRegister } from './checker-register.js';
+import { checkRetries } from './checker-retries.js';
 import type { Violation } from './violation.js';
 import { nowMs, runNemesis, startNemesis } from './nemesis.js';
 import { expectation, runMix, sleep, task, type Scenario, type ScenarioContext } from './scenarios.js';
@@ -53,6 +55,35 @@ export const FAULT_SCENARIOS: readonly Scenario[] = [
       const stats = checkRegister(h).stats;
       if (stats === undefined || stats.acceptedWrites === 0) return [expectation('no register write was accepted')];
       return [];
+    },
+  },
+  {
+    name: 'retries',
+    target: true,
+    description:
+      'Every task carries a small retry policy of its own (1–3 attempts, 300–800 ms doubling backoff) and its handler fails its first 0..maxAttempts attempts (some tasks must end failed), some submitted with a delay, under the seeded random mix. The checker: no task granted more often than its policy allows, none before its notBefore; with --sabotage ignore-retry-policy both break.',
+    async run(ctx) {
+      const s = ctx.settings;
+      await runMix(
+        ctx,
+        buildTasks(ctx.rng.fork(1), {
+          tasks: s.tasks,
+          resources: s.resources,
+          pauseRate: s.pauseRate,
+          pauseMinMs: Math.round(s.sessionTtlMs * 1.5),
+          pauseMaxMs: Math.round(s.sessionTtlMs * 2.5),
+          taskPrefix: `retry-${s.seed}`,
+          retryRate: 1,
+        }),
+      );
+    },
+    expect(h) {
+      const stats = checkRetries(h).stats;
+      const out: Violation[] = [];
+      if (stats.failedAttempts === 0) out.push(expectation('no attempt failed: the retry rules judged nothing'));
+      if (stats.notBeforeJudged && stats.backoffsJudged === 0)
+        out.push(expectation('no grant followed a failed attempt: no backoff was judged'));
+      return out;
     },
   },
   {
@@ -129,9 +160,15 @@ export const FAULT_SCENARIOS: readonly Scenario[] = [
           }
         });
         ctx.notes.refusedWith = refused ?? null;
-        const ready = await fetch(`${ctx.cluster.sink.url}/readyz`)
+        const tls = ctx.cluster.clientTls;
+        const agent = tls === undefined ? undefined : new Agent({ connect: { ca: tls.ca } });
+        const ready = await undiciFetch(
+          `${ctx.cluster.sink.url}/readyz`,
+          agent === undefined ? {} : { dispatcher: agent },
+        )
           .then((r) => r.status)
           .catch(() => 0);
+        await agent?.close();
         ctx.notes.readyzWhileFull = ready;
         await sleep(1_000);
         await heal();

@@ -4,6 +4,7 @@
 import type { NetworkMode } from '../harness/chaos-topology.js';
 import type { LeaseBoundStats } from './checker-leases.js';
 import type { RegisterStats } from './checker-register.js';
+import type { RetryStats } from './checker-retries.js';
 import type { ResourceSeriesStats } from './checker-resources.js';
 import type { ChaosOptions, Sabotage } from './options.js';
 import type { Violation } from './violation.js';
@@ -19,6 +20,8 @@ export interface ChaosSummary {
   /** What ran: network mode, sink store, clock, which fault mechanisms existed, and what fell back. */
   readonly environment: {
     readonly network: NetworkMode | 'target';
+    /** TLS on every link and per-worker credentials (false: --plaintext; null: a target's own settings). */
+    readonly tls: boolean | null;
     readonly sinkStore: string;
     readonly sinks: number;
     readonly clock: boolean;
@@ -35,7 +38,8 @@ export interface ChaosSummary {
   };
   readonly schedule: readonly { atMs: number; durationMs: number; fault: string }[];
   readonly faults: Record<string, number>;
-  readonly tasks: { readonly submitted: number; readonly completed: number };
+  /** `failed`: tasks whose handler fails on purpose and whose attempt budget ran out (judged by the checker). */
+  readonly tasks: { readonly submitted: number; readonly completed: number; readonly failed: number };
   readonly grants: number;
   readonly workerWrites: Record<string, number>;
   readonly sinkDecisions: Record<string, number>;
@@ -45,6 +49,7 @@ export interface ChaosSummary {
   readonly etcdHistory: boolean;
   readonly leaseBounds: LeaseBoundStats | null;
   readonly register: RegisterStats | null;
+  readonly retries: RetryStats | null;
   readonly resources: readonly ResourceSeriesStats[];
   /** What the scenario recorded for its own expectations (e.g. the disk-full refusals). */
   readonly scenarioNotes: Record<string, unknown>;
@@ -73,6 +78,7 @@ export function skippedSummary(
     options: { profile: options.profile ?? null },
     environment: {
       network: options.network ?? 'proxy',
+      tls: options.target === undefined ? options.plaintext !== true : null,
       sinkStore: options.sinkStore ?? 'sqlite',
       sinks: options.sinks ?? 1,
       clock: false,
@@ -82,7 +88,7 @@ export function skippedSummary(
     durationsMs: { startup: 0, scenario: 0, recovery: 0, collect: 0, total: 0 },
     schedule: [],
     faults: {},
-    tasks: { submitted: 0, completed: 0 },
+    tasks: { submitted: 0, completed: 0, failed: 0 },
     grants: 0,
     workerWrites: {},
     sinkDecisions: {},
@@ -91,6 +97,7 @@ export function skippedSummary(
     etcdHistory: false,
     leaseBounds: null,
     register: null,
+    retries: null,
     resources: [],
     scenarioNotes: {},
     violationCounts: {},

@@ -309,12 +309,14 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
   const network = new ChaosNetwork({ topology, proxies: new Map(), nft, endpoints });
   const sinkClient = new SinkClient({ url: file.sink.url, key: readKey, timeoutMs: 10_000 });
   const etcdNames = file.etcd.endpoints.map((_, i) => byRole('etcd')[i]?.name ?? `etcd-m${i}`);
-  const keys: ChaosSecrets = { sinkKey: readKey, readKey, workerKey: '', adminKey, capabilityKeys: '' };
+  const keys: ChaosSecrets = { sinkKey: readKey, readKey, workerCredentials: new Map(), adminKey, capabilityKeys: '' };
 
   return {
     dir,
     prefix: file.prefix.endsWith('/') ? file.prefix : `${file.prefix}/`,
     keys,
+    // The target's own URLs and trust: https endpoints need a CA the runner's process trusts.
+    clientTls: undefined,
     topology,
     etcdEndpoints: file.etcd.endpoints,
     etcdNames,

@@ -4,7 +4,7 @@
  * retried until definite), and polling of task states.
  */
 import type { ChaosCluster } from '../harness/chaos-cluster.js';
-import type { FinalTask, TaskRecord } from './history.js';
+import type { FinalTask, RetrySpec, TaskRecord } from './history.js';
 import { nowMs } from './nemesis.js';
 import type { Prng } from './prng.js';
 
@@ -18,7 +18,13 @@ export interface TaskSpec {
     readonly pauseMs: number;
     /** A register task: read the resource's value at the sink, write value + 1 (see checker-register.ts). */
     readonly register?: boolean;
+    /** The handler throws (a retryable error) on attempts 1..failAttempts (see checker-retries.ts). */
+    readonly failAttempts?: number;
   };
+  /** The submit's retry policy, complete (every field given, so no installation default is involved). */
+  readonly retry?: RetrySpec;
+  /** The submit's delay: not grantable before submit + this. */
+  readonly delayMs?: number;
 }
 
 /** Mirrors chaos-handler.mjs: the only correct result of a deterministic task. */
@@ -39,6 +45,12 @@ export interface WorkloadShape {
   readonly register?: boolean;
   /** Resource name prefix (default `res/`). */
   readonly resourcePrefix?: string;
+  /**
+   * Share of tasks with a small retry policy of their own (1–3 attempts, 300–800 ms doubling, 30 %
+   * jitter) whose handler fails their first 0..maxAttempts attempts — those failing every attempt
+   * must end `failed` — and some submitted with a delay. Default 0.
+   */
+  readonly retryRate?: number;
 }
 
 export function buildTasks(rng: Prng, shape: WorkloadShape): TaskSpec[] {
@@ -48,7 +60,7 @@ export function buildTasks(rng: Prng, shape: WorkloadShape): TaskSpec[] {
 function buildTask(rng: Prng, shape: WorkloadShape, n: number): TaskSpec {
   // Drawn for every task so a register workload consumes the seed like the mixed one.
   const deterministic = rng.chance(shape.deterministicRate ?? 0.7);
-  return {
+  const spec: TaskSpec = {
     taskId: `${shape.taskPrefix}-${n}`,
     resource: `${shape.resourcePrefix ?? 'res/'}${n % shape.resources}`,
     payload: {
@@ -58,6 +70,14 @@ function buildTask(rng: Prng, shape: WorkloadShape, n: number): TaskSpec {
       pauseMs: rng.chance(shape.pauseRate) ? rng.int(shape.pauseMinMs, shape.pauseMaxMs) : 0,
       ...(shape.register === true ? { register: true } : {}),
     },
+  };
+  if (shape.register === true || !rng.chance(shape.retryRate ?? 0)) return spec;
+  const maxAttempts = rng.int(1, 4);
+  return {
+    ...spec,
+    payload: { ...spec.payload, failAttempts: rng.int(0, maxAttempts + 1) },
+    retry: { maxAttempts, backoff: { initialMs: rng.int(300, 801), multiplier: 2, maxMs: 2_000, jitter: 0.3 } },
+    ...(rng.chance(0.3) ? { delayMs: rng.int(200, 2_001) } : {}),
   };
 }
 
@@ -73,6 +93,7 @@ export class Workload {
   /** Submit until the coordinator answers definitely (a timeout may or may not have created it: retry). */
   async submit(spec: TaskSpec, giveUpMs = 60_000): Promise<void> {
     const deadline = nowMs() + giveUpMs;
+    const firstSentAtMs = nowMs();
     let last = '';
     while (nowMs() < deadline) {
       try {
@@ -84,6 +105,9 @@ export class Workload {
             deterministic: spec.payload.deterministic,
             ...(spec.payload.deterministic ? { expected: expectedResult(spec) } : {}),
             ...(spec.payload.register === true ? { register: true } : {}),
+            ...(spec.retry === undefined ? {} : { retry: spec.retry }),
+            ...(spec.delayMs === undefined ? {} : { notBeforeMs: firstSentAtMs + spec.delayMs }),
+            ...(spec.payload.failAttempts === undefined ? {} : { mayFail: true }),
             submittedAtMs: nowMs(),
           });
           return;
@@ -120,7 +144,7 @@ export class Workload {
             taskId: t.taskId,
             state: t.state,
             result: t.result,
-            completedSeenAtMs: prev?.completedSeenAtMs ?? (t.state === 'completed' ? at : undefined),
+            completedSeenAtMs: prev?.completedSeenAtMs ?? (this.#ended(t.taskId, t.state) ? at : undefined),
           });
         }
         if (body.next === undefined || body.next === null || tasks.length === 0) return true;
@@ -137,12 +161,24 @@ export class Workload {
     return n;
   }
 
+  /** Tasks that ended `failed` (only a task whose handler fails on purpose may; the checker judges it). */
+  failed(): number {
+    let n = 0;
+    for (const s of this.states.values()) if (s.state === 'failed') n += 1;
+    return n;
+  }
+
+  /** Completed, or failed for a task whose handler fails on purpose (its budget may run out). */
+  #ended(taskId: string, state: string | undefined): boolean {
+    return state === 'completed' || (state === 'failed' && this.records.get(taskId)?.mayFail === true);
+  }
+
   allCompleted(taskIds: Iterable<string> = this.records.keys()): boolean {
-    for (const id of taskIds) if (this.states.get(id)?.state !== 'completed') return false;
+    for (const id of taskIds) if (!this.#ended(id, this.states.get(id)?.state)) return false;
     return true;
   }
 
-  /** Poll until these tasks are completed or `timeoutMs` passes; returns whether they all completed. */
+  /** Poll until these tasks have ended (completed, or failed where allowed) or `timeoutMs` passes. */
   async waitCompleted(taskIds: readonly string[] | undefined, timeoutMs: number): Promise<boolean> {
     const deadline = nowMs() + timeoutMs;
     const ids = taskIds ?? [...this.records.keys()];

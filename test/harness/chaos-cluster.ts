@@ -23,12 +23,20 @@ import { mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SinkClient } from '@leasehold/sink-client';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { FakeClock, findLibfaketime, NetnsLab, NftFaults, probeNetns, SmallDisk } from '@leasehold/devkit';
 import { startChaosEtcd, type ChaosEtcd } from './chaos-etcd.js';
 import { startChaosPostgres, type ChaosPostgres } from './chaos-postgres.js';
 import { ChaosNetwork, type NftEndpoint } from './chaos-network.js';
-import type { ChaosCluster, ChaosClusterOptions, ChaosProcess, ExitRecord, ProcessRole } from './chaos-types.js';
-import { coordinatorEnv, newSecrets, sinkEnv, workerEnv } from './chaos-env.js';
+import type {
+  ChaosCluster,
+  ChaosClusterOptions,
+  ChaosProcess,
+  ClientTls,
+  ExitRecord,
+  ProcessRole,
+} from './chaos-types.js';
+import { coordinatorEnv, newChaosTls, newSecrets, sinkEnv, workerEnv } from './chaos-env.js';
 import { linkSpecs, processNames, shortName, sinkFor, type NetworkMode, type Topology } from './chaos-topology.js';
 import { startFaultProxy, seededRandom, type FaultProxy } from './fault-proxy.js';
 import { BIN, Service } from './service.js';
@@ -37,6 +45,7 @@ export type {
   ChaosCluster,
   ChaosClusterOptions,
   ChaosProcess,
+  ClientTls,
   ClockOptions,
   ExitRecord,
   ProcessRole,
@@ -76,7 +85,12 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
   const names = processNames(topology);
   const specs = new Map(linkSpecs(topology).map((l) => [l.name, l]));
   const prefix = `leasehold-chaos-${process.pid}-${randomBytes(3).toString('hex')}/`;
-  const keys = newSecrets();
+  const keys = newSecrets(names.workers);
+  // TLS on every link unless the run asked for plaintext (chaos-env.ts says what is covered).
+  const tls = opts.plaintext === true ? undefined : newChaosTls(join(dir, 'pki'));
+  const scheme = tls === undefined ? 'http' : 'https';
+  const clientTls: ClientTls | undefined = tls === undefined ? undefined : { ca: tls.ca, etcd: tls.etcdClientPem };
+  const agent = tls === undefined ? undefined : new Agent({ connect: { ca: tls.ca } });
   const random = seededRandom(opts.seed ?? 1);
   const proxies = new Map<string, FaultProxy>();
   const endpoints = new Map<string, NftEndpoint>();
@@ -154,6 +168,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     await Promise.all(services.filter((s) => s.spec.name.startsWith('sink')).map((s) => s.stop(3_000)));
     for (const s of services) s.close();
     await etcd?.stop();
+    await agent?.close();
     for (const l of logs) l.end();
     await Promise.all([...proxies.values()].map((p) => p.close()));
     await postgres?.stop();
@@ -168,6 +183,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       members: names.etcd.map((name) => ({ name, ...place(name) })),
       netns: lab !== undefined,
       random,
+      ...(tls === undefined ? {} : { tls: { pki: tls, proxyHost: lab?.hostIp ?? '127.0.0.1' } }),
       proxies,
       endpoints,
       logs,
@@ -240,8 +256,10 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         host: p.host,
         launcher: p.launcher,
         ...(lab === undefined ? {} : { port: SINK_PORT }),
+        ...(tls === undefined ? {} : { ca: tls.ca }),
         env: {
           ...sinkEnv(keys, {
+            tls: tls?.server(name, [p.host, proxyHost]),
             host: p.host,
             port: fixedPort(SINK_PORT),
             store:
@@ -271,7 +289,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       const toEtcd: string[] = [];
       for (const [k, endpoint] of etcdHandle.endpoints.entries()) {
         const u = new URL(endpoint);
-        toEtcd.push(`http://${await dial(name, etcdHandle.names[k]!, u.hostname, Number(u.port))}`);
+        toEtcd.push(`${scheme}://${await dial(name, etcdHandle.names[k]!, u.hostname, Number(u.port))}`);
       }
       let clockEnv: Readonly<Record<string, string>> = {};
       if (opts.clock !== undefined && library !== undefined) {
@@ -292,14 +310,16 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         host: p.host,
         launcher: p.launcher,
         ...(lab === undefined ? {} : { port: COORDINATOR_PORT }),
+        ...(tls === undefined ? {} : { ca: tls.ca }),
         env: {
           ...coordinatorEnv(keys, {
+            tls: tls === undefined ? undefined : { server: tls.server(name, [p.host, proxyHost]), pki: tls },
             id: `c${j}`,
             host: p.host,
             port: fixedPort(COORDINATOR_PORT),
             prefix,
             etcdEndpoints: toEtcd,
-            sinkUrl: `http://${toSink}`,
+            sinkUrl: `${scheme}://${toSink}`,
             sessionTtlMs: ttl,
             heartbeatIntervalMs: opts.heartbeatIntervalMs ?? Math.floor(ttl / 4),
           }),
@@ -316,7 +336,8 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     for (const [i, name] of names.workers.entries()) {
       place(name);
       const toCoordinators: string[] = [];
-      for (const c of coordinators) toCoordinators.push(`http://${await dial(name, c.spec.name, c.host, c.port!)}`);
+      for (const c of coordinators)
+        toCoordinators.push(`${scheme}://${await dial(name, c.spec.name, c.host, c.port!)}`);
       const sinkName = sinkFor(topology, i);
       const sink = sinkByName.get(sinkName)!;
       const toSink = await dial(name, sinkName, sink.host, sink.port!);
@@ -330,9 +351,10 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
           ...workerEnv(keys, {
             name,
             coordinatorUrls: toCoordinators,
-            sinkUrl: `http://${toSink}`,
+            sinkUrl: `${scheme}://${toSink}`,
             concurrency: opts.workerConcurrency ?? 2,
             handlerPath: opts.handlerPath,
+            caFile: tls?.caFile,
           }),
           ...opts.workerEnv,
         },
@@ -346,7 +368,12 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       }
     }
 
-    const sinkClient = new SinkClient({ url: sinks[0]!.url, key: keys.sinkKey, timeoutMs: 10_000 });
+    const sinkClient = new SinkClient({
+      url: sinks[0]!.url,
+      key: keys.sinkKey,
+      timeoutMs: 10_000,
+      ...(tls === undefined ? {} : { tls: { ca: tls.ca } }),
+    });
     const etcdEndpoints = etcdHandle.endpoints;
     const network = new ChaosNetwork({
       topology,
@@ -360,6 +387,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       dir,
       prefix,
       keys,
+      clientTls,
       topology,
       etcdEndpoints,
       etcdNames: etcdHandle.names,
@@ -380,7 +408,8 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         for (const c of coordinators) {
           if (!c.isRunning()) continue;
           try {
-            const res = await fetch(`${c.url}${path}`, {
+            const res = await undiciFetch(`${c.url}${path}`, {
+              ...(agent === undefined ? {} : { dispatcher: agent }),
               method,
               headers: {
                 authorization: `Bearer ${keys.adminKey}`,
@@ -408,7 +437,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         clock.set(offsetSeconds);
         const deadline = now() + timeoutMs;
         while (now() < deadline) {
-          const seen = await observedOffsetMs(service.url);
+          const seen = await observedOffsetMs(service.url, agent);
           if (seen !== undefined && Math.abs(seen - offsetSeconds * 1000) <= 2_000) return true;
           await new Promise((r) => setTimeout(r, 100));
         }
@@ -462,10 +491,13 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
 }
 
 /** A service's wall clock minus ours, from its HTTP `Date` header (1 s resolution), or undefined. */
-export async function observedOffsetMs(url: string): Promise<number | undefined> {
+export async function observedOffsetMs(url: string, dispatcher?: Agent): Promise<number | undefined> {
   try {
     const t0 = now();
-    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) });
+    const res = await undiciFetch(`${url}/healthz`, {
+      signal: AbortSignal.timeout(1_000),
+      ...(dispatcher === undefined ? {} : { dispatcher }),
+    });
     const date = res.headers.get('date');
     await res.body?.cancel();
     if (date === null) return undefined;

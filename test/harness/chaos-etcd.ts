@@ -3,7 +3,9 @@
  * namespaces in netns mode), each a {@link ChaosProcess} that can be paused, killed and restarted
  * on the same address and data dir. With proxies and several members, member k advertises its
  * inbound peer proxy (`etcd-peer->etcd-mk`); with namespaces, peer links are direct and each ordered
- * pair `etcd-mi->etcd-mk` can be cut in i's namespace.
+ * pair `etcd-mi->etcd-mk` can be cut in i's namespace. With `tls`, clients and peers speak TLS with
+ * client certificates required on both (`--client-cert-auth`, `--peer-client-cert-auth`); a peer
+ * proxy forwards the bytes, so the member's certificate names the proxy's address too.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
@@ -11,7 +13,9 @@ import { join } from 'node:path';
 import { findEtcdBinary, freePorts, signalGroup, stopProcess, track, waitForHealth } from '@leasehold/devkit';
 import type { ChaosProcess } from './chaos-types.js';
 import type { NftEndpoint } from './chaos-network.js';
+import type { ChaosTls } from './chaos-env.js';
 import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
+import { Agent, fetch as undiciFetch } from 'undici';
 
 export interface EtcdPlacement {
   readonly name: string;
@@ -47,12 +51,16 @@ interface Member {
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
 
-async function status(url: string): Promise<{ header?: { member_id?: string }; leader?: string } | undefined> {
+async function status(
+  url: string,
+  dispatcher: Agent | undefined,
+): Promise<{ header?: { member_id?: string }; leader?: string } | undefined> {
   try {
-    const res = await fetch(`${url}/v3/maintenance/status`, {
+    const res = await undiciFetch(`${url}/v3/maintenance/status`, {
       method: 'POST',
       body: '{}',
       signal: AbortSignal.timeout(1_000),
+      ...(dispatcher === undefined ? {} : { dispatcher }),
     });
     return (await res.json()) as { header?: { member_id?: string }; leader?: string };
   } catch {
@@ -70,6 +78,8 @@ export async function startChaosEtcd(opts: {
   readonly proxies: Map<string, FaultProxy>;
   readonly endpoints: Map<string, NftEndpoint>;
   readonly logs: WriteStream[];
+  /** TLS for clients and peers; `proxyHost`: where the peer proxies listen. */
+  readonly tls?: { readonly pki: ChaosTls; readonly proxyHost: string };
   /** Every spawn (first start and restarts), to record its exit. */
   onSpawn(name: string, child: ChildProcess): void;
   /** The runner is about to kill `name`: its exit is expected. */
@@ -88,12 +98,16 @@ export async function startChaosEtcd(opts: {
     dataDir: join(opts.dir, p.name),
     process: undefined,
   }));
+  const tls = opts.tls;
+  const scheme = tls === undefined ? 'http' : 'https';
+  const pem = tls?.pki.etcdClientPem;
+  const agent = pem === undefined ? undefined : new Agent({ connect: pem });
   for (const m of members) {
-    m.advertisedPeerUrl = `http://${m.host}:${m.peerPort}`;
+    m.advertisedPeerUrl = `${scheme}://${m.host}:${m.peerPort}`;
     if (!opts.netns && members.length > 1) {
       const p = await startFaultProxy({ name: `etcd-peer->${m.name}`, targetPort: m.peerPort, random: opts.random });
       opts.proxies.set(p.name, p);
-      m.advertisedPeerUrl = p.url;
+      m.advertisedPeerUrl = p.url.replace(/^http:/, `${scheme}:`);
     }
     if (opts.netns) {
       // Peer links i->k: i's connections to k's peer port, cut in i's namespace.
@@ -104,13 +118,22 @@ export async function startChaosEtcd(opts: {
     }
   }
   const initialCluster = members.map((m) => `${m.name}=${m.advertisedPeerUrl}`).join(',');
+  const tlsArgs = (m: Member): string[] => {
+    if (tls === undefined) return [];
+    const c = tls.pki.server(m.name, [m.host, tls.proxyHost]);
+    const ca = tls.pki.caFile;
+    return [
+      '--cert-file', c.cert, '--key-file', c.key, '--trusted-ca-file', ca, '--client-cert-auth',
+      '--peer-cert-file', c.cert, '--peer-key-file', c.key, '--peer-trusted-ca-file', ca, '--peer-client-cert-auth',
+    ]; // prettier-ignore
+  };
   const argv = (m: Member): string[] => {
     const args = [
       '--name', m.name,
       '--data-dir', m.dataDir,
-      '--listen-client-urls', `http://${m.host}:${m.clientPort}`,
-      '--advertise-client-urls', `http://${m.host}:${m.clientPort}`,
-      '--listen-peer-urls', `http://${m.host}:${m.peerPort}`,
+      '--listen-client-urls', `${scheme}://${m.host}:${m.clientPort}`,
+      '--advertise-client-urls', `${scheme}://${m.host}:${m.clientPort}`,
+      '--listen-peer-urls', `${scheme}://${m.host}:${m.peerPort}`,
       '--initial-advertise-peer-urls', m.advertisedPeerUrl,
       '--initial-cluster', initialCluster,
       '--initial-cluster-state', 'new',
@@ -119,6 +142,7 @@ export async function startChaosEtcd(opts: {
       '--heartbeat-interval', '50',
       '--log-level', 'warn',
       '--logger', 'zap',
+      ...tlsArgs(m),
     ]; // prettier-ignore
     return [...m.launcher, bin, ...args];
   };
@@ -133,7 +157,7 @@ export async function startChaosEtcd(opts: {
     opts.onSpawn(m.name, child);
     m.process = child;
   };
-  const url = (m: Member): string => `http://${m.host}:${m.clientPort}`;
+  const url = (m: Member): string => `${scheme}://${m.host}:${m.clientPort}`;
   const handle: ChaosEtcd = {
     names: members.map((m) => m.name),
     endpoints: members.map(url),
@@ -171,7 +195,7 @@ export async function startChaosEtcd(opts: {
           if (running()) return;
           launch(m);
           // A lone restarted member of a 3-member cluster is healthy once it rejoins.
-          await waitForHealth(url(m), 30_000).catch(() => undefined);
+          await waitForHealth(url(m), 30_000, pem).catch(() => undefined);
         },
       };
     }),
@@ -182,21 +206,22 @@ export async function startChaosEtcd(opts: {
     async leader() {
       for (const m of members) {
         if (m.process === undefined || m.process.exitCode !== null || m.process.signalCode !== null) continue;
-        const body = await status(url(m));
+        const body = await status(url(m), agent);
         if (body?.leader === undefined || body.leader === '0') continue;
         if (body.header?.member_id === body.leader) return m.name;
         for (const other of members)
-          if ((await status(url(other)))?.header?.member_id === body.leader) return other.name;
+          if ((await status(url(other), agent))?.header?.member_id === body.leader) return other.name;
       }
       return undefined;
     },
     async stop() {
       await Promise.all(members.map(async (m) => (m.process === undefined ? undefined : stopProcess(m.process))));
+      await agent?.close();
     },
   };
   members.forEach(launch);
   try {
-    await Promise.all(members.map((m) => waitForHealth(url(m), 30_000)));
+    await Promise.all(members.map((m) => waitForHealth(url(m), 30_000, pem)));
   } catch (err) {
     await handle.stop();
     throw err;

@@ -76,12 +76,22 @@ export interface ChaosClusterOptions {
   readonly clock?: ClockOptions;
   /** Put the SQLite sink's data directory on a tmpfs of this many bytes (root). */
   readonly smallDiskBytes?: number;
+  /** No TLS on any link (local debugging only; see chaos-env.ts). Default false: TLS everywhere. */
+  readonly plaintext?: boolean;
+}
+
+/** What the runner's own reads need to reach a TLS cluster: the CA, and etcd's client certificate. */
+export interface ClientTls {
+  readonly ca: Buffer;
+  readonly etcd: { readonly ca: Buffer; readonly cert: Buffer; readonly key: Buffer };
 }
 
 export interface ChaosCluster {
   readonly dir: string;
   readonly prefix: string;
   readonly keys: ChaosSecrets;
+  /** Undefined: plaintext (or a target the runner reaches without its own trust settings). */
+  readonly clientTls: ClientTls | undefined;
   readonly topology: Topology;
   readonly etcdEndpoints: readonly string[];
   readonly etcdNames: readonly string[];

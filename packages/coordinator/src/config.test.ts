@@ -95,6 +95,9 @@ describe('test-only sabotage switch', () => {
     const env = { ...base, [`${ENV_PREFIX}TEST_SABOTAGE`]: 'grant-before-advance' };
     expect(() => loadConfig(env)).toThrow(/LEASEHOLD_ALLOW_SABOTAGE/);
     expect(loadConfig({ ...env, LEASEHOLD_ALLOW_SABOTAGE: '1' }).testSabotage).toBe('grant-before-advance');
+    const retry = { ...base, [`${ENV_PREFIX}TEST_SABOTAGE`]: 'ignore-retry-policy' };
+    expect(() => loadConfig(retry)).toThrow(/LEASEHOLD_ALLOW_SABOTAGE/);
+    expect(loadConfig({ ...retry, LEASEHOLD_ALLOW_SABOTAGE: '1' }).testSabotage).toBe('ignore-retry-policy');
   });
 });
 

@@ -96,10 +96,12 @@ export interface CoordinatorConfig {
   readonly fenceOnExpiry: boolean;
   /**
    * TEST ONLY. `grant-before-advance` sends each grant first and advances the fence a second
-   * later, so the chaos checker can prove it detects the broken order. Refused unless
+   * later, so the chaos checker can prove it detects the broken order; `ignore-retry-policy`
+   * stores every submitted task with unlimited attempts and no backoff instead of its policy, so
+   * the checker can prove it detects grants past the budget or before the backoff. Refused unless
    * LEASEHOLD_ALLOW_SABOTAGE=1.
    */
-  readonly testSabotage: 'grant-before-advance' | undefined;
+  readonly testSabotage: 'grant-before-advance' | 'ignore-retry-policy' | undefined;
   /** Refused frames tolerated on one socket before it is closed with 1008. */
   readonly maxBadFrames: number;
   /** Most acquires combined into one etcd transaction and one sink advance-batch. */
@@ -219,7 +221,7 @@ export const OPTIONS: OptionTable = Object.freeze({
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   'test-sabotage': {
     env: 'TEST_SABOTAGE',
-    help: 'TEST ONLY: grant-before-advance (needs LEASEHOLD_ALLOW_SABOTAGE=1)',
+    help: 'TEST ONLY: grant-before-advance or ignore-retry-policy (needs LEASEHOLD_ALLOW_SABOTAGE=1)',
   },
 });
 
@@ -353,7 +355,7 @@ const RawSchema = z.object({
   RETRY_NON_RETRYABLE: z.string().transform(splitList).pipe(RetryPolicySchema.shape.nonRetryable).optional(),
   SETTLE_GRACE_MS: int(0, 600_000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-  TEST_SABOTAGE: z.enum(['grant-before-advance']).optional(),
+  TEST_SABOTAGE: z.enum(['grant-before-advance', 'ignore-retry-policy']).optional(),
 });
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;

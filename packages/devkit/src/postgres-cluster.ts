@@ -12,7 +12,7 @@
  * WAL on the next start), `start()` starts it again on the same port and data dir. `stopSync()` is
  * for exit handlers (synchronous). The caller owns cleanup: see test/harness/postgres.ts.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -103,6 +103,25 @@ function run(bin: string, args: readonly string[], timeoutMs = 60_000): string {
   return out.stdout;
 }
 
+/**
+ * {@link run} without blocking the event loop: a crashed server's start replays its WAL for seconds,
+ * and a caller that also forwards traffic (the chaos runner's fault proxies) must keep serving.
+ */
+function runAsync(bin: string, args: readonly string[], timeoutMs = 60_000): Promise<string> {
+  const [cmd, argv] = isRoot() ? ['runuser', ['-u', SERVER_USER, '--', bin, ...args]] : [bin, [...args]];
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      if (code === 0) resolve(out);
+      else reject(new Error(`${bin} ${args.join(' ')} failed (${code ?? signal ?? '?'}): ${out}`));
+    });
+  });
+}
+
 async function waitAccepting(url: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer';
@@ -157,7 +176,7 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
   let up = false;
 
   const startServer = async (): Promise<void> => {
-    run(
+    await runAsync(
       pgCtl,
       ['-D', dataDir, '-l', logFile, '-o', serverArgs, '-w', '-t', String(timeoutMs / 1000), 'start'],
       timeoutMs,
@@ -210,9 +229,10 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
     port,
     dataDir,
     logFile,
-    stopImmediate: () => {
-      stopServer('immediate');
-      return Promise.resolve();
+    stopImmediate: async () => {
+      if (!up) return;
+      await runAsync(pgCtl, ['-D', dataDir, '-m', 'immediate', '-w', 'stop']);
+      up = false;
     },
     start: () => (up ? Promise.resolve() : startServer()),
     running: () => up,

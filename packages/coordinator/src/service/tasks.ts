@@ -5,6 +5,7 @@
  */
 import {
   formatToken,
+  MAX_ATTEMPTS_LIMIT,
   MAX_DELAY_MS,
   type ErrorCode,
   type JsonValue,
@@ -24,6 +25,13 @@ import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
 
 export type { OwnerView, TaskView, ResourceOwnerView as ResourceView } from '@leasehold/protocol';
+
+/** TEST ONLY: the policy the `ignore-retry-policy` sabotage stores instead of the submitted one. */
+const IGNORED_RETRY_POLICY: RetryPolicyInput = Object.freeze({
+  maxAttempts: MAX_ATTEMPTS_LIMIT,
+  backoff: Object.freeze({ initialMs: 0, multiplier: 1, maxMs: 0, jitter: 0 }),
+  nonRetryable: [],
+});
 
 export type Refusal = { readonly ok: false; readonly code: ErrorCode; readonly message: string };
 
@@ -120,7 +128,10 @@ export class TaskService {
         out[index] = notBeforeMs;
         return;
       }
-      const record = newTask({ ...input, notBeforeMs }, { nowMs, defaults: this.#ctx.config.retryPolicy });
+      // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken lifecycle the chaos
+      // checker must catch — the submitted retry policy ignored, unlimited attempts without backoff.
+      const retry = this.#ctx.config.testSabotage === 'ignore-retry-policy' ? IGNORED_RETRY_POLICY : input.retry;
+      const record = newTask({ ...input, notBeforeMs, retry }, { nowMs, defaults: this.#ctx.config.retryPolicy });
       const size = encodeRecord(record).length + input.taskId.length;
       if (chunk.length >= maxSubmitsPerCall || (chunk.length > 0 && bytes + size > maxSubmitBytesPerCall)) {
         chunks.push(chunk);

@@ -1,0 +1,126 @@
+/**
+ * Issue 18, problem 2: an etcd stall slightly longer than the session TTL used to end every session
+ * (a 4 s stall at TTL 2 s ended 4 of 4: the etcd lease was TTL + 1 s, so etcd revoked every session
+ * key when it came back). The etcd lease now outlives the session by ETCD_LEASE_MARGIN_MS (default
+ * max(TTL, 10 s)): the same stall (etcd SIGSTOPped for 4 s under four healthy workers, each holding
+ * a lease; the coordinator hands its sockets back with 1001 after ETCD_GIVE_UP_MS and refuses hellos
+ * until etcd answers) ends none — every worker resumes its own session and renews its lease under
+ * the same token. The second test is the same stall with the old margin (1 s) and shows what the
+ * margin prevents: every session ends.
+ */
+import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { PROTOCOL_VERSION } from '@leasehold/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Stack, TestWorker } from '../harness/coordinator.js';
+
+const TTL = 2_000;
+const STALL_MS = 4_000;
+const WORKERS = 4;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let etcd: EtcdHandle | undefined;
+let stack: Stack | undefined;
+
+afterEach(async () => {
+  etcd?.resume(0);
+  await stack?.close();
+  await etcd?.stop();
+  stack = undefined;
+  etcd = undefined;
+});
+
+interface Holder {
+  readonly workerId: string;
+  readonly sessionId: string;
+  readonly resource: string;
+  readonly token: string;
+}
+
+/** Stall etcd for STALL_MS under WORKERS healthy lease holders; how many kept session and lease. */
+async function stallUnderHolders(marginMs: number | undefined): Promise<{ kept: number; ended: string[] }> {
+  etcd = await startEtcd();
+  stack = await Stack.start({
+    etcd,
+    prefix: `test/etcd-stall-${marginMs ?? 'default'}/`,
+    sessionTtlMs: TTL,
+    heartbeatIntervalMs: 500,
+  });
+  const coordinator = await stack.coordinator({
+    LEASEHOLD_COORDINATOR_ETCD_TIMEOUT_MS: '500',
+    ...(marginMs === undefined ? {} : { LEASEHOLD_COORDINATOR_ETCD_LEASE_MARGIN_MS: String(marginMs) }),
+  });
+  const admin = stack.admin(coordinator.url);
+  const holders: Holder[] = [];
+  const sockets: TestWorker[] = [];
+  for (let i = 0; i < WORKERS; i++) {
+    await admin.submit(`t${i}`, `stall/r${i}`);
+    const w = await stack.worker(coordinator.url, `w${i}`);
+    sockets.push(w);
+    const g = await w.acquire(`req-${i}`, `t${i}`);
+    if (g.type !== 'lease.granted') throw new Error(`no grant: ${JSON.stringify(g)}`);
+    holders.push({ workerId: `w${i}`, sessionId: w.sessionId, resource: g.resource, token: g.token });
+  }
+  // Healthy workers: they heartbeat on time for as long as the coordinator lets them.
+  const beats = setInterval(() => {
+    for (const w of sockets) w.heartbeat().catch(() => undefined);
+  }, 500);
+  try {
+    etcd.pause(0);
+    await sleep(STALL_MS);
+    etcd.resume(0);
+  } finally {
+    clearInterval(beats);
+  }
+  // Each worker resumes its own session (hellos are refused until the coordinator hears etcd
+  // again) and renews its lease under its token.
+  const ended: string[] = [];
+  let kept = 0;
+  for (const h of holders) {
+    const deadline = Date.now() + 20_000;
+    let outcome: 'kept' | 'ended' | undefined;
+    while (outcome === undefined && Date.now() < deadline) {
+      const w = await TestWorker.connect(coordinator.url, stack.keys.workerKey).catch(() => undefined);
+      if (w === undefined) {
+        await sleep(200);
+        continue;
+      }
+      const reply = await w
+        .request({
+          type: 'hello',
+          protocolVersion: PROTOCOL_VERSION,
+          workerId: h.workerId,
+          incarnation: 'inc-1',
+          capacity: 10,
+          resumeSessionId: h.sessionId,
+        })
+        .catch(() => undefined);
+      if (reply?.type === 'welcome') {
+        w.welcome = reply;
+        const renewed = await w.renew(h.resource, h.token);
+        outcome = reply.sessionId === h.sessionId && renewed.type === 'lease.renewed' ? 'kept' : 'ended';
+      } else if (reply?.type === 'error' && reply.code === 'SESSION_EXPIRED') {
+        outcome = 'ended';
+      }
+      w.close();
+      if (outcome === undefined) await sleep(200);
+    }
+    if (outcome === 'kept') kept += 1;
+    else ended.push(`${h.workerId}: ${outcome ?? 'no answer'}`);
+  }
+  for (const w of sockets) w.close();
+  return { kept, ended };
+}
+
+describe('an etcd stall longer than the session TTL (issue 18.2)', () => {
+  it(`${STALL_MS} ms at TTL ${TTL} ms ends none of the healthy sessions (default margin)`, async () => {
+    const { kept, ended } = await stallUnderHolders(undefined);
+    expect(ended).toEqual([]);
+    expect(kept).toBe(WORKERS);
+  });
+
+  it('with the old 1 s margin the same stall ends every session (what the margin prevents)', async () => {
+    const { kept } = await stallUnderHolders(1_000);
+    expect(kept).toBe(0);
+  });
+});
