@@ -15,6 +15,7 @@ import {
   type TaskView,
   type TerminalTaskState,
 } from '@leasehold/protocol';
+import type { Span } from '@opentelemetry/api';
 import { ExponentialBackoff, handleAll, retry as retryPolicy } from 'cockatiel';
 import { cancelled, lastEventOf, newTask, policyOf, retried, viewState } from '../core/lifecycle.js';
 import { encodeRecord, sameDefinition, type TaskRecord } from '../core/records.js';
@@ -22,6 +23,7 @@ import { CoordinatorError } from '../errors.js';
 import type { StoredOwner, StoredTask } from '../store/port.js';
 import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
+import { Attr, markRefused, traceparentOf, tracer } from './tracing.js';
 
 export type { OwnerView, TaskView, ResourceOwnerView as ResourceView } from '@leasehold/protocol';
 
@@ -105,6 +107,31 @@ export class TaskService {
    * A task id repeated in the batch is settled against its first occurrence. Outcomes in order.
    */
   async submitMany(inputs: readonly SubmitInput[]): Promise<SubmitOutcome[]> {
+    // One `leasehold.task.submit` span per task (children of the caller's traceparent, if any);
+    // a new task's record keeps its traceparent, so every grant of the task continues this trace.
+    const spans = inputs.map((input) =>
+      tracer.startSpan('leasehold.task.submit', {
+        attributes: { [Attr.TASK_ID]: input.taskId, [Attr.RESOURCE]: input.resource },
+      }),
+    );
+    try {
+      const outcomes = await this.#submitMany(inputs, spans);
+      outcomes.forEach((res, i) => {
+        const span = spans[i];
+        if (span === undefined) return;
+        if (res.ok) span.setAttribute(Attr.OUTCOME, res.created ? 'created' : 'exists');
+        else markRefused(span, res.code, res.message);
+      });
+      return outcomes;
+    } catch (err) {
+      for (const span of spans) markRefused(span, 'UNAVAILABLE', String(err));
+      throw err;
+    } finally {
+      for (const span of spans) span.end();
+    }
+  }
+
+  async #submitMany(inputs: readonly SubmitInput[], spans: readonly Span[]): Promise<SubmitOutcome[]> {
     const out: (SubmitOutcome | undefined)[] = inputs.map(() => undefined);
     const first = new Map<string, number>();
     const nowMs = this.#ctx.wallClock();
@@ -120,7 +147,9 @@ export class TaskService {
         out[index] = notBeforeMs;
         return;
       }
-      const record = newTask({ ...input, notBeforeMs }, { nowMs, defaults: this.#ctx.config.retryPolicy });
+      const span = spans[index];
+      const traceparent = span === undefined ? undefined : traceparentOf(span);
+      const record = newTask({ ...input, notBeforeMs, traceparent }, { nowMs, defaults: this.#ctx.config.retryPolicy });
       const size = encodeRecord(record).length + input.taskId.length;
       if (chunk.length >= maxSubmitsPerCall || (chunk.length > 0 && bytes + size > maxSubmitBytesPerCall)) {
         chunks.push(chunk);
