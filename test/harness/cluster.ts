@@ -33,6 +33,11 @@ export interface ClusterOptions {
   readonly coordinatorEnv?: Readonly<Record<string, string>>;
   readonly etcd?: StartEtcdOptions;
   readonly prefix?: string;
+  /**
+   * OpenTelemetry with the span-file exporter in every process: `<dir>/spans-<service>.jsonl`
+   * (read them with `readSpanFiles(cluster.dir)`). A worker's own env may turn it off again.
+   */
+  readonly tracing?: boolean;
 }
 
 export interface Cluster {
@@ -66,6 +71,10 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     workerKey: secret(),
     adminKey: secret(),
   };
+  const tracingEnv = (prefix: string, service: string): Record<string, string> =>
+    opts.tracing === true
+      ? { [`${prefix}TRACING`]: 'file', [`${prefix}TRACING_PATH`]: join(dir, `spans-${service}.jsonl`) }
+      : {};
   const etcd = await startEtcd(opts.etcd);
   const services: Service[] = [];
   // TLS on every service link: the sink and coordinators serve HTTPS / WSS with certificates of a
@@ -87,6 +96,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         LEASEHOLD_SINK_LOG_LEVEL: 'info',
         LEASEHOLD_SINK_TLS_CERT: server.cert,
         LEASEHOLD_SINK_TLS_KEY: server.key,
+        ...tracingEnv('LEASEHOLD_SINK_', 'sink'),
       },
       ca,
     });
@@ -118,6 +128,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs ?? Math.floor(ttl / 4)),
           LEASEHOLD_COORDINATOR_FENCE_ON_EXPIRY: String(opts.fenceOnExpiry ?? false),
           LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
+          ...tracingEnv('LEASEHOLD_COORDINATOR_', `coordinator-${i}`),
           ...opts.coordinatorEnv,
         },
         ca,
@@ -144,6 +155,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           LEASEHOLD_WORKER_WORKER_ID: name,
           LEASEHOLD_WORKER_LOG_LEVEL: 'info',
           LEASEHOLD_WORKER_PRETTY: 'false',
+          ...tracingEnv('LEASEHOLD_WORKER_', name),
           ...opts.workerEnv,
           ...env,
         },

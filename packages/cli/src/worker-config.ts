@@ -8,8 +8,13 @@ import {
   deepFreeze,
   formatHelp,
   splitList,
+  TRACING_OPTIONS,
+  TRACING_RAW_SHAPE,
+  tracingConfigOf,
+  tracingProblems,
   WorkerIdSchema,
   type OptionTable,
+  type TracingConfig,
 } from '@leasehold/protocol';
 import { z } from 'zod';
 
@@ -44,6 +49,7 @@ export const OPTIONS: OptionTable = Object.freeze({
     help: 'serve /healthz, /readyz and /metrics on this port (loopback unless --http-host); off by default',
   },
   'http-host': { env: 'HTTP_HOST', help: 'listen address of the health/metrics port', default: '127.0.0.1' },
+  ...TRACING_OPTIONS,
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   pretty: { env: 'PRETTY', help: 'human-readable logs (default: when stdout is a TTY)', boolean: true },
 });
@@ -88,6 +94,7 @@ const RawSchema = z.object({
   SHUTDOWN_GRACE_MS: int(0, 3_600_000),
   HTTP_PORT: int(0, 65_535).optional(),
   HTTP_HOST: z.string().min(1),
+  ...TRACING_RAW_SHAPE,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   PRETTY: bool.optional(),
 });
@@ -108,6 +115,8 @@ export interface WorkerConfig {
   readonly shutdownGraceMs: number;
   /** Health/readiness/metrics endpoint; undefined = off. */
   readonly http: { readonly host: string; readonly port: number } | undefined;
+  /** OpenTelemetry: off by default (the SDK is loaded only when on). */
+  readonly tracing: TracingConfig;
   readonly logLevel: string;
   readonly pretty: boolean | undefined;
 }
@@ -146,6 +155,7 @@ export function loadConfig(
   if ((raw.TLS_CERT === undefined) !== (raw.TLS_KEY === undefined)) {
     problems.push(`${ENV_PREFIX}TLS_CERT / TLS_KEY: give both or neither`);
   }
+  problems.push(...tracingProblems(raw, ENV_PREFIX));
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
   const c = parsed.data;
   const credentials: WorkerConfig['credentials'] =
@@ -169,6 +179,7 @@ export function loadConfig(
     demo: { durationMs: c.DEMO_DURATION_MS, nondeterministic: c.DEMO_NONDETERMINISTIC },
     shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
     http: c.HTTP_PORT === undefined ? undefined : { host: c.HTTP_HOST, port: c.HTTP_PORT },
+    tracing: tracingConfigOf(c),
     logLevel: c.LOG_LEVEL,
     pretty: c.PRETTY,
   });

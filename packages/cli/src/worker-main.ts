@@ -13,6 +13,7 @@ import { startWorkerHttp } from './worker-http.js';
 import { HELP_TEXT, loadConfig, redactConfig, type WorkerConfig } from './worker-config.js';
 import { createDemoHandler } from './demo-handler.js';
 import { startWorker, type TaskHandler, type WorkerOptions } from '@leasehold/worker';
+import { startTracing } from '@leasehold/telemetry';
 
 async function loadHandler(
   config: WorkerConfig,
@@ -57,8 +58,8 @@ async function main(): Promise<void> {
     console.log(HELP_TEXT);
     return;
   }
+  const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
   if (wantsVersion(argv)) {
-    const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
     console.log(`leasehold-worker ${pkg.version}`);
     return;
   }
@@ -79,6 +80,17 @@ async function main(): Promise<void> {
   }
   const logger = makeLogger(config);
   logger.info({ config: redactConfig(config) }, 'starting');
+  // Before the handler module loads: its own spans (and the SDK's) need the provider registered.
+  const tracing = await startTracing(config.tracing, {
+    name: 'leasehold-worker',
+    version: pkg.version,
+    ...(config.workerId === undefined ? {} : { instanceId: config.workerId }),
+  });
+  if (tracing.enabled) logger.info({ tracing: config.tracing }, 'tracing on');
+  const stopTracing = (): Promise<void> =>
+    tracing.shutdown().catch((err: unknown) => {
+      logger.warn({ err }, 'tracing shutdown failed; spans may be lost');
+    });
   const { handler, beforeWrite } = await loadHandler(config);
   const tls = {
     ...(config.tls.caFile === undefined ? {} : { ca: readFileSync(config.tls.caFile) }),
@@ -121,7 +133,8 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'stopping: finishing or releasing in-flight tasks');
     worker.close(config.shutdownGraceMs).then(
-      () => {
+      async () => {
+        await stopTracing();
         logger.info({ stats: worker.stats }, 'stopped');
         logger.flush();
         process.exit(0);

@@ -16,12 +16,17 @@ import {
   resolveRetryPolicy,
   RetryPolicySchema,
   splitList,
+  TRACING_OPTIONS,
+  TRACING_RAW_SHAPE,
+  tracingConfigOf,
+  tracingProblems,
   wantsHelp,
   weakSecretProblem,
   WorkerIdSchema,
   type CapabilityKey,
   type OptionTable,
   type RetryPolicy,
+  type TracingConfig,
 } from '@leasehold/protocol';
 import { z } from 'zod';
 
@@ -117,6 +122,8 @@ export interface CoordinatorConfig {
    * lost attempt itself (the serving coordinator does it at once; this covers its death).
    */
   readonly settleGraceMs: number;
+  /** OpenTelemetry: off by default (main.ts loads the SDK only when on). */
+  readonly tracing: TracingConfig;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 }
 
@@ -218,6 +225,7 @@ export const OPTIONS: OptionTable = Object.freeze({
     help: "wait before settling a lost attempt of a peer's session (0: at once; each coordinator tries, one lands)",
     default: '0',
   },
+  ...TRACING_OPTIONS,
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   'test-sabotage': {
     env: 'TEST_SABOTAGE',
@@ -354,6 +362,7 @@ const RawSchema = z.object({
     .pipe(z.number().min(0).max(1)),
   RETRY_NON_RETRYABLE: z.string().transform(splitList).pipe(RetryPolicySchema.shape.nonRetryable).optional(),
   SETTLE_GRACE_MS: int(0, 600_000),
+  ...TRACING_RAW_SHAPE,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   TEST_SABOTAGE: z.enum(['grant-before-advance', 'ignore-retry-policy']).optional(),
 });
@@ -402,6 +411,7 @@ function crossFieldProblems(raw: Readonly<Record<string, string>>): string[] {
         `certificates, or WORKER_KEYS for the insecure shared-key dev mode`,
     );
   }
+  problems.push(...tracingProblems(raw, ENV_PREFIX));
   return problems;
 }
 
@@ -483,6 +493,7 @@ export function loadConfig(
       nonRetryable: c.RETRY_NON_RETRYABLE ?? [],
     }),
     settleGraceMs: c.SETTLE_GRACE_MS,
+    tracing: tracingConfigOf(c),
     logLevel: c.LOG_LEVEL,
     testSabotage: c.TEST_SABOTAGE,
   };

@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { wantsCheckConfig, wantsVersion } from '@leasehold/protocol';
+import { startTracing } from '@leasehold/telemetry';
 import { pino } from 'pino';
 import { ConfigError, LeaseholdError } from './errors.js';
 import { createCoordinator, HELP_TEXT, loadConfig, redactConfig } from './index.js';
@@ -20,8 +21,8 @@ async function main(): Promise<number> {
     process.stdout.write(`${HELP_TEXT}\n`);
     return 0;
   }
+  const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
   if (wantsVersion(argv)) {
-    const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
     process.stdout.write(`leasehold-coordinator ${pkg.version}\n`);
     return 0;
   }
@@ -48,6 +49,13 @@ async function main(): Promise<number> {
   if (config.testSabotage !== undefined) {
     logger.warn({ sabotage: config.testSabotage }, 'TEST SABOTAGE ACTIVE: this coordinator breaks its own guarantees');
   }
+  // Before the coordinator exists: its spans need the SDK registered (tracing off: nothing loaded).
+  const tracing = await startTracing(config.tracing, {
+    name: 'leasehold-coordinator',
+    version: pkg.version,
+    ...(config.coordinatorId === undefined ? {} : { instanceId: config.coordinatorId }),
+  });
+  if (tracing.enabled) logger.info({ tracing: config.tracing }, 'tracing on');
   const coordinator = await createCoordinator(config, { logger, defaultMetrics: true });
 
   await new Promise<void>((resolve) => {
@@ -75,6 +83,9 @@ async function main(): Promise<number> {
   }, 10_000);
   force.unref();
   await coordinator.close();
+  await tracing.shutdown().catch((err: unknown) => {
+    logger.warn({ err }, 'tracing shutdown failed; spans may be lost');
+  });
   return 0;
 }
 

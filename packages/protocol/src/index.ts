@@ -94,3 +94,11 @@ export type { JsonLimits } from './json-limits.js';
 export type { KeyRing } from './bearer.js';
 export { fastWorkerMessage } from './messages/fast-decode.js';
 export { compileValidator } from './validate.js';
+export {
+  TracingExporter,
+  TRACING_OPTIONS,
+  TRACING_RAW_SHAPE,
+  tracingProblems,
+  tracingConfigOf,
+} from './tracing-options.js';
+export type { TracingConfig } from './tracing-options.js';

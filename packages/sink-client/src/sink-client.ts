@@ -5,6 +5,11 @@
  *   `{ ok: false, code, fence }`. Tokens and fences are bigints.
  * - Transport failures and 5xx throw LeaseholdError('UNAVAILABLE' / 'SHUTTING_DOWN', retryable).
  * - Other refusals (400, 401, 403, 413, 404 on a route) throw LeaseholdError with the body's code.
+ *
+ * Tracing (`@opentelemetry/api`; no-ops unless the process registered an SDK): a write is a
+ * `leasehold.sink.write` client span, an advance a `leasehold.fence.advance` one, children of the
+ * active context; each request carries its span as the W3C `traceparent` header, so the sink's
+ * span is its child.
  */
 import {
   AdvanceBatchResponseSchema,
@@ -24,6 +29,7 @@ import {
   type ProbeRequest,
   type ProbeResponse,
 } from '@leasehold/protocol';
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
 import type { z } from 'zod';
 import { JsonHttp, type JsonReply, type TlsClientOptions } from './http-json.js';
 
@@ -84,6 +90,14 @@ export interface SinkHealth {
 
 const WRITE_REFUSALS = new Set(['STALE_TOKEN', 'FENCE_CONFLICT', 'RESULT_CONFLICT']);
 
+const tracer = trace.getTracer('@leasehold/sink-client');
+
+/** A refusal the sink decided (409): status ERROR, the code as `error.type` and as the outcome. */
+function markRefused(span: Span, code: string): void {
+  span.setAttributes({ 'error.type': code, 'leasehold.outcome': code.toLowerCase() });
+  span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+}
+
 export class SinkClient {
   readonly #http: JsonHttp;
   readonly #key: string | undefined;
@@ -99,35 +113,89 @@ export class SinkClient {
     this.#key = options.key;
   }
 
-  async advance(resource: string, token: bigint): Promise<AdvanceResult> {
-    const reply = await this.#post('/v1/fences/advance', { resource, token: formatToken(token) }, true);
-    if (reply.status === 409) {
-      const refusal = this.#refusal(reply, new Set(['STALE_TOKEN']));
-      return { ok: false, resource, code: 'STALE_TOKEN', fence: refusal.fence };
-    }
-    const body = this.#expect(reply, AdvanceResponseSchema);
-    return { ok: true, resource, outcome: body.outcome, fence: parseFence(body.fence) };
+  advance(resource: string, token: bigint): Promise<AdvanceResult> {
+    const attributes = { 'leasehold.resource': resource, 'leasehold.token': formatToken(token) };
+    return this.#traced('leasehold.fence.advance', '/v1/fences/advance', attributes, async (headers, span) => {
+      const reply = await this.#post('/v1/fences/advance', { resource, token: formatToken(token) }, true, headers);
+      if (reply.status === 409) {
+        const refusal = this.#refusal(reply, new Set(['STALE_TOKEN']));
+        markRefused(span, 'STALE_TOKEN');
+        return { ok: false, resource, code: 'STALE_TOKEN', fence: refusal.fence };
+      }
+      const body = this.#expect(reply, AdvanceResponseSchema);
+      span.setAttributes({ 'leasehold.outcome': body.outcome, 'leasehold.fence': body.fence });
+      return { ok: true, resource, outcome: body.outcome, fence: parseFence(body.fence) };
+    });
   }
 
-  async advanceBatch(items: readonly { resource: string; token: bigint }[]): Promise<AdvanceResult[]> {
-    const wire = { items: items.map((i) => ({ resource: i.resource, token: formatToken(i.token) })) };
-    const body = this.#expect(await this.#post('/v1/fences/advance-batch', wire, true), AdvanceBatchResponseSchema);
-    return body.results.map((r): AdvanceResult =>
-      r.ok
-        ? { ok: true, resource: r.resource, outcome: r.outcome, fence: parseFence(r.fence) }
-        : { ok: false, resource: r.resource, code: r.code, fence: parseFence(r.fence) },
-    );
+  advanceBatch(items: readonly { resource: string; token: bigint }[]): Promise<AdvanceResult[]> {
+    const [only] = items;
+    const attributes: Attributes = {
+      'leasehold.advance_count': items.length,
+      ...(items.length === 1 && only !== undefined
+        ? { 'leasehold.resource': only.resource, 'leasehold.token': formatToken(only.token) }
+        : {}),
+    };
+    const path = '/v1/fences/advance-batch';
+    return this.#traced('leasehold.fence.advance', path, attributes, async (headers) => {
+      const wire = { items: items.map((i) => ({ resource: i.resource, token: formatToken(i.token) })) };
+      const body = this.#expect(await this.#post(path, wire, true, headers), AdvanceBatchResponseSchema);
+      return body.results.map((r): AdvanceResult =>
+        r.ok
+          ? { ok: true, resource: r.resource, outcome: r.outcome, fence: parseFence(r.fence) }
+          : { ok: false, resource: r.resource, code: r.code, fence: parseFence(r.fence) },
+      );
+    });
   }
 
-  async write(args: WriteArgs): Promise<WriteResult> {
-    const wire = { ...args, token: formatToken(args.token) };
-    const reply = await this.#post('/v1/writes', wire, false);
-    if (reply.status === 409) {
-      const { code, fence } = this.#refusal(reply, WRITE_REFUSALS);
-      return { ok: false, code: code as 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT', fence };
+  write(args: WriteArgs): Promise<WriteResult> {
+    const attributes = {
+      'leasehold.resource': args.resource,
+      'leasehold.token': formatToken(args.token),
+      'leasehold.result_id': args.resultId,
+      'leasehold.worker_id': args.workerId,
+    };
+    return this.#traced('leasehold.sink.write', '/v1/writes', attributes, async (headers, span) => {
+      const wire = { ...args, token: formatToken(args.token) };
+      const reply = await this.#post('/v1/writes', wire, false, headers);
+      if (reply.status === 409) {
+        const { code, fence } = this.#refusal(reply, WRITE_REFUSALS);
+        markRefused(span, code);
+        span.setAttribute('leasehold.fence', formatToken(fence));
+        return { ok: false, code: code as 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT', fence };
+      }
+      const body = this.#expect(reply, WriteResponseSchema);
+      span.setAttributes({ 'leasehold.outcome': body.outcome, 'leasehold.fence': body.fence });
+      return { ok: true, outcome: body.outcome, fence: parseFence(body.fence) };
+    });
+  }
+
+  /**
+   * A client span around one request: `headers` carry it as `traceparent` (empty when tracing is
+   * off); a thrown failure is recorded (exception event, status ERROR) and rethrown.
+   */
+  async #traced<T>(
+    name: string,
+    path: string,
+    attributes: Attributes,
+    run: (headers: Record<string, string>, span: Span) => Promise<T>,
+  ): Promise<T> {
+    const span = tracer.startSpan(name, {
+      kind: SpanKind.CLIENT,
+      attributes: { ...attributes, 'http.request.method': 'POST', 'url.path': path },
+    });
+    const headers: Record<string, string> = {};
+    propagation.inject(trace.setSpan(context.active(), span), headers);
+    try {
+      return await run(headers, span);
+    } catch (err) {
+      span.recordException(err instanceof Error ? err : String(err));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+      if (err instanceof LeaseholdError) span.setAttribute('error.type', err.code);
+      throw err;
+    } finally {
+      span.end();
     }
-    const body = this.#expect(reply, WriteResponseSchema);
-    return { ok: true, outcome: body.outcome, fence: parseFence(body.fence) };
   }
 
   async getResource(resource: string): Promise<ClientResourceView> {
@@ -169,8 +237,14 @@ export class SinkClient {
     return this.#http.close();
   }
 
-  #post(path: string, body: unknown, withKey: boolean): Promise<JsonReply> {
-    return this.#send({ method: 'POST', path, body, bearer: withKey ? this.#key : undefined });
+  #post(path: string, body: unknown, withKey: boolean, headers?: Record<string, string>): Promise<JsonReply> {
+    return this.#send({
+      method: 'POST',
+      path,
+      body,
+      bearer: withKey ? this.#key : undefined,
+      ...(headers === undefined ? {} : { headers }),
+    });
   }
 
   #get(path: string): Promise<JsonReply> {
@@ -182,6 +256,7 @@ export class SinkClient {
     path: string;
     body?: unknown;
     bearer?: string | undefined;
+    headers?: Record<string, string>;
   }): Promise<JsonReply> {
     return this.#http.request(req);
   }

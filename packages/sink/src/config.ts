@@ -12,8 +12,13 @@ import {
   splitList,
   wantsHelp,
   weakSecretProblem,
+  TRACING_OPTIONS,
+  TRACING_RAW_SHAPE,
+  tracingConfigOf,
+  tracingProblems,
   type CapabilityKey,
   type OptionTable,
+  type TracingConfig,
 } from '@leasehold/protocol';
 import { z } from 'zod';
 
@@ -56,6 +61,8 @@ export interface SinkConfig {
   /** `GET /v1/events`: refusal events per second at most (the rest are counted as suppressed). */
   readonly eventsRefusalsPerSecond: number;
   readonly logLevel: LogLevel;
+  /** OpenTelemetry: off by default (main.ts loads the SDK only when on). */
+  readonly tracing: TracingConfig;
   /** Bearer keys of the coordinator: advances, reads, decisions. */
   readonly coordinatorKeys: readonly string[];
   /** Extra bearer keys that may only read (resources, results, decisions). */
@@ -109,6 +116,7 @@ export const OPTIONS: OptionTable = Object.freeze({
     help: 'refusal events published per second at most',
     default: '100',
   },
+  ...TRACING_OPTIONS,
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   'coordinator-keys': {
     env: 'COORDINATOR_KEYS',
@@ -206,6 +214,7 @@ const RawSchema = z
     EVENTS_MAX_BUFFERED_BYTES: int(1024, 1024 * 1024 * 1024),
     EVENTS_REFUSALS_PER_SECOND: int(1, 1_000_000),
     LOG_LEVEL: z.enum(LOG_LEVELS),
+    ...TRACING_RAW_SHAPE,
     COORDINATOR_KEYS: keyList(true),
     READ_KEYS: keyList(false).default([]),
     CAPABILITY_KEYS: capabilityKeys,
@@ -281,6 +290,7 @@ export function loadConfig(
   if (raw.TEST_SABOTAGE !== undefined && env.LEASEHOLD_ALLOW_SABOTAGE !== '1') {
     problems.push(`${ENV_PREFIX}TEST_SABOTAGE: a test-only switch; also set LEASEHOLD_ALLOW_SABOTAGE=1 to use it`);
   }
+  problems.push(...tracingProblems(raw, ENV_PREFIX));
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   const c = parsed.data;
   return Object.freeze({
@@ -305,6 +315,7 @@ export function loadConfig(
     eventsMaxBufferedBytes: c.EVENTS_MAX_BUFFERED_BYTES,
     eventsRefusalsPerSecond: c.EVENTS_REFUSALS_PER_SECOND,
     logLevel: c.LOG_LEVEL,
+    tracing: Object.freeze(tracingConfigOf(c)),
     coordinatorKeys: Object.freeze([...c.COORDINATOR_KEYS]),
     readKeys: Object.freeze([...c.READ_KEYS]),
     capabilityKeys: Object.freeze(c.CAPABILITY_KEYS.map((k) => Object.freeze({ ...k }))),

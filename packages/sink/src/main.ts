@@ -13,6 +13,7 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { wantsCheckConfig, wantsVersion } from '@leasehold/protocol';
+import { startTracing } from '@leasehold/telemetry';
 import pino from 'pino';
 import { HELP_TEXT, loadConfig, redactConfig, wantsHelp, type SinkConfig } from './config.js';
 import { ConfigError, SchemaVersionError } from './errors.js';
@@ -30,8 +31,8 @@ async function main(): Promise<number> {
     process.stdout.write(HELP_TEXT);
     return 0;
   }
+  const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
   if (wantsVersion(argv)) {
-    const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
     process.stdout.write(`leasehold-sink ${pkg.version}\n`);
     return 0;
   }
@@ -63,6 +64,14 @@ async function main(): Promise<number> {
     logger.warn({ sabotage: config.testSabotage }, 'TEST SABOTAGE ACTIVE: this sink breaks its own guarantees');
   }
 
+  // Before the sink exists: its spans need the SDK registered (tracing off: nothing loaded).
+  const tracing = await startTracing(config.tracing, { name: 'leasehold-sink', version: pkg.version });
+  if (tracing.enabled) logger.info({ tracing: config.tracing }, 'tracing on');
+  const stopTracing = (): Promise<void> =>
+    tracing.shutdown().catch((err: unknown) => {
+      logger.warn({ err }, 'tracing shutdown failed; spans may be lost');
+    });
+
   let sink;
   try {
     sink = await createSink(config, { logger });
@@ -70,6 +79,7 @@ async function main(): Promise<number> {
     const message = err instanceof SchemaVersionError ? 'database schema is newer than this build' : 'start-up failed';
     logger.fatal({ err }, message);
     process.stderr.write(`leasehold-sink: ${message}: ${err instanceof Error ? err.message : String(err)}\n`);
+    await stopTracing();
     return 1;
   }
   const address = sink.address;
@@ -83,16 +93,21 @@ async function main(): Promise<number> {
       if (stopping) return;
       stopping = true;
       logger.info({ signal }, 'shutting down');
-      sink.close().then(
+      const closed = sink.close().then(
         () => {
           logger.info({}, 'stopped');
-          resolve(0);
+          return 0;
         },
         (err: unknown) => {
           logger.error({ err }, 'shutdown failed');
-          resolve(1);
+          return 1;
         },
       );
+      // Spans still buffered are flushed after the last request was answered.
+      void closed.then(async (code) => {
+        await stopTracing();
+        resolve(code);
+      });
     };
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);

@@ -15,6 +15,11 @@
  *
  * Safety does not depend on anything here: the sink's fence refuses writes from a lost lease.
  * The SDK's own deadline check only saves pointless work.
+ *
+ * Tracing (`@opentelemetry/api`; no-ops unless the process registered an SDK): each grant runs in
+ * a `leasehold.task.handle` span, a child of the grant's `traceparent`. The handler and its writes
+ * run in that span's context (the sink client's `leasehold.sink.write` is its child), and the
+ * attempt's end (`task.complete`, `task.fail`, `lease.release`) carries it back to the coordinator.
  */
 import { performance } from 'node:perf_hooks';
 import {
@@ -27,6 +32,7 @@ import {
   type JsonValue,
 } from '@leasehold/protocol';
 import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
+import { context, propagation, ROOT_CONTEXT, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { pino, type Logger } from 'pino';
 import { webSocketTransport, type CoordinatorTransport, type WorkerRequest } from './connection.js';
 import { backoffDelayMs } from './core/backoff.js';
@@ -212,6 +218,42 @@ function sleep(ms: number): Promise<void> {
 }
 
 const unguessable = unguessableId; // request ids, default worker ids and incarnations
+
+const tracer = trace.getTracer('@leasehold/worker');
+
+/** `leasehold.task.handle` for one grant, continuing the grant's trace context. */
+function startHandleSpan(grant: Grant, workerId: string): Span {
+  const parent =
+    grant.traceparent === undefined
+      ? ROOT_CONTEXT
+      : propagation.extract(ROOT_CONTEXT, { traceparent: grant.traceparent });
+  return tracer.startSpan(
+    'leasehold.task.handle',
+    {
+      attributes: {
+        'leasehold.task_id': grant.taskId,
+        'leasehold.resource': grant.resource,
+        'leasehold.token': grant.token,
+        'leasehold.attempt': grant.attempt,
+        'leasehold.worker_id': workerId,
+      },
+    },
+    parent,
+  );
+}
+
+/** The span's `traceparent` for a frame (none when tracing is off). */
+function traceparentField(span: Span): { traceparent?: string } {
+  const carrier: Record<string, string> = {};
+  propagation.inject(trace.setSpan(ROOT_CONTEXT, span), carrier);
+  return carrier.traceparent === undefined ? {} : { traceparent: carrier.traceparent };
+}
+
+function markSpanFailed(span: Span, outcome: string, err: unknown): void {
+  span.setAttribute('leasehold.outcome', outcome);
+  span.recordException(err instanceof Error ? err : String(err));
+  span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+}
 
 export class Worker {
   readonly workerId: string;
@@ -474,6 +516,8 @@ export class Worker {
     this.stats.granted += 1;
     const controller = new AbortController();
     this.#running.set(key, { grant, token, controller });
+    const span = startHandleSpan(grant, workerId);
+    const spanContext = trace.setSpan(context.active(), span);
     const log = this.#log.child({ taskId: grant.taskId, resource: grant.resource, token: grant.token });
     const base = { taskId: grant.taskId, resource: grant.resource, token };
     log.info({ attempt: grant.attempt }, 'lease granted');
@@ -491,15 +535,17 @@ export class Worker {
         throw new LeaseLostError(`${LOCAL_DEADLINE} before the write`);
       }
       await this.#o.beforeWrite?.({ taskId: grant.taskId, resource: grant.resource, token, resultId });
-      const result = await this.#sink.write({
-        resource: grant.resource,
-        token,
-        resultId,
-        workerId,
-        incarnation,
-        capability: grant.capability,
-        payload,
-      });
+      const result = await context.with(spanContext, () =>
+        this.#sink.write({
+          resource: grant.resource,
+          token,
+          resultId,
+          workerId,
+          incarnation,
+          capability: grant.capability,
+          payload,
+        }),
+      );
       if (!result.ok) {
         this.stats.refused += 1;
         log.warn({ code: result.code, fence: result.fence.toString() }, 'write refused by the sink');
@@ -527,7 +573,7 @@ export class Worker {
       payload: grant.payload,
       attempt: grant.attempt,
     };
-    const held = { resource: grant.resource, token: grant.token, incarnation };
+    const held = { resource: grant.resource, token: grant.token, incarnation, ...traceparentField(span) };
     const finish = async (
       kind: 'complete' | 'release' | 'fail',
       resultId: string,
@@ -577,26 +623,30 @@ export class Worker {
       }
     };
     try {
-      const value = await this.#o.handler(task, ctx);
+      const value = await context.with(spanContext, () => this.#o.handler(task, ctx));
       if (written === undefined) {
         if (value === undefined)
           throw new LeaseholdError('INVALID_MESSAGE', 'handler returned no result and wrote none');
         await write(value);
       }
+      span.setAttribute('leasehold.outcome', 'completed');
       await finish('complete', written?.resultId ?? defaultResultId(grant.taskId));
     } catch (err) {
       if (err instanceof WriteRefusedError && err.code === 'RESULT_CONFLICT') {
         // The task's result is already stored (an earlier holder's): the task is done.
+        span.setAttribute('leasehold.outcome', 'completed');
         await finish('complete', lastResultId);
       } else if (
         this.#stopping &&
         controller.signal.reason instanceof LeaseLostError &&
         controller.signal.reason.reason === SHUTDOWN
       ) {
+        span.setAttribute('leasehold.outcome', 'released');
         await finish('release', '', SHUTDOWN);
       } else if (err instanceof LeaseLostError || err instanceof WriteRefusedError || controller.signal.aborted) {
         this.stats.lost += 1;
         const reason = err instanceof Error ? err.message : String(err);
+        markSpanFailed(span, 'lease_lost', err);
         log.warn({ reason }, 'lease lost; task left to the next holder');
         this.#emit({ type: 'lease-lost', ...base, reason });
         // Only our own conservative clock said so: the coordinator may still count the lease ours
@@ -611,11 +661,13 @@ export class Worker {
         // The handler failed (or the write could not be made: sink unreachable, capability
         // refused): the coordinator decides between a retry after the backoff and failure.
         const failure = describeFailure(err);
+        markSpanFailed(span, 'failed', err);
         log.warn({ err }, 'handler failed; reporting the failure');
         await finish('fail', '', failure.message, failure);
       }
     } finally {
       this.#running.delete(key);
+      span.end();
     }
   }
 }

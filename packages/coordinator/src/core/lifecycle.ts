@@ -56,6 +56,8 @@ export interface SubmitSpec {
   /** Epoch ms; undefined: grantable at once. */
   readonly notBeforeMs?: number | undefined;
   readonly retry?: RetryPolicyInput | undefined;
+  /** The submit span's W3C trace context (tracing on): every grant of the task continues it. */
+  readonly traceparent?: string | undefined;
 }
 
 export function policyOf(task: TaskRecord, defaults: RetryPolicy): RetryPolicy {
@@ -76,6 +78,7 @@ export function newTask(spec: SubmitSpec, env: Pick<LifecycleEnv, 'nowMs' | 'def
     lastEvent: 'submitted',
     atMs: env.nowMs,
     createdAtMs: env.nowMs,
+    ...(spec.traceparent === undefined ? {} : { traceparent: spec.traceparent }),
   };
 }
 

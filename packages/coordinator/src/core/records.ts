@@ -13,6 +13,7 @@ import {
   SessionIdSchema,
   TaskIdSchema,
   TokenSchema,
+  TraceparentSchema,
   WorkerIdSchema,
   PrioritySchema,
   RetryPolicySchema,
@@ -98,6 +99,11 @@ export const TaskRecordSchema = z.object({
   atMs: z.number().int().nonnegative().optional(),
   createdAtMs: z.number().int().nonnegative().optional(),
   endedAtMs: z.number().int().nonnegative().optional(),
+  /**
+   * W3C trace context of the submit span (tracing on): each grant's span is its child, on any
+   * coordinator. Absent when tracing was off at submit, and on records of older coordinators.
+   */
+  traceparent: TraceparentSchema.optional(),
 });
 export type TaskRecord = z.infer<typeof TaskRecordSchema>;
 

@@ -30,6 +30,7 @@ import {
   TaskIdSchema,
   TaskStateSchema,
 } from '@leasehold/protocol';
+import { context, propagation, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { errorFrame } from '../core/replies.js';
@@ -56,13 +57,18 @@ export type TaskApi = Pick<
   'submit' | 'submitMany' | 'get' | 'list' | 'cancel' | 'retry' | 'purge' | 'resource'
 >;
 
+/** The caller's W3C trace context (`traceparent` header), if it sent one: submit spans are its children. */
+function callerContext(headers: Readonly<Record<string, string | string[] | undefined>>): Context {
+  return propagation.extract(ROOT_CONTEXT, headers);
+}
+
 const admin = { config: { credential: Credential.ADMIN } };
 
 export function registerTaskRoutes(app: FastifyInstance, tasks: TaskApi): void {
   app.post('/v1/tasks', admin, async (req, reply) => {
     const body = SubmitSchema.safeParse(req.body);
     if (!body.success) return sendError(reply, 'INVALID_MESSAGE', describe(body.error));
-    const res = await tasks.submit(body.data);
+    const res = await context.with(callerContext(req.headers), () => tasks.submit(body.data));
     if (!res.ok) return sendError(reply, res.code, res.message);
     return reply.code(res.created ? 201 : 200).send(res.task);
   });
@@ -70,7 +76,7 @@ export function registerTaskRoutes(app: FastifyInstance, tasks: TaskApi): void {
   app.post('/v1/tasks/batch', admin, async (req, reply) => {
     const body = SubmitBatchSchema.safeParse(req.body);
     if (!body.success) return sendError(reply, 'INVALID_MESSAGE', describe(body.error));
-    const outcomes = await tasks.submitMany(body.data.tasks);
+    const outcomes = await context.with(callerContext(req.headers), () => tasks.submitMany(body.data.tasks));
     return reply.code(200).send({
       results: outcomes.map((res, i) => {
         const taskId = body.data.tasks[i]?.taskId;

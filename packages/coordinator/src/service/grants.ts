@@ -16,6 +16,7 @@
  * session's end or shutdown) for the watch-fed index to change, then selects again — so a freed
  * resource is granted to a waiting worker as soon as this coordinator sees it free.
  */
+import { context, trace, type Span } from '@opentelemetry/api';
 import {
   formatToken,
   signCapability,
@@ -31,6 +32,7 @@ import type { GrantJob, GrantOutcome, StoredHolding } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
 import { lifecycleEnv, type ServiceContext } from './context.js';
 import type { LocalSession, SessionManager } from './sessions.js';
+import { Attr, contextOf, endWithReply, markFailed, markRefused, traceparentOf, tracer } from './tracing.js';
 
 interface GrantFacts {
   readonly resource: string;
@@ -40,6 +42,8 @@ interface GrantFacts {
   readonly attempt: number;
   /** The task record the grant txn wrote (fresh grants only: what an abandon starts from). */
   readonly written?: TaskRecord;
+  /** `leasehold.lease.grant`: the fence advance runs in its context; `lease.granted` carries it. */
+  readonly span: Span;
 }
 
 const RETRY = Symbol('retry');
@@ -196,11 +200,14 @@ export class GrantService {
     // grant txn compares the task's mod_revision and the owner key's absence, so a stale index
     // only fails the txn (then RETRY, held until the index has caught up).
     const { resource, taskId, record: task, modRevision: taskModRevision } = candidate;
+    const attempt = task.attempts + 1;
+    const span = this.#startGrantSpan(session, msg, task.traceparent, { taskId, resource, attempt });
     index.hold(resource);
     let settledAt = 0n;
     try {
-      if (!this.#sessions.isLive(session)) return errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
-      const attempt = task.attempts + 1;
+      if (!this.#sessions.isLive(session)) {
+        return endWithReply(span, errorFrame('SESSION_EXPIRED', 'session has expired', msg.id));
+      }
       const next = granted(task, { workerId: session.workerId, sessionId: session.sessionId }, ctx.wallClock());
       const res = await this.#owners.submit({
         sessionId: session.sessionId,
@@ -220,20 +227,36 @@ export class GrantService {
           attempt,
         },
       });
+      span.addEvent('etcd.txn', { 'leasehold.txn': 'grant_owners', [Attr.OUTCOME]: res.kind });
       switch (res.kind) {
         case 'replay':
+          span.setAttribute(Attr.OUTCOME, 'replay');
+          span.end();
           return await this.#replay(session, msg, res.holding, timing);
         case 'sessionMoved':
-          return errorFrame('SESSION_EXPIRED', 'session is no longer served by this coordinator', msg.id);
+          return endWithReply(
+            span,
+            errorFrame('SESSION_EXPIRED', 'session is no longer served by this coordinator', msg.id),
+          );
         case 'raced':
           settledAt = res.revision;
+          span.setAttribute(Attr.OUTCOME, 'raced');
+          span.end();
           return RETRY;
         case 'granted':
           break;
       }
       settledAt = res.token;
-      const facts = { resource, taskId, token: res.token, payload: task.payload, attempt, written: next };
-      return await this.#fenceAndDeliver(session, msg, facts, timing, true);
+      span.setAttribute(Attr.TOKEN, formatToken(res.token));
+      const facts = { resource, taskId, token: res.token, payload: task.payload, attempt, written: next, span };
+      return endWithReply(span, await this.#fenceAndDeliver(session, msg, facts, timing, true));
+    } catch (err) {
+      // (A replay's span ended before #replay ran: isRecording is false once ended.)
+      if (span.isRecording()) {
+        markFailed(span, err);
+        span.end();
+      }
+      throw err;
     } finally {
       index.holdUntil(resource, settledAt);
     }
@@ -257,8 +280,39 @@ export class GrantService {
       );
     }
     if (task === undefined) return errorFrame('INTERNAL', `task ${taskId} of a live grant is missing`, msg.id);
-    const facts = { resource, taskId, token: recorded.token, payload: task.record.payload, attempt };
-    return this.#fenceAndDeliver(session, msg, facts, timing, false);
+    const span = this.#startGrantSpan(session, msg, task.record.traceparent, { taskId, resource, attempt });
+    span.setAttributes({ [Attr.TOKEN]: formatToken(recorded.token), 'leasehold.replay': true });
+    const facts = { resource, taskId, token: recorded.token, payload: task.record.payload, attempt, span };
+    try {
+      return endWithReply(span, await this.#fenceAndDeliver(session, msg, facts, timing, false));
+    } catch (err) {
+      markFailed(span, err);
+      span.end();
+      throw err;
+    }
+  }
+
+  /** `leasehold.lease.grant`, a child of the task's submit span (its traceparent in the task record). */
+  #startGrantSpan(
+    session: LocalSession,
+    msg: Acquire,
+    traceparent: string | undefined,
+    grant: { readonly taskId: string; readonly resource: string; readonly attempt: number },
+  ): Span {
+    return tracer.startSpan(
+      'leasehold.lease.grant',
+      {
+        attributes: {
+          [Attr.TASK_ID]: grant.taskId,
+          [Attr.RESOURCE]: grant.resource,
+          [Attr.ATTEMPT]: grant.attempt,
+          [Attr.WORKER_ID]: session.workerId,
+          [Attr.SESSION_ID]: session.sessionId,
+          [Attr.REQUEST_ID]: msg.requestId,
+        },
+      },
+      contextOf(traceparent),
+    );
   }
 
   /** Steps (b) and (c). */
@@ -283,9 +337,19 @@ export class GrantService {
       }, 1_000);
       return this.#grantMessage(session, msg, grant, timing, fresh);
     }
+    const { span } = grant;
     try {
-      const advanced = await ctx.fences.submit({ resource: grant.resource, token: grant.token });
+      // In the grant span's context: a batch of one carries it to the sink as `traceparent`.
+      const advanced = await context.with(trace.setSpan(context.active(), span), () =>
+        ctx.fences.submit({ resource: grant.resource, token: grant.token }),
+      );
+      span.addEvent('fence.advance', {
+        [Attr.OUTCOME]: advanced.ok ? advanced.outcome : advanced.code,
+        [Attr.FENCE]: formatToken(advanced.fence),
+      });
       if (!advanced.ok) {
+        span.setAttribute(Attr.OUTCOME, 'abandoned');
+        markRefused(span, advanced.code, 'the sink refused the fence advance: grant abandoned');
         log().warn({ fence: formatToken(advanced.fence) }, 'fence advance refused, grant abandoned');
         await this.#abandon(
           session,
@@ -306,6 +370,8 @@ export class GrantService {
             });
       }
     } catch (err) {
+      span.setAttribute(Attr.OUTCOME, 'advance_failed');
+      markFailed(span, err);
       const gate = ctx.repeats.note('grant advance', ctx.clock.nowMs());
       if (gate.log) log().warn({ err, repeated: gate.suppressed }, 'fence advance failed, grant not sent');
       // A replayed grant may already be in the worker's hands: keep it; the worker retries.
@@ -338,6 +404,8 @@ export class GrantService {
     });
     session.granted.set(grant.resource, { token: grant.token, requestId: msg.requestId });
     ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
+    grant.span.setAttribute(Attr.OUTCOME, fresh ? 'granted' : 'replayed');
+    const traceparent = traceparentOf(grant.span);
     const nowMs = ctx.clock.nowMs();
     const workStartMs = timing.workStartMs ?? nowMs;
     ctx.metrics.grantWait.observe(Math.max(0, workStartMs - timing.receivedAtMs) / 1_000);
@@ -359,6 +427,7 @@ export class GrantService {
       ttlMs: Math.max(1, Math.floor(this.#sessions.remainingMs(session))),
       payload: grant.payload,
       attempt: grant.attempt,
+      ...(traceparent === undefined ? {} : { traceparent }),
     };
   }
 

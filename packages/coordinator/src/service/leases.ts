@@ -6,6 +6,7 @@
  * Complete, fail and release end the attempt: one txn deletes the owner key and writes the task
  * record the lifecycle computes (completed; failed, or pending after a backoff; pending again).
  */
+import type { Span } from '@opentelemetry/api';
 import {
   parseToken,
   type Complete,
@@ -21,6 +22,7 @@ import type { FinishJob, LeaseOutcome, StoredOwner, StoredTask } from '../store/
 import { MicroBatcher } from './batcher.js';
 import { lifecycleEnv, type ServiceContext } from './context.js';
 import type { LocalSession, SessionManager } from './sessions.js';
+import { Attr, contextOf, endWithReply, tracer } from './tracing.js';
 
 function holds(owner: StoredOwner | undefined, session: LocalSession, token: bigint): owner is StoredOwner {
   return owner !== undefined && owner.token === token && owner.record.sessionId === session.sessionId;
@@ -79,6 +81,10 @@ export class LeaseService {
 
   /** Never rejects. A retry after a lost reply is answered as a replay. */
   complete(session: LocalSession, msg: Complete): Promise<CoordinatorMessage> {
+    return this.#traced('leasehold.task.complete', session, msg, msg.taskId, () => this.#complete(session, msg));
+  }
+
+  #complete(session: LocalSession, msg: Complete): Promise<CoordinatorMessage> {
     return this.#guard(session, msg.id, async () => {
       const token = parseToken(msg.token);
       const done: CoordinatorMessage = {
@@ -156,6 +162,11 @@ export class LeaseService {
 
   /** Never rejects. */
   release(session: LocalSession, msg: Release): Promise<CoordinatorMessage> {
+    const taskId = this.#ctx.index.ownerOf(msg.resource)?.taskId;
+    return this.#traced('leasehold.lease.release', session, msg, taskId, () => this.#release(session, msg));
+  }
+
+  #release(session: LocalSession, msg: Release): Promise<CoordinatorMessage> {
     return this.#guard(session, msg.id, async () => {
       if (msg.incarnation !== session.incarnation) {
         return errorFrame('NOT_HOLDER', 'incarnation does not match the session', msg.id);
@@ -186,6 +197,20 @@ export class LeaseService {
    * after a backoff, or failed). A retry after a lost reply is answered from the task's history.
    */
   fail(session: LocalSession, msg: Fail): Promise<CoordinatorMessage> {
+    return this.#traced('leasehold.task.fail', session, msg, msg.taskId, async (span) => {
+      // The handler's error, as the worker reported it.
+      span.addEvent('exception', {
+        'exception.type': msg.error.name,
+        'exception.message': msg.error.message,
+        'leasehold.retryable': msg.error.retryable,
+      });
+      const reply = await this.#fail(session, msg);
+      if (reply.type === 'task.failed') span.setAttribute(Attr.OUTCOME, reply.outcome);
+      return reply;
+    });
+  }
+
+  #fail(session: LocalSession, msg: Fail): Promise<CoordinatorMessage> {
     return this.#guard(session, msg.id, async () => {
       if (msg.incarnation !== session.incarnation) {
         return errorFrame('NOT_HOLDER', 'incarnation does not match the session', msg.id);
@@ -285,6 +310,34 @@ export class LeaseService {
 
   #observeEnd(record: TaskRecord, outcome: 'completed' | 'failed'): void {
     this.#ctx.metrics.taskAttempts.observe({ outcome }, record.attempts);
+  }
+
+  /**
+   * An attempt's end as a span: a child of the worker's handler span (the frame's `traceparent`),
+   * else of the task's submit span (a worker without tracing), ended with the reply.
+   */
+  async #traced(
+    name: string,
+    session: LocalSession,
+    msg: Complete | Fail | Release,
+    taskId: string | undefined,
+    run: (span: Span) => Promise<CoordinatorMessage>,
+  ): Promise<CoordinatorMessage> {
+    const stored = taskId === undefined ? undefined : this.#ctx.index.pendingTask(taskId)?.record.traceparent;
+    const span = tracer.startSpan(
+      name,
+      {
+        attributes: {
+          [Attr.RESOURCE]: msg.resource,
+          [Attr.TOKEN]: msg.token,
+          [Attr.WORKER_ID]: session.workerId,
+          [Attr.SESSION_ID]: session.sessionId,
+          ...(taskId === undefined ? {} : { [Attr.TASK_ID]: taskId }),
+        },
+      },
+      contextOf(msg.traceparent ?? stored),
+    );
+    return endWithReply(span, await run(span));
   }
 
   #guard(session: LocalSession, id: string, run: () => Promise<CoordinatorMessage>): Promise<CoordinatorMessage> {

@@ -16,6 +16,7 @@ import {
   type TaskView,
   type TerminalTaskState,
 } from '@leasehold/protocol';
+import type { Span } from '@opentelemetry/api';
 import { ExponentialBackoff, handleAll, retry as retryPolicy } from 'cockatiel';
 import { cancelled, lastEventOf, newTask, policyOf, retried, viewState } from '../core/lifecycle.js';
 import { encodeRecord, sameDefinition, type TaskRecord } from '../core/records.js';
@@ -23,6 +24,7 @@ import { CoordinatorError } from '../errors.js';
 import type { StoredOwner, StoredTask } from '../store/port.js';
 import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
+import { Attr, markRefused, traceparentOf, tracer } from './tracing.js';
 
 export type { OwnerView, TaskView, ResourceOwnerView as ResourceView } from '@leasehold/protocol';
 
@@ -113,6 +115,31 @@ export class TaskService {
    * A task id repeated in the batch is settled against its first occurrence. Outcomes in order.
    */
   async submitMany(inputs: readonly SubmitInput[]): Promise<SubmitOutcome[]> {
+    // One `leasehold.task.submit` span per task (children of the caller's traceparent, if any);
+    // a new task's record keeps its traceparent, so every grant of the task continues this trace.
+    const spans = inputs.map((input) =>
+      tracer.startSpan('leasehold.task.submit', {
+        attributes: { [Attr.TASK_ID]: input.taskId, [Attr.RESOURCE]: input.resource },
+      }),
+    );
+    try {
+      const outcomes = await this.#submitMany(inputs, spans);
+      outcomes.forEach((res, i) => {
+        const span = spans[i];
+        if (span === undefined) return;
+        if (res.ok) span.setAttribute(Attr.OUTCOME, res.created ? 'created' : 'exists');
+        else markRefused(span, res.code, res.message);
+      });
+      return outcomes;
+    } catch (err) {
+      for (const span of spans) markRefused(span, 'UNAVAILABLE', String(err));
+      throw err;
+    } finally {
+      for (const span of spans) span.end();
+    }
+  }
+
+  async #submitMany(inputs: readonly SubmitInput[], spans: readonly Span[]): Promise<SubmitOutcome[]> {
     const out: (SubmitOutcome | undefined)[] = inputs.map(() => undefined);
     const first = new Map<string, number>();
     const nowMs = this.#ctx.wallClock();
@@ -131,7 +158,12 @@ export class TaskService {
       // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken lifecycle the chaos
       // checker must catch — the submitted retry policy ignored, unlimited attempts without backoff.
       const retry = this.#ctx.config.testSabotage === 'ignore-retry-policy' ? IGNORED_RETRY_POLICY : input.retry;
-      const record = newTask({ ...input, notBeforeMs, retry }, { nowMs, defaults: this.#ctx.config.retryPolicy });
+      const span = spans[index];
+      const traceparent = span === undefined ? undefined : traceparentOf(span);
+      const record = newTask(
+        { ...input, notBeforeMs, retry, traceparent },
+        { nowMs, defaults: this.#ctx.config.retryPolicy },
+      );
       const size = encodeRecord(record).length + input.taskId.length;
       if (chunk.length >= maxSubmitsPerCall || (chunk.length > 0 && bytes + size > maxSubmitBytesPerCall)) {
         chunks.push(chunk);

@@ -1,6 +1,15 @@
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from '../error-codes.js';
 
+/**
+ * W3C trace context (`traceparent`, version 00): optional on the frames that continue a task's
+ * trace across processes. Peers without tracing send none and ignore it.
+ */
+export const TraceparentSchema = z
+  .string()
+  .regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/)
+  .describe('W3C trace context of the span this message continues (https://www.w3.org/TR/trace-context/).');
+
 /** Correlation id a sender puts on a request; replies echo it as `inReplyTo`. */
 export const MessageIdSchema = z.string().min(1).max(64).describe('Sender-chosen message id, echoed as inReplyTo.');
 

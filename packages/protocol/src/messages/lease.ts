@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { IncarnationSchema, RequestIdSchema, ResourceIdSchema, ResultIdSchema, TaskIdSchema } from '../ids.js';
 import { TokenSchema } from '../token.js';
-import { JsonValueSchema, MessageIdSchema } from './common.js';
+import { JsonValueSchema, MessageIdSchema, TraceparentSchema } from './common.js';
 
 /** Upper bound of `lease.acquire.waitMs`. */
 export const MAX_ACQUIRE_WAIT_MS = 30_000;
@@ -40,6 +40,8 @@ export const GrantSchema = z.object({
   payload: JsonValueSchema,
   /** How many times this task has been granted (1 for the first). */
   attempt: z.number().int().positive(),
+  /** The grant's span (`leasehold.lease.grant`): the worker's handler span is its child. */
+  traceparent: TraceparentSchema.optional(),
 });
 export type Grant = z.infer<typeof GrantSchema>;
 
@@ -77,6 +79,8 @@ export const ReleaseSchema = z.object({
   id: MessageIdSchema,
   ...HeldLease,
   reason: z.string().max(500).optional(),
+  /** The worker's handler span (`leasehold.task.handle`). */
+  traceparent: TraceparentSchema.optional(),
 });
 export type Release = z.infer<typeof ReleaseSchema>;
 
@@ -95,6 +99,8 @@ export const CompleteSchema = z.object({
   taskId: TaskIdSchema,
   resultId: ResultIdSchema,
   ...HeldLease,
+  /** The worker's handler span (`leasehold.task.handle`). */
+  traceparent: TraceparentSchema.optional(),
 });
 export type Complete = z.infer<typeof CompleteSchema>;
 
@@ -128,6 +134,8 @@ export const FailSchema = z.object({
   taskId: TaskIdSchema,
   ...HeldLease,
   error: TaskFailureSchema,
+  /** The worker's handler span (`leasehold.task.handle`). */
+  traceparent: TraceparentSchema.optional(),
 });
 export type Fail = z.infer<typeof FailSchema>;
 

@@ -25,6 +25,7 @@ import type { FastifyInstance } from 'fastify';
 import type { FencedService } from '../service/fenced-service.js';
 import { describeIssues, sendError } from './replies.js';
 import { Credential } from './route-auth.js';
+import { markDecision, traced } from './tracing.js';
 
 export interface FenceRoutesOptions {
   readonly service: FencedService;
@@ -37,28 +38,48 @@ const coordinatorOnly = { config: { credential: Credential.COORDINATOR } };
 export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOptions): void {
   const { service } = options;
 
-  app.post('/v1/fences/advance', coordinatorOnly, async (request, reply) => {
-    const parsed = AdvanceRequestSchema.safeParse(request.body);
-    if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
-    const { resource, token } = parsed.data;
-    const decision = await service.advance({ resource, token: parseToken(token) });
-    if (!decision.ok) {
-      return sendError(reply, decision.code, `token ${token} is below the fence of ${resource}`, decision.fence);
-    }
-    const body: AdvanceResponse = { resource, outcome: decision.outcome, fence: formatToken(decision.fence) };
-    return reply.send(body);
-  });
+  app.post('/v1/fences/advance', coordinatorOnly, (request, reply) =>
+    traced(request, 'leasehold.sink.advance', async (span) => {
+      const parsed = AdvanceRequestSchema.safeParse(request.body);
+      if (!parsed.success) {
+        markDecision(span, 'INVALID_MESSAGE');
+        return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
+      }
+      const { resource, token } = parsed.data;
+      span.setAttributes({ 'leasehold.resource': resource, 'leasehold.token': token });
+      const decision = await service.advance({ resource, token: parseToken(token) });
+      markDecision(span, decision.ok ? decision.outcome : decision.code, formatToken(decision.fence));
+      if (!decision.ok) {
+        return sendError(reply, decision.code, `token ${token} is below the fence of ${resource}`, decision.fence);
+      }
+      const body: AdvanceResponse = { resource, outcome: decision.outcome, fence: formatToken(decision.fence) };
+      return reply.send(body);
+    }),
+  );
 
-  app.post('/v1/fences/advance-batch', coordinatorOnly, async (request, reply) => {
-    const parsed = AdvanceBatchRequestSchema.safeParse(request.body);
-    if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
-    const items = parsed.data.items.map((i) => ({ resource: i.resource, token: parseToken(i.token) }));
-    const decisions = await service.advanceBatch(items);
-    const body: AdvanceBatchResponse = {
-      results: decisions.map((d, at) => toBatchItem(items[at]?.resource ?? '', d)),
-    };
-    return reply.send(body);
-  });
+  app.post('/v1/fences/advance-batch', coordinatorOnly, (request, reply) =>
+    traced(request, 'leasehold.sink.advance', async (span) => {
+      const parsed = AdvanceBatchRequestSchema.safeParse(request.body);
+      if (!parsed.success) {
+        markDecision(span, 'INVALID_MESSAGE');
+        return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
+      }
+      const items = parsed.data.items.map((i) => ({ resource: i.resource, token: parseToken(i.token) }));
+      span.setAttribute('leasehold.advance_count', items.length);
+      const decisions = await service.advanceBatch(items);
+      const [only] = parsed.data.items;
+      const [decided] = decisions;
+      if (items.length === 1 && only !== undefined && decided !== undefined) {
+        // One advance (the usual grant): its decision on the span, as for /v1/fences/advance.
+        span.setAttributes({ 'leasehold.resource': only.resource, 'leasehold.token': only.token });
+        markDecision(span, decided.ok ? decided.outcome : decided.code, formatToken(decided.fence));
+      }
+      const body: AdvanceBatchResponse = {
+        results: decisions.map((d, at) => toBatchItem(items[at]?.resource ?? '', d)),
+      };
+      return reply.send(body);
+    }),
+  );
 
   app.post('/v1/probe', coordinatorOnly, (request, reply) => {
     const parsed = ProbeRequestSchema.safeParse(request.body);

@@ -30,6 +30,7 @@ import type { FencedService } from '../service/fenced-service.js';
 import { CapabilityVerifier } from './capability-cache.js';
 import { describeIssues, sendError } from './replies.js';
 import { Credential } from './route-auth.js';
+import { markDecision, traced } from './tracing.js';
 import { checkWriteHead, WriteHeadSchema, type WriteHead } from './write-body.js';
 
 export interface WriteRoutesOptions {
@@ -58,61 +59,80 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
   const { service, metrics } = options;
   const capabilities = new CapabilityVerifier(options.capabilityKeys, options.capabilityCacheEntries);
 
-  app.post('/v1/writes', { config: { credential: Credential.CAPABILITY } }, async (request, reply) => {
-    const body: unknown = request.body;
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-      return sendError(reply, 'INVALID_MESSAGE', 'body must be a JSON object');
-    }
-    if (typeof (body as { capability?: unknown }).capability !== 'string') {
-      request.log.warn(
-        { remote: request.ip, credential: 'capability', route: '/v1/writes' },
-        'write refused: missing capability',
-      );
-      return sendError(reply, 'UNAUTHENTICATED', 'missing write capability');
-    }
-    const head = headOf(body as Record<string, unknown>);
-    let canonicalPayload = head === undefined ? undefined : canonicalJsonOfParsed(head.payload);
-    let w: WriteHead;
-    if (head !== undefined && canonicalPayload !== undefined) {
-      w = head;
-    } else {
-      const parsed = WriteRequestSchema.safeParse(body);
-      if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
-      w = parsed.data;
-      canonicalPayload = canonicalJson(w.payload);
-    }
-    const token = parseToken(w.token);
-    const claims = { resource: w.resource, token: w.token, workerId: w.workerId, incarnation: w.incarnation };
-    if (!capabilities.verify(w.capability, claims, token)) {
-      metrics.writes.inc({ outcome: 'forbidden' });
-      request.log.warn(
-        {
-          remote: request.ip,
-          credential: 'capability',
-          route: '/v1/writes',
-          resource: w.resource,
-          token: w.token,
-          workerId: w.workerId,
-        },
-        'write refused: capability does not verify',
-      );
-      return sendError(reply, 'FORBIDDEN', 'capability does not match (resource, token, workerId, incarnation)');
-    }
-    const decision = await service.write({
-      resource: w.resource,
-      token,
-      resultId: w.resultId,
-      workerId: w.workerId,
-      payload: w.payload as JsonValue,
-      canonicalPayload,
-    });
-    if (!decision.ok) return sendError(reply, decision.code, REFUSAL_TEXT[decision.code], decision.fence);
-    const response: WriteResponse = {
-      resource: w.resource,
-      resultId: w.resultId,
-      outcome: decision.outcome,
-      fence: formatToken(decision.fence),
-    };
-    return reply.send(response);
-  });
+  const route = { config: { credential: Credential.CAPABILITY } };
+  app.post('/v1/writes', route, (request, reply) =>
+    traced(request, 'leasehold.sink.decide', async (span) => {
+      const body: unknown = request.body;
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        markDecision(span, 'INVALID_MESSAGE');
+        return sendError(reply, 'INVALID_MESSAGE', 'body must be a JSON object');
+      }
+      if (typeof (body as { capability?: unknown }).capability !== 'string') {
+        request.log.warn(
+          { remote: request.ip, credential: 'capability', route: '/v1/writes' },
+          'write refused: missing capability',
+        );
+        markDecision(span, 'UNAUTHENTICATED');
+        return sendError(reply, 'UNAUTHENTICATED', 'missing write capability');
+      }
+      const head = headOf(body as Record<string, unknown>);
+      let canonicalPayload = head === undefined ? undefined : canonicalJsonOfParsed(head.payload);
+      let w: WriteHead;
+      if (head !== undefined && canonicalPayload !== undefined) {
+        w = head;
+      } else {
+        const parsed = WriteRequestSchema.safeParse(body);
+        if (!parsed.success) {
+          markDecision(span, 'INVALID_MESSAGE');
+          return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
+        }
+        w = parsed.data;
+        canonicalPayload = canonicalJson(w.payload);
+      }
+      span.setAttributes({
+        'leasehold.resource': w.resource,
+        'leasehold.token': w.token,
+        'leasehold.result_id': w.resultId,
+        'leasehold.worker_id': w.workerId,
+      });
+      const token = parseToken(w.token);
+      const claims = { resource: w.resource, token: w.token, workerId: w.workerId, incarnation: w.incarnation };
+      if (!capabilities.verify(w.capability, claims, token)) {
+        metrics.writes.inc({ outcome: 'forbidden' });
+        request.log.warn(
+          {
+            remote: request.ip,
+            credential: 'capability',
+            route: '/v1/writes',
+            resource: w.resource,
+            token: w.token,
+            workerId: w.workerId,
+          },
+          'write refused: capability does not verify',
+        );
+        markDecision(span, 'FORBIDDEN');
+        return sendError(reply, 'FORBIDDEN', 'capability does not match (resource, token, workerId, incarnation)');
+      }
+      const decision = await service.write({
+        resource: w.resource,
+        token,
+        resultId: w.resultId,
+        workerId: w.workerId,
+        payload: w.payload as JsonValue,
+        canonicalPayload,
+      });
+      if (!decision.ok) {
+        markDecision(span, decision.code, formatToken(decision.fence));
+        return sendError(reply, decision.code, REFUSAL_TEXT[decision.code], decision.fence);
+      }
+      markDecision(span, decision.outcome, formatToken(decision.fence));
+      const response: WriteResponse = {
+        resource: w.resource,
+        resultId: w.resultId,
+        outcome: decision.outcome,
+        fence: formatToken(decision.fence),
+      };
+      return reply.send(response);
+    }),
+  );
 }
