@@ -476,7 +476,11 @@ inline answer(w, c, out, t, T) {
             /* The SDK's rule (docs/protocol.md): a session answered expired is over for the worker;
                it never resumes it (finding F1: resuming it let a peer adopt a session whose grant
                the worker had been told it lost). */
+#ifndef BAD_RESUME_AFTER_EXPIRED
             if :: out == R_EXPIRED -> drop_session(w) :: else -> skip fi
+#else
+            skip
+#endif
        fi
   :: else -> skip
   fi
@@ -615,7 +619,11 @@ inline complete(w, c, s, r, t, T, q) {
   :: !LIVE(c, s) ->                           /* LEASE_EXPIRED: the session is over for the worker */
        printf("@@ W%d -> C%d : task.complete task %d token %d\n", w, c, t, T);
        printf("@@ C%d -> W%d : LEASE_EXPIRED (the session deadline has passed)\n", c, w);
+#ifndef BAD_RESUME_AFTER_EXPIRED
        drop_session(w)
+#else
+       skip
+#endif
   :: else ->                                  /* NOT_HOLDER: left to the next holder */
        printf("@@ W%d -> C%d : task.complete task %d token %d\n", w, c, t, T);
        printf("@@ C%d -> W%d : NOT_HOLDER (finishAttempts compares failed)\n", c, w)
