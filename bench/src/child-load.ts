@@ -3,6 +3,7 @@
  * baselines, …): start them together, sum their counters, collect their summaries.
  */
 import { NodeChild } from './infra/child.js';
+import { profileArgs } from './infra/stack.js';
 import type { Load } from './measure.js';
 import type { Counters } from './procs/protocol.js';
 
@@ -22,7 +23,12 @@ export class ChildLoad implements Load {
     params: (round: number, child: number) => Record<string, unknown>;
   }) {
     this.name = args.name;
-    this.children = Array.from({ length: args.count }, (_, i) => new NodeChild(args.script, `${args.name}-${i}`));
+    // LEASEHOLD_BENCH_PROFILE=worker profiles the worker SDK processes (procs/sdk-worker.js).
+    const profiled = args.script === 'sdk-worker.js' ? 'worker' : 'clients';
+    this.children = Array.from(
+      { length: args.count },
+      (_, i) => new NodeChild(args.script, `${args.name}-${i}`, profileArgs(profiled, `${args.name}-${i}`)),
+    );
     this.#counted = () => args.counted(this.children);
     this.#params = args.params;
   }
@@ -50,7 +56,8 @@ export class ChildLoad implements Load {
   async stop(): Promise<Record<string, unknown>> {
     const all = await Promise.all(this.children.map((c) => c.request({ type: 'stop' }, 'stopped', 120_000)));
     this.summaries.push(all);
-    return {};
+    const firstError = all.map((m) => m.firstError).find((e) => typeof e === 'string' && e !== '');
+    return firstError === undefined ? {} : { firstError };
   }
   async close(): Promise<void> {
     await Promise.all(this.children.map((c) => c.kill()));

@@ -34,7 +34,11 @@ export async function runConsensusBench(o: ConsensusOptions): Promise<BenchRow[]
     const timer = setInterval(() => {
       clientCpu = cpuMs(child.pid ?? 0) ?? clientCpu;
     }, 250);
-    await new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    await new Promise<void>((resolve) =>
+      child.once('exit', () => {
+        resolve();
+      }),
+    );
     clearInterval(timer);
     const seconds = (performance.now() - t0) / 1000;
     const etcdCpu = (cpuMs(etcd.pid) ?? 0) - etcd0;

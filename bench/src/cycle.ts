@@ -127,8 +127,11 @@ export class CycleLoad implements Load {
   }
 }
 
-/** The leasehold side (also the background load of the takeover suite). */
-export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'leasehold'): CycleLoad {
+/**
+ * The leasehold side (also the background load of the takeover suite, which submits its tasks at
+ * `priority` 1 so the SDK workers take them before the takeover suite's own priority-0 tasks).
+ */
+export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'leasehold', priority = 0): CycleLoad {
   return new CycleLoad({
     name,
     script: 'sdk-worker.js',
@@ -140,7 +143,10 @@ export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'l
       workerId: `${name}-${round}-${i}`,
       concurrency: CYCLE_SLOTS,
     }),
-    submit: (ids) => admin.submitBatch(ids.map((n) => ({ taskId: `c${n}`, resource: `cr/${n}` }))),
+    submit: (ids) =>
+      admin.submitBatch(
+        ids.map((n) => ({ taskId: `${name}-${n}`, resource: `cr/${n}`, ...(priority > 0 ? { priority } : {}) })),
+      ),
   });
 }
 

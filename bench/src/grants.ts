@@ -74,7 +74,7 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
         params: (round) => ({ endpoint: o.etcd.endpoint, prefix: basePrefix, lanes, mode, tag: `${name}-${round}` }),
       });
     const held = acquirers('grants', 'held');
-    const cycle = acquirers('grant+release', 'cycle');
+    const cycle = acquirers('grant-release', 'cycle');
     const raw = etcdLoad('rawTxn', 'rawTxn');
     const lock = etcdLoad('lock', 'lock');
     loads.push(held, cycle, raw, lock);
@@ -119,11 +119,11 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
       throughputRow({
         name: `grant + release cycles/s (acquire → granted → release → released), ${lanes} acquirers`,
         unit: 'cycles/s',
-        figure: get('grant+release'),
+        figure: get('grant-release'),
         base: get('lock'),
         baselineName: `etcd3 Lock acquire+release, fresh key, ${lanes} in flight, own process`,
         cpu: 'counted',
-        note: `CPU per op: coordinator + etcd + sink vs etcd + Lock client; acquirer processes ${acq(get('grant+release'))} µs per cycle`,
+        note: `CPU per op: coordinator + etcd + sink vs etcd + Lock client; acquirer processes ${acq(get('grant-release'))} µs per cycle`,
       }),
       limitRow({
         name: `grant latency p99 (acquire → granted), ${lanes} acquirers`,

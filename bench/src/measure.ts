@@ -119,10 +119,13 @@ export async function measureRound(load: Load, round: number, o: MeasureOptions)
     summary,
   };
   o.log(
-    `round ${round} ${load.name}: ${Math.round(result.rate)}/s, CPU µs/op ${Object.entries(cpuUs)
+    `round ${round} ${load.name}: ${Math.round(result.rate)}/s${result.errors > 0 ? ` (${result.errors} errors)` : ''}, CPU µs/op ${Object.entries(
+      cpuUs,
+    )
       .map(([k, v]) => `${k} ${Math.round(v)}`)
       .join(' ')} clients ${Math.round(clientUs)}; warm-up ${warm.slices} s${warm.steady ? '' : ' (NOT steady)'}` +
-      `; foreign ${foreignCores.toFixed(2)} cores`,
+      `; foreign ${foreignCores.toFixed(2)} cores` +
+      (typeof summary.firstError === 'string' ? `; first error ${summary.firstError}` : ''),
   );
   return result;
 }
@@ -178,7 +181,10 @@ export function pooled(results: readonly RoundResult[], pick: (r: RoundResult) =
 }
 
 /** Least-squares line y = a + b·x with the standard error of the slope. */
-export function fitLine(xs: readonly number[], ys: readonly number[]): { intercept: number; slope: number; slopeSe: number } {
+export function fitLine(
+  xs: readonly number[],
+  ys: readonly number[],
+): { intercept: number; slope: number; slopeSe: number } {
   const n = xs.length;
   const mx = xs.reduce((a, b) => a + b, 0) / n;
   const my = ys.reduce((a, b) => a + b, 0) / n;

@@ -2,8 +2,9 @@
  * Suite `renewal` (and memory): does keeping leases cost anything per held resource?
  *
  * The built coordinator (session TTL 3 s, heartbeat every 1 s) with 100 raw WebSocket sessions
- * heartbeating, spread over the interval. One of them, the holder, holds L resources; the other 99
- * hold nothing. L walks the levels up and back down (e.g. 0, 1k, 10k, 50k, 10k, 1k, 0: A-B-A
+ * heartbeating, spread over the interval. Holders hold L resources in all, filled one session at a
+ * time up to the protocol's 10,000 per session (`capacity` ≤ 10k: 1k and 10k sit in one session,
+ * 50k in five); the other sessions hold nothing. L walks the levels up and back down (e.g. 0, 1k, 10k, 50k, 10k, 1k, 0: A-B-A
  * windows at every step, so a drift over time shows as a gap between the up and down windows
  * instead of as a slope). Pending tasks stay constant: going up, the bench submits as many new
  * tasks as the holder then acquires; going down, the holder completes tasks (a release would give
@@ -27,6 +28,7 @@ export interface RenewalOptions {
 }
 
 const SESSIONS = 100;
+const PER_SESSION_MAX = 10_000;
 const PENDING = 1_000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -42,7 +44,7 @@ export async function runRenewalBench(o: RenewalOptions): Promise<BenchRow[]> {
   const stack = await startStack({ name: 'renewal', etcd: o.etcd, sessionTtlMs: 3_000, heartbeatIntervalMs: 1_000 });
   const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
   const workers: RawWorker[] = [];
-  const held: GrantFrame[] = [];
+  const held: { holder: RawWorker; grant: GrantFrame }[] = [];
   let submitted = 0;
   let seq = 0;
   const submit = async (n: number) => {
@@ -58,17 +60,21 @@ export async function runRenewalBench(o: RenewalOptions): Promise<BenchRow[]> {
     const idleRss = rssBytes(stack.coordinator.pid) ?? 0;
     await submit(PENDING);
     const max = Math.max(...o.levels);
+    const holderCount = Math.ceil(max / PER_SESSION_MAX);
     for (let i = 0; i < SESSIONS; i += 1) {
-      const capacity = i === 0 ? max + 1 : 1;
+      const capacity = i < holderCount ? PER_SESSION_MAX : 1;
       workers.push(await RawWorker.open(stack.coordinator.url, stack.keys.workerKey, `renew-${i}`, capacity));
     }
     workers.forEach((w, i) => {
-      setTimeout(() => {
-        w.startHeartbeats(1_000);
-      }, (1_000 * i) / SESSIONS).unref();
+      setTimeout(
+        () => {
+          w.startHeartbeats(1_000);
+        },
+        (1_000 * i) / SESSIONS,
+      ).unref();
     });
-    const holder = workers[0];
-    if (holder === undefined) throw new Error('no holder');
+    const holders = workers.slice(0, holderCount);
+    const counts = holders.map(() => 0);
     const moveTo = async (level: number) => {
       const t0 = performance.now();
       if (level > held.length) {
@@ -78,11 +84,16 @@ export async function runRenewalBench(o: RenewalOptions): Promise<BenchRow[]> {
         let want = delta;
         await pool(64, 64, async () => {
           while (want > 0 && performance.now() - t0 < 180_000) {
+            const at = counts.findIndex((c) => c < PER_SESSION_MAX);
+            const holder = holders[at];
+            if (holder === undefined) break;
             want -= 1;
+            counts[at] = (counts[at] ?? 0) + 1;
             const reply = await holder.acquire(`a${seq++}`);
-            if (isGrant(reply)) held.push(reply);
+            if (isGrant(reply)) held.push({ holder, grant: reply });
             else {
               want += 1;
+              counts[at] = (counts[at] ?? 0) - 1;
               await sleep(5);
             }
           }
@@ -90,9 +101,11 @@ export async function runRenewalBench(o: RenewalOptions): Promise<BenchRow[]> {
       } else {
         const drop = held.splice(level);
         await pool(drop.length, 64, async (i) => {
-          const g = drop[i];
-          if (g === undefined) return;
-          const r = await holder.complete(g, `done-${g.token}`);
+          const h = drop[i];
+          if (h === undefined) return;
+          const at = holders.indexOf(h.holder);
+          counts[at] = (counts[at] ?? 0) - 1;
+          const r = await h.holder.complete(h.grant, `done-${h.grant.token}`);
           if (r.type !== 'task.completed') throw new Error(`complete answered ${r.type}`);
         });
       }
@@ -121,16 +134,22 @@ export async function runRenewalBench(o: RenewalOptions): Promise<BenchRow[]> {
       o.log(`renewal window: ${w.held} held, coordinator ${c.toFixed(1)} ms/s, etcd ${e.toFixed(1)} ms/s`);
     }
     const xs = windows.map((w) => w.held / 10_000);
-    const fitC = fitLine(xs, windows.map((w) => w.coordinator));
-    const fitE = fitLine(xs, windows.map((w) => w.etcd));
+    const fitC = fitLine(
+      xs,
+      windows.map((w) => w.coordinator),
+    );
+    const fitE = fitLine(
+      xs,
+      windows.map((w) => w.etcd),
+    );
     const list = (k: 'coordinator' | 'etcd') => windows.map((w) => `${w.held}: ${w[k].toFixed(1)}`).join(', ');
     const mib = (b: number) => b / 1024 / 1024;
     const top = windows.find((w) => w.held === max) ?? windows[0];
     const zero = windows.at(-1);
-    const setup = `${SESSIONS} sessions (1 holder), heartbeat 1 s, TTL 3 s, ${PENDING} pending tasks throughout, ${o.windowSeconds} s windows`;
+    const setup = `${SESSIONS} sessions (${holderCount} holding, ≤ ${PER_SESSION_MAX} each), heartbeat 1 s, TTL 3 s, ${PENDING} pending tasks throughout, ${o.windowSeconds} s windows`;
     return [
       limitRow({
-        name: `renewal: coordinator CPU slope vs held resources (0–${max / 1000}k held by one session)`,
+        name: `renewal: coordinator CPU slope vs held resources (0–${max / 1000}k held)`,
         value: fitC.slope,
         unit: 'ms CPU/s per 10k held',
         limit: 2,

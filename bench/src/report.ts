@@ -41,12 +41,19 @@ export const round = (x: number, digits = 0): number => Number(x.toFixed(digits)
 /** Ratio digits: two, or three when two would round a miss onto its target (0.997 is not 1.00). */
 function showRatio(ratio: number, target: number | undefined, kind: TargetKind | undefined): number {
   const r2 = round(ratio, 2);
-  if (target !== undefined && kind === 'ratio>=' && ratio < target && r2 >= target) return Math.floor(ratio * 1000) / 1000;
-  if (target !== undefined && kind === 'ratio<=' && ratio > target && r2 <= target) return Math.ceil(ratio * 1000) / 1000;
+  if (target !== undefined && kind === 'ratio>=' && ratio < target && r2 >= target)
+    return Math.floor(ratio * 1000) / 1000;
+  if (target !== undefined && kind === 'ratio<=' && ratio > target && r2 <= target)
+    return Math.ceil(ratio * 1000) / 1000;
   return r2;
 }
 
-function clears(kind: TargetKind | undefined, target: number | undefined, ratio: number | null, value: number): boolean | null {
+function clears(
+  kind: TargetKind | undefined,
+  target: number | undefined,
+  ratio: number | null,
+  value: number,
+): boolean | null {
   if (target === undefined || kind === undefined) return null;
   if (kind === 'value<=') return value <= target;
   if (ratio === null) return false;
@@ -227,7 +234,11 @@ export function percentile(sorted: readonly number[], p: number): number {
 export function formatTable(rows: readonly BenchRow[], overloaded: boolean): string {
   const cell = (v: number | null | undefined) => (v === null || v === undefined ? '' : String(v));
   const target = (r: BenchRow) =>
-    r.target === null ? '' : r.targetKind === 'value<=' ? `≤ ${r.target}` : `${r.targetKind === 'ratio<=' ? '≤' : '≥'} ${r.target}×`;
+    r.target === null
+      ? ''
+      : r.targetKind === 'value<='
+        ? `≤ ${r.target}`
+        : `${r.targetKind === 'ratio<=' ? '≤' : '≥'} ${r.target}×`;
   const met = (r: BenchRow) => {
     if (r.clearsTarget === null) return '';
     if (overloaded) return `n/a (overloaded; ${r.clearsTarget ? 'clears' : 'misses'})`;

@@ -157,7 +157,8 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
     const [w200, w4k, helloR] = [get('write-200'), get('write-4k'), get('hello')];
     const reused = sides.reduce((a, s) => a + s.summaries.reduce((b, m) => b + Number(m.reused ?? 0), 0), 0);
     const failed = [...w200, ...w4k].reduce((a, r) => a + r.errors, 0);
-    const p = (side: HttpSide | undefined, key: string) => median((side?.summaries ?? []).map((m) => Number(m[key] ?? 0)));
+    const p = (side: HttpSide | undefined, key: string) =>
+      median((side?.summaries ?? []).map((m) => Number(m[key] ?? 0)));
     const [s200, s4k, sHello] = sides;
     const ctx =
       `autocannon in its own process, ${o.connections} connections; a fresh grant per write (own resource, token and ` +

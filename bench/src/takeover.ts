@@ -9,7 +9,8 @@
  * p99 ≤ 25 ms) and to its first accepted write; to the holder's `session.expired`; late writes of
  * paused holders accepted (must be 0); failed takeovers.
  */
-import { CycleLoad, leaseholdCycle } from './cycle.js';
+import type { CycleLoad } from './cycle.js';
+import { leaseholdCycle } from './cycle.js';
 import { NodeChild } from './infra/child.js';
 import type { Etcd } from './infra/etcd.js';
 import { Admin } from './infra/raw-worker.js';
@@ -28,12 +29,17 @@ const WAVE = 64;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> {
-  const stack = await startStack({ name: 'takeover', etcd: o.etcd, sessionTtlMs: TTL_MS, heartbeatIntervalMs: HEARTBEAT_MS });
+  const stack = await startStack({
+    name: 'takeover',
+    etcd: o.etcd,
+    sessionTtlMs: TTL_MS,
+    heartbeatIntervalMs: HEARTBEAT_MS,
+  });
   const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
   let background: CycleLoad | undefined;
   const driver = new NodeChild('takeover-driver.js', 'takeover-driver');
   try {
-    background = leaseholdCycle(stack, admin, o.etcd, 'background');
+    background = leaseholdCycle(stack, admin, o.etcd, 'background', 1);
     await background.start(1);
     await sleep(2_000);
     const c0 = await background.sample();
@@ -63,10 +69,13 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
     const x = sorted('toExpired');
     const pp = (xs: readonly number[]) =>
       `p50 ${percentile(xs, 50).toFixed(1)}, p99 ${percentile(xs, 99).toFixed(1)}, p999 ${percentile(xs, 99.9).toFixed(1)} ms`;
-    o.log(`takeover: ${g.length} takeovers; to grant ${pp(g)}; to write ${pp(w)}; background ${Math.round(cycleRate)} tasks/s`);
+    o.log(
+      `takeover: ${g.length} takeovers; to grant ${pp(g)}; to write ${pp(w)}; background ${Math.round(cycleRate)} tasks/s`,
+    );
     const setup =
       `${g.length} takeovers in waves of ${WAVE}, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker long-polls; ` +
-      `under the cycle load (${Math.round(cycleRate)} tasks/s completed meanwhile by 8 SDK worker processes); ${pp(g)}`;
+      `under the cycle load (${Math.round(cycleRate)} tasks/s completed meanwhile by 8 SDK worker processes); ${pp(g)}` +
+      `; holders that never got their grant (left out): ${Number(res.holderSetupFailed ?? 0)}; taker sessions that expired (reopened): ${Number(res.takerSessionsLost ?? 0)}${typeof res.holderReply === 'string' && res.holderReply !== '' ? ` (${res.holderReply})` : ''}`;
     return [
       limitRow({
         name: 'takeover under cycle load: holder deadline → new holder granted, p99',
@@ -107,7 +116,14 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
         limit: 0,
         digits: 0,
       }),
-      limitRow({ name: 'takeover: failed takeovers', value: Number(res.failed), unit: 'takeovers', limit: 0, digits: 0 }),
+      limitRow({
+        name: 'takeover: failed takeovers',
+        value: Number(res.failed),
+        unit: 'takeovers',
+        limit: 0,
+        digits: 0,
+        note: `no grant within 5 s of the deadline, or the first write refused${typeof res.takerReply === 'string' && res.takerReply !== '' ? `; a taker was answered ${res.takerReply}` : ''}`,
+      }),
     ];
   } finally {
     await driver.kill();

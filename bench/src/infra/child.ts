@@ -88,10 +88,13 @@ export class NodeChild {
     });
   }
 
+  /** Close the IPC channel (the child exits by itself, writing its --cpu-prof); SIGKILL after 5 s. */
   async kill(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     const exited = new Promise((resolve) => this.child.once('exit', resolve));
-    this.child.kill('SIGKILL');
+    if (this.child.connected) this.child.disconnect();
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
     await exited;
+    clearTimeout(timer);
   }
 }

@@ -101,7 +101,8 @@ export async function compactEtcd(etcd: Etcd): Promise<void> {
   const client = new Etcd3({ hosts: [etcd.endpoint] });
   try {
     await sleep(200);
-    const revision = (await client.get('leasehold-bench-compact').exec()).header.revision;
+    // A write first: compacting twice at one revision (nothing written in between) is an error.
+    const revision = (await client.put('leasehold-bench-compact').value('x').exec()).header.revision;
     await client.kv.compact({ revision, physical: true });
   } finally {
     client.close();

@@ -41,7 +41,9 @@ function ping(port: number): Promise<boolean> {
       socket.destroy();
       resolve(d.toString().startsWith('+PONG'));
     });
-    socket.once('error', () => resolve(false));
+    socket.once('error', () => {
+      resolve(false);
+    });
     socket.once('timeout', () => {
       socket.destroy();
       resolve(false);

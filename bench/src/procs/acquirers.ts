@@ -22,6 +22,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const workers: RawWorker[] = [];
 const counters: Counters = { ops: 0, errors: 0 };
 let none = 0;
+let firstError = '';
 let running = false;
 let recording = false;
 let lanes: Promise<void>[] = [];
@@ -37,7 +38,10 @@ async function lane(w: RawWorker, i: number, p: Params): Promise<void> {
         if (reply.type === 'lease.none') {
           none += 1;
           await sleep(2);
-        } else counters.errors += 1;
+        } else {
+          counters.errors += 1;
+          firstError ||= JSON.stringify(reply).slice(0, 300);
+        }
         continue;
       }
       if (recording && (n & 3) === 0) latencies.push(performance.now() - sentAt);
@@ -47,10 +51,14 @@ async function lane(w: RawWorker, i: number, p: Params): Promise<void> {
       } else {
         const r = await w.release(reply);
         if (r.type === 'lease.released') counters.ops += 1;
-        else counters.errors += 1;
+        else {
+          counters.errors += 1;
+          firstError ||= JSON.stringify(r).slice(0, 300);
+        }
       }
-    } catch {
+    } catch (err) {
       counters.errors += 1;
+      firstError ||= String(err).slice(0, 300);
     }
   }
 }
@@ -58,7 +66,7 @@ async function lane(w: RawWorker, i: number, p: Params): Promise<void> {
 serve<Params>({
   async start(p) {
     while (workers.length < p.sessions) {
-      const w = await RawWorker.open(p.url, p.workerKey, `acq-${process.pid}-${workers.length}`, 100_000);
+      const w = await RawWorker.open(p.url, p.workerKey, `acq-${process.pid}-${workers.length}`, 10_000);
       w.startHeartbeats(2_000);
       workers.push(w);
     }
@@ -87,6 +95,6 @@ serve<Params>({
         }
       }),
     );
-    return { none, latencies: latencies.map((x) => Math.round(x * 100) / 100) };
+    return { none, firstError, latencies: latencies.map((x) => Math.round(x * 100) / 100) };
   },
 });

@@ -32,6 +32,10 @@ const toWrite: number[] = [];
 const toExpired: number[] = [];
 let staleAccepted = 0;
 let failed = 0;
+let holderSetupFailed = 0;
+let holderReply = '';
+let takerReply = '';
+let takerSessionsLost = 0;
 let seq = 0;
 
 async function run(p: Params): Promise<void> {
@@ -48,17 +52,29 @@ async function run(p: Params): Promise<void> {
     const waves = Math.ceil(p.takeovers / p.wave) + 1;
     for (let wave = 0; wave < waves; wave += 1) {
       const counted = wave > 0;
-      const tasks = Array.from({ length: p.wave }, (_, i) => ({ taskId: `w${wave}-t${i}`, resource: `tk/${wave}/${i}` }));
+      const tasks = Array.from({ length: p.wave }, (_, i) => ({
+        taskId: `w${wave}-t${i}`,
+        resource: `tk/${wave}/${i}`,
+      }));
       const refused = await admin.submitBatch(tasks);
       if (refused > 0) throw new Error(`${refused} takeover tasks refused`);
       const holders = await Promise.all(
-        tasks.map((_, i) => RawWorker.open(p.coordinatorUrl, p.workerKey, `holder-${wave}-${i}`)),
+        tasks.map(async (_, i) => {
+          const h = await RawWorker.open(p.coordinatorUrl, p.workerKey, `holder-${wave}-${i}`);
+          h.startHeartbeats(p.heartbeatMs);
+          return h;
+        }),
       );
+      // A holder whose session could not get its grant (e.g. it expired on a starved machine
+      // before the acquire was answered) is left out of this wave and counted apart.
       const grants = await Promise.all(
         holders.map(async (h, i) => {
-          h.startHeartbeats(p.heartbeatMs);
           const reply = await h.acquire(`h${wave}-${i}`, tasks[i]?.taskId);
-          if (!isGrant(reply)) throw new Error(`holder ${i} got ${JSON.stringify(reply)}`);
+          if (!isGrant(reply)) {
+            holderSetupFailed += 1;
+            holderReply ||= JSON.stringify(reply).slice(0, 200);
+            return undefined;
+          }
           await h.heartbeat();
           return reply;
         }),
@@ -67,7 +83,7 @@ async function run(p: Params): Promise<void> {
       const finished: { taker: RawWorker; grant: GrantFrame }[] = [];
       await Promise.all(
         holders.map(async (holder, i) => {
-          const taker = takers[i];
+          let taker = takers[i];
           const task = tasks[i];
           const old = grants[i];
           if (taker === undefined || task === undefined || old === undefined) return;
@@ -83,7 +99,17 @@ async function run(p: Params): Promise<void> {
           while (grant === undefined && performance.now() < deadline + 5_000) {
             const reply = await taker.acquire(`k${++seq}`, task.taskId, 2_000);
             if (isGrant(reply)) grant = reply;
-            else await sleep(2);
+            else if (reply.type === 'error' && reply.code === 'SESSION_EXPIRED') {
+              // The taker's own session expired (a starved machine): open a new one and go on.
+              takerSessionsLost += 1;
+              taker.close();
+              taker = await RawWorker.open(p.coordinatorUrl, p.workerKey, `taker-${i}-${++seq}`, 100);
+              taker.startHeartbeats(p.heartbeatMs);
+              takers[i] = taker;
+            } else {
+              if (reply.type !== 'lease.none') takerReply ||= JSON.stringify(reply).slice(0, 200);
+              await sleep(2);
+            }
           }
           if (grant === undefined) {
             if (counted) failed += 1;
@@ -137,6 +163,16 @@ serve<Params>({
   sample: () => ({ ops: toGrant.length, errors: failed }),
   stop: () => {
     const r = (xs: number[]) => xs.map((x) => Math.round(x * 100) / 100);
-    return Promise.resolve({ toGrant: r(toGrant), toWrite: r(toWrite), toExpired: r(toExpired), staleAccepted, failed });
+    return Promise.resolve({
+      toGrant: r(toGrant),
+      toWrite: r(toWrite),
+      toExpired: r(toExpired),
+      staleAccepted,
+      failed,
+      holderSetupFailed,
+      holderReply,
+      takerReply,
+      takerSessionsLost,
+    });
   },
 });
