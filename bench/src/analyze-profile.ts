@@ -1,9 +1,10 @@
 /**
- * `node bench/dist/analyze-profile.js FILE.cpuprofile [--top 25]`: what a `node --cpu-prof`
+ * `node bench/dist/analyze-profile.js FILE.cpuprofile [--top 25] [--skip 5]`: what a `node --cpu-prof`
  * profile (LEASEHOLD_BENCH_PROFILE=coordinator,sink,worker) spent its busy time on — self time by
  * area (GC, node internals, each npm package, each leasehold package, native code), the top
  * functions by self time with their heaviest call paths, and the leasehold functions by inclusive
- * time. Shares are of busy samples ((idle) left out). Markdown on stdout.
+ * time. Shares are of busy samples ((idle) left out); `--skip S` leaves out the first S seconds
+ * (start-up: module loading, JIT). Markdown on stdout.
  */
 import { readFileSync } from 'node:fs';
 
@@ -32,6 +33,8 @@ if (file === undefined) {
 }
 const topAt = process.argv.indexOf('--top');
 const TOP = topAt > 0 ? Number(process.argv[topAt + 1]) : 25;
+const skipAt = process.argv.indexOf('--skip');
+const SKIP_US = skipAt > 0 ? Number(process.argv[skipAt + 1]) * 1e6 : 0;
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 
 const byId = new Map<number, ProfileNode>(profile.nodes.map((n) => [n.id, n]));
@@ -55,8 +58,12 @@ function label(f: CallFrame): string {
 }
 
 const selfUs = new Map<number, number>();
+let elapsedUs = 0;
 profile.samples.forEach((id, i) => {
-  selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  const delta = profile.timeDeltas[i] ?? 0;
+  elapsedUs += delta;
+  if (elapsedUs < SKIP_US) return;
+  selfUs.set(id, (selfUs.get(id) ?? 0) + delta);
 });
 let busy = 0;
 for (const [id, us] of selfUs) if (byId.get(id)?.callFrame.functionName !== '(idle)') busy += us;
@@ -93,7 +100,7 @@ for (const [id, us] of selfUs) {
   fns.set(key, entry);
 }
 
-const seconds = (profile.endTime - profile.startTime) / 1e6;
+const seconds = (profile.endTime - profile.startTime - SKIP_US) / 1e6;
 const out: string[] = [];
 out.push(
   `Profile ${file}: ${seconds.toFixed(1)} s, busy ${(busy / 1e6).toFixed(1)} s (${((100 * busy) / 1e6 / seconds).toFixed(0)}% of one core)`,

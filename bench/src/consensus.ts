@@ -42,7 +42,8 @@ export async function runConsensusBench(o: ConsensusOptions): Promise<BenchRow[]
     clearInterval(timer);
     const seconds = (performance.now() - t0) / 1000;
     const etcdCpu = (cpuMs(etcd.pid) ?? 0) - etcd0;
-    const throughput = Number(/Throughput is (\d+) writes\/s/.exec(out)?.[1] ?? 0);
+    // "PASS: Throughput is 15000 writes/s" or "FAIL: Throughput too low: 3056 writes/s"
+    const throughput = Number(/Throughput[^\d]*(\d+) writes\/s/.exec(out)?.[1] ?? 0);
     const verdicts = out
       .split('\n')
       .map((l) => l.trim())

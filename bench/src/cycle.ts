@@ -196,9 +196,15 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
       const parts = Object.keys(rs[0]?.cpuUs ?? {}).map(
         (k) => `${k} ${Math.round(median(rs.map((r) => r.cpuUs[k] ?? 0)))}`,
       );
-      return `${parts.join(', ')}, workers + submitter ${Math.round(median(rs.map((r) => r.clientUs)))}`;
+      const clients = median(rs.map((r) => r.clientUs));
+      const self = median(rs.map((r) => r.selfUs));
+      return `${parts.join(', ')}, worker processes ${Math.round(clients - self)}, bench submitter ${Math.round(self)}`;
     };
     const errors = get('leasehold').reduce((a, r) => a + r.errors, 0) + leasehold.submitErrors;
+    const summaries = leasehold.workers.summaries.flat();
+    const windowOps = summaries.reduce((a, s) => a + Number(s.windowOps ?? 0), 0);
+    const perTask = (k: string) =>
+      windowOps > 0 ? (summaries.reduce((a, s) => a + Number(s[k] ?? 0), 0) / windowOps).toFixed(2) : '?';
     const shape = `${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots, batches of ≤ ${SUBMIT_BATCH}, backlog ≤ ${BACKLOG}`;
     const rows: BenchRow[] = [];
     if (get('bullmq-always').length > 0) {
@@ -213,7 +219,8 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
           target: 1.0,
           note:
             `${shape}; CPU µs per task (all processes; medians): leasehold ${describe(get('leasehold'))}; ` +
-            `BullMQ always ${describe(get('bullmq-always'))}; refused, lost or unsubmitted during leasehold rounds: ${errors}`,
+            `BullMQ always ${describe(get('bullmq-always'))}; WebSocket frames per leasehold task: ${perTask('framesOut')} ` +
+            `worker → coordinator, ${perTask('framesIn')} back; refused, lost or unsubmitted during leasehold rounds: ${errors}`,
         }),
         throughputRow({
           name: 'full task cycles/s vs BullMQ, AOF everysec',

@@ -41,8 +41,10 @@ export interface RoundResult {
   readonly cpuUs: Readonly<Record<string, number>>;
   /** Sum of `cpuUs`. */
   readonly countedUs: number;
-  /** µs of CPU per operation of the clients. */
+  /** µs of CPU per operation of the clients (client processes + the bench process when it submits). */
   readonly clientUs: number;
+  /** The bench process' part of `clientUs`. */
+  readonly selfUs: number;
   /** Cores used by processes outside the bench during the window. */
   readonly foreignCores: number;
   readonly warmupSlices: number;
@@ -113,6 +115,7 @@ export async function measureRound(load: Load, round: number, o: MeasureOptions)
     cpuUs,
     countedUs: Object.values(cpuUs).reduce((a, b) => a + b, 0),
     clientUs,
+    selfUs: per((self.user + self.system) / 1000),
     foreignCores,
     warmupSlices: warm.slices,
     steady: warm.steady,

@@ -37,10 +37,10 @@ function flag(name: string): string | undefined {
 const has = (name: string) => process.argv.includes(name);
 
 const quick = has('--quick');
-const rounds = Number(flag('--rounds') ?? (quick ? 2 : 5));
+const rounds = Number(flag('--rounds') ?? (quick ? 1 : 5));
 /** Measured seconds per side per round. */
-const seconds = Number(flag('--seconds') ?? (quick ? 1.5 : 4));
-const maxWarmupSlices = quick ? 3 : 8;
+const seconds = Number(flag('--seconds') ?? (quick ? 1 : 4));
+const maxWarmupSlices = quick ? 2 : 8;
 const only = (flag('--only') ?? DEFAULT_SUITES.join(','))
   .split(',')
   .map((s) => s.trim())
@@ -92,8 +92,8 @@ for (const suite of only) {
           ...(await runRenewalBench({
             etcd,
             log,
-            levels: quick ? [0, 1_000, 5_000] : [0, 1_000, 10_000, 50_000],
-            windowSeconds: quick ? 2 : 4,
+            levels: quick ? [0, 1_000, 3_000] : [0, 1_000, 10_000, 50_000],
+            windowSeconds: quick ? 1.5 : 5,
           })),
         );
         break;

@@ -6,7 +6,26 @@
  * bench's submitter uses to keep its backlog bounded.
  */
 import { startWorker, type Worker } from '@leasehold/worker';
+import WebSocket from 'ws';
 import { send, serve, type Counters } from './protocol.js';
+
+// Count the WebSocket frames this worker exchanges with the coordinator (same `ws` module instance
+// as the SDK's): frames per task is evidence for the profiles (docs/benchmarks.md).
+const frames = { in: 0, out: 0 };
+const proto = WebSocket.prototype as unknown as {
+  send: (...args: unknown[]) => void;
+  emit: (event: string | symbol, ...args: unknown[]) => boolean;
+};
+const originalSend = proto.send;
+const originalEmit = proto.emit;
+proto.send = function (this: unknown, ...args: unknown[]) {
+  frames.out += 1;
+  originalSend.apply(this, args);
+};
+proto.emit = function (this: unknown, event: string | symbol, ...args: unknown[]) {
+  if (event === 'message') frames.in += 1;
+  return originalEmit.apply(this, [event, ...args]);
+};
 
 interface Params {
   readonly coordinatorUrl: string;
@@ -18,6 +37,8 @@ interface Params {
 
 const counters: Counters = { ops: 0, errors: 0 };
 let worker: Worker | undefined;
+const framesAtBegin = { in: 0, out: 0, ops: 0 };
+const framesAtEnd = { in: 0, out: 0, ops: 0 };
 let unreported = 0;
 setInterval(() => {
   if (unreported > 0) {
@@ -48,10 +69,18 @@ serve<Params>({
     worker = w;
     return Promise.resolve();
   },
-  sample: () => counters,
+  sample(mark) {
+    if (mark === 'begin') Object.assign(framesAtBegin, frames, { ops: counters.ops });
+    if (mark === 'end') Object.assign(framesAtEnd, frames, { ops: counters.ops });
+    return counters;
+  },
   async stop() {
     await worker?.close(2_000);
     worker = undefined;
-    return {};
+    return {
+      framesIn: framesAtEnd.in - framesAtBegin.in,
+      framesOut: framesAtEnd.out - framesAtBegin.out,
+      windowOps: framesAtEnd.ops - framesAtBegin.ops,
+    };
   },
 });

@@ -49,8 +49,10 @@ async function run(p: Params): Promise<void> {
       takers.push(w);
     }
     // Wave 0 is a warm-up (JIT of the hot paths): run, not counted.
-    const waves = Math.ceil(p.takeovers / p.wave) + 1;
-    for (let wave = 0; wave < waves; wave += 1) {
+    // Until `takeovers` are counted (a wave can lose holders that never got their grant), at most
+    // twice the planned waves.
+    const maxWaves = 2 * Math.ceil(p.takeovers / p.wave) + 1;
+    for (let wave = 0; wave < maxWaves && toGrant.length + failed < p.takeovers; wave += 1) {
       const counted = wave > 0;
       const tasks = Array.from({ length: p.wave }, (_, i) => ({
         taskId: `w${wave}-t${i}`,
