@@ -17,6 +17,7 @@ const resolve = {
     { find: /^@leasehold\/devkit$/, replacement: src('devkit/src/index.ts') },
     { find: /^@leasehold\/client$/, replacement: src('client/src/index.ts') },
     { find: /^@leasehold\/cli\/pki$/, replacement: src('cli/src/pki.ts') },
+    { find: /^@leasehold\/cli\/worker-config$/, replacement: src('cli/src/worker-config.ts') },
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },
   ],
 };
@@ -29,7 +30,8 @@ export default defineConfig({
         resolve,
         test: {
           name: 'unit',
-          include: ['packages/*/src/**/*.test.ts'],
+          // test/deploy: the deploy files (units, Dockerfile, compose, Kubernetes) checked without an engine; test/model: the Promela model tied to the txn sources.
+          include: ['packages/*/src/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/model/**/*.test.ts'],
           exclude: ['**/*.int.test.ts', '**/*.e2e.test.ts', '**/node_modules/**'],
           testTimeout: 20_000,
         },
@@ -38,7 +40,11 @@ export default defineConfig({
         resolve,
         test: {
           name: 'integration',
-          include: ['packages/*/src/**/*.int.test.ts', 'test/integration/**/*.int.test.ts'],
+          include: [
+            'packages/*/src/**/*.int.test.ts',
+            'test/integration/**/*.int.test.ts',
+            'test/deploy/**/*.int.test.ts',
+          ],
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },

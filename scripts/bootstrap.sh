@@ -102,6 +102,36 @@ if [ "${#missing_bench_tools[@]}" -gt 0 ]; then
   fi
 fi
 
+# --- systemd-analyze (test/deploy/systemd.int checks the units with it; skipped without it) --------
+if ! command -v systemd-analyze >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing systemd (for systemd-analyze) with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends systemd >/dev/null || say "apt-get install systemd failed: the systemd unit checks will be skipped"
+fi
+
+# --- spin (the model checker of docs/model.md) ---------------------------------------------------
+if ! command -v spin >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing spin with apt-get"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null || die "apt-get install spin failed"
+fi
+
+# --- chaos runner tools: nftables (network faults in namespaces) and libfaketime (clock faults) ---
+# Optional: without them `pnpm chaos --network netns` and clock faults skip with a message.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=()
+  command -v nft >/dev/null || missing+=(nftables)
+  ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || missing+=(faketime)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing ${missing[*]} with apt-get (chaos runner)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+      || say "apt-get install ${missing[*]} failed; netns and clock faults will be skipped"
+  fi
+fi
+
 # --- build -----------------------------------------------------------------------------------
 say "building"
 pnpm run --silent build || die "build failed"

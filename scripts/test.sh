@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command (B): the whole suite, in CI order:
-# typecheck -> lint -> format check -> unit -> integration -> fuzz (bounded) -> e2e -> chaos (short profile).
+# typecheck -> lint -> format check -> unit -> integration -> fuzz (bounded) -> e2e -> chaos (short profile) -> model check (quick).
 # Bootstraps first (idempotent), so it works on a fresh clone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +27,11 @@ for project in unit integration fuzz e2e chaos; do
     break
   fi
 done
+# The protocol model (docs/model.md): reduced bounds and every known-bad variant, bounded in time.
+if [ "$status" = 0 ]; then
+  step "model check (quick)"
+  timeout 300 bash scripts/model-check.sh --quick || { status=1; echo "model check failed (bash scripts/model-check.sh --quick)"; }
+fi
 
 # One plain closing line over every stage that ran: "N passed, N failed, N skipped".
 node -e '

@@ -305,6 +305,20 @@ describe('chaos checker', () => {
     ]);
   });
 
+  it('process-logged-error: a sink reporting a store fault the runner injected is excused, only then', () => {
+    const line = (at: number) =>
+      `{"level":50,"time":${T0 + at},"msg":"batch commit failed","err":{"message":"postgres failed"}}`;
+    const h = (faultTarget: string) =>
+      mutate((h) => {
+        h.logs = [{ process: 'sink-1', text: `${line(1_000)}\n${line(30_000)}\n` }];
+        h.faults.push({ id: 9, kind: 'kill', targets: [faultTarget], startMs: T0 + 500, endMs: T0 + 2_000 });
+      });
+    // During the PostgreSQL crash: excused; 28 s after it healed: not.
+    expect(checkHistory(h('postgres')).map((v) => v.atMs)).toEqual([T0 + 30_000]);
+    // A crash of something else does not excuse it.
+    expect(checkHistory(h('worker-1')).map((v) => v.atMs)).toEqual([T0 + 1_000, T0 + 30_000]);
+  });
+
   it('caps the list per name on request and says how many were left out', () => {
     const h = mutate((h) => {
       h.logs = [{ process: 'x', text: Array.from({ length: 10 }, () => '{"level":60,"msg":"f"}').join('\n') }];
@@ -319,5 +333,150 @@ describe('chaos checker', () => {
     expect(logFinding('{"level":30,"msg":"ok"}')).toBeUndefined();
     expect(logFinding('{"level":60,"msg":"bye"}')).toMatch(/level 60/);
     expect(logFinding('node: uncaught exception')).toBeDefined();
+  });
+});
+
+/** The story with lease timing: w1's owner key ends with its session 2.1 s after w1 stopped itself; w2's with its completion. */
+function timedHistory(): History {
+  return mutate((h) => {
+    h.lease = { sessionTtlMs: 2_000, heartbeatIntervalMs: 500, marginMs: 1_000 };
+    h.owners = [
+      { ...h.owners![0]!, startSeenMs: T0 + 100, endSeenMs: T0 + 2_300, endedWithSession: true },
+      { ...h.owners![1]!, startSeenMs: T0 + 3_000, endSeenMs: T0 + 3_130, endedWithSession: false },
+    ];
+  });
+}
+
+function retime(fn: (h: MutableHistory) => void): History {
+  const h = structuredClone(timedHistory()) as MutableHistory;
+  fn(h);
+  return h;
+}
+
+/** Two register tasks on reg/0 incrementing 0 → 1 → 2 under tokens 30 and 40. */
+function registerHistory(): History {
+  return mutate((h) => {
+    const task = (id: string) => ({
+      taskId: id,
+      resource: 'reg/0',
+      deterministic: false,
+      register: true,
+      submittedAtMs: T0,
+    });
+    h.tasks.push(task('a'), task('b'));
+    const at = (ms: number) => T0 + ms;
+    h.decisions.push(
+      { seq: 5, kind: 'advance', resource: 'reg/0', token: '30', fenceBefore: '0', outcome: 'advanced', atMs: at(5_000) },
+      { seq: 6, kind: 'write', resource: 'reg/0', token: '30', fenceBefore: '30', outcome: 'written', resultId: 'task:a', workerId: 'w1', atMs: at(5_100) },
+      { seq: 7, kind: 'advance', resource: 'reg/0', token: '40', fenceBefore: '30', outcome: 'advanced', atMs: at(5_200) },
+      { seq: 8, kind: 'write', resource: 'reg/0', token: '40', fenceBefore: '40', outcome: 'written', resultId: 'task:b', workerId: 'w2', atMs: at(5_300) },
+    ); // prettier-ignore
+    const result = (id: string, token: string, prev: number) => ({
+      resource: 'reg/0',
+      resultId: `task:${id}`,
+      token,
+      workerId: 'w1',
+      payload: { register: true, taskId: id, prev, value: prev + 1 },
+    });
+    h.finalResults.push(result('a', '30', 0), result('b', '40', 1));
+    h.finalTasks.push(
+      { taskId: 'a', state: 'completed', result: { resultId: 'task:a', token: '30' } },
+      { taskId: 'b', state: 'completed', result: { resultId: 'task:b', token: '40' } },
+    );
+  });
+}
+
+/** coordinator-0 sampled every 5 s for 20 min: flat unless `grow` says otherwise. */
+function sampled(grow: (i: number) => { rssKb?: number; fds?: number } = () => ({})): History {
+  return mutate((h) => {
+    h.resources = Array.from({ length: 240 }, (_, i) => ({
+      process: 'coordinator-0',
+      pid: 100,
+      atMs: T0 + i * 5_000,
+      rssKb: 100 * 1024,
+      fds: 40,
+      ...grow(i),
+    }));
+  });
+}
+
+describe('chaos checker: lease bounds, lost updates, resources', () => {
+  it('finds nothing wrong with the timed story, the register history and flat resources', () => {
+    expect(checkHistory(timedHistory())).toEqual([]);
+    expect(checkHistory(registerHistory())).toEqual([]);
+    expect(checkHistory(sampled())).toEqual([]);
+  });
+
+  it('lease-outlived-bound: a silent holder still owned the resource 3.4 s after it stopped (TTL 2 s + margin 1 s)', () => {
+    const late = retime((h) => {
+      h.owners = h.owners!.map((o, j) => (j === 0 ? { ...o, endSeenMs: T0 + 3_600 } : o));
+    });
+    const v = checkHistory(late);
+    expect(names(v)).toEqual([ViolationName.LEASE_OUTLIVED_BOUND]);
+    expect(v[0]).toMatchObject({ process: 'w1', resource: 'r1', token: '10' });
+  });
+
+  it('lease-cut-short: a session ended 0.3 s into the silence, or although its holder was never silent', () => {
+    const early = retime((h) => {
+      h.owners = h.owners!.map((o, j) => (j === 0 ? { ...o, endSeenMs: T0 + 500 } : o));
+    });
+    expect(names(checkHistory(early))).toEqual([ViolationName.LEASE_CUT_SHORT]);
+    const healthy = retime((h) => {
+      h.owners = h.owners!.map((o, j) => (j === 1 ? { ...o, endedWithSession: true } : o));
+    });
+    const v = checkHistory(healthy);
+    expect(names(v)).toEqual([ViolationName.LEASE_CUT_SHORT]);
+    expect(v[0]!.message).toMatch(/never silent/);
+  });
+
+  it('lease bounds: another fault on the lease path excludes the ownership; a clock jump does not', () => {
+    const late = (kind: 'pause' | 'clock-jump') =>
+      retime((h) => {
+        h.owners = h.owners!.map((o, j) => (j === 0 ? { ...o, endSeenMs: T0 + 3_600 } : o));
+        h.faults.push({ id: 9, kind, targets: ['coordinator-0'], startMs: T0 + 1_000, endMs: T0 + 2_000 });
+      });
+    expect(checkHistory(late('pause'))).toEqual([]);
+    expect(names(checkHistory(late('clock-jump')))).toEqual([ViolationName.LEASE_OUTLIVED_BOUND]);
+  });
+
+  it('lost-update: a write computed from a stale read (two increments from the same value)', () => {
+    const stale = mutate((h) => {
+      Object.assign(h, structuredClone(registerHistory()));
+      h.finalResults = h.finalResults.map((r) =>
+        r.resultId === 'task:b' ? { ...r, payload: { register: true, taskId: 'b', prev: 0, value: 1 } } : r,
+      );
+    });
+    const v = checkHistory(stale);
+    expect(names(v)).toEqual([ViolationName.LOST_UPDATE]);
+    expect(v[0]).toMatchObject({ resource: 'reg/0', token: '40' });
+    // The sabotage shape: a write read before b's increment lands after it (a second token-40 write here).
+    const late = mutate((h) => {
+      Object.assign(h, structuredClone(registerHistory()));
+      h.tasks.push({ taskId: 'c', resource: 'reg/0', deterministic: false, register: true, submittedAtMs: T0 });
+      h.decisions.push({ seq: 9, kind: 'write', resource: 'reg/0', token: '40', fenceBefore: '40', outcome: 'written', resultId: 'task:c', workerId: 'w3', atMs: T0 + 5_400 }); // prettier-ignore
+      h.finalResults.push({
+        resource: 'reg/0',
+        resultId: 'task:c',
+        token: '40',
+        workerId: 'w3',
+        payload: { register: true, prev: 1, value: 2 },
+      });
+      h.finalTasks.push({ taskId: 'c', state: 'completed', result: { resultId: 'task:c', token: '40' } });
+    });
+    expect(names(checkHistory(late))).toEqual([ViolationName.LOST_UPDATE]);
+  });
+
+  it('resource-rss-growth, resource-fd-growth, resource-cap-exceeded', () => {
+    const rss = sampled((i) => ({ rssKb: (100 + i) * 1024 }));
+    expect(names(checkHistory(rss))).toEqual([ViolationName.RESOURCE_RSS_GROWTH]);
+    const fds = sampled((i) => ({ fds: 40 + Math.floor(i / 2) }));
+    expect(names(checkHistory(fds))).toEqual([ViolationName.RESOURCE_FD_GROWTH]);
+    const cap = sampled((i) => (i === 7 ? { rssKb: 2 * 1024 * 1024 } : {}));
+    expect(names(checkHistory(cap))).toEqual([ViolationName.RESOURCE_CAP_EXCEEDED]);
+    // etcd grows with its stored history by design: only the caps apply to it.
+    const etcd = mutate((h) => {
+      h.resources = sampled((i) => ({ rssKb: (100 + i) * 1024 })).resources!.map((s) => ({ ...s, process: 'etcd-m0' }));
+    });
+    expect(checkHistory(etcd)).toEqual([]);
   });
 });

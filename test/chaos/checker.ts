@@ -8,7 +8,13 @@
  * never an error. The sink's decision log is the record of what was decided; the worker logs are
  * the record of what was acknowledged; etcd's history is the record of who owned what.
  */
-import type { History, OwnerInterval, SinkDecision, WorkerEvent } from './history.js';
+import { checkLeaseBounds, LeaseViolation } from './checker-leases.js';
+import { checkRegister, RegisterViolation } from './checker-register.js';
+import { checkResources, ResourceViolation } from './checker-resources.js';
+import type { FaultWindow, History, OwnerInterval, SinkDecision, WorkerEvent } from './history.js';
+import type { Violation } from './violation.js';
+
+export type { Violation } from './violation.js';
 
 export const ViolationName = {
   /** Per resource, an accepted write carried a lower token than an earlier accepted write. */
@@ -45,18 +51,18 @@ export const ViolationName = {
   PROCESS_CRASHED: 'process-crashed',
   /** A named scenario's own expectation did not hold. */
   SCENARIO_EXPECTATION: 'scenario-expectation-failed',
+  /** A silent holder's ownership ended later than TTL + margin after it went silent (checker-leases.ts). */
+  LEASE_OUTLIVED_BOUND: LeaseViolation.OUTLIVED_BOUND,
+  /** An ownership ended with its session before its holder had been silent for the TTL (checker-leases.ts). */
+  LEASE_CUT_SHORT: LeaseViolation.CUT_SHORT,
+  /** A register write computed from a value the register no longer held (checker-register.ts). */
+  LOST_UPDATE: RegisterViolation.LOST_UPDATE,
+  /** A process' RSS / open fds grew past the bound, or passed a cap (checker-resources.ts). */
+  RESOURCE_RSS_GROWTH: ResourceViolation.RSS_GROWTH,
+  RESOURCE_FD_GROWTH: ResourceViolation.FD_GROWTH,
+  RESOURCE_CAP_EXCEEDED: ResourceViolation.CAP_EXCEEDED,
 } as const;
 export type ViolationName = (typeof ViolationName)[keyof typeof ViolationName];
-
-export interface Violation {
-  readonly name: ViolationName;
-  readonly message: string;
-  readonly atMs?: number | undefined;
-  readonly process?: string | undefined;
-  readonly resource?: string | undefined;
-  readonly taskId?: string | undefined;
-  readonly token?: string | undefined;
-}
 
 export interface CheckOptions {
   /** Log lines matching these are not violations (known, accepted noise). */
@@ -79,6 +85,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Viol
     ...checkCompletion(history),
     ...checkLogs(history, options.ignoreLog ?? []),
     ...checkExits(history),
+    ...checkLeaseBounds(history).violations,
+    ...checkRegister(history).violations,
+    ...checkResources(history).violations,
   ];
   return options.maxPerName === undefined ? out : capPerName(out, options.maxPerName);
 }
@@ -429,13 +438,45 @@ function checkCompletion(history: History): Violation[] {
 }
 
 /** No process logged level >= 50 or an uncaught / unhandled error. */
+/**
+ * Error lines that are the right report of a fault the runner injected: excused while such a fault
+ * is active on that process' store (and `slackMs` after: pooled connections broken by it are found
+ * on their next use). A sink whose PostgreSQL was crashed or cut off, or whose disk is full, logs
+ * "batch commit failed" for each batch it could not commit (and answers 503).
+ */
+export const FAULT_REPORTS: readonly {
+  readonly pattern: RegExp;
+  readonly caused: (process: string, fault: FaultWindow) => boolean;
+  readonly slackMs: number;
+}[] = [
+  {
+    pattern: /"msg":"batch commit failed"/,
+    caused: (p, f) =>
+      f.targets.some((t) => t === 'postgres' || t === `${p}->postgres`) ||
+      (f.kind === 'disk-full' && f.targets.includes(p)),
+    slackMs: 10_000,
+  },
+];
+
+/** No process logged level >= 50 or an uncaught / unhandled error (unless it reports an injected fault). */
 function checkLogs(history: History, ignore: readonly RegExp[]): Violation[] {
   const out: Violation[] = [];
+  const excused = (process: string, line: string): boolean => {
+    const at = logTime(line);
+    if (at === undefined) return false;
+    return FAULT_REPORTS.some(
+      (r) =>
+        r.pattern.test(line) &&
+        history.faults.some(
+          (f) => r.caused(process, f) && f.startMs <= at && at <= (f.endMs ?? history.endedAtMs) + r.slackMs,
+        ),
+    );
+  };
   for (const log of history.logs) {
     for (const line of log.text.split('\n')) {
       if (line.trim() === '') continue;
       const finding = logFinding(line);
-      if (finding === undefined || ignore.some((re) => re.test(line))) continue;
+      if (finding === undefined || ignore.some((re) => re.test(line)) || excused(log.process, line)) continue;
       out.push({
         name: ViolationName.PROCESS_LOGGED_ERROR,
         message: `${log.process}: ${finding.slice(0, 300)}`,
@@ -489,7 +530,7 @@ export function canonical(value: unknown): string {
 }
 
 function capPerName(violations: Violation[], max: number): Violation[] {
-  const counts = new Map<ViolationName, number>();
+  const counts = new Map<string, number>();
   const out: Violation[] = [];
   for (const v of violations) {
     const n = (counts.get(v.name) ?? 0) + 1;

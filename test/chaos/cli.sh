@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The chaos runner's command line (meant to be exec'd by scripts/chaos.sh, i.e. `pnpm chaos ...`):
 #
-#   pnpm chaos --seed N --duration 10m [--scenario NAME] [--etcd-members 3]
-#              [--sabotage skip-fence|grant-before-advance] [--tasks N] [--workers N] [--out DIR]
-#   pnpm chaos --list                     # the named scenarios
+#   pnpm chaos --seed N --duration 10m [--scenario NAME] [--profile NAME] [--etcd-members 3]
+#              [--network proxy|netns|mixed] [--clock] [--sink-store sqlite|postgres] [--sinks N]
+#              [--sabotage skip-fence|grant-before-advance|fake-monotonic] [--tasks N] [--workers N]
+#              [--sample-resources 5s] [--target cluster.json] [--out DIR]
+#   pnpm chaos --list                     # the named scenarios and profiles
+#   pnpm chaos --cleanup                  # remove namespaces left by runs that died (root)
 #
 # Flags become LEASEHOLD_CHAOS_* variables for test/chaos/cli.chaos.test.ts, run under vitest (the
 # test package has no build step). Progress goes to stderr once a second. Exit code 0 iff the run
-# completed and the checker found no violation. The last line printed is the JSON summary's path.
+# completed and the checker found no violation, or it could not run here and was skipped (e.g.
+# --network netns without root: "SKIPPED: why"). The last line printed is the JSON summary's path.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print } /^set /{ exit }' "$0"; }
 
 export LEASEHOLD_CHAOS_CLI=1
 while [ $# -gt 0 ]; do
@@ -24,8 +28,21 @@ while [ $# -gt 0 ]; do
     --tasks) export LEASEHOLD_CHAOS_TASKS="$2"; shift 2 ;;
     --workers) export LEASEHOLD_CHAOS_WORKERS="$2"; shift 2 ;;
     --out) export LEASEHOLD_CHAOS_OUT="$2"; shift 2 ;;
+    --profile) export LEASEHOLD_CHAOS_PROFILE="$2"; shift 2 ;;
+    --network) export LEASEHOLD_CHAOS_NETWORK="$2"; shift 2 ;;
+    --clock) export LEASEHOLD_CHAOS_CLOCK=1; shift ;;
+    --sink-store) export LEASEHOLD_CHAOS_SINK_STORE="$2"; shift 2 ;;
+    --sinks) export LEASEHOLD_CHAOS_SINKS="$2"; shift 2 ;;
+    --sample-resources) export LEASEHOLD_CHAOS_SAMPLE="$2"; shift 2 ;;
+    --target) export LEASEHOLD_CHAOS_TARGET="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
     --list)
-      grep -o "name: '[a-z-]*'" test/chaos/scenarios.ts | sed "s/name: '\(.*\)'/\1/"
+      echo "scenarios:"
+      grep -ho "name: '[a-z-]*'" test/chaos/scenarios.ts test/chaos/scenarios-faults.ts | sed "s/name: '\(.*\)'/  \1/"
+      echo "profiles:"
+      grep -o "name: '[a-z-]*'" test/chaos/profiles.ts | sed "s/name: '\(.*\)'/  \1/"
+      exit 0 ;;
+    --cleanup)
+      node -e 'import("./packages/devkit/dist/netns.js").then((m) => { const gone = m.sweepStaleNetns(); console.log(gone.length === 0 ? "nothing to clean up" : `deleted ${gone.join(" ")}`); })'
       exit 0 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "chaos: unknown option $1" >&2; usage >&2; exit 2 ;;

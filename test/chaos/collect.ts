@@ -1,11 +1,28 @@
 /**
  * Turning what the processes left behind into a {@link History}: worker logs (pure parser below),
  * the sink's decision log (paginated), etcd's history of owner keys (a watch from revision 1), and
- * the final state of tasks and results.
+ * the final state of tasks and results; `collectHistory` puts them together with the live watch's
+ * times and the /proc samples.
  */
-import { Etcd3 } from 'etcd3';
+import { readFileSync } from 'node:fs';
+import { Etcd3, Range } from 'etcd3';
 import type { SinkClient } from '@leasehold/sink-client';
-import type { FaultWindow, FinalResult, OwnerInterval, SinkDecision, WorkerEvent, WriteOutcome } from './history.js';
+import type { ChaosCluster } from '../harness/chaos-cluster.js';
+import { DEFAULT_RESOURCE_BOUNDS } from './checker-resources.js';
+import type {
+  FaultWindow,
+  FinalResult,
+  History,
+  LeaseTiming,
+  OwnerInterval,
+  ProcessLog,
+  SinkDecision,
+  WorkerEvent,
+  WriteOutcome,
+} from './history.js';
+import type { LiveOwnerWatch } from './live-watch.js';
+import { nowMs, type FaultLog } from './nemesis.js';
+import type { Workload } from './workload.js';
 
 interface LogEntry {
   readonly time?: number;
@@ -143,8 +160,10 @@ export async function readDecisions(client: SinkClient): Promise<{ decisions: Si
 }
 
 /**
- * Every owner key's life from etcd's history: a watch over `<prefix>owners/` from revision 1.
- * Returns undefined if the history cannot be read (compacted, etcd down).
+ * Every owner key's life from etcd's history: a watch over `<prefix>owners/` … `<prefix>sessions/`
+ * from revision 1. An owner key deleted at the revision its session key was deleted ended with its
+ * session (expiry or close), not by itself (complete, release, cancel). Returns undefined if the
+ * history cannot be read (compacted, etcd down).
  */
 export async function readOwnerHistory(
   endpoints: readonly string[],
@@ -154,12 +173,18 @@ export async function readOwnerHistory(
 ): Promise<OwnerInterval[] | undefined> {
   const client = new Etcd3({ hosts: [...endpoints], dialTimeout: 3_000 });
   const ownersPrefix = `${prefix}owners/`;
-  const live = new Map<string, { token: string; workerId?: string; taskId?: string }>();
+  const live = new Map<string, { token: string; workerId?: string; taskId?: string; sessionId?: string }>();
   const done: OwnerInterval[] = [];
+  const sessionEnds = new Set<string>();
+  const sessionsPrefix = `${prefix}sessions/`;
   try {
     const head = await client.get('leasehold-chaos-probe').exec();
     const target = BigInt(head.header.revision);
-    const watcher = await client.watch().prefix(ownersPrefix).startRevision('1').create();
+    const watcher = await client
+      .watch()
+      .inRange(new Range(ownersPrefix, `${prefix}sessions0`))
+      .startRevision('1')
+      .create();
     let last = Date.now();
     let seen = 0n;
     const state = { failed: false };
@@ -173,14 +198,15 @@ export async function readOwnerHistory(
     });
     watcher.on('put', (kv) => {
       last = Date.now();
+      if (!kv.key.toString().startsWith(ownersPrefix)) return;
       const resource = kv.key.toString().slice(ownersPrefix.length);
       const token = kv.create_revision;
       const current = live.get(resource);
       if (current?.token === token) return; // an update of the same owner key
       if (current !== undefined) done.push({ resource, ...current, endRevision: undefined });
-      let record: { workerId?: string; taskId?: string } = {};
+      let record: { workerId?: string; taskId?: string; sessionId?: string } = {};
       try {
-        record = JSON.parse(kv.value.toString()) as { workerId?: string; taskId?: string };
+        record = JSON.parse(kv.value.toString()) as { workerId?: string; taskId?: string; sessionId?: string };
       } catch {
         // not JSON: keep the interval without names
       }
@@ -188,10 +214,15 @@ export async function readOwnerHistory(
         token,
         ...(record.workerId === undefined ? {} : { workerId: record.workerId }),
         ...(record.taskId === undefined ? {} : { taskId: record.taskId }),
+        ...(record.sessionId === undefined ? {} : { sessionId: record.sessionId }),
       });
     });
     watcher.on('delete', (kv) => {
       last = Date.now();
+      if (kv.key.toString().startsWith(sessionsPrefix)) {
+        sessionEnds.add(kv.mod_revision);
+        return;
+      }
       const resource = kv.key.toString().slice(ownersPrefix.length);
       const current = live.get(resource);
       if (current === undefined) return;
@@ -206,7 +237,9 @@ export async function readOwnerHistory(
     await watcher.cancel();
     if (state.failed || seen < target) return undefined;
     for (const [resource, o] of live) done.push({ resource, ...o, endRevision: undefined });
-    return done;
+    return done.map((o) =>
+      o.endRevision === undefined ? o : { ...o, endedWithSession: sessionEnds.has(o.endRevision) },
+    );
   } catch {
     return undefined;
   } finally {
@@ -230,4 +263,66 @@ export async function readResults(client: SinkClient, resources: readonly string
     }
   }
   return out;
+}
+
+/** Everything the run left behind, as one {@link History}. */
+export async function collectHistory(
+  cluster: ChaosCluster,
+  workload: Workload,
+  faults: FaultLog,
+  startedAtMs: number,
+  healedAtMs: number,
+  completionBoundMs: number,
+  extra: {
+    watch: LiveOwnerWatch | undefined;
+    lease: LeaseTiming;
+    resources?: History['resources'];
+  },
+): Promise<History> {
+  const logs: ProcessLog[] = [];
+  const events = [];
+  const selfPauses: Omit<FaultWindow, 'id'>[] = [];
+  for (const p of cluster.processes.values()) {
+    if (p.role === 'etcd' || p.role === 'postgres' || p.logPath === undefined) continue;
+    let text = '';
+    try {
+      text = readFileSync(p.logPath, 'utf8');
+    } catch {
+      continue; // never started
+    }
+    logs.push({ process: p.name, text });
+    if (p.role === 'worker') {
+      const parsed = parseWorkerLog(p.name, text);
+      events.push(...parsed.events);
+      selfPauses.push(...parsed.selfPauses);
+    }
+  }
+  const { decisions, complete } = await readDecisions(cluster.sinkClient);
+  const owners = await readOwnerHistory(cluster.etcdEndpoints, cluster.prefix);
+  const resources = [...new Set([...workload.records.values()].map((t) => t.resource))];
+  const finalResults = await readResults(cluster.sinkClient, resources);
+  const windows = faults.all();
+  let id = windows.reduce((m, w) => Math.max(m, w.id), 0);
+  const watch = extra.watch;
+  return {
+    startedAtMs,
+    endedAtMs: nowMs(),
+    healedAtMs,
+    completionBoundMs,
+    tasks: [...workload.records.values()],
+    events: events.sort((a, b) => a.atMs - b.atMs),
+    faults: [...windows, ...selfPauses.map((w) => ({ ...w, id: ++id }))].sort((a, b) => a.startMs - b.startMs),
+    decisions,
+    decisionsComplete: complete,
+    owners:
+      owners === undefined || watch === undefined
+        ? owners
+        : owners.map((o) => ({ ...o, startSeenMs: watch.seenAt(o.token), endSeenMs: watch.seenAt(o.endRevision) })),
+    finalTasks: workload.finalTasks(),
+    finalResults,
+    logs,
+    exits: [...cluster.exits],
+    ...(watch === undefined ? {} : { lease: extra.lease }),
+    ...(extra.resources === undefined ? {} : { resources: extra.resources, resourceBounds: DEFAULT_RESOURCE_BOUNDS }),
+  };
 }

@@ -48,10 +48,40 @@ export interface OwnerInterval {
   readonly endRevision: string | undefined;
   readonly workerId?: string | undefined;
   readonly taskId?: string | undefined;
+  readonly sessionId?: string | undefined;
+  /** The owner key went at the revision its session key went (session expired or closed). */
+  readonly endedWithSession?: boolean | undefined;
+  /** When the runner's live watch first saw the key created / deleted (epoch ms; no clock fault touches it). */
+  readonly startSeenMs?: number | undefined;
+  readonly endSeenMs?: number | undefined;
 }
 
 export type FaultKind =
-  'pause' | 'kill' | 'blackhole' | 'one-way' | 'reset' | 'latency' | 'partition-etcd-member' | 'self-pause';
+  | 'pause'
+  | 'kill'
+  /** Userspace proxy faults. */
+  | 'blackhole'
+  | 'one-way'
+  | 'reset'
+  | 'latency'
+  /** An etcd member's inbound peer proxy blackholed (proxy mode). */
+  | 'partition-etcd-member'
+  /** Kernel faults: nftables rules in network namespaces, netem. */
+  | 'nft-drop'
+  | 'nft-one-way'
+  | 'nft-reject'
+  | 'nft-loss'
+  | 'netem-delay'
+  /** An etcd member (and maybe its coordinator) cut off from the rest, by nftables. */
+  | 'partition'
+  /** A coordinator's wall clock jumped (libfaketime). */
+  | 'clock-jump'
+  /** The sink's file system full. */
+  | 'disk-full'
+  | 'self-pause';
+
+/** Fault kinds that do not disturb the lease path (the lease-bound rules judge ownerships under them). */
+export const CLOCK_AND_SELF_FAULTS: ReadonlySet<FaultKind> = new Set<FaultKind>(['clock-jump', 'self-pause']);
 
 export interface FaultWindow {
   readonly id: number;
@@ -69,6 +99,8 @@ export interface TaskRecord {
   readonly resource: string;
   /** Deterministic tasks have one possible payload: `expected`. */
   readonly deterministic: boolean;
+  /** A register task: reads the resource's value at the sink and writes value + 1 (`{ register, prev, value }`). */
+  readonly register?: boolean;
   readonly expected?: unknown;
   readonly submittedAtMs: number;
 }
@@ -103,6 +135,42 @@ export interface ProcessExit {
   readonly expected: boolean;
 }
 
+/** One sample of a process' resources (from /proc). */
+export interface ResourceSample {
+  readonly process: string;
+  readonly pid: number;
+  readonly atMs: number;
+  readonly rssKb: number;
+  readonly fds: number;
+}
+
+/** Growth bounds for the resource rules (see checker-resources.ts). */
+export interface ResourceBounds {
+  /** Ignored at the start of each process incarnation (JIT, caches, pools filling). */
+  readonly warmupMs: number;
+  /** Length of the first and the last window compared. */
+  readonly windowMs: number;
+  /** Incarnations shorter than this are only held to the caps. */
+  readonly minSpanMs: number;
+  /** last-window median RSS <= first-window median × factor + slack. */
+  readonly rssFactor: number;
+  readonly rssSlackKb: number;
+  /** last-window median fds <= first-window median + slack. */
+  readonly fdSlack: number;
+  readonly rssCapKb: number;
+  readonly fdCap: number;
+  /** Growth is judged only for these roles (etcd and PostgreSQL grow with stored history by design). */
+  readonly judgedPrefixes: readonly string[];
+}
+
+/** What the lease-bound rules compare lease lifetimes with. */
+export interface LeaseTiming {
+  readonly sessionTtlMs: number;
+  readonly heartbeatIntervalMs: number;
+  /** Slack for timers, event-loop lag and the etcd round trip. */
+  readonly marginMs: number;
+}
+
 export interface History {
   readonly startedAtMs: number;
   readonly endedAtMs: number;
@@ -122,4 +190,9 @@ export interface History {
   readonly finalResults: readonly FinalResult[];
   readonly logs: readonly ProcessLog[];
   readonly exits: readonly ProcessExit[];
+  /** Present when the run measured lease lifetimes (live etcd watch). */
+  readonly lease?: LeaseTiming | undefined;
+  /** Present when the run sampled /proc. */
+  readonly resources?: readonly ResourceSample[] | undefined;
+  readonly resourceBounds?: ResourceBounds | undefined;
 }

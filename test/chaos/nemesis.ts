@@ -1,8 +1,10 @@
 /**
- * Applying schedule steps to a running {@link ChaosCluster}, and recording each as a fault window
+ * Applying schedule steps to a running {@link ChaosCluster} (processes, proxies, nftables, clocks,
+ * the sink's disk), and recording each as a fault window
  * (start/end on a monotonic clock aligned to epoch ms, so it lines up with the processes' logs).
  */
 import type { ChaosCluster, ChaosProcess } from '../harness/chaos-cluster.js';
+import type { NftFault } from '../harness/chaos-network.js';
 import type { FaultKind, FaultWindow } from './history.js';
 import { describeNemesis, type Nemesis } from './schedule.js';
 
@@ -56,9 +58,18 @@ async function resolveProcess(cluster: ChaosCluster, name: string): Promise<stri
   return (await cluster.etcdLeader()) ?? cluster.etcdNames[0] ?? 'etcd-m0';
 }
 
+const NFT_KINDS: Record<NftFault['kind'], FaultKind> = {
+  drop: 'nft-drop',
+  'one-way': 'nft-one-way',
+  reject: 'nft-reject',
+  loss: 'nft-loss',
+  delay: 'netem-delay',
+};
+
 /**
  * Start a nemesis; returns the heal function (idempotent). A kill restarts on heal, a pause
- * continues, a network fault puts the links back to `pass`.
+ * continues, a network fault puts the links back, a clock goes back to its standing skew, a full
+ * disk gets its space back.
  */
 export async function startNemesis(
   cluster: ChaosCluster,
@@ -69,7 +80,7 @@ export async function startNemesis(
     case 'pause': {
       const name = await resolveProcess(cluster, nemesis.process);
       const p = processOf(cluster, name);
-      if (!p.isRunning()) return async () => undefined;
+      if (!p.isRunning() || !p.canPause) return async () => undefined;
       const id = faults.open('pause', [name], `pause ${name}`);
       p.pause();
       return async () => {
@@ -94,19 +105,71 @@ export async function startNemesis(
       };
     }
     case 'net': {
-      const proxies = nemesis.links.map((l) => {
-        const proxy = cluster.proxies.get(l);
-        if (proxy === undefined) throw new Error(`no proxy for link ${l}`);
-        return proxy;
-      });
       const kind: FaultKind = nemesis.label.startsWith('isolate')
         ? 'partition-etcd-member'
         : (nemesis.mode.kind as FaultKind);
+      const heal = cluster.network.setProxy(nemesis.links, nemesis.mode);
       const id = faults.open(kind, [...nemesis.links], describeNemesis(nemesis));
-      for (const proxy of proxies) proxy.setMode(nemesis.mode);
       return async () => {
         if (!faults.active.has(id)) return;
-        for (const proxy of proxies) proxy.heal();
+        await heal();
+        faults.close(id);
+      };
+    }
+    case 'nft': {
+      const heal = await cluster.network.cutNft(nemesis.links, nemesis.fault);
+      const id = faults.open(NFT_KINDS[nemesis.fault.kind], [...nemesis.links], describeNemesis(nemesis));
+      return async () => {
+        if (!faults.active.has(id)) return;
+        await heal();
+        faults.close(id);
+      };
+    }
+    case 'partition': {
+      const member = await resolveProcess(cluster, nemesis.member);
+      const index = Number(/(\d+)$/.exec(member)?.[1] ?? '0');
+      const near = `coordinator-${index}`;
+      const group = nemesis.withCoordinator && cluster.processes.has(near) ? [member, near] : [member];
+      const { heal, links } = await cluster.network.partition(group, nemesis.direction, nemesis.via);
+      const id = faults.open(
+        nemesis.via === 'nft' ? 'partition' : 'partition-etcd-member',
+        links,
+        `partition ${nemesis.direction === 'both' ? '' : `(${nemesis.direction} dropped) `}${group.join(' + ')} (${links.length} links, ${nemesis.via})`,
+      );
+      return async () => {
+        if (!faults.active.has(id)) return;
+        await heal();
+        faults.close(id);
+      };
+    }
+    case 'clock': {
+      const clock = cluster.clocks.get(nemesis.process);
+      if (clock === undefined) return async () => undefined;
+      const standing = clock.offsetSeconds;
+      const seen = await cluster.setClock(nemesis.process, standing + nemesis.jumpSeconds);
+      const id = faults.open(
+        'clock-jump',
+        [nemesis.process],
+        `${describeNemesis(nemesis)}${seen ? '' : ' (not yet seen in its Date header)'}`,
+      );
+      return async () => {
+        if (!faults.active.has(id)) return;
+        await cluster.setClock(nemesis.process, standing);
+        faults.close(id);
+      };
+    }
+    case 'disk-full': {
+      const disk = cluster.disk;
+      if (disk === undefined) return async () => undefined;
+      const bytes = disk.fill();
+      const id = faults.open(
+        'disk-full',
+        [nemesis.process],
+        `disk full under ${nemesis.process} (${bytes} bytes filled)`,
+      );
+      return async () => {
+        if (!faults.active.has(id)) return;
+        disk.free();
         faults.close(id);
       };
     }

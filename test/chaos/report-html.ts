@@ -5,6 +5,10 @@
  * violations as red lines across every lane and in a table. Hover for details (SVG <title>).
  */
 import type { Violation } from './checker.js';
+import type { LeaseBoundStats } from './checker-leases.js';
+import type { RegisterStats } from './checker-register.js';
+import type { ResourceSeriesStats } from './checker-resources.js';
+import { renderResources } from './report-resources.js';
 import type { FaultKind, History, WorkerEvent } from './history.js';
 
 interface SummaryLike {
@@ -15,6 +19,18 @@ interface SummaryLike {
   readonly violationCounts: Record<string, number>;
   readonly tasks: { readonly submitted: number; readonly completed: number };
   readonly durationsMs: Record<string, number>;
+  readonly environment?: {
+    readonly network: string;
+    readonly sinkStore: string;
+    readonly sinks: number;
+    readonly clock: boolean;
+    readonly notes: readonly string[];
+  };
+  readonly faults?: Record<string, number>;
+  readonly staleWritesRefused?: number;
+  readonly leaseBounds?: LeaseBoundStats | null;
+  readonly register?: RegisterStats | null;
+  readonly resources?: readonly ResourceSeriesStats[];
 }
 
 const FAULT_COLOURS: Record<FaultKind, string> = {
@@ -25,6 +41,14 @@ const FAULT_COLOURS: Record<FaultKind, string> = {
   reset: '#e060a0',
   latency: '#d8c020',
   'partition-etcd-member': '#3070b0',
+  'nft-drop': '#303030',
+  'nft-one-way': '#6030a0',
+  'nft-reject': '#c02080',
+  'nft-loss': '#a08000',
+  'netem-delay': '#b0a000',
+  partition: '#1050a0',
+  'clock-jump': '#00a0a0',
+  'disk-full': '#804000',
   'self-pause': '#ffb000',
 };
 
@@ -209,6 +233,7 @@ table{border-collapse:collapse;margin-top:6px;background:#fff} td,th{border:1px 
 th{background:#eee} .vname{color:#c00;font-weight:600;white-space:nowrap} h2{font-size:15px;margin:18px 0 4px}
 </style></head><body>
 <h1>leasehold chaos — ${esc(summary.scenario)}, seed ${summary.seed}${summary.sabotage === null ? '' : `, sabotage <b>${esc(summary.sabotage)}</b>`}</h1>
+${environmentLine(summary)}
 <div class="meta">${status} · tasks ${summary.tasks.completed}/${summary.tasks.submitted} completed · ${history.events.filter((e) => e.kind === 'grant').length} grants · ${history.decisions.length} sink decisions · ${history.faults.length} fault windows · total ${((summary.durationsMs.total ?? 0) / 1000).toFixed(1)} s · etcd history ${history.owners === undefined ? 'unavailable' : 'checked'}</div>
 <div class="meta">${Object.entries(summary.violationCounts)
     .map(([k, n]) => `<span class="vname">${esc(k)}</span> × ${n}`)
@@ -218,7 +243,9 @@ th{background:#eee} .vname{color:#c00;font-weight:600;white-space:nowrap} h2{fon
 <h2>Violations</h2>
 ${violations.length === 0 ? '<p class="pass">None.</p>' : `<table><tr><th>name</th><th>at</th><th>process</th><th>resource</th><th>token</th><th>what</th></tr>${vrows}</table>`}
 <h2>Faults</h2>
+${faultCounts(summary)}
 <table><tr><th>start</th><th>length</th><th>kind</th><th>targets</th><th>detail</th></tr>${frows}</table>
+${renderResources(history, summary.resources ?? [])}
 </body></html>
 `;
 }
@@ -233,4 +260,42 @@ function describeEvent(e: WorkerEvent): string {
     default:
       return base;
   }
+}
+
+/** Network mode, sink store, clock; lease bounds, register, stale writes refused. */
+function environmentLine(summary: SummaryLike): string {
+  const e = summary.environment;
+  const parts: string[] = [];
+  if (e !== undefined)
+    parts.push(
+      `network <b>${esc(e.network)}</b>`,
+      `sink ${esc(e.sinkStore)}×${e.sinks}`,
+      `coordinator clocks ${e.clock ? '<b>faked</b> (libfaketime)' : 'real'}`,
+    );
+  if (summary.staleWritesRefused !== undefined) parts.push(`${summary.staleWritesRefused} stale writes refused`);
+  const l = summary.leaseBounds;
+  if (l !== undefined && l !== null)
+    parts.push(
+      `leases: ${l.judged}/${l.measured} judged against the bound (${l.silentHolders} silent holders, max ${l.maxSilenceToEndMs === undefined ? '-' : Math.round(l.maxSilenceToEndMs)} ms silence→end; ${l.sessionEnds} session ends, min ${l.minSilenceToEndMs === undefined ? '-' : Math.round(l.minSilenceToEndMs)} ms)`,
+    );
+  const r = summary.register;
+  if (r !== undefined && r !== null)
+    parts.push(
+      `register: ${r.acceptedWrites} increments accepted, values sum ${r.finalValueSum}, ${r.lostUpdates} lost updates`,
+    );
+  const notes = (e?.notes ?? []).map((n) => `<div class="meta">note: ${esc(n)}</div>`).join('');
+  return parts.length === 0 ? notes : `<div class="meta">${parts.join(' · ')}</div>${notes}`;
+}
+
+function faultCounts(summary: SummaryLike): string {
+  const f = summary.faults;
+  if (f === undefined) return '';
+  const cells = Object.entries(f)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(
+      ([k, n]) =>
+        `<span class="key"><i style="background:${(FAULT_COLOURS as Record<string, string | undefined>)[k] ?? '#999'};opacity:.45"></i>${esc(k)} × ${n}</span>`,
+    )
+    .join('');
+  return `<div class="legend">${cells}</div>`;
 }

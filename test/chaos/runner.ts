@@ -1,84 +1,39 @@
 /**
- * `runChaos(options)`: start the cluster under test, run a scenario (the seeded random mix or a
- * named design-note case) with a progress line per second on stderr, heal, wait for every task
- * to complete within the bound, collect the history, check it, and write `summary.json`,
- * `history.json` and `timeline.html` into the output directory.
+ * `runChaos(options)`: start the cluster under test (or connect to a deployed one, `target`), run a
+ * scenario (the seeded random mix or a named case) with a progress line per second on stderr, heal,
+ * wait for every task to complete within the bound, collect the history (with a live etcd watch for
+ * lease timing and /proc samples when asked), check it, and write `summary.json`, `history.json`
+ * and `timeline.html` into the output directory.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { startChaosCluster, type ChaosCluster } from '../harness/chaos-cluster.js';
+import { findLibfaketime } from '@leasehold/devkit';
+import { networkUnavailable, startChaosCluster, type ChaosCluster } from '../harness/chaos-cluster.js';
+import type { NetworkMode } from '../harness/chaos-topology.js';
 import { REPO_ROOT } from '../harness/service.js';
 import { checkHistory, countByName, logFinding, type Violation } from './checker.js';
-import { parseWorkerLog, readDecisions, readOwnerHistory, readResults } from './collect.js';
-import type { FaultWindow, History, ProcessLog } from './history.js';
+import { checkLeaseBounds } from './checker-leases.js';
+import { checkRegister } from './checker-register.js';
+import { checkResources } from './checker-resources.js';
+import { collectHistory } from './collect.js';
+import type { History, LeaseTiming } from './history.js';
+import type { ChaosOptions, Sabotage } from './options.js';
+import { skippedSummary, type ChaosSummary } from './summary.js';
+import { LiveOwnerWatch } from './live-watch.js';
 import { FaultLog, nowMs } from './nemesis.js';
 import { Prng } from './prng.js';
 import { renderTimeline } from './report-html.js';
-import { findScenario, type ScenarioContext, type ScenarioSettings } from './scenarios.js';
+import { ResourceSampler } from './resources.js';
+import { findScenario } from './scenario-list.js';
+import type { ScenarioContext, ScenarioSettings } from './scenarios.js';
 import { describeNemesis } from './schedule.js';
+import { connectTarget } from './target.js';
 import { Workload } from './workload.js';
 
 export const HANDLER_PATH = join(REPO_ROOT, 'test/chaos/fixtures/chaos-handler.mjs');
 
-export type Sabotage = 'skip-fence' | 'grant-before-advance';
-
-export interface ChaosOptions {
-  readonly seed: number;
-  /** Length of the fault phase (random mix). Default 60 s. */
-  readonly durationMs?: number;
-  /** Default `random-mix`. */
-  readonly scenario?: string;
-  readonly etcdMembers?: number;
-  readonly sabotage?: Sabotage | undefined;
-  readonly coordinators?: number;
-  readonly workers?: number;
-  readonly tasks?: number;
-  readonly resources?: number;
-  /** Share of tasks whose worker pauses past its lease before writing. Default 0.15. */
-  readonly pauseRate?: number;
-  /** Mean time between faults. Default 5 s. */
-  readonly intervalMs?: number;
-  readonly sessionTtlMs?: number;
-  /** After the last heal, every task must complete within this. Default 45 s. */
-  readonly completionBoundMs?: number;
-  /** Default `chaos-results/<scenario>-seed<seed>-<time>` in the repository. */
-  readonly outDir?: string;
-  /** Progress lines (one per second); default: to stderr. `false` = silent. */
-  readonly progress?: boolean | ((line: string) => void);
-}
-
-export interface ChaosSummary {
-  readonly ok: boolean;
-  readonly scenario: string;
-  readonly seed: number;
-  readonly sabotage: Sabotage | null;
-  readonly options: Record<string, unknown>;
-  readonly startedAt: string;
-  readonly durationsMs: {
-    readonly startup: number;
-    readonly scenario: number;
-    readonly recovery: number;
-    readonly collect: number;
-    readonly total: number;
-  };
-  readonly schedule: readonly { atMs: number; durationMs: number; fault: string }[];
-  readonly faults: Record<string, number>;
-  readonly tasks: { readonly submitted: number; readonly completed: number };
-  readonly grants: number;
-  readonly workerWrites: Record<string, number>;
-  readonly sinkDecisions: Record<string, number>;
-  readonly etcdHistory: boolean;
-  readonly violationCounts: Record<string, number>;
-  /** The first 200. */
-  readonly violations: readonly Violation[];
-  readonly files: {
-    readonly summary: string;
-    readonly history: string;
-    readonly timeline: string;
-    readonly logs: string;
-  };
-  readonly error?: string;
-}
+export { SABOTAGES, type ChaosOptions, type Sabotage } from './options.js';
+export type { ChaosSummary } from './summary.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -105,21 +60,21 @@ function count<T>(items: readonly T[], key: (t: T) => string): Record<string, nu
   return out;
 }
 
+const isRoot = (): boolean => typeof process.getuid === 'function' && process.getuid() === 0;
+
+/** Standing skews of the coordinators' clocks (seconds), from the seed: coordinator-0 is on time. */
+function clockSkews(seed: number, coordinators: number): number[] {
+  const rng = new Prng(seed ^ 0xc10c);
+  return Array.from({ length: coordinators }, (_, j) => (j === 0 ? 0 : (rng.chance(0.5) ? 1 : -1) * rng.int(10, 91)));
+}
+
 export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
   const t0 = nowMs();
   const scenario = findScenario(options.scenario ?? 'random-mix');
-  const settings: ScenarioSettings = {
-    seed: options.seed,
-    durationMs: options.durationMs ?? 60_000,
-    sessionTtlMs: options.sessionTtlMs ?? 2_000,
-    tasks: options.tasks ?? 60,
-    resources: options.resources ?? 12,
-    pauseRate: options.pauseRate ?? 0.15,
-    intervalMs: options.intervalMs ?? 5_000,
-    etcdMembers: options.etcdMembers ?? 1,
-    coordinators: scenario.cluster?.coordinators ?? options.coordinators ?? 2,
-    workers: scenario.cluster?.workers ?? options.workers ?? 4,
-  };
+  const notes: string[] = [];
+  const sessionTtlMs = options.sessionTtlMs ?? 2_000;
+  const etcdMembers = scenario.cluster?.etcdMembers ?? options.etcdMembers ?? 1;
+  const coordinators = scenario.cluster?.coordinators ?? options.coordinators ?? 2;
   const stamp = new Date(t0).toISOString().replace(/[:.]/g, '-');
   const outDir = resolve(
     options.outDir ?? join(REPO_ROOT, 'chaos-results', `${scenario.name}-seed${options.seed}-${stamp}`),
@@ -137,15 +92,73 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     timeline: join(outDir, 'timeline.html'),
     logs: join(outDir, 'cluster'),
   };
+
+  // --- what can run here ---------------------------------------------------------------------
+  let network: NetworkMode = options.network ?? 'proxy';
+  let clock = options.clock === true || scenario.cluster?.clock === true || options.sabotage === 'fake-monotonic';
+  let skipped: string | undefined;
+  if (options.target === undefined) {
+    if (scenario.cluster?.needsRoot !== undefined && !isRoot())
+      skipped = `scenario ${scenario.name} needs root (${scenario.cluster.needsRoot})`;
+    const why = network === 'proxy' ? undefined : networkUnavailable(network);
+    if (why !== undefined) {
+      if (options.unavailable === 'fallback') {
+        notes.push(`--network ${network} unavailable (${why}): ran with userspace proxies only`);
+        network = 'proxy';
+      } else skipped ??= `--network ${network} unavailable: ${why}`;
+    }
+    if (clock && findLibfaketime() === undefined) {
+      const why2 = 'libfaketime not installed (apt-get install faketime, or bash scripts/bootstrap.sh as root)';
+      if (options.unavailable === 'fallback' && options.sabotage !== 'fake-monotonic') {
+        notes.push(`clock faults unavailable: ${why2}`);
+        clock = false;
+      } else skipped ??= `clock faults unavailable: ${why2}`;
+    }
+  }
+  const summaryBase = {
+    scenario: scenario.name,
+    seed: options.seed,
+    sabotage: options.sabotage ?? null,
+    startedAt: new Date(t0).toISOString(),
+    files,
+  };
+  if (skipped !== undefined) {
+    progress(`[chaos] SKIPPED: ${skipped}`);
+    const summary = skippedSummary(summaryBase, skipped, options);
+    writeFileSync(files.summary, `${JSON.stringify(summary, null, 2)}\n`);
+    return summary;
+  }
+
+  const settingsBase = {
+    seed: options.seed,
+    durationMs: options.durationMs ?? 60_000,
+    sessionTtlMs,
+    tasks: options.tasks ?? 60,
+    resources: options.resources ?? 12,
+    pauseRate: options.pauseRate ?? 0.15,
+    intervalMs: options.intervalMs ?? 5_000,
+    etcdMembers,
+    coordinators,
+    workers: scenario.cluster?.workers ?? options.workers ?? 4,
+  };
   const completionBoundMs = options.completionBoundMs ?? 45_000;
+  const heartbeatIntervalMs = Math.floor(sessionTtlMs / 4);
+  const lease: LeaseTiming = {
+    sessionTtlMs,
+    heartbeatIntervalMs,
+    marginMs: options.leaseMarginMs ?? Math.max(1_000, Math.round(sessionTtlMs / 2)),
+  };
   progress(
-    `[chaos] scenario ${scenario.name}, seed ${options.seed}, etcd ${settings.etcdMembers}, sabotage ${options.sabotage ?? 'none'}, out ${outDir}`,
+    `[chaos] scenario ${scenario.name}, seed ${options.seed}, etcd ${etcdMembers}, network ${options.target === undefined ? network : 'target'}, ` +
+      `sink ${options.sinkStore ?? 'sqlite'}×${options.sinks ?? 1}, clock ${clock ? 'faked' : 'real'}, sabotage ${options.sabotage ?? 'none'}, out ${outDir}`,
   );
 
   const { sinkEnv, coordinatorEnv } = sabotageEnv(options.sabotage);
   const faults = new FaultLog();
   let cluster: ChaosCluster | undefined;
   let workload: Workload | undefined;
+  let watch: LiveOwnerWatch | undefined;
+  let sampler: ResourceSampler | undefined;
   let error: string | undefined;
   const ctxBox: { ctx?: ScenarioContext } = {};
   const times = { startup: 0, scenario: 0, recovery: 0, collect: 0 };
@@ -164,20 +177,63 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
   ticker.unref();
 
   try {
-    cluster = await startChaosCluster({
-      etcdMembers: settings.etcdMembers,
-      coordinators: settings.coordinators,
-      workers: settings.workers,
-      sessionTtlMs: settings.sessionTtlMs,
-      handlerPath: HANDLER_PATH,
-      sinkEnv,
-      coordinatorEnv,
-      seed: options.seed,
-      dir: files.logs,
-      ...(scenario.cluster?.startWorkers === undefined ? {} : { startWorkers: scenario.cluster.startWorkers }),
-    });
+    cluster =
+      options.target === undefined
+        ? await startChaosCluster({
+            etcdMembers,
+            coordinators,
+            workers: settingsBase.workers,
+            sessionTtlMs,
+            heartbeatIntervalMs,
+            handlerPath: HANDLER_PATH,
+            sinkEnv,
+            coordinatorEnv,
+            seed: options.seed,
+            dir: files.logs,
+            network,
+            sinkStore: options.sinkStore ?? 'sqlite',
+            sinks: options.sinks ?? 1,
+            ...(clock
+              ? {
+                  clock: {
+                    skewSeconds: clockSkews(options.seed, coordinators),
+                    fakeMonotonic: options.sabotage === 'fake-monotonic',
+                  },
+                }
+              : {}),
+            ...(scenario.cluster?.smallDiskBytes === undefined
+              ? {}
+              : { smallDiskBytes: scenario.cluster.smallDiskBytes }),
+            ...(scenario.cluster?.startWorkers === undefined ? {} : { startWorkers: scenario.cluster.startWorkers }),
+          })
+        : await connectTarget(options.target, files.logs);
+    if (options.target !== undefined && scenario.target !== true)
+      throw new Error(`scenario ${scenario.name} cannot run against a deployed target (random-mix and register can)`);
     times.startup = nowMs() - t0;
     workload = new Workload(cluster);
+    watch = await LiveOwnerWatch.start(cluster.etcdEndpoints, cluster.prefix).catch((err: unknown) => {
+      notes.push(`live etcd watch unavailable (lease bounds not measured): ${String(err)}`);
+      return undefined;
+    });
+    if (options.resourceSampleMs !== undefined && options.resourceSampleMs > 0) {
+      const c = cluster;
+      sampler = new ResourceSampler(() => c.processes.values(), options.resourceSampleMs);
+    }
+    const caps = cluster.network.capabilities;
+    const unrestartable = [...cluster.processes.values()].filter((p) => !p.canRestart).map((p) => p.name);
+    const protect = [...(options.protect ?? []), ...unrestartable];
+    const settings: ScenarioSettings = {
+      ...settingsBase,
+      mix: {
+        proxy: caps.proxy,
+        nft: caps.nft,
+        netem: caps.netem,
+        clock: cluster.clocks.size > 0,
+        ...(protect.length === 0 ? {} : { protect }),
+        ...(options.target === undefined ? {} : { nftLinks: cluster.network.nftLinks() }),
+      },
+    };
+    if (!caps.netem && caps.nft) notes.push('no tc netem in this kernel: no delay faults, loss by nftables only');
     const ctx: ScenarioContext = {
       cluster,
       faults,
@@ -220,15 +276,23 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
   const c0 = nowMs();
   try {
     if (cluster !== undefined && workload !== undefined) {
-      history = await collectHistory(cluster, workload, faults, t0, healedAtMs, completionBoundMs);
+      const resources = sampler?.stop();
+      await watch?.stop();
+      history = await collectHistory(cluster, workload, faults, t0, healedAtMs, completionBoundMs, {
+        watch,
+        lease,
+        ...(resources === undefined ? {} : { resources }),
+      });
     }
   } catch (err) {
     error = `${error === undefined ? '' : `${error}\n`}collect failed: ${err instanceof Error ? err.message : String(err)}`;
   } finally {
+    sampler?.stop();
+    await watch?.stop().catch(() => undefined);
     if (cluster !== undefined) {
       await cluster.stop().catch(() => undefined);
       // etcd's data dirs are ~60 MB of preallocated WAL: keep only the logs (and sink.db).
-      if (process.env.LEASEHOLD_KEEP_TEST_DIRS === undefined)
+      if (process.env.LEASEHOLD_KEEP_TEST_DIRS === undefined && options.target === undefined)
         for (const name of cluster.etcdNames) rmSync(join(files.logs, name), { recursive: true, force: true });
     }
     clearInterval(ticker);
@@ -237,7 +301,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
 
   let violations: Violation[] = [];
   if (history !== undefined) {
-    // Only the exits before the final stop count (the stop itself is expected).
     violations = checkHistory(history);
     const ctx = ctxBox.ctx;
     if (scenario.expect !== undefined && ctx !== undefined) violations.push(...scenario.expect(history, ctx.notes));
@@ -254,13 +317,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     };
     writeFileSync(files.history, `${JSON.stringify(slim, null, 1)}\n`);
   }
+  const decisions = history?.decisions ?? [];
   const summary: ChaosSummary = {
+    ...summaryBase,
     ok: error === undefined && history !== undefined && violations.length === 0,
-    scenario: scenario.name,
-    seed: options.seed,
-    sabotage: options.sabotage ?? null,
-    options: { ...settings, completionBoundMs },
-    startedAt: new Date(t0).toISOString(),
+    options: {
+      ...settingsBase,
+      completionBoundMs,
+      lease,
+      profile: options.profile ?? null,
+      protect: options.protect ?? [],
+    },
+    environment: {
+      network: options.target === undefined ? network : 'target',
+      sinkStore: options.sinkStore ?? 'sqlite',
+      sinks: options.sinks ?? 1,
+      clock: (cluster?.clocks.size ?? 0) > 0,
+      capabilities: { ...(cluster?.network.capabilities ?? {}), disk: cluster?.disk !== undefined },
+      notes,
+    },
     durationsMs: {
       startup: Math.round(times.startup),
       scenario: Math.round(times.scenario),
@@ -280,70 +355,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       (history?.events ?? []).flatMap((e) => (e.kind === 'write' ? [e.outcome] : [])),
       (o) => o,
     ),
-    sinkDecisions: count(history?.decisions ?? [], (d) => `${d.kind}:${d.outcome}`),
+    sinkDecisions: count(decisions, (d) => `${d.kind}:${d.outcome}`),
+    staleWritesRefused: decisions.filter((d) => d.kind === 'write' && d.outcome === 'STALE_TOKEN').length,
+    lateAdvancesRefused: decisions.filter((d) => d.kind === 'advance' && d.outcome === 'STALE_TOKEN').length,
     etcdHistory: history?.owners !== undefined,
+    leaseBounds: history?.lease === undefined ? null : checkLeaseBounds(history).stats,
+    register: history === undefined ? null : (checkRegister(history).stats ?? null),
+    resources: history === undefined ? [] : checkResources(history).stats,
+    scenarioNotes: ctxBox.ctx?.notes ?? {},
     violationCounts: countByName(violations),
     violations: violations.slice(0, 200),
-    files,
     ...(error === undefined ? {} : { error }),
   };
   writeFileSync(files.summary, `${JSON.stringify(summary, null, 2)}\n`);
   if (history !== undefined) writeFileSync(files.timeline, renderTimeline(history, violations, summary));
   progress(
     `[chaos] ${summary.ok ? 'OK' : 'FAILED'}: ${violations.length} violation(s) ${JSON.stringify(summary.violationCounts)}, ` +
-      `${summary.tasks.completed}/${summary.tasks.submitted} tasks, ${summary.grants} grants, total ${Math.round(summary.durationsMs.total / 1000)} s`,
+      `${summary.tasks.completed}/${summary.tasks.submitted} tasks, ${summary.grants} grants, ${summary.staleWritesRefused} stale writes refused, ` +
+      `faults ${JSON.stringify(summary.faults)}, total ${Math.round(summary.durationsMs.total / 1000)} s`,
   );
   return summary;
-}
-
-async function collectHistory(
-  cluster: ChaosCluster,
-  workload: Workload,
-  faults: FaultLog,
-  startedAtMs: number,
-  healedAtMs: number,
-  completionBoundMs: number,
-): Promise<History> {
-  const logs: ProcessLog[] = [];
-  const events = [];
-  const selfPauses: Omit<FaultWindow, 'id'>[] = [];
-  for (const p of cluster.processes.values()) {
-    if (p.role === 'etcd' || p.logPath === undefined) continue;
-    let text = '';
-    try {
-      text = readFileSync(p.logPath, 'utf8');
-    } catch {
-      continue; // never started
-    }
-    logs.push({ process: p.name, text });
-    if (p.role === 'worker') {
-      const parsed = parseWorkerLog(p.name, text);
-      events.push(...parsed.events);
-      selfPauses.push(...parsed.selfPauses);
-    }
-  }
-  const { decisions, complete } = await readDecisions(cluster.sinkClient);
-  const owners = await readOwnerHistory(cluster.etcdEndpoints, cluster.prefix);
-  const resources = [...new Set([...workload.records.values()].map((t) => t.resource))];
-  const finalResults = await readResults(cluster.sinkClient, resources);
-  const windows = faults.all();
-  let id = windows.reduce((m, w) => Math.max(m, w.id), 0);
-  return {
-    startedAtMs,
-    endedAtMs: nowMs(),
-    healedAtMs,
-    completionBoundMs,
-    tasks: [...workload.records.values()],
-    events: events.sort((a, b) => a.atMs - b.atMs),
-    faults: [...windows, ...selfPauses.map((w) => ({ ...w, id: ++id }))].sort((a, b) => a.startMs - b.startMs),
-    decisions,
-    decisionsComplete: complete,
-    owners,
-    finalTasks: workload.finalTasks(),
-    finalResults,
-    logs,
-    exits: [...cluster.exits],
-  };
 }
 
 /** `90s`, `10m`, `1h`, `1500ms` or a bare number of seconds → milliseconds. */

@@ -9,7 +9,7 @@ import { ViolationName, type Violation } from './checker.js';
 import type { History, WorkerEvent } from './history.js';
 import { type FaultLog, nowMs, runNemesis } from './nemesis.js';
 import type { Prng } from './prng.js';
-import { buildSchedule, type ScheduleStep } from './schedule.js';
+import { buildSchedule, type FaultMix, type ScheduleStep } from './schedule.js';
 import { buildTasks, type TaskSpec, type Workload } from './workload.js';
 
 export interface ScenarioSettings {
@@ -23,6 +23,8 @@ export interface ScenarioSettings {
   readonly etcdMembers: number;
   readonly coordinators: number;
   readonly workers: number;
+  /** The fault mechanisms this run has (what the random schedule may draw). */
+  readonly mix: FaultMix;
 }
 
 export interface ScenarioContext {
@@ -42,19 +44,28 @@ export interface Scenario {
   readonly name: string;
   readonly description: string;
   /** Overrides of the cluster shape (e.g. start the workers one by one). */
-  readonly cluster?: Partial<Pick<ChaosClusterOptions, 'workers' | 'startWorkers' | 'coordinators'>>;
+  readonly cluster?: Partial<
+    Pick<ChaosClusterOptions, 'workers' | 'startWorkers' | 'coordinators' | 'etcdMembers' | 'smallDiskBytes'>
+  > & {
+    /** The coordinators run under libfaketime. */
+    readonly clock?: boolean;
+    /** Needs root (network namespaces, mounts): the run is skipped with this reason otherwise. */
+    readonly needsRoot?: string;
+  };
+  /** Can run against a deployed cluster (`--target`): uses only processes, links, clocks and the admin API. */
+  readonly target?: boolean;
   run(ctx: ScenarioContext): Promise<void>;
   expect?(history: History, notes: Readonly<Record<string, unknown>>): Violation[];
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function expectation(message: string): Violation {
+export function expectation(message: string): Violation {
   return { name: ViolationName.SCENARIO_EXPECTATION, message };
 }
 
 /** Wait until a line of `process`'s log parses to an entry matching `match`. */
-async function waitForLog(
+export async function waitForLog(
   cluster: ChaosCluster,
   process: string,
   match: (entry: Record<string, unknown>) => boolean,
@@ -84,13 +95,18 @@ async function waitForLog(
   throw new Error(`timed out after ${timeoutMs} ms waiting for a log line of ${process}`);
 }
 
-async function startWorker(ctx: ScenarioContext, name: string): Promise<void> {
+export async function startWorker(ctx: ScenarioContext, name: string): Promise<void> {
   const p = ctx.cluster.processes.get(name);
   if (p === undefined) throw new Error(`no ${name}`);
   await p.restart();
 }
 
-function task(ctx: ScenarioContext, id: string, resource: string, extra: Partial<TaskSpec['payload']> = {}): TaskSpec {
+export function task(
+  ctx: ScenarioContext,
+  id: string,
+  resource: string,
+  extra: Partial<TaskSpec['payload']> = {},
+): TaskSpec {
   return {
     taskId: `${id}-${ctx.settings.seed}`,
     resource,
@@ -98,52 +114,64 @@ function task(ctx: ScenarioContext, id: string, resource: string, extra: Partial
   };
 }
 
-const writesOf = (h: History, process: string, taskId: string): Extract<WorkerEvent, { kind: 'write' }>[] =>
+export const writesOf = (h: History, process: string, taskId: string): Extract<WorkerEvent, { kind: 'write' }>[] =>
   h.events.filter(
     (e): e is Extract<WorkerEvent, { kind: 'write' }> =>
       e.kind === 'write' && e.process === process && e.taskId === taskId,
   );
 
 /** Long enough past the session TTL that the coordinator has expired the session. */
-const pastLease = (ctx: ScenarioContext): number => Math.round(ctx.settings.sessionTtlMs * 2.5 + 1_000);
+export const pastLease = (ctx: ScenarioContext): number => Math.round(ctx.settings.sessionTtlMs * 2.5 + 1_000);
+
+/**
+ * The seeded random mix: the schedule (drawn from the run's fault mix, or `mix`) runs while
+ * `specs` are submitted over the first 70 % of the fault phase.
+ */
+export async function runMix(ctx: ScenarioContext, specs: readonly TaskSpec[], mix?: FaultMix): Promise<void> {
+  const s = ctx.settings;
+  ctx.schedule = buildSchedule(
+    { seed: s.seed, durationMs: s.durationMs, intervalMs: s.intervalMs },
+    ctx.cluster.topology,
+    mix ?? s.mix,
+  );
+  const start = nowMs();
+  const submitter = (async () => {
+    const spread = (s.durationMs * 0.7) / Math.max(1, specs.length);
+    for (let i = 0; i < specs.length; i++) {
+      const due = start + i * spread;
+      if (nowMs() < due) await sleep(due - nowMs());
+      await ctx.workload.submit(specs[i]!);
+    }
+  })();
+  for (const step of ctx.schedule) {
+    const due = start + step.atMs;
+    if (nowMs() < due) await sleep(due - nowMs());
+    await runNemesis(ctx.cluster, ctx.faults, step.nemesis, step.durationMs);
+  }
+  const end = start + s.durationMs;
+  if (nowMs() < end) await sleep(end - nowMs());
+  await submitter;
+}
 
 export const SCENARIOS: readonly Scenario[] = [
   {
     name: 'random-mix',
+    target: true,
     description:
       'Seeded random faults (pause/kill any process incl. the etcd leader, blackhole/one-way/reset/latency on any link) every ~5 s under a workload where some workers pause between computing and writing.',
     async run(ctx) {
       const s = ctx.settings;
-      const specs = buildTasks(ctx.rng.fork(1), {
-        tasks: s.tasks,
-        resources: s.resources,
-        pauseRate: s.pauseRate,
-        pauseMinMs: Math.round(s.sessionTtlMs * 1.5),
-        pauseMaxMs: Math.round(s.sessionTtlMs * 2.5),
-        taskPrefix: `mix-${s.seed}`,
-      });
-      ctx.schedule = buildSchedule(
-        { seed: s.seed, durationMs: s.durationMs, intervalMs: s.intervalMs },
-        { etcdMembers: s.etcdMembers, coordinators: s.coordinators, workers: s.workers },
+      await runMix(
+        ctx,
+        buildTasks(ctx.rng.fork(1), {
+          tasks: s.tasks,
+          resources: s.resources,
+          pauseRate: s.pauseRate,
+          pauseMinMs: Math.round(s.sessionTtlMs * 1.5),
+          pauseMaxMs: Math.round(s.sessionTtlMs * 2.5),
+          taskPrefix: `mix-${s.seed}`,
+        }),
       );
-      const start = nowMs();
-      // Tasks arrive over the first 70 % of the fault phase.
-      const submitter = (async () => {
-        const spread = (s.durationMs * 0.7) / Math.max(1, specs.length);
-        for (let i = 0; i < specs.length; i++) {
-          const due = start + i * spread;
-          if (nowMs() < due) await sleep(due - nowMs());
-          await ctx.workload.submit(specs[i]!);
-        }
-      })();
-      for (const step of ctx.schedule) {
-        const due = start + step.atMs;
-        if (nowMs() < due) await sleep(due - nowMs());
-        await runNemesis(ctx.cluster, ctx.faults, step.nemesis, step.durationMs);
-      }
-      const end = start + s.durationMs;
-      if (nowMs() < end) await sleep(end - nowMs());
-      await submitter;
     },
   },
   {
@@ -318,9 +346,3 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
 ];
-
-export function findScenario(name: string): Scenario {
-  const s = SCENARIOS.find((x) => x.name === name);
-  if (s === undefined) throw new Error(`unknown scenario ${name}; known: ${SCENARIOS.map((x) => x.name).join(', ')}`);
-  return s;
-}

@@ -34,7 +34,7 @@ describe('chaos schedule', () => {
         if (n.kind === 'net') {
           seen.add(`net:${n.mode.kind}`);
           for (const l of n.links) seen.add(`link:${l}`);
-        } else {
+        } else if (n.kind === 'pause' || n.kind === 'kill') {
           seen.add(`${n.kind}:${n.process}`);
         }
         expect(describeNemesis(n)).not.toBe('');

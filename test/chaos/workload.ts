@@ -16,6 +16,8 @@ export interface TaskSpec {
     readonly deterministic: boolean;
     readonly computeMs: number;
     readonly pauseMs: number;
+    /** A register task: read the resource's value at the sink, write value + 1 (see checker-register.ts). */
+    readonly register?: boolean;
   };
 }
 
@@ -33,19 +35,30 @@ export interface WorkloadShape {
   readonly pauseMaxMs: number;
   readonly deterministicRate?: number;
   readonly taskPrefix: string;
+  /** Register tasks (every task increments its resource's register). */
+  readonly register?: boolean;
+  /** Resource name prefix (default `res/`). */
+  readonly resourcePrefix?: string;
 }
 
 export function buildTasks(rng: Prng, shape: WorkloadShape): TaskSpec[] {
-  return Array.from({ length: shape.tasks }, (_, n) => ({
+  return Array.from({ length: shape.tasks }, (_, n) => buildTask(rng, shape, n));
+}
+
+function buildTask(rng: Prng, shape: WorkloadShape, n: number): TaskSpec {
+  // Drawn for every task so a register workload consumes the seed like the mixed one.
+  const deterministic = rng.chance(shape.deterministicRate ?? 0.7);
+  return {
     taskId: `${shape.taskPrefix}-${n}`,
-    resource: `res/${n % shape.resources}`,
+    resource: `${shape.resourcePrefix ?? 'res/'}${n % shape.resources}`,
     payload: {
       n,
-      deterministic: rng.chance(shape.deterministicRate ?? 0.7),
+      deterministic: deterministic && shape.register !== true,
       computeMs: rng.int(10, 150),
       pauseMs: rng.chance(shape.pauseRate) ? rng.int(shape.pauseMinMs, shape.pauseMaxMs) : 0,
+      ...(shape.register === true ? { register: true } : {}),
     },
-  }));
+  };
 }
 
 export class Workload {
@@ -70,6 +83,7 @@ export class Workload {
             resource: spec.resource,
             deterministic: spec.payload.deterministic,
             ...(spec.payload.deterministic ? { expected: expectedResult(spec) } : {}),
+            ...(spec.payload.register === true ? { register: true } : {}),
             submittedAtMs: nowMs(),
           });
           return;

@@ -265,7 +265,7 @@ describe('the fuzzer can fail', () => {
       tasks,
       metrics: new Metrics(),
       log: pino({ level: 'silent' }),
-      readiness: () => Promise.resolve({}),
+      readiness: () => Promise.resolve({ ready: true, degraded: false, checks: {}, problems: [] }),
     });
     await app.listen({ host: '127.0.0.1', port: 0 });
     const address = app.server.address();

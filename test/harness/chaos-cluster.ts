@@ -1,127 +1,141 @@
 /**
- * The cluster under chaos: etcd (1 or 3 members), the sink, coordinators and workers, each a real
- * process in its own process group, with a {@link FaultProxy} on every link:
+ * The cluster under chaos: etcd (1 or 3 members), the sink (SQLite, or N replicas on one
+ * PostgreSQL), coordinators and workers, each a real process in its own process group, placed and
+ * linked as {@link Topology} says (see chaos-topology.ts for the network modes and link names):
  *
- * - `worker-i->coordinator-j`, `worker-i->sink`: the worker is configured with the proxies' URLs;
- * - `coordinator-j->sink`, `coordinator-j->etcd-mk`: likewise for each coordinator;
- * - `etcd-peer->etcd-mk`: member k *advertises* its peer proxy, so every peer connection into k
- *   goes through it (a partition of k's inbound peer traffic stops k from sending to its peers).
+ * - `proxy`: everything on 127.0.0.1, a {@link FaultProxy} on every link; etcd member k advertises
+ *   its peer proxy, so every peer connection into k goes through it.
+ * - `netns` / `mixed` (root): every process in its own network namespace (NetnsLab), listening on
+ *   its namespace address, links cut by nftables in the client's namespace; `mixed` also routes the
+ *   workers' links through proxies on the host. PostgreSQL runs on the host's address of the run.
  *
- * Everything stays on 127.0.0.1. The runner itself talks to etcd, the sink and the coordinators
- * directly (its reads are not under test). Every process can be paused, killed and restarted on
- * the same ports and data; exits are recorded and marked expected when the runner caused them.
+ * Coordinators can run under libfaketime (a fake wall clock per coordinator, `setClock`), the
+ * SQLite sink's data directory can sit on a small tmpfs (`disk`), and PostgreSQL is a process the
+ * nemesis can crash (`pg_ctl stop -m immediate`) and start again.
+ *
+ * The runner itself talks to etcd, the sinks and the coordinators directly (its reads are not under
+ * test). Every process can be paused, killed and restarted on the same address and data; exits are
+ * recorded and marked expected when the runner caused them.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SinkClient } from '@leasehold/sink-client';
-import { findEtcdBinary, waitForHealth } from '@leasehold/devkit';
+import { FakeClock, findLibfaketime, NetnsLab, NftFaults, probeNetns, SmallDisk } from '@leasehold/devkit';
+import { startChaosEtcd, type ChaosEtcd } from './chaos-etcd.js';
+import { startChaosPostgres, type ChaosPostgres } from './chaos-postgres.js';
+import { ChaosNetwork, type NftEndpoint } from './chaos-network.js';
+import type { ChaosCluster, ChaosClusterOptions, ChaosProcess, ExitRecord, ProcessRole } from './chaos-types.js';
+import { coordinatorEnv, newSecrets, sinkEnv, workerEnv } from './chaos-env.js';
+import { linkSpecs, processNames, shortName, sinkFor, type NetworkMode, type Topology } from './chaos-topology.js';
 import { startFaultProxy, seededRandom, type FaultProxy } from './fault-proxy.js';
-import { freePorts } from '@leasehold/devkit';
-import { signalGroup, stopProcess, track } from '@leasehold/devkit';
 import { BIN, Service } from './service.js';
 
-export type ProcessRole = 'etcd' | 'sink' | 'coordinator' | 'worker';
+export type {
+  ChaosCluster,
+  ChaosClusterOptions,
+  ChaosProcess,
+  ClockOptions,
+  ExitRecord,
+  ProcessRole,
+} from './chaos-types.js';
 
-export interface ExitRecord {
-  readonly process: string;
-  readonly atMs: number;
-  readonly code: number | null;
-  readonly signal: string | null;
-  readonly expected: boolean;
+interface Placement {
+  readonly host: string;
+  readonly launcher: readonly string[];
+  readonly ns: string | undefined;
 }
 
-/** One process the nemesis can act on. */
-export interface ChaosProcess {
-  readonly name: string;
-  readonly role: ProcessRole;
-  readonly logPath: string | undefined;
-  pid(): number | undefined;
-  isRunning(): boolean;
-  /** False for a worker a scenario has not started yet (healAll leaves it alone). */
-  everStarted(): boolean;
-  pause(): void;
-  resume(): void;
-  /** SIGKILL (expected exit). */
-  kill(): Promise<void>;
-  /** Start again on the same ports and data. */
-  restart(): Promise<void>;
-}
-
-export interface ChaosClusterOptions {
-  readonly etcdMembers?: number;
-  readonly coordinators?: number;
-  readonly workers?: number;
-  readonly workerConcurrency?: number;
-  readonly sessionTtlMs?: number;
-  readonly heartbeatIntervalMs?: number;
-  readonly handlerPath: string;
-  /** Extra env for the sink / every coordinator / every worker (sabotage switches). */
-  readonly sinkEnv?: Readonly<Record<string, string>>;
-  readonly coordinatorEnv?: Readonly<Record<string, string>>;
-  readonly workerEnv?: Readonly<Record<string, string>>;
-  /** Seeds the proxies' jitter. */
-  readonly seed?: number;
-  readonly dir?: string;
-  /** Start the workers now (default true); scenarios may start them one by one. */
-  readonly startWorkers?: boolean;
-}
-
-export interface ChaosCluster {
-  readonly dir: string;
-  readonly prefix: string;
-  readonly keys: { readonly sinkKey: string; readonly workerKey: string; readonly adminKey: string };
-  readonly etcdEndpoints: readonly string[];
-  readonly etcdNames: readonly string[];
-  readonly sink: Service;
-  readonly coordinators: readonly Service[];
-  readonly workers: readonly Service[];
-  readonly processes: ReadonlyMap<string, ChaosProcess>;
-  readonly proxies: ReadonlyMap<string, FaultProxy>;
-  readonly sinkClient: SinkClient;
-  readonly exits: readonly ExitRecord[];
-  /** The current etcd leader's process name, if one answers. */
-  etcdLeader(): Promise<string | undefined>;
-  /** Admin API on the first coordinator that answers. */
-  admin(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: unknown }>;
-  /** Heal every proxy, resume every process, start every stopped one. */
-  healAll(): Promise<void>;
-  /** Mark the exits from now on as expected (final stop). */
-  stop(): Promise<void>;
-}
-
-interface EtcdMemberSpec {
-  readonly name: string;
-  readonly clientPort: number;
-  readonly peerPort: number;
-  peerProxy: FaultProxy | undefined;
-  readonly dataDir: string;
-  process: ChildProcess | undefined;
-}
-
-const secret = (): string => randomBytes(24).toString('base64url');
 const now = (): number => performance.timeOrigin + performance.now();
+const SINK_PORT = 7400;
+const COORDINATOR_PORT = 7500;
+
+/** Why a cluster of this network mode cannot start here, or undefined when it can. */
+export function networkUnavailable(mode: NetworkMode): string | undefined {
+  if (mode === 'proxy') return undefined;
+  const support = probeNetns();
+  return support.ok ? undefined : (support.reason ?? 'network namespaces unavailable');
+}
 
 export async function startChaosCluster(opts: ChaosClusterOptions): Promise<ChaosCluster> {
   const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'leasehold-chaos-'));
   mkdirSync(dir, { recursive: true });
+  const mode = opts.network ?? 'proxy';
+  const store = opts.sinkStore ?? 'sqlite';
+  const topology: Topology = {
+    etcdMembers: opts.etcdMembers ?? 1,
+    coordinators: opts.coordinators ?? 2,
+    workers: opts.workers ?? 4,
+    sinks: opts.sinks ?? 1,
+    postgres: store === 'postgres',
+    network: mode,
+  };
+  if ((topology.sinks ?? 1) > 1 && store !== 'postgres') throw new Error('several sinks need --sink-store postgres');
+  const names = processNames(topology);
+  const specs = new Map(linkSpecs(topology).map((l) => [l.name, l]));
   const prefix = `leasehold-chaos-${process.pid}-${randomBytes(3).toString('hex')}/`;
-  const keys = { sinkKey: secret(), workerKey: secret(), adminKey: secret() };
-  const capabilityKeys = `k1:${secret()}`;
+  const keys = newSecrets();
   const random = seededRandom(opts.seed ?? 1);
   const proxies = new Map<string, FaultProxy>();
+  const endpoints = new Map<string, NftEndpoint>();
   const processes = new Map<string, ChaosProcess>();
   const exits: ExitRecord[] = [];
   const expectExit = new Set<string>();
   const services: Service[] = [];
   const logs: WriteStream[] = [];
+  const clocks = new Map<string, FakeClock>();
+  let lab: NetnsLab | undefined;
+  let nft: NftFaults | undefined;
+  let netem = false;
+  let postgres: ChaosPostgres | undefined;
+  let disk: SmallDisk | undefined;
 
-  const proxy = async (name: string, targetPort: number): Promise<FaultProxy> => {
-    const p = await startFaultProxy({ name, targetPort, random });
-    proxies.set(name, p);
+  // --- placement: loopback, or one namespace per process -------------------------------------
+  if (mode !== 'proxy') {
+    const support = probeNetns();
+    if (!support.ok) throw new Error(`--network ${mode} is not available here: ${support.reason ?? '?'}`);
+    netem = support.netem;
+    lab = NetnsLab.create();
+    nft = new NftFaults();
+  }
+  const placements = new Map<string, Placement>();
+  const place = (name: string): Placement => {
+    let p = placements.get(name);
+    if (p !== undefined) return p;
+    if (lab === undefined) p = { host: '127.0.0.1', launcher: [], ns: undefined };
+    else {
+      const h = lab.addHost(name, shortName(name));
+      p = { host: h.ip, launcher: h.launcher, ns: h.ns };
+    }
+    placements.set(name, p);
     return p;
+  };
+  const proxyHost = lab?.hostIp ?? '127.0.0.1';
+  /** The address `client` dials to reach `server` at host:port (its proxy when the link has one). */
+  const dial = async (client: string, server: string, host: string, port: number): Promise<string> => {
+    const spec = specs.get(`${client}->${server}`);
+    if (spec === undefined) throw new Error(`no link ${client}->${server}`);
+    let target = `${host}:${port}`;
+    if (spec.proxy) {
+      const p = await startFaultProxy({
+        name: spec.name,
+        targetHost: host,
+        targetPort: port,
+        listenHost: proxyHost,
+        random,
+      });
+      proxies.set(spec.name, p);
+      target = `${proxyHost}:${p.port}`;
+    }
+    if (spec.nft) {
+      const ns = placements.get(client)?.ns;
+      if (ns === undefined) throw new Error(`${client} has no namespace`);
+      const [ip = '', portText = ''] = target.split(':');
+      endpoints.set(spec.name, { ns, ip, port: Number(portText) });
+    }
+    return target;
   };
   const recordExit = (name: string, child: ChildProcess): void => {
     child.once('exit', (code, signal) => {
@@ -130,166 +144,166 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     });
   };
 
-  // --- etcd, members advertising their peer proxies -------------------------------------------
-  const bin = findEtcdBinary();
-  if (bin === undefined) throw new Error('the chaos runner needs the etcd binary (ETCD_BIN or `etcd` on PATH)');
-  const size = opts.etcdMembers ?? 1;
-  const ports = await freePorts(size * 2);
-  const members: EtcdMemberSpec[] = Array.from({ length: size }, (_, i) => ({
-    name: `etcd-m${i}`,
-    clientPort: ports[i * 2]!,
-    peerPort: ports[i * 2 + 1]!,
-    peerProxy: undefined,
-    dataDir: join(dir, `etcd-m${i}`),
-    process: undefined,
-  }));
-  for (const m of members) m.peerProxy = await proxy(`etcd-peer->${m.name}`, m.peerPort);
-  const initialCluster = members.map((m) => `${m.name}=${m.peerProxy!.url}`).join(',');
-  const launchEtcd = (m: EtcdMemberSpec): void => {
-    const log = createWriteStream(join(dir, `${m.name}.log`), { flags: 'a' });
-    logs.push(log);
-    const child = spawn(
-      bin,
-      [
-        '--name', m.name,
-        '--data-dir', m.dataDir,
-        '--listen-client-urls', `http://127.0.0.1:${m.clientPort}`,
-        '--advertise-client-urls', `http://127.0.0.1:${m.clientPort}`,
-        '--listen-peer-urls', `http://127.0.0.1:${m.peerPort}`,
-        '--initial-advertise-peer-urls', m.peerProxy!.url,
-        '--initial-cluster', initialCluster,
-        '--initial-cluster-state', 'new',
-        '--initial-cluster-token', `leasehold-chaos-${process.pid}`,
-        '--election-timeout', '500',
-        '--heartbeat-interval', '50',
-        '--log-level', 'warn',
-        '--logger', 'zap',
-      ], // prettier-ignore
-      { detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    child.stdout.pipe(log, { end: false });
-    child.stderr.pipe(log, { end: false });
-    track(child);
-    recordExit(m.name, child);
-    m.process = child;
-  };
-  members.forEach(launchEtcd);
-  await Promise.all(members.map((m) => waitForHealth(`http://127.0.0.1:${m.clientPort}`, 30_000)));
-  for (const m of members) {
-    processes.set(m.name, {
-      name: m.name,
-      role: 'etcd',
-      logPath: join(dir, `${m.name}.log`),
-      pid: () => m.process?.pid,
-      isRunning: () => m.process !== undefined && m.process.exitCode === null && m.process.signalCode === null,
-      everStarted: () => true,
-      pause: () => {
-        if (m.process !== undefined) signalGroup(m.process, 'SIGSTOP');
-      },
-      resume: () => {
-        if (m.process !== undefined) signalGroup(m.process, 'SIGCONT');
-      },
-      kill: async () => {
-        const child = m.process;
-        if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-        expectExit.add(m.name);
-        const exited = new Promise<void>((r) => {
-          child.once('exit', () => {
-            r();
-          });
-        });
-        signalGroup(child, 'SIGKILL');
-        await exited;
-      },
-      restart: async () => {
-        const child = m.process;
-        if (child !== undefined && child.exitCode === null && child.signalCode === null) return;
-        launchEtcd(m);
-        // A lone restarted member of a 3-member cluster is healthy once it rejoins.
-        await waitForHealth(`http://127.0.0.1:${m.clientPort}`, 30_000).catch(() => undefined);
-      },
-    });
-  }
+  let etcd: ChaosEtcd | undefined;
 
-  const serviceProcess = (service: Service, role: ProcessRole): ChaosProcess => {
-    const name = service.spec.name;
-    return {
-      name,
-      role,
-      logPath: service.logPath,
-      pid: () => service.pid,
-      isRunning: () => service.isRunning(),
-      everStarted: () => service.process !== undefined,
-      pause: () => {
-        service.pause();
-      },
-      resume: () => {
-        service.resume();
-      },
-      kill: async () => {
-        if (!service.isRunning()) return;
-        expectExit.add(name);
-        await service.kill();
-      },
-      restart: async () => {
-        if (service.isRunning()) return;
-        await service.start(30_000);
-        if (service.process !== undefined) recordExit(name, service.process);
-      },
-    };
-  };
-  const startService = async (service: Service, role: ProcessRole): Promise<void> => {
-    services.push(service);
-    processes.set(service.spec.name, serviceProcess(service, role));
-    await service.start(30_000);
-    if (service.process !== undefined) recordExit(service.spec.name, service.process);
+  const teardown = async (): Promise<void> => {
+    for (const p of processes.values()) expectExit.add(p.name);
+    for (const p of proxies.values()) p.heal();
+    await Promise.all(services.filter((s) => s.spec.name.startsWith('worker')).map((s) => s.stop(3_000)));
+    await Promise.all(services.filter((s) => s.spec.name.startsWith('coordinator')).map((s) => s.stop(3_000)));
+    await Promise.all(services.filter((s) => s.spec.name.startsWith('sink')).map((s) => s.stop(3_000)));
+    for (const s of services) s.close();
+    await etcd?.stop();
+    for (const l of logs) l.end();
+    await Promise.all([...proxies.values()].map((p) => p.close()));
+    await postgres?.stop();
+    disk?.unmount();
+    lab?.destroy();
   };
 
+  // --- etcd ----------------------------------------------------------------------------------
   try {
-    // --- the sink ---------------------------------------------------------------------------
-    const sink = new Service({
-      name: 'sink',
-      bin: BIN.sink,
+    etcd = await startChaosEtcd({
       dir,
-      listens: true,
-      env: {
-        LEASEHOLD_SINK_DB_PATH: join(dir, 'sink.db'),
-        LEASEHOLD_SINK_COORDINATOR_KEYS: keys.sinkKey,
-        LEASEHOLD_SINK_CAPABILITY_KEYS: capabilityKeys,
-        LEASEHOLD_SINK_PORT: '0',
-        LEASEHOLD_SINK_LOG_LEVEL: 'info',
-        ...opts.sinkEnv,
-      },
+      members: names.etcd.map((name) => ({ name, ...place(name) })),
+      netns: lab !== undefined,
+      random,
+      proxies,
+      endpoints,
+      logs,
+      onSpawn: recordExit,
+      expectExit: (name) => expectExit.add(name),
     });
-    await startService(sink, 'sink');
-    const sinkPort = sink.port!;
+    const etcdHandle = etcd;
+    for (const p of etcd.processes) processes.set(p.name, p);
 
-    // --- coordinators, each behind its own proxies to the sink and to every etcd member -----
+    // --- PostgreSQL (several sinks share it) ------------------------------------------------
+    let databaseUrl: ((client: string) => Promise<string>) | undefined;
+    if (store === 'postgres') {
+      const pgRun = await startChaosPostgres(lab);
+      postgres = pgRun;
+      databaseUrl = async (client) =>
+        `postgres://postgres@${await dial(client, 'postgres', pgRun.host, pgRun.server.port)}/${pgRun.database}`;
+      processes.set('postgres', pgRun.process);
+    }
+
+    const serviceProcess = (service: Service, role: ProcessRole): ChaosProcess => {
+      const name = service.spec.name;
+      return {
+        name,
+        role,
+        logPath: service.logPath,
+        canPause: true,
+        canRestart: true,
+        pid: () => service.pid,
+        isRunning: () => service.isRunning(),
+        everStarted: () => service.process !== undefined,
+        pause: () => {
+          service.pause();
+        },
+        resume: () => {
+          service.resume();
+        },
+        kill: async () => {
+          if (!service.isRunning()) return;
+          expectExit.add(name);
+          await service.kill();
+        },
+        restart: async () => {
+          if (service.isRunning()) return;
+          await service.start(30_000);
+          if (service.process !== undefined) recordExit(name, service.process);
+        },
+      };
+    };
+    const startService = async (service: Service, role: ProcessRole): Promise<void> => {
+      services.push(service);
+      processes.set(service.spec.name, serviceProcess(service, role));
+      await service.start(30_000);
+      if (service.process !== undefined) recordExit(service.spec.name, service.process);
+    };
+    const fixedPort = (port: number): number => (lab === undefined ? 0 : port);
+
+    // --- sinks --------------------------------------------------------------------------------
+    if (opts.smallDiskBytes !== undefined) {
+      if (store !== 'sqlite') throw new Error('the small disk is for the SQLite sink');
+      disk = SmallDisk.mount(join(dir, 'sink-data'), opts.smallDiskBytes);
+    }
+    const sinks: Service[] = [];
+    for (const name of names.sinks) {
+      const p = place(name);
+      const s = new Service({
+        name,
+        bin: BIN.sink,
+        dir,
+        listens: true,
+        host: p.host,
+        launcher: p.launcher,
+        ...(lab === undefined ? {} : { port: SINK_PORT }),
+        env: {
+          ...sinkEnv(keys, {
+            host: p.host,
+            port: fixedPort(SINK_PORT),
+            store:
+              databaseUrl === undefined
+                ? { kind: 'sqlite', dbPath: join(disk?.dir ?? dir, `${name}.db`) }
+                : { kind: 'postgres', url: await databaseUrl(name) },
+          }),
+          ...opts.sinkEnv,
+        },
+      });
+      sinks.push(s);
+      await startService(s, 'sink');
+    }
+    const sinkByName = new Map(sinks.map((s) => [s.spec.name, s]));
+
+    // --- coordinators -------------------------------------------------------------------------
+    const library = opts.clock === undefined ? undefined : findLibfaketime();
+    if (opts.clock !== undefined && library === undefined)
+      throw new Error('clock faults need libfaketime (apt-get install faketime)');
     const ttl = opts.sessionTtlMs ?? 2_000;
     const coordinators: Service[] = [];
-    for (let i = 0; i < (opts.coordinators ?? 2); i++) {
-      const name = `coordinator-${i}`;
-      const toSink = await proxy(`${name}->sink`, sinkPort);
+    for (const [j, name] of names.coordinators.entries()) {
+      const p = place(name);
+      const sinkName = sinkFor(topology, j);
+      const sink = sinkByName.get(sinkName)!;
+      const toSink = await dial(name, sinkName, sink.host, sink.port!);
       const toEtcd: string[] = [];
-      for (const m of members) toEtcd.push((await proxy(`${name}->${m.name}`, m.clientPort)).url);
+      for (const [k, endpoint] of etcdHandle.endpoints.entries()) {
+        const u = new URL(endpoint);
+        toEtcd.push(`http://${await dial(name, etcdHandle.names[k]!, u.hostname, Number(u.port))}`);
+      }
+      let clockEnv: Readonly<Record<string, string>> = {};
+      if (opts.clock !== undefined && library !== undefined) {
+        const clock = new FakeClock({
+          specFile: join(dir, `clock-${name}.spec`),
+          library,
+          fakeMonotonic: opts.clock.fakeMonotonic ?? false,
+          offsetSeconds: opts.clock.skewSeconds?.[j] ?? 0,
+        });
+        clocks.set(name, clock);
+        clockEnv = clock.env;
+      }
       const c = new Service({
         name,
         bin: BIN.coordinator,
         dir,
         listens: true,
+        host: p.host,
+        launcher: p.launcher,
+        ...(lab === undefined ? {} : { port: COORDINATOR_PORT }),
         env: {
-          LEASEHOLD_COORDINATOR_COORDINATOR_ID: `c${i}`,
-          LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: toEtcd.join(','),
-          LEASEHOLD_COORDINATOR_PREFIX: prefix,
-          LEASEHOLD_COORDINATOR_PORT: '0',
-          LEASEHOLD_COORDINATOR_SINK_URL: toSink.url,
-          LEASEHOLD_COORDINATOR_SINK_KEY: keys.sinkKey,
-          LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: capabilityKeys,
-          LEASEHOLD_COORDINATOR_WORKER_KEYS: keys.workerKey,
-          LEASEHOLD_COORDINATOR_ADMIN_KEYS: keys.adminKey,
-          LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(ttl),
-          LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs ?? Math.floor(ttl / 4)),
-          LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
+          ...coordinatorEnv(keys, {
+            id: `c${j}`,
+            host: p.host,
+            port: fixedPort(COORDINATOR_PORT),
+            prefix,
+            etcdEndpoints: toEtcd,
+            sinkUrl: `http://${toSink}`,
+            sessionTtlMs: ttl,
+            heartbeatIntervalMs: opts.heartbeatIntervalMs ?? Math.floor(ttl / 4),
+          }),
+          ...clockEnv,
           ...opts.coordinatorEnv,
         },
       });
@@ -297,28 +311,29 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       await startService(c, 'coordinator');
     }
 
-    // --- workers, each behind its own proxies to every coordinator and to the sink ----------
+    // --- workers ------------------------------------------------------------------------------
     const workers: Service[] = [];
-    for (let i = 0; i < (opts.workers ?? 4); i++) {
-      const name = `worker-${i}`;
+    for (const [i, name] of names.workers.entries()) {
+      place(name);
       const toCoordinators: string[] = [];
-      for (const c of coordinators) toCoordinators.push((await proxy(`${name}->${c.spec.name}`, c.port!)).url);
-      const toSink = await proxy(`${name}->sink`, sinkPort);
+      for (const c of coordinators) toCoordinators.push(`http://${await dial(name, c.spec.name, c.host, c.port!)}`);
+      const sinkName = sinkFor(topology, i);
+      const sink = sinkByName.get(sinkName)!;
+      const toSink = await dial(name, sinkName, sink.host, sink.port!);
       const w = new Service({
         name,
         bin: BIN.worker,
         dir,
         listens: false,
+        launcher: placements.get(name)!.launcher,
         env: {
-          LEASEHOLD_WORKER_COORDINATORS: toCoordinators.join(','),
-          LEASEHOLD_WORKER_SINK_URL: toSink.url,
-          LEASEHOLD_WORKER_WORKER_KEY: keys.workerKey,
-          LEASEHOLD_WORKER_WORKER_ID: name,
-          LEASEHOLD_WORKER_CONCURRENCY: String(opts.workerConcurrency ?? 2),
-          LEASEHOLD_WORKER_HANDLER: opts.handlerPath,
-          LEASEHOLD_WORKER_LOG_LEVEL: 'info',
-          LEASEHOLD_WORKER_PRETTY: 'false',
-          LEASEHOLD_WORKER_SHUTDOWN_GRACE_MS: '2000',
+          ...workerEnv(keys, {
+            name,
+            coordinatorUrls: toCoordinators,
+            sinkUrl: `http://${toSink}`,
+            concurrency: opts.workerConcurrency ?? 2,
+            handlerPath: opts.handlerPath,
+          }),
           ...opts.workerEnv,
         },
       });
@@ -331,50 +346,35 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       }
     }
 
-    const sinkClient = new SinkClient({ url: sink.url, key: keys.sinkKey, timeoutMs: 10_000 });
-    const etcdEndpoints = members.map((m) => `http://127.0.0.1:${m.clientPort}`);
-
+    const sinkClient = new SinkClient({ url: sinks[0]!.url, key: keys.sinkKey, timeoutMs: 10_000 });
+    const etcdEndpoints = etcdHandle.endpoints;
+    const network = new ChaosNetwork({
+      topology,
+      proxies,
+      nft,
+      endpoints,
+      namespaces: new Map([...placements].flatMap(([n, p]) => (p.ns === undefined ? [] : [[n, p.ns] as const]))),
+      netem,
+    });
     return {
       dir,
       prefix,
       keys,
+      topology,
       etcdEndpoints,
-      etcdNames: members.map((m) => m.name),
-      sink,
+      etcdNames: etcdHandle.names,
+      sink: sinks[0]!,
+      sinks,
       coordinators,
       workers,
       processes,
       proxies,
+      network,
+      clocks,
+      disk,
       sinkClient,
       exits,
-      async etcdLeader() {
-        for (const m of members) {
-          if (processes.get(m.name)?.isRunning() !== true) continue;
-          try {
-            const res = await fetch(`http://127.0.0.1:${m.clientPort}/v3/maintenance/status`, {
-              method: 'POST',
-              body: '{}',
-              signal: AbortSignal.timeout(1_000),
-            });
-            const body = (await res.json()) as { header?: { member_id?: string }; leader?: string };
-            if (body.leader === undefined || body.leader === '0') continue;
-            if (body.header?.member_id === body.leader) return m.name;
-            // Ask the member the leader id belongs to.
-            for (const other of members) {
-              const r = await fetch(`http://127.0.0.1:${other.clientPort}/v3/maintenance/status`, {
-                method: 'POST',
-                body: '{}',
-                signal: AbortSignal.timeout(1_000),
-              }).catch(() => undefined);
-              const b = (await r?.json().catch(() => undefined)) as { header?: { member_id?: string } } | undefined;
-              if (b?.header?.member_id === body.leader) return other.name;
-            }
-          } catch {
-            // paused or down: ask the next one
-          }
-        }
-        return undefined;
-      },
+      etcdLeader: () => etcdHandle.leader(),
       async admin(method, path, body) {
         let last: unknown;
         for (const c of coordinators) {
@@ -401,11 +401,26 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
         }
         throw last instanceof Error ? last : new Error('no coordinator answered');
       },
+      async setClock(name, offsetSeconds, timeoutMs = 5_000) {
+        const clock = clocks.get(name);
+        const service = coordinators.find((c) => c.spec.name === name);
+        if (clock === undefined || service === undefined) throw new Error(`${name} has no fake clock`);
+        clock.set(offsetSeconds);
+        const deadline = now() + timeoutMs;
+        while (now() < deadline) {
+          const seen = await observedOffsetMs(service.url);
+          if (seen !== undefined && Math.abs(seen - offsetSeconds * 1000) <= 2_000) return true;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        return false;
+      },
       async healAll() {
-        for (const p of proxies.values()) p.heal();
+        await network.healAll();
+        for (const [j, name] of names.coordinators.entries()) clocks.get(name)?.set(opts.clock?.skewSeconds?.[j] ?? 0);
+        disk?.free();
         for (const p of processes.values()) p.resume();
-        // etcd first, then the sink, coordinators, workers.
-        const order: ProcessRole[] = ['etcd', 'sink', 'coordinator', 'worker'];
+        // etcd first, then PostgreSQL, the sinks, coordinators, workers.
+        const order: ProcessRole[] = ['etcd', 'postgres', 'sink', 'coordinator', 'worker'];
         for (const role of order) {
           await Promise.all(
             [...processes.values()]
@@ -416,24 +431,48 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       },
       async stop() {
         void sinkClient.close();
-        for (const p of processes.values()) expectExit.add(p.name);
-        for (const p of proxies.values()) p.heal();
-        await Promise.all(workers.map((w) => w.stop(3_000)));
-        await Promise.all(coordinators.map((c) => c.stop(3_000)));
-        await sink.stop(3_000);
-        for (const s of services) s.close();
-        await Promise.all(members.map(async (m) => (m.process === undefined ? undefined : stopProcess(m.process))));
-        for (const l of logs) l.end();
-        await Promise.all([...proxies.values()].map((p) => p.close()));
+        await teardown();
+      },
+      launchScript(name) {
+        const service = services.find((x) => x.spec.name === name);
+        const line = service?.commandLine() ?? { argv: etcdHandle.argvOf(name), env: { PATH: process.env.PATH ?? '' } };
+        if (line.argv === undefined) throw new Error(`no launch script for ${name}`);
+        const q = (v: string): string => `'${v.replace(/'/g, `'\\''`)}'`;
+        const env = Object.entries(line.env).map(([k, v]) => `${k}=${q(v)}`);
+        const inner = [
+          `echo $$ > ${q(join(dir, `${name}.pid`))};`,
+          `exec env -i ${env.join(' ')} ${line.argv.map(q).join(' ')} >> ${q(join(dir, `${name}.log`))} 2>&1 < /dev/null`,
+        ].join(' ');
+        return [
+          '#!/bin/sh',
+          `# Starts ${name} again like the chaos harness does (its own session, appending to its log);`,
+          `# the process writes its pid to ${name}.pid before it becomes ${name} (exec keeps the pid).`,
+          `cd ${q(dir)} || exit 1`,
+          `setsid -f sh -c ${q(inner)}`,
+          '',
+        ].join('\n');
       },
     };
   } catch (err) {
     for (const p of processes.values()) expectExit.add(p.name);
     await Promise.all(services.map((s) => s.kill()));
-    for (const s of services) s.close();
-    await Promise.all(members.map(async (m) => (m.process === undefined ? undefined : stopProcess(m.process, 500))));
-    await Promise.all([...proxies.values()].map((p) => p.close()));
+    await teardown().catch(() => undefined);
     throw err;
+  }
+}
+
+/** A service's wall clock minus ours, from its HTTP `Date` header (1 s resolution), or undefined. */
+export async function observedOffsetMs(url: string): Promise<number | undefined> {
+  try {
+    const t0 = now();
+    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) });
+    const date = res.headers.get('date');
+    await res.body?.cancel();
+    if (date === null) return undefined;
+    // The header is truncated to the second: compare with the middle of that second.
+    return Date.parse(date) + 500 - (t0 + now()) / 2;
+  } catch {
+    return undefined;
   }
 }
 

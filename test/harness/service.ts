@@ -30,6 +30,12 @@ export interface ServiceSpec {
   readonly listens: boolean;
   /** The daemon serves HTTPS with a certificate from this CA (PEM). */
   readonly ca?: Buffer;
+  /** Address the daemon listens on and is reached at (default 127.0.0.1; a netns address in netns mode). */
+  readonly host?: string;
+  /** A fixed port (default: any free one on the first start, then the same one on restarts). */
+  readonly port?: number;
+  /** A command prefix the daemon is started under, e.g. `['ip', 'netns', 'exec', NS]`. */
+  readonly launcher?: readonly string[];
 }
 
 export class Service {
@@ -43,12 +49,17 @@ export class Service {
   constructor(spec: ServiceSpec) {
     if (!existsSync(spec.bin)) throw new Error(`${spec.bin} is missing: run \`pnpm build\` first`);
     this.spec = spec;
+    this.port = spec.port;
     this.logPath = join(spec.dir, `${spec.name}.log`);
+  }
+
+  get host(): string {
+    return this.spec.host ?? '127.0.0.1';
   }
 
   get url(): string {
     if (this.port === undefined) throw new Error(`${this.spec.name} has no port yet`);
-    return `${this.spec.ca === undefined ? 'http' : 'https'}://127.0.0.1:${this.port}`;
+    return `${this.spec.ca === undefined ? 'http' : 'https'}://${this.host}:${this.port}`;
   }
 
   get pid(): number | undefined {
@@ -64,22 +75,33 @@ export class Service {
     return this.#exits;
   }
 
+  /** The command line and environment `start()` uses (also for scripts that start it elsewhere). */
+  commandLine(): { readonly argv: readonly string[]; readonly env: Readonly<Record<string, string>> } {
+    const args = [...(this.spec.args ?? [])];
+    if (this.spec.listens) {
+      args.push('--port-file', join(this.spec.dir, `${this.spec.name}.port`));
+      // A restart reuses the port the service had, so peers' configuration stays valid.
+      if (this.port !== undefined) args.push('--port', String(this.port));
+    }
+    return {
+      argv: [...(this.spec.launcher ?? []), process.execPath, this.spec.bin, ...args],
+      env: { PATH: process.env.PATH ?? '', ...this.spec.env },
+    };
+  }
+
   async start(timeoutMs = 20_000): Promise<void> {
     if (this.isRunning()) throw new Error(`${this.spec.name} is already running`);
     const portFile = join(this.spec.dir, `${this.spec.name}.port`);
     rmSync(portFile, { force: true });
     this.#log ??= createWriteStream(this.logPath, { flags: 'a' });
-    const args = [...(this.spec.args ?? [])];
-    // A restart reuses the port the service had, so peers' configuration stays valid.
-    const env: Record<string, string> = { ...this.spec.env };
-    if (this.spec.listens) {
-      args.push('--port-file', portFile);
-      if (this.port !== undefined) args.push('--port', String(this.port));
-    }
-    const child = spawn(process.execPath, [this.spec.bin, ...args], {
+    const {
+      argv: [command, ...argv],
+      env,
+    } = this.commandLine();
+    const child = spawn(command!, argv, {
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '', ...env },
+      env: { ...env },
     });
     track(child);
     this.process = child;

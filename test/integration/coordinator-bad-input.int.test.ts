@@ -191,7 +191,7 @@ describe('HTTP', () => {
     expect(await open.call('GET', '/healthz')).toMatchObject({ status: 200, body: { status: 'ok' } });
     expect(await open.call('GET', '/readyz')).toMatchObject({
       status: 200,
-      body: { ready: true, checks: { etcd: true, sink: true, index: true } },
+      body: { ready: true, degraded: false, checks: { etcd: true, sink: 'ok', index: true }, problems: [] },
     });
     const metrics = await fetch(`${url}/metrics`).then((r) => r.text());
     for (const name of [

@@ -11,7 +11,7 @@
  */
 import { ManualClock, type Grant } from '@leasehold/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, TestWorker, sleep, type AdminClient } from '../harness/coordinator.js';
+import { Stack, TestWorker, type AdminClient } from '../harness/coordinator.js';
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { waitFor } from '../harness/service.js';
 
@@ -165,7 +165,12 @@ describe('design note cases against real etcd and a real sink', () => {
   });
 
   it('(5) coordinator restart (SIGKILL + start): sessions resume, tokens keep growing, fences intact', async () => {
-    const svc = await stack.spawnCoordinator('case5', { LEASEHOLD_COORDINATOR_PREFIX: `${PREFIX}case5/` });
+    // The etcd lease outlives the session by ETCD_LEASE_MARGIN_MS (default max(TTL, 10 s)); the
+    // smallest margin keeps the backstop below short enough for this test.
+    const svc = await stack.spawnCoordinator('case5', {
+      LEASEHOLD_COORDINATOR_PREFIX: `${PREFIX}case5/`,
+      LEASEHOLD_COORDINATOR_ETCD_LEASE_MARGIN_MS: '1000',
+    });
     const admin = stack.admin(svc.url);
     await admin.submit('t5', 'case5/r');
     const a = await stack.worker(svc.url, 'w5-a');
@@ -196,7 +201,10 @@ describe('design note cases against real etcd and a real sink', () => {
     await svc.kill();
     await svc.start();
     await admin.submit('t5-more', 'case5/r');
-    await sleep(TTL * 3); // b's session (served by the killed process) ends by the etcd lease backstop
+    // b's session (served by the killed process) ends by the etcd lease backstop.
+    await waitFor('b lost case5/r to the etcd lease backstop', async () =>
+      (await admin.resourceView('case5/r')).owner === null ? true : undefined,
+    );
     const c = await stack.worker(svc.url, 'w5-c');
     const third = asGrant(await c.acquire('q1'));
     expect(BigInt(third.token)).toBeGreaterThan(BigInt(second.token));

@@ -160,14 +160,19 @@ describe('several coordinators on one etcd', () => {
       const proxy = new SinkProxy(stack.sinkUrl);
       const proxyUrl = await proxy.listen();
       const env = { LEASEHOLD_COORDINATOR_PREFIX: prefixOf(name) };
-      const c1 = await stack.spawnCoordinator(name, { ...env, LEASEHOLD_COORDINATOR_SINK_URL: proxyUrl });
+      // The smallest etcd lease margin: the backstop this test waits on comes TTL + 1 s after the stop.
+      const c1 = await stack.spawnCoordinator(name, {
+        ...env,
+        LEASEHOLD_COORDINATOR_SINK_URL: proxyUrl,
+        LEASEHOLD_COORDINATOR_ETCD_LEASE_MARGIN_MS: '1000',
+      });
       const c2 = await stack.coordinator(env);
       const admin = stack.admin(c2.url);
       await admin.submit('t1', `${name}/r`);
 
       const w1 = await stack.worker(c1.url, 'w1');
       proxy.holding = true;
-      const w1Reply = w1.acquire('q1', undefined);
+      const w1Reply = w1.acquire('q1', undefined).catch((err: unknown) => ({ type: 'no reply', err }));
       await waitFor('the grant parked at step (b)', () => (proxy.parked.length > 0 ? true : undefined));
       const [[, staleToken]] = (await ownersOf(name)) as [[string, string]];
       c1.pause();
@@ -184,7 +189,7 @@ describe('several coordinators on one etcd', () => {
       if (lateAdvance === 'refused') proxy.release(); // reaches the sink after the takeover
 
       c1.resume();
-      const reply = await w1Reply.catch((err: unknown) => ({ type: 'no reply', err }));
+      const reply = await w1Reply;
       expect(reply.type).not.toBe('lease.granted');
       await sleep(300);
       expect(w1.received.some((m) => m.type === 'lease.granted')).toBe(false);

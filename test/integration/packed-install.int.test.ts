@@ -4,7 +4,7 @@
  * local pnpm store, ours from the tarballs only), with no native build, then import and type-check.
  * Packs the built packages as they are (the suite runs after the build; nothing is rebuilt here).
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { lstatSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -128,4 +128,72 @@ describe('the packed worker SDK', () => {
     );
     expect(out.trim()).toBe('function function');
   });
+});
+
+/** Every published package, packed as `pnpm release:pack` does (built already: nothing rebuilt). */
+const ALL = ['protocol', 'sink-client', 'client', 'worker', 'fence-pg', 'sink', 'coordinator', 'cli'] as const;
+
+describe('the packed CLI: one install, four commands, a working cluster', () => {
+  let cliDir: string;
+  let cliProject: string;
+
+  beforeAll(() => {
+    cliDir = mkdtempSync(join(tmpdir(), 'leasehold-cli-pack-'));
+    const release = join(cliDir, 'release');
+    for (const pkg of ALL) run('pnpm', ['pack', '--pack-destination', release], join(ROOT, 'packages', pkg));
+    cliProject = join(cliDir, 'ops');
+    run('mkdir', ['-p', cliProject], cliDir);
+    const tarball = (pkg: string) => `file:${join(release, `leasehold-${pkg}-0.1.0.tgz`)}`;
+    writeFileSync(
+      join(cliProject, 'package.json'),
+      JSON.stringify({ name: 'ops', private: true, dependencies: { '@leasehold/cli': tarball('cli') } }),
+    );
+    writeFileSync(
+      join(cliProject, 'pnpm-workspace.yaml'),
+      `overrides:\n${ALL.map((pkg) => `  "@leasehold/${pkg}": "${tarball(pkg)}"\n`).join('')}` +
+        // Offline, a fresh resolution must land on versions the local store holds: protobufjs
+        // (etcd3's) depends on @types/node with an open range; pin the workspace's one.
+        '  "@types/node": "20.19.43"\n' +
+        // The sink's SQLite driver is the one native dependency (built from the local store);
+        // protobufjs's script is a notice. What an operator's pnpm asks them to approve.
+        'allowBuilds:\n  better-sqlite3: true\n  protobufjs: true\n',
+    );
+    run('pnpm', ['install', '--offline', '--reporter=silent'], cliProject);
+  }, 300_000);
+
+  afterAll(() => {
+    rmSync(cliDir, { recursive: true, force: true });
+  });
+
+  it('puts leasehold, leasehold-coordinator, leasehold-sink and leasehold-worker on PATH; each answers --version and --help', () => {
+    for (const bin of ['leasehold', 'leasehold-coordinator', 'leasehold-sink', 'leasehold-worker']) {
+      const path = join(cliProject, 'node_modules', '.bin', bin);
+      expect(run(path, ['--version'], cliProject).trim()).toMatch(new RegExp(`^${bin} \\d+\\.\\d+\\.\\d+$`));
+      expect(run(path, ['--help'], cliProject)).toMatch(/usage|Usage|options|Options/);
+    }
+  });
+
+  it('`leasehold cluster up --until-done` from the install runs the demo, stops in order, and logs no error', () => {
+    const run = spawnSync(
+      join(cliProject, 'node_modules', '.bin', 'leasehold'),
+      ['cluster', 'up', '--until-done', '--tasks', '6', '--workers', '2', '--data-dir', join(cliDir, 'data')],
+      {
+        cwd: cliProject,
+        encoding: 'utf8',
+        timeout: 240_000,
+        env: { PATH: process.env.PATH ?? '', NO_COLOR: '1', LEASEHOLD_DEMO_DURATION_MS: '50' },
+      },
+    );
+    // The cluster's own lines go to stderr, the services' logs to stdout.
+    const out = `${run.stderr}\n${run.stdout}`;
+    expect(run.status, out).toBe(0);
+    expect(out).toMatch(/demo complete: 6 tasks, each with exactly one result at the sink/);
+    expect(out).toMatch(/stopping the cluster/);
+    // A clean run stopped in dependency order (workers, coordinators, sink, etcd) leaves our
+    // services nothing to warn about, from start to stop (etcd's own shutdown chatter aside).
+    const complaints = run.stdout
+      .split('\n')
+      .filter((l) => !l.startsWith('etcd') && /\b(WARN|ERROR|FATAL)\b|"level":(40|50|60)/.test(l));
+    expect(complaints).toEqual([]);
+  }, 300_000);
 });

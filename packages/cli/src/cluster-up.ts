@@ -62,13 +62,13 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
   const stopAll = () => {
     stopping ??= (async () => {
       say('stopping the cluster');
-      // Workers release their leases first; the etcd data and the sink's database are kept.
-      for (const group of [
-        procs.filter((p) => p.name.startsWith('worker')),
-        procs.filter((p) => !p.name.startsWith('worker')).reverse(),
-      ]) {
-        await Promise.all(group.map((p) => p.stop()));
+      // In dependency order, so a clean stop logs no errors: workers release their leases, then
+      // the coordinators hand off, then the sink drains, then etcd. The etcd data and the sink's
+      // database are kept.
+      for (const prefix of ['worker', 'coordinator', 'sink', 'etcd']) {
+        await Promise.all(procs.filter((p) => p.name.startsWith(prefix)).map((p) => p.stop()));
       }
+      await Promise.all(procs.map((p) => p.stop()));
     })();
     return stopping;
   };

@@ -2,11 +2,17 @@
 /**
  * `leasehold`: the user CLI.
  *   leasehold cluster up [--workers N] [--tasks N] [--resources N] [--until-done] [--data-dir DIR]
- *   leasehold submit --task-id ID --resource R [--payload JSON]
+ *   leasehold submit --task-id ID --resource R [--payload JSON] [scheduling and retry options]
  *   leasehold status [--json] [--watch]
- *   leasehold tail
+ *   leasehold tasks [--state STATE] [--json]        (--state failed: the dead letters)
+ *   leasehold task ID [--json]                      (one task with its attempt history)
+ *   leasehold cancel ID | retry ID
+ *   leasehold purge --state completed|failed|cancelled --older-than 7d [--limit N]
+ *   leasehold tail                                  (task events + sink decisions and refusals)
  * Commands other than `cluster up` find the coordinator and keys in the cluster's state file
- * (`--data-dir`, default ./.leasehold), or take --coordinator / --admin-key / --sink / --sink-key.
+ * (`--data-dir`, default ./.leasehold), or take --coordinator / --sink and the keys from the
+ * environment (LEASEHOLD_ADMIN_KEY, LEASEHOLD_SINK_KEY; secrets are never flags).
+ * Exit codes: 0 done; 1 refused or failed (the server's code is printed); 2 usage or configuration.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -16,16 +22,27 @@ import {
   ConfigError,
   formatOptionsHelp,
   LeaseholdError,
+  splitList,
   wantsHelp,
   wantsVersion,
-  type JsonValue,
   type OptionTable,
 } from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink-client';
 import { LeaseholdClient } from '@leasehold/client';
+import {
+  cancelCommand,
+  purgeCommand,
+  repeatedFlag,
+  retryCommand,
+  submitCommand,
+  taskCommand,
+  tasksCommand,
+  type CommandContext,
+} from './admin-commands.js';
 import { clusterUp } from './cluster-up.js';
 import { caFile, readState, scheme } from './local-cluster.js';
-import { collectStatus, renderStatus, tail } from './status.js';
+import { collectStatus, renderStatus } from './status.js';
+import { tail } from './tail.js';
 
 const OPTIONS: OptionTable = {
   'data-dir': { env: 'DATA_DIR', help: 'cluster data and state (default ./.leasehold)' },
@@ -48,14 +65,34 @@ const OPTIONS: OptionTable = {
     boolean: true,
   },
   ca: { env: 'CA', help: "CA file (PEM) of the coordinator and the sink (default: the cluster state's)" },
-  coordinator: { env: 'COORDINATOR', help: 'coordinator URL (default from the state file)' },
+  coordinator: {
+    env: 'COORDINATOR',
+    help: 'coordinator URL, or several, comma-separated (default from the state file)',
+  },
   'admin-key': { env: 'ADMIN_KEY', help: 'admin bearer key (default from the state file)', secret: true },
   sink: { env: 'SINK', help: 'sink URL (default from the state file)' },
   'sink-key': { env: 'SINK_KEY', help: 'sink read/coordinator key (default from the state file)', secret: true },
   'task-id': { env: 'TASK_ID', help: 'submit: task id' },
   resource: { env: 'RESOURCE', help: 'submit: resource id' },
   payload: { env: 'PAYLOAD', help: 'submit: JSON payload (default {})' },
-  json: { env: 'JSON', help: 'status: machine-readable output', boolean: true },
+  priority: { env: 'PRIORITY', help: 'submit: 0..9, higher is granted first (default 0)' },
+  delay: { env: 'DELAY', help: 'submit: not granted before this long from now, e.g. 30s, 5m' },
+  'run-at': { env: 'RUN_AT', help: 'submit: not granted before this time (ISO 8601, e.g. 2026-12-24T18:00:00Z)' },
+  'max-attempts': { env: 'MAX_ATTEMPTS', help: 'submit: attempts before the task fails (default: the installation’s)' },
+  'backoff-initial': { env: 'BACKOFF_INITIAL', help: 'submit: wait after the first failed attempt, e.g. 1s' },
+  'backoff-max': { env: 'BACKOFF_MAX', help: 'submit: longest wait between attempts, e.g. 5m' },
+  'non-retryable': {
+    env: 'NON_RETRYABLE',
+    help: 'submit: an error name that fails the task at once (repeatable, or comma-separated)',
+  },
+  state: { env: 'STATE', help: 'tasks, purge: pending|delayed|leased|completed|failed|cancelled' },
+  'older-than': { env: 'OLDER_THAN', help: 'purge: tasks that ended at least this long ago, e.g. 7d' },
+  limit: { env: 'LIMIT', help: 'purge: tasks per request (default 1000)' },
+  json: {
+    env: 'JSON',
+    help: 'status, submit, tasks, task, cancel, retry, purge: machine-readable output',
+    boolean: true,
+  },
   watch: { env: 'WATCH', help: 'status: refresh every second', boolean: true },
 };
 
@@ -63,11 +100,19 @@ const HELP = `leasehold: lease-based task ownership with fencing tokens.
 
 Usage:
   leasehold cluster up [options]   start etcd, sink, coordinator and workers; run the demo workload
-  leasehold submit --task-id ID --resource R [--payload JSON]
+  leasehold submit --task-id ID --resource R [--payload JSON] [--priority N] [--delay 30s | --run-at ISO]
+                   [--max-attempts N] [--backoff-initial 1s] [--backoff-max 5m] [--non-retryable Name ...]
   leasehold status [--json] [--watch]
-  leasehold tail                   grants, expiries and stale-write refusals as they happen
+  leasehold tasks [--state STATE] [--json]     tasks; --state failed lists the dead letters
+  leasehold task ID [--json]                   one task, with its retry policy and attempt history
+  leasehold cancel ID                          cancel (a held lease is revoked, its late write refused)
+  leasehold retry ID                           a failed task runs again with a fresh attempt budget
+  leasehold purge --state STATE --older-than 7d   delete ended tasks of one state
+  leasehold tail                               task events, sink decisions and refusals as they happen
 
-Options (also LEASEHOLD_<ENV>):
+Durations: 500ms, 30s, 5m, 2h, 7d (or 1h30m). Exit codes: 0 done, 1 refused or failed, 2 usage.
+
+Options (also LEASEHOLD_<ENV>; keys only from the environment or the state file):
 ${formatOptionsHelp(OPTIONS, 'LEASEHOLD_')}`;
 
 function int(raw: Record<string, string>, key: string, fallback: number, problems: string[]): number {
@@ -76,6 +121,15 @@ function int(raw: Record<string, string>, key: string, fallback: number, problem
   if (!/^\d+$/.test(text)) problems.push(`--${key.toLowerCase().replaceAll('_', '-')} must be a non-negative integer`);
   return Number(text);
 }
+
+const TASK_COMMANDS: Readonly<Record<string, (ctx: CommandContext) => Promise<number>>> = {
+  submit: submitCommand,
+  tasks: tasksCommand,
+  task: taskCommand,
+  cancel: cancelCommand,
+  retry: retryCommand,
+  purge: purgeCommand,
+};
 
 async function main(): Promise<number> {
   const argv = process.argv.slice(2);
@@ -95,9 +149,9 @@ async function main(): Promise<number> {
     { allowPositional: true },
   );
   const dataDir = resolve(raw.DATA_DIR ?? '.leasehold');
-  const command = rest.join(' ');
+  const [command = '', ...args] = rest;
 
-  if (command === 'cluster up') {
+  if (command === 'cluster' && args.join(' ') === 'up') {
     const opts = {
       dataDir,
       workers: int(raw, 'WORKERS', 3, problems),
@@ -117,79 +171,93 @@ async function main(): Promise<number> {
 
   const state = readState(dataDir);
   const base = state === undefined ? undefined : `${scheme(state)}://127.0.0.1`;
-  const coordinator = raw.COORDINATOR ?? (state === undefined ? undefined : `${base ?? ''}:${state.ports.coordinator}`);
+  const coordinators =
+    raw.COORDINATOR === undefined
+      ? state === undefined
+        ? undefined
+        : [`${base ?? ''}:${state.ports.coordinator}`]
+      : splitList(raw.COORDINATOR);
   const adminKey = raw.ADMIN_KEY ?? state?.keys.admin;
   const sinkUrl = raw.SINK ?? (state === undefined ? undefined : `${base ?? ''}:${state.ports.sink}`);
   const caPath = raw.CA ?? (state?.tls === true ? caFile(dataDir) : undefined);
   const tls = caPath === undefined ? undefined : { ca: readFileSync(caPath) };
   const sinkKey = raw.SINK_KEY ?? state?.keys.sink;
-  if (coordinator === undefined || adminKey === undefined) {
-    problems.push(`no cluster state in ${dataDir}: pass --coordinator and --admin-key (and --sink, --sink-key)`);
+  if (coordinators === undefined || coordinators.length === 0 || adminKey === undefined) {
+    problems.push(
+      `no cluster state in ${dataDir}: pass --coordinator and LEASEHOLD_ADMIN_KEY (and --sink, LEASEHOLD_SINK_KEY)`,
+    );
   }
-  if (problems.length > 0 || coordinator === undefined || adminKey === undefined) throw new ConfigError(problems);
-  const admin = new LeaseholdClient({ url: coordinator, adminKey, ...(tls === undefined ? {} : { tls }) });
-  const sink = () => {
-    if (sinkUrl === undefined || sinkKey === undefined)
-      throw new ConfigError(['this command needs --sink and --sink-key']);
-    return new SinkClient({ url: sinkUrl, key: sinkKey, ...(tls === undefined ? {} : { tls }) });
-  };
-
-  switch (command) {
-    case 'submit': {
-      const taskId = raw.TASK_ID;
-      const resource = raw.RESOURCE;
-      if (taskId === undefined || resource === undefined)
-        throw new ConfigError(['submit needs --task-id and --resource']);
-      let payload: unknown;
-      try {
-        payload = JSON.parse(raw.PAYLOAD ?? '{}');
-      } catch {
-        throw new ConfigError(['--payload must be JSON']);
-      }
-      console.log(
-        JSON.stringify((await admin.submit({ taskId, resource, payload: payload as JsonValue })).task, null, 2),
-      );
-      return 0;
-    }
-    case 'status': {
-      const client = sink();
-      try {
-        do {
-          const rows = await collectStatus(admin, client);
-          if (raw.JSON === 'true') console.log(JSON.stringify(rows, null, 2));
-          else {
-            if (raw.WATCH === 'true' && process.stdout.isTTY) process.stdout.write('\u001b[2J\u001b[H');
-            console.log(renderStatus(rows, process.stdout.isTTY));
-          }
-          if (raw.WATCH === 'true') await new Promise((r) => setTimeout(r, 1_000));
-        } while (raw.WATCH === 'true');
-      } finally {
-        void client.close();
-      }
-      return 0;
-    }
-    case 'tail': {
-      const controller = new AbortController();
-      process.once('SIGINT', () => {
-        controller.abort();
+  if (problems.length > 0 || coordinators === undefined || adminKey === undefined) throw new ConfigError(problems);
+  const sinkOptions =
+    sinkUrl === undefined || sinkKey === undefined
+      ? undefined
+      : { url: sinkUrl, key: sinkKey, ...(tls === undefined ? {} : { tls }) };
+  const admin = new LeaseholdClient({
+    url: coordinators,
+    adminKey,
+    ...(tls === undefined ? {} : { tls }),
+    ...(sinkOptions === undefined ? {} : { sink: sinkOptions }),
+  });
+  try {
+    const run = TASK_COMMANDS[command];
+    if (run !== undefined) {
+      return await run({
+        raw,
+        args,
+        repeated: (flag) => {
+          const fromArgv = repeatedFlag(argv, flag);
+          return fromArgv.length > 0 ? fromArgv : splitList(raw.NON_RETRYABLE ?? '');
+        },
+        admin,
+        out: (text) => {
+          console.log(text);
+        },
+        tty: process.stdout.isTTY,
+        nowMs: Date.now,
       });
-      const client = sink();
-      try {
-        await tail(
-          admin,
-          client,
-          (line) => {
+    }
+    switch (command) {
+      case 'status': {
+        if (sinkOptions === undefined) throw new ConfigError(['status needs --sink and LEASEHOLD_SINK_KEY']);
+        const client = new SinkClient(sinkOptions);
+        try {
+          do {
+            const rows = await collectStatus(admin, client);
+            if (raw.JSON === 'true') console.log(JSON.stringify(rows, null, 2));
+            else {
+              if (raw.WATCH === 'true' && process.stdout.isTTY) process.stdout.write('\u001b[2J\u001b[H');
+              console.log(renderStatus(rows, process.stdout.isTTY));
+            }
+            if (raw.WATCH === 'true') await new Promise((r) => setTimeout(r, 1_000));
+          } while (raw.WATCH === 'true');
+        } finally {
+          void client.close();
+        }
+        return 0;
+      }
+      case 'tail': {
+        const controller = new AbortController();
+        const stop = () => {
+          controller.abort();
+        };
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+        await tail({
+          taskEvents: (hooks) => admin.events(hooks),
+          sinkEvents: sinkOptions === undefined ? undefined : (hooks) => admin.sinkEvents(hooks),
+          write: (line) => {
             console.log(line);
           },
-          controller.signal,
-        );
-      } finally {
-        void client.close();
+          signal: controller.signal,
+          tty: process.stdout.isTTY,
+        });
+        return 0;
       }
-      return 0;
+      default:
+        throw new ConfigError([`unknown command ${JSON.stringify(rest.join(' '))}; see leasehold --help`]);
     }
-    default:
-      throw new ConfigError([`unknown command ${JSON.stringify(command)}; see leasehold --help`]);
+  } finally {
+    void admin.close();
   }
 }
 
@@ -198,9 +266,15 @@ main().then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    if (err instanceof ConfigError) console.error(err.message);
-    else if (err instanceof LeaseholdError) console.error(`leasehold: ${err.code}: ${err.message}`);
-    else console.error(err);
-    process.exitCode = 2;
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exitCode = 2;
+    } else if (err instanceof LeaseholdError) {
+      console.error(`leasehold: ${err.code}: ${err.message}`);
+      process.exitCode = 1;
+    } else {
+      console.error(err);
+      process.exitCode = 2;
+    }
   },
 );

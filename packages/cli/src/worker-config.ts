@@ -39,6 +39,11 @@ export const OPTIONS: OptionTable = Object.freeze({
     help: 'on SIGTERM, time to finish tasks before releasing',
     default: '10000',
   },
+  'http-port': {
+    env: 'HTTP_PORT',
+    help: 'serve /healthz, /readyz and /metrics on this port (loopback unless --http-host); off by default',
+  },
+  'http-host': { env: 'HTTP_HOST', help: 'listen address of the health/metrics port', default: '127.0.0.1' },
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   pretty: { env: 'PRETTY', help: 'human-readable logs (default: when stdout is a TTY)', boolean: true },
 });
@@ -81,6 +86,8 @@ const RawSchema = z.object({
   DEMO_DURATION_MS: int(0, 3_600_000),
   DEMO_NONDETERMINISTIC: bool,
   SHUTDOWN_GRACE_MS: int(0, 3_600_000),
+  HTTP_PORT: int(0, 65_535).optional(),
+  HTTP_HOST: z.string().min(1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   PRETTY: bool.optional(),
 });
@@ -99,6 +106,8 @@ export interface WorkerConfig {
   readonly handler: string;
   readonly demo: { readonly durationMs: number; readonly nondeterministic: boolean };
   readonly shutdownGraceMs: number;
+  /** Health/readiness/metrics endpoint; undefined = off. */
+  readonly http: { readonly host: string; readonly port: number } | undefined;
   readonly logLevel: string;
   readonly pretty: boolean | undefined;
 }
@@ -159,6 +168,7 @@ export function loadConfig(
     handler: c.HANDLER,
     demo: { durationMs: c.DEMO_DURATION_MS, nondeterministic: c.DEMO_NONDETERMINISTIC },
     shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
+    http: c.HTTP_PORT === undefined ? undefined : { host: c.HTTP_HOST, port: c.HTTP_PORT },
     logLevel: c.LOG_LEVEL,
     pretty: c.PRETTY,
   });

@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { createRequire } from 'node:module';
 import { ConfigError, wantsCheckConfig, wantsHelp, wantsVersion } from '@leasehold/protocol';
+import { startWorkerHttp } from './worker-http.js';
 import { HELP_TEXT, loadConfig, redactConfig, type WorkerConfig } from './worker-config.js';
 import { createDemoHandler } from './demo-handler.js';
 import { startWorker, type TaskHandler, type WorkerOptions } from '@leasehold/worker';
@@ -47,6 +48,9 @@ function makeLogger(config: WorkerConfig): Logger {
   });
 }
 
+/** Exit status of a configuration error (as the coordinator and the sink): supervisors should not restart on it. */
+const EXIT_CONFIG = 2;
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (wantsHelp(argv)) {
@@ -64,7 +68,7 @@ async function main(): Promise<void> {
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);
-      process.exitCode = 2;
+      process.exitCode = EXIT_CONFIG;
       return;
     }
     throw err;
@@ -96,6 +100,21 @@ async function main(): Promise<void> {
     ...(beforeWrite === undefined ? {} : { beforeWrite }),
   });
   logger.info({ workerId: worker.workerId, incarnation: worker.incarnation }, 'worker started');
+  if (config.http !== undefined) {
+    const server = await startWorkerHttp(worker, config.http);
+    const bound = server.address();
+    logger.info({ port: typeof bound === 'object' && bound !== null ? bound.port : undefined }, 'health endpoint');
+    server.unref();
+  }
+  worker.on('fatal', (event) => {
+    // Credentials every coordinator refuses: a configuration error; restarting cannot fix it.
+    logger.fatal(
+      { code: event.code },
+      `${event.message} (LEASEHOLD_WORKER_KEY_ID / LEASEHOLD_WORKER_SECRET, or TLS_CERT for mTLS)`,
+    );
+    logger.flush();
+    process.exit(EXIT_CONFIG);
+  });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

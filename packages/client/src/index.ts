@@ -1,4 +1,39 @@
 // The public surface of @leasehold/client. Named exports only.
-export { LeaseholdClient } from './client.js';
-export type { LeaseholdClientOptions, SubmitOutcome, ListOptions } from './client.js';
-export type { TaskView, TaskPage, ResourceOwnerView, SubmitTaskRequest, TaskStateName } from '@leasehold/protocol';
+export { LeaseholdClient, sinkEvents } from './client.js';
+export type {
+  LeaseholdClientOptions,
+  SubmitOutcome,
+  SubmitOptions,
+  ListOptions,
+  PurgeAllOptions,
+  TaskEventsOptions,
+  SinkEventsOptions,
+  SinkReadOptions,
+  StandaloneSinkEventsOptions,
+  EventStreamSettings,
+} from './client.js';
+export type { TaskResult, WaitOptions } from './wait-for-result.js';
+export { WaitTimeoutError } from './errors.js';
+export { SseParser } from './sse-parser.js';
+export type { SseEvent } from './sse-parser.js';
+export { streamEvents, reconnectDelayMs } from './event-stream.js';
+export type { EventStreamOptions, ReconnectOptions, Decoded } from './event-stream.js';
+export type {
+  TaskView,
+  TaskPage,
+  ResourceOwnerView,
+  SubmitTaskRequest,
+  TaskStateName,
+  TaskEvent,
+  StreamResetEvent,
+  CoordinatorEvent,
+  SinkEvent,
+  SinkDecisionEvent,
+  SinkRefusalEvent,
+  SinkStreamResetEvent,
+  StoredResult,
+  PurgeTasksRequest,
+  PurgeTasksResponse,
+  AttemptView,
+  TaskError,
+} from '@leasehold/protocol';

@@ -18,6 +18,9 @@ describe('loadConfig', () => {
     expect(c.sessionTtlMs).toBe(10_000);
     expect(c.heartbeatIntervalMs).toBe(2_500);
     expect(c.fenceOnExpiry).toBe(false);
+    expect(c.etcdLeaseMarginMs).toBe(10_000);
+    expect(c.etcdGiveUpMs).toBe(5_000);
+    expect(c.retryPolicy).toMatchObject({ maxAttempts: 5, backoff: { initialMs: 1_000, multiplier: 2 } });
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.etcd.endpoints)).toBe(true);
   });
@@ -66,6 +69,18 @@ describe('loadConfig', () => {
         expect(problems).toContain(what);
       }
     }
+  });
+
+  it('refuses an etcd give-up time that leaves workers no time to move before the etcd lease ends', () => {
+    expect(() =>
+      loadConfig({
+        ...base,
+        [`${ENV_PREFIX}SESSION_TTL_MS`]: '2000',
+        [`${ENV_PREFIX}ETCD_LEASE_MARGIN_MS`]: '2000',
+        [`${ENV_PREFIX}ETCD_GIVE_UP_MS`]: '3500',
+      }),
+    ).toThrow(/ETCD_GIVE_UP_MS/);
+    expect(loadConfig({ ...base, [`${ENV_PREFIX}SESSION_TTL_MS`]: '30000' }).etcdLeaseMarginMs).toBe(30_000);
   });
 
   it('redacts secrets', () => {

@@ -84,6 +84,14 @@ export interface CoordinatorConfig {
   readonly adminKeys: readonly string[];
   readonly sessionTtlMs: number;
   readonly heartbeatIntervalMs: number;
+  /** The etcd lease behind a session lives this much longer than the session TTL. */
+  readonly etcdLeaseMarginMs: number;
+  /**
+   * After this long without an answer from etcd, the coordinator stops serving its sessions: it
+   * closes worker sockets with 1001 (they resume on a peer, which adopts their sessions) and
+   * refuses hellos until etcd answers again.
+   */
+  readonly etcdGiveUpMs: number;
   /** Advance the sink fence to the deletion revision when an owner key disappears by expiry. */
   readonly fenceOnExpiry: boolean;
   /**
@@ -157,6 +165,14 @@ export const OPTIONS: OptionTable = Object.freeze({
   'admin-keys': { env: 'ADMIN_KEYS', help: 'comma-separated admin bearer keys (required)', secret: true },
   'session-ttl-ms': { env: 'SESSION_TTL_MS', help: 'session TTL judged by the coordinator', default: '10000' },
   'heartbeat-interval-ms': { env: 'HEARTBEAT_INTERVAL_MS', help: 'heartbeat interval told to workers (<= TTL/3)' },
+  'etcd-lease-margin-ms': {
+    env: 'ETCD_LEASE_MARGIN_MS',
+    help: 'etcd lease TTL = session TTL + this (default: max(session TTL, 10 s)); an etcd stall shorter than the margin ends no healthy session',
+  },
+  'etcd-give-up-ms': {
+    env: 'ETCD_GIVE_UP_MS',
+    help: 'without an etcd answer this long, close worker sockets so they resume on a peer (default: session TTL / 2)',
+  },
   'fence-on-expiry': {
     env: 'FENCE_ON_EXPIRY',
     help: 'advance fences when a holder expires',
@@ -315,6 +331,8 @@ const RawSchema = z.object({
   ADMIN_KEYS: secretList(true),
   SESSION_TTL_MS: int(300, 3_600_000),
   HEARTBEAT_INTERVAL_MS: int(10, 1_200_000).optional(),
+  ETCD_LEASE_MARGIN_MS: int(1_000, 3_600_000).optional(),
+  ETCD_GIVE_UP_MS: int(100, 3_600_000).optional(),
   FENCE_ON_EXPIRY: bool,
   MAX_BAD_FRAMES: int(1, 10_000),
   GRANT_BATCH_MAX: int(1, 1_000),
@@ -347,6 +365,14 @@ function crossFieldProblems(raw: Readonly<Record<string, string>>): string[] {
   const heartbeat = raw.HEARTBEAT_INTERVAL_MS === undefined ? undefined : Number(raw.HEARTBEAT_INTERVAL_MS);
   if (heartbeat !== undefined && Number.isFinite(heartbeat) && Number.isFinite(ttl) && heartbeat * 3 > ttl) {
     problems.push(`${ENV_PREFIX}HEARTBEAT_INTERVAL_MS: must be <= SESSION_TTL_MS / 3 (${Math.floor(ttl / 3)})`);
+  }
+  const margin = raw.ETCD_LEASE_MARGIN_MS === undefined ? Math.max(ttl, 10_000) : Number(raw.ETCD_LEASE_MARGIN_MS);
+  const giveUp = raw.ETCD_GIVE_UP_MS === undefined ? Math.floor(ttl / 2) : Number(raw.ETCD_GIVE_UP_MS);
+  if (Number.isFinite(margin) && Number.isFinite(giveUp) && giveUp >= ttl + margin - 1_000) {
+    problems.push(
+      `${ENV_PREFIX}ETCD_GIVE_UP_MS: must be well below the etcd lease TTL (SESSION_TTL_MS + ETCD_LEASE_MARGIN_MS = ${ttl + margin} ms), ` +
+        'or workers cannot move to a peer before their sessions end',
+    );
   }
   if ((raw.TLS_CERT === undefined) !== (raw.TLS_KEY === undefined)) {
     problems.push(`${ENV_PREFIX}TLS_CERT / TLS_KEY: give both or neither`);
@@ -437,6 +463,8 @@ export function loadConfig(
     adminKeys: Object.freeze(c.ADMIN_KEYS),
     sessionTtlMs: c.SESSION_TTL_MS,
     heartbeatIntervalMs: c.HEARTBEAT_INTERVAL_MS ?? Math.max(10, Math.floor(c.SESSION_TTL_MS / 4)),
+    etcdLeaseMarginMs: c.ETCD_LEASE_MARGIN_MS ?? Math.max(c.SESSION_TTL_MS, 10_000),
+    etcdGiveUpMs: c.ETCD_GIVE_UP_MS ?? Math.max(100, Math.floor(c.SESSION_TTL_MS / 2)),
     fenceOnExpiry: c.FENCE_ON_EXPIRY,
     maxBadFrames: c.MAX_BAD_FRAMES,
     grantBatchMax: c.GRANT_BATCH_MAX,

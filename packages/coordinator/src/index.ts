@@ -21,6 +21,7 @@ import { KvLeaseStore } from './etcd/lease-store.js';
 import { SinkFenceTarget, type FenceTarget } from './fence/fence-target.js';
 import { createHttpServer } from './http/server.js';
 import { Metrics } from './metrics.js';
+import { Readiness } from './service/readiness.js';
 import { createServices } from './services.js';
 import { realTimers } from './timers.js';
 import { WorkerSockets } from './ws/server.js';
@@ -140,6 +141,16 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
       'INSECURE: shared worker keys are configured; any holder may claim any worker id and act for its sessions',
     );
   }
+  const readiness = new Readiness({
+    etcd: () => store.ping(),
+    index: () => feed.ready,
+    keepalive: () => sessions.keepaliveConnected,
+    etcdReachable: () => !ctx.state.etcdUnreachable,
+    fenceTarget,
+    signingKey: config.capabilityKeys[0],
+    metrics,
+    nowMs: () => performance.now(),
+  });
   const app = createHttpServer({
     ...(tls === undefined
       ? {}
@@ -151,12 +162,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     events: services.events,
     metrics,
     log: log.child({ component: 'http' }),
-    readiness: async () => ({
-      etcd: await store.ping(),
-      sink: await fenceTarget.ping(),
-      index: feed.ready,
-      keepalive: sessions.keepaliveConnected,
-    }),
+    readiness: () => readiness.report(),
   });
   const sockets = new WorkerSockets(app.server, {
     authenticate: createWorkerAuthenticator({

@@ -13,6 +13,8 @@ export class Metrics {
   readonly badFrames: Counter<'code'>;
   readonly fencesOnExpiry: Counter<'outcome'>;
   readonly tasks: Gauge<'state'>;
+  readonly etcdHealthy: Gauge;
+  readonly sinkReachable: Gauge;
   readonly taskAttempts: Histogram<'outcome'>;
   readonly taskFailures: Counter<'reason' | 'outcome'>;
   readonly lifecycle: Counter<'change' | 'outcome'>;
@@ -72,6 +74,18 @@ export class Metrics {
       labelNames: ['outcome'],
       registers,
     });
+    this.etcdHealthy = new Gauge({
+      name: 'leasehold_coordinator_etcd_healthy',
+      help: '1 while etcd answers; 0 once it has not for ETCD_GIVE_UP_MS (sessions handed to peers)',
+      registers,
+    });
+    this.etcdHealthy.set(1);
+    this.sinkReachable = new Gauge({
+      name: 'leasehold_coordinator_sink_reachable',
+      help: '0 when the last readiness probe got no answer from the sink (the coordinator stays ready: degraded)',
+      registers,
+    });
+    this.sinkReachable.set(1);
     this.tasks = new Gauge({
       name: 'leasehold_coordinator_tasks',
       help: "Tasks by state as this coordinator's index sees them: pending (grantable), delayed (backoff or runAt), leased, failed",

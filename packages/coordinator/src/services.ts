@@ -18,6 +18,7 @@ import { GrantService } from './service/grants.js';
 import { LeaseService } from './service/leases.js';
 import { createGroupHandler } from './service/reactions.js';
 import { SessionManager } from './service/sessions.js';
+import { EtcdHealth } from './service/etcd-health.js';
 import { TaskEventService } from './service/events.js';
 import { SettleService } from './service/settle.js';
 import { TaskService } from './service/tasks.js';
@@ -46,6 +47,7 @@ export interface Services {
   readonly leases: LeaseService;
   readonly tasks: TaskService;
   readonly settle: SettleService;
+  readonly etcdHealth: EtcdHealth;
   readonly events: TaskEventService;
   readonly feed: WatchFeed;
   /** Build the index and start the watch and keepalives. Rejects when the store cannot be read. */
@@ -79,11 +81,18 @@ export function createServices(deps: ServiceDeps): Services {
           : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
       }
     }, 1_000),
-    state: { shuttingDown: false },
+    state: { shuttingDown: false, etcdUnreachable: false },
   };
   const sessions = new SessionManager(ctx);
   const grants = new GrantService(ctx, sessions);
   const settle = new SettleService(ctx);
+  const etcdHealth = new EtcdHealth(ctx, {
+    onUnreachable: () => {
+      sessions.handOffAll('etcd unreachable from this coordinator: resume on a peer');
+      grants.close();
+    },
+    onReachable: () => undefined,
+  });
   const events = new TaskEventService(ctx);
   sessions.onOwnersFreed((freed) => {
     for (const owner of freed) settle.ownerGone(owner, true);
@@ -121,11 +130,13 @@ export function createServices(deps: ServiceDeps): Services {
     leases,
     tasks,
     settle,
+    etcdHealth,
     events,
     feed,
     start: async () => {
       await feed.start();
       sessions.start();
+      etcdHealth.start();
     },
     close: async () => {
       ctx.state.shuttingDown = true;
@@ -133,6 +144,7 @@ export function createServices(deps: ServiceDeps): Services {
       grants.close();
       settle.close();
       events.close();
+      etcdHealth.close();
       await feed.close();
     },
   };

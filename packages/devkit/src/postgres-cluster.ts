@@ -13,7 +13,7 @@
  * for exit handlers (synchronous). The caller owns cleanup: see test/harness/postgres.ts.
  */
 import { spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,6 +42,8 @@ export interface LocalPostgresOptions {
   readonly binDir?: string;
   /** Extra `-c name=value` server settings. */
   readonly settings?: Readonly<Record<string, string>>;
+  /** Extra pg_hba.conf lines, e.g. `host all all 10.77.5.0/24 trust` (network namespaces of a chaos run). */
+  readonly hbaLines?: readonly string[];
   readonly startTimeoutMs?: number;
 }
 
@@ -181,6 +183,8 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
       '--no-locale',
       '--no-sync',
     ]);
+    if (options.hbaLines !== undefined && options.hbaLines.length > 0)
+      appendFileSync(join(dataDir, 'pg_hba.conf'), `${options.hbaLines.join('\n')}\n`);
     await startServer();
   } catch (err) {
     try {

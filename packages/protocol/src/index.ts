@@ -52,6 +52,8 @@ export {
   retryDelayMs,
 } from './model/retry-policy.js';
 export type { Backoff, RetryPolicy, RetryPolicyInput } from './model/retry-policy.js';
+export { RepeatGate } from './repeat-gate.js';
+export type { GateDecision } from './repeat-gate.js';
 export { ManualClock } from './model/clock.js';
 export type { Clock } from './model/clock.js';
 export { decideAdvance, decideWrite } from './model/fence-rules.js';

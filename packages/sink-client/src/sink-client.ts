@@ -20,6 +20,9 @@ import {
   parseToken,
   type DecisionPage,
   type JsonValue,
+  ProbeResponseSchema,
+  type ProbeRequest,
+  type ProbeResponse,
 } from '@leasehold/protocol';
 import type { z } from 'zod';
 import { JsonHttp, type JsonReply, type TlsClientOptions } from './http-json.js';
@@ -144,6 +147,14 @@ export class SinkClient {
   /** One page of the decision log (wire form: tokens stay decimal strings). */
   async decisions(after = 0, limit = 100): Promise<DecisionPage> {
     return this.#expect(await this.#get(`/v1/decisions?after=${after}&limit=${limit}`), DecisionPageSchema);
+  }
+
+  /**
+   * The coordinator's readiness probe: proves the coordinator key (401 otherwise: thrown as
+   * UNAUTHENTICATED) and asks whether the sink would accept `capability` over `claims`.
+   */
+  async probe(request: ProbeRequest): Promise<ProbeResponse> {
+    return this.#expect(await this.#post('/v1/probe', request, true), ProbeResponseSchema);
   }
 
   /** Liveness and readiness; never throws for a reachable sink. */

@@ -47,6 +47,14 @@ export interface SinkConfig {
   readonly maxJsonDepth: number;
   readonly maxBatchOps: number;
   readonly shutdownTimeoutMs: number;
+  /** `GET /v1/events`: a keepalive comment this often. */
+  readonly eventsKeepaliveMs: number;
+  /** `GET /v1/events`: streams open at once (more get 503). */
+  readonly eventsMaxClients: number;
+  /** `GET /v1/events`: a stream with more unsent bytes than this is cut off. */
+  readonly eventsMaxBufferedBytes: number;
+  /** `GET /v1/events`: refusal events per second at most (the rest are counted as suppressed). */
+  readonly eventsRefusalsPerSecond: number;
   readonly logLevel: LogLevel;
   /** Bearer keys of the coordinator: advances, reads, decisions. */
   readonly coordinatorKeys: readonly string[];
@@ -89,6 +97,18 @@ export const OPTIONS: OptionTable = Object.freeze({
   'max-json-depth': { env: 'MAX_JSON_DEPTH', help: 'deepest JSON nesting accepted in a body', default: '64' },
   'max-batch-ops': { env: 'MAX_BATCH_OPS', help: 'ops per group commit', default: '2000' },
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', help: 'time to drain on SIGTERM', default: '10000' },
+  'events-keepalive-ms': { env: 'EVENTS_KEEPALIVE_MS', help: 'event stream keepalive interval', default: '15000' },
+  'events-max-clients': { env: 'EVENTS_MAX_CLIENTS', help: 'event streams open at once', default: '64' },
+  'events-max-buffered-bytes': {
+    env: 'EVENTS_MAX_BUFFERED_BYTES',
+    help: 'unsent bytes after which a slow event stream is cut off',
+    default: '1048576',
+  },
+  'events-refusals-per-second': {
+    env: 'EVENTS_REFUSALS_PER_SECOND',
+    help: 'refusal events published per second at most',
+    default: '100',
+  },
   'log-level': { env: 'LOG_LEVEL', help: 'fatal|error|warn|info|debug|trace|silent', default: 'info' },
   'coordinator-keys': {
     env: 'COORDINATOR_KEYS',
@@ -181,6 +201,10 @@ const RawSchema = z
     MAX_JSON_DEPTH: int(2, 1_000),
     MAX_BATCH_OPS: int(1, 100_000),
     SHUTDOWN_TIMEOUT_MS: int(100, 600_000),
+    EVENTS_KEEPALIVE_MS: int(100, 3_600_000),
+    EVENTS_MAX_CLIENTS: int(0, 100_000),
+    EVENTS_MAX_BUFFERED_BYTES: int(1024, 1024 * 1024 * 1024),
+    EVENTS_REFUSALS_PER_SECOND: int(1, 1_000_000),
     LOG_LEVEL: z.enum(LOG_LEVELS),
     COORDINATOR_KEYS: keyList(true),
     READ_KEYS: keyList(false).default([]),
@@ -276,6 +300,10 @@ export function loadConfig(
     maxJsonDepth: c.MAX_JSON_DEPTH,
     maxBatchOps: c.MAX_BATCH_OPS,
     shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,
+    eventsKeepaliveMs: c.EVENTS_KEEPALIVE_MS,
+    eventsMaxClients: c.EVENTS_MAX_CLIENTS,
+    eventsMaxBufferedBytes: c.EVENTS_MAX_BUFFERED_BYTES,
+    eventsRefusalsPerSecond: c.EVENTS_REFUSALS_PER_SECOND,
     logLevel: c.LOG_LEVEL,
     coordinatorKeys: Object.freeze([...c.COORDINATOR_KEYS]),
     readKeys: Object.freeze([...c.READ_KEYS]),

@@ -1,7 +1,16 @@
 // The public surface of @leasehold/sink. Named exports only.
 export { createSink } from './sink.js';
 export type { Sink, SinkDeps, SinkOptions, SinkAddress } from './sink.js';
-export { loadConfig, redactConfig, redactDatabaseUrl, wantsHelp, HELP_TEXT, ENV_PREFIX, LOG_LEVELS } from './config.js';
+export {
+  loadConfig,
+  redactConfig,
+  redactDatabaseUrl,
+  wantsHelp,
+  HELP_TEXT,
+  ENV_PREFIX,
+  OPTIONS,
+  LOG_LEVELS,
+} from './config.js';
 export type { SinkConfig, LogLevel, ConfigDeps } from './config.js';
 export { SchemaVersionError, ShuttingDownError, isRetryable, LeaseholdError, ConfigError } from './errors.js';
 

@@ -2,7 +2,7 @@
  * Prometheus metrics of one sink instance, on its own registry (several sinks can live in one
  * process, e.g. in tests). Served at GET /metrics.
  */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export interface SinkMetrics {
   readonly registry: Registry;
@@ -18,6 +18,10 @@ export interface SinkMetrics {
   readonly commitFailures: Counter;
   /** Batches run again after a deadlock or serialization failure (PostgreSQL), by SQLSTATE. */
   readonly storeRetries: Counter<'code'>;
+  /** Open `GET /v1/events` streams. */
+  readonly eventStreams: Gauge;
+  /** Event streams cut off because the client did not keep up. */
+  readonly eventStreamsCut: Counter;
 }
 
 export interface MetricsOptions {
@@ -63,6 +67,16 @@ export function createMetrics(options: MetricsOptions = {}): SinkMetrics {
       name: 'leasehold_sink_store_retries_total',
       help: 'Batches run again from fresh reads after a deadlock or serialization failure (PostgreSQL).',
       labelNames: ['code'],
+      registers: [registry],
+    }),
+    eventStreams: new Gauge({
+      name: 'leasehold_sink_event_streams',
+      help: 'Open GET /v1/events streams.',
+      registers: [registry],
+    }),
+    eventStreamsCut: new Counter({
+      name: 'leasehold_sink_event_streams_cut_total',
+      help: 'Event streams cut off because the client did not read fast enough.',
       registers: [registry],
     }),
   };

@@ -12,6 +12,9 @@ import pino, { type Logger } from 'pino';
 import { redactDatabaseUrl, type SinkConfig } from './config.js';
 import { buildHttpApp } from './http/app.js';
 import { createMetrics, type SinkMetrics } from './metrics.js';
+import { DecisionFeed } from './events/decision-feed.js';
+import { EventStreams } from './events/event-streams.js';
+import { RefusalFeed } from './events/refusal-feed.js';
 import { FencedService } from './service/fenced-service.js';
 import { SCHEMA_VERSION } from './store/migrations.js';
 import type { FenceStore } from './store/port.js';
@@ -42,6 +45,8 @@ export interface Sink {
   readonly store: FenceStore;
   readonly service: FencedService;
   readonly metrics: SinkMetrics;
+  /** The open `GET /v1/events` streams. */
+  readonly events: EventStreams;
   /** The bound address, or null when not listening. */
   readonly address: SinkAddress | null;
   /** Read the TLS certificate and key files again (SIGHUP): new connections use them, open ones stay. */
@@ -65,7 +70,24 @@ export type SinkOptions = Pick<
   | 'readKeys'
   | 'capabilityKeys'
 > &
-  Partial<Pick<SinkConfig, 'testSabotage' | 'store' | 'databaseUrl' | 'databasePoolSize' | 'tls' | 'maxJsonDepth'>>;
+  Partial<
+    Pick<
+      SinkConfig,
+      | 'testSabotage'
+      | 'store'
+      | 'databaseUrl'
+      | 'databasePoolSize'
+      | 'tls'
+      | 'maxJsonDepth'
+      | 'eventsKeepaliveMs'
+      | 'eventsMaxClients'
+      | 'eventsMaxBufferedBytes'
+      | 'eventsRefusalsPerSecond'
+    >
+  >;
+
+/** With a shared PostgreSQL database, other sinks commit too: the event feed also re-reads this often. */
+const POSTGRES_FEED_POLL_MS = 1_000;
 
 async function openPostgres(
   config: SinkOptions,
@@ -123,6 +145,27 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     metrics,
     maxBatchOps: config.maxBatchOps,
   });
+  const feed = new DecisionFeed({
+    source: service,
+    logger: root.child({ component: 'sink.events' }),
+    pollIntervalMs: config.store === 'postgres' ? POSTGRES_FEED_POLL_MS : 0,
+  });
+  service.onCommit(() => {
+    feed.notify();
+  });
+  const refusals = new RefusalFeed({
+    perSecond: config.eventsRefusalsPerSecond ?? 100,
+    ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }),
+  });
+  const events = new EventStreams({
+    decisions: feed,
+    refusals,
+    logger: root.child({ component: 'sink.events' }),
+    metrics,
+    keepaliveMs: config.eventsKeepaliveMs ?? 15_000,
+    maxClients: config.eventsMaxClients ?? 64,
+    maxBufferedBytes: config.eventsMaxBufferedBytes ?? 1024 * 1024,
+  });
   let closing = false;
   const tls = config.tls;
   const tlsMaterial = () =>
@@ -145,6 +188,7 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     capabilityKeys: config.capabilityKeys,
     bodyLimitBytes: config.bodyLimitBytes,
     isClosing: () => closing,
+    events: { streams: events, refusals },
   });
   app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) void reply.header('connection', 'close');
@@ -176,6 +220,9 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
         app.server.closeAllConnections();
       }, config.shutdownTimeoutMs);
       try {
+        // Event streams never finish on their own: end them first so the server can close.
+        events.close();
+        feed.close();
         await app.close();
         await service.close();
       } finally {
@@ -194,5 +241,5 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     log.info({}, 'tls certificates reloaded');
   };
 
-  return { app, store, service, metrics, address, reloadTls, close };
+  return { app, store, service, metrics, events, address, reloadTls, close };
 }

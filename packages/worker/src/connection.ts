@@ -102,7 +102,7 @@ export class CoordinatorConnection implements TransportConnection {
       };
       ws.once('error', fail);
       ws.once('unexpected-response', (_req, res) => {
-        const code = res.statusCode === 401 ? 'UNAUTHENTICATED' : 'UNAVAILABLE';
+        const code = res.statusCode === 401 ? 'UNAUTHENTICATED' : res.statusCode === 403 ? 'FORBIDDEN' : 'UNAVAILABLE';
         ws.removeAllListeners();
         ws.on('error', () => undefined);
         ws.terminate();

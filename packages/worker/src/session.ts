@@ -5,7 +5,7 @@
  * jittered backoff, and reports what it learns as callbacks. It never throws from a background
  * loop: failures become state changes and callbacks.
  */
-import { LeaseholdError, parseToken, PROTOCOL_VERSION, type CoordinatorMessage } from '@leasehold/protocol';
+import { LeaseholdError, parseToken, PROTOCOL_VERSION, RepeatGate, type CoordinatorMessage } from '@leasehold/protocol';
 import type { TlsClientOptions } from '@leasehold/sink-client';
 import type { Logger } from 'pino';
 import type { CoordinatorTransport, TransportConnection, WorkerRequest } from './connection.js';
@@ -36,6 +36,11 @@ export interface SessionEvents {
   onLeaseRevoked(resource: string, token: bigint, reason: string): void;
   /** The local deadline passed without an acknowledgement: leases may be gone. */
   onDeadlinePassed(): void;
+  /**
+   * A coordinator refused this worker's credentials (UNAUTHENTICATED / FORBIDDEN, at the upgrade
+   * or the hello); `consecutive` counts refusals since the last session opened.
+   */
+  onCredentialsRefused?(err: LeaseholdError, consecutive: number): void;
 }
 
 type State = 'idle' | 'connecting' | 'ready' | 'stopped';
@@ -51,6 +56,9 @@ export class WorkerSession {
   #deadlineTimer: NodeJS.Timeout | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
   #nextCoordinator = 0;
+  /** Credential refusals since the last session opened. */
+  #refusals = 0;
+  readonly #repeats = new RepeatGate();
   #attempt = 0;
   #waiters: (() => void)[] = [];
   #deadlineReported = false;
@@ -149,7 +157,13 @@ export class WorkerSession {
         await this.#hello(conn);
       })
       .catch((err: unknown) => {
-        log.warn({ err, coordinator: url }, 'coordinator connection failed');
+        // One line per failure loop (with how many more it hid), not one per reconnect attempt.
+        const gate = this.#repeats.note(`connect ${url}`, this.#opts.nowMs());
+        if (gate.log) log.warn({ err, coordinator: url, repeated: gate.suppressed }, 'coordinator connection failed');
+        if (err instanceof LeaseholdError && (err.code === 'UNAUTHENTICATED' || err.code === 'FORBIDDEN')) {
+          this.#refusals += 1;
+          this.#events.onCredentialsRefused?.(err, this.#refusals);
+        }
         if (ref.conn !== undefined && ref.conn === this.#conn) {
           this.#conn = undefined;
           ref.conn.terminate();
@@ -187,6 +201,9 @@ export class WorkerSession {
     this.#acknowledge(sentAt, reply.ttlMs);
     this.#state = 'ready';
     this.#attempt = 0;
+    this.#refusals = 0;
+    const hidden = this.#repeats.clear(`connect ${conn.url}`);
+    if (hidden > 0) this.#opts.logger.info({ coordinator: conn.url, repeated: hidden }, 'connected after failures');
     this.#opts.logger.info(
       { sessionId: reply.sessionId, coordinator: conn.url, resumed: reply.resumed, ttlMs: reply.ttlMs },
       reply.resumed ? 'session resumed' : 'session started',

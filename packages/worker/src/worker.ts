@@ -16,12 +16,12 @@
  * Safety does not depend on anything here: the sink's fence refuses writes from a lost lease.
  * The SDK's own deadline check only saves pointless work.
  */
-import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import {
   defaultResultId,
   LeaseholdError,
   MAX_ACQUIRE_WAIT_MS,
+  RepeatGate,
   parseToken,
   type Grant,
   type JsonValue,
@@ -30,6 +30,7 @@ import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { pino, type Logger } from 'pino';
 import { webSocketTransport, type CoordinatorTransport, type WorkerRequest } from './connection.js';
 import { backoffDelayMs } from './core/backoff.js';
+import { unguessableId } from './random-ids.js';
 import { describeFailure, LeaseLostError, WriteRefusedError } from './errors.js';
 import { WorkerSession } from './session.js';
 
@@ -74,7 +75,7 @@ export interface WriteHookInfo {
 }
 
 /** What the worker needs of the sink: a fenced write (a {@link SinkClient}, or a test double). */
-export type SinkWriter = Pick<SinkClient, 'write' | 'close'>;
+export type SinkWriter = Pick<SinkClient, 'write' | 'close'> & Partial<Pick<SinkClient, 'health'>>;
 
 /**
  * How the worker proves who it is: its own credential (a key id and secret the coordinators bind
@@ -149,6 +150,15 @@ export type WorkerEvent =
       readonly notBeforeMs?: number;
     }
   | {
+      /**
+       * The worker stopped itself: every coordinator refused its credentials (UNAUTHENTICATED /
+       * FORBIDDEN) — a configuration error that retrying cannot fix.
+       */
+      readonly type: 'fatal';
+      readonly code: string;
+      readonly message: string;
+    }
+  | {
       readonly type: 'lease-lost';
       readonly taskId: string;
       readonly resource: string;
@@ -194,15 +204,14 @@ interface Running {
 }
 
 const SHUTDOWN = 'worker shutting down';
+/** Why a lease is given up when only the worker's own conservative deadline has passed. */
+const LOCAL_DEADLINE = 'local deadline passed';
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** 128 random bits: ids nobody can guess (request ids are scoped to the session at the coordinator). */
-function unguessable(): string {
-  return randomBytes(16).toString('base64url').replaceAll('_', '.');
-}
+const unguessable = unguessableId; // request ids, default worker ids and incarnations
 
 export class Worker {
   readonly workerId: string;
@@ -220,6 +229,8 @@ export class Worker {
   readonly #running = new Map<string, Running>(); // `${resource}@${token}`
   /** Every grant ever run: a grant is never run twice. */
   readonly #started = new Set<string>();
+  /** One log line per failure loop (acquire refusals, slot failures), with the count of repeats. */
+  readonly #repeats = new RepeatGate();
   #state: WorkerState = WorkerState.CREATED;
   #slots: Promise<void>[] = [];
   #done: Promise<void> | undefined;
@@ -228,7 +239,7 @@ export class Worker {
   constructor(options: WorkerOptions) {
     this.#o = options;
     this.workerId = options.workerId ?? `worker-${unguessable().slice(0, 8)}`;
-    this.incarnation = options.incarnation ?? unguessable().slice(0, 16).replaceAll('.', '-');
+    this.incarnation = options.incarnation ?? unguessable().slice(0, 16);
     this.#concurrency = options.concurrency ?? 1;
     this.#log = (options.logger ?? pino({ level: 'silent' })).child({
       workerId: this.workerId,
@@ -276,10 +287,36 @@ export class Worker {
         onLeaseRevoked: (resource, token, reason) =>
           this.#running.get(`${resource}@${token}`)?.controller.abort(new LeaseLostError(`revoked: ${reason}`)),
         onDeadlinePassed: () => {
-          this.#abortAll('local deadline passed');
+          this.#abortAll(LOCAL_DEADLINE);
+        },
+        onCredentialsRefused: (err, consecutive) => {
+          if (consecutive < Math.max(1, options.coordinators.length) || this.#stopping) return;
+          this.failure = err;
+          const message =
+            `every coordinator refused this worker's credentials (${err.code}): check its key id and ` +
+            `secret (or client certificate) against the coordinators' WORKER_CREDENTIALS / TLS_CLIENT_CA`;
+          this.#log.error({ code: err.code }, message);
+          this.#emit({ type: 'fatal', code: err.code, message });
+          void this.close(0);
         },
       },
     );
+  }
+
+  /** Set when the worker stopped itself on an error retrying cannot fix (see the `fatal` event). */
+  failure: LeaseholdError | undefined;
+
+  /**
+   * Is the sink reachable and ready (TLS and URL right)? A worker checks it at start and logs a
+   * problem; its readiness endpoint asks again. Undefined when the sink writer cannot tell.
+   */
+  async checkSink(): Promise<boolean | undefined> {
+    if (this.#sink.health === undefined) return undefined;
+    try {
+      return (await this.#sink.health()).ready;
+    } catch {
+      return false;
+    }
   }
 
   get state(): WorkerState {
@@ -295,6 +332,14 @@ export class Worker {
   run(): Promise<void> {
     if (this.#done !== undefined) return this.#done;
     this.#setState(WorkerState.RUNNING);
+    void this.checkSink().then((ok) => {
+      if (ok === false) {
+        this.#log.error(
+          { sink: 'url' in this.#o.sink ? this.#o.sink.url : undefined },
+          'the sink does not answer (check the sink URL and its CA); tasks will fail until it does',
+        );
+      }
+    });
     this.#session.start();
     this.#slots = Array.from({ length: this.#concurrency }, (_, i) => this.#slot(i));
     this.#done = Promise.allSettled(this.#slots).then(() => this.#closing ?? Promise.resolve());
@@ -374,7 +419,9 @@ export class Worker {
         const grant = await this.#acquireOnce();
         if (grant !== undefined) await this.#runGrant(grant);
       } catch (err) {
-        this.#log.error({ err, slot: index }, 'worker slot failed; continuing');
+        const gate = this.#repeats.note(`slot ${index}`, performance.now());
+        if (gate.log)
+          this.#log.error({ err, slot: index, repeated: gate.suppressed }, 'worker slot failed; continuing');
         await sleep(500);
       }
     }
@@ -401,7 +448,8 @@ export class Worker {
           return undefined;
         }
         if (reply.type === 'error' && !reply.retryable) {
-          this.#log.warn({ code: reply.code }, 'acquire refused');
+          const gate = this.#repeats.note(`acquire ${reply.code}`, performance.now());
+          if (gate.log) this.#log.warn({ code: reply.code, repeated: gate.suppressed }, 'acquire refused');
           await sleep(idleBackoffMs);
           return undefined;
         }
@@ -439,8 +487,8 @@ export class Worker {
       if (controller.signal.aborted)
         throw controller.signal.reason instanceof Error ? controller.signal.reason : new LeaseLostError('aborted');
       if (!this.#session.deadline.isValidAt(performance.now())) {
-        controller.abort(new LeaseLostError('local deadline passed'));
-        throw new LeaseLostError('local deadline passed before the write');
+        controller.abort(new LeaseLostError(LOCAL_DEADLINE));
+        throw new LeaseLostError(`${LOCAL_DEADLINE} before the write`);
       }
       await this.#o.beforeWrite?.({ taskId: grant.taskId, resource: grant.resource, token, resultId });
       const result = await this.#sink.write({
@@ -551,6 +599,14 @@ export class Worker {
         const reason = err instanceof Error ? err.message : String(err);
         log.warn({ reason }, 'lease lost; task left to the next holder');
         this.#emit({ type: 'lease-lost', ...base, reason });
+        // Only our own conservative clock said so: the coordinator may still count the lease ours
+        // (a welcome that came late leaves the local deadline behind until the first heartbeat
+        // ack). Give it back, or the task stays leased for as long as this session lives. A lease
+        // that is really gone refuses the release, which changes nothing.
+        const cause = controller.signal.reason instanceof LeaseLostError ? controller.signal.reason : err;
+        if (cause instanceof LeaseLostError && cause.reason.startsWith(LOCAL_DEADLINE)) {
+          await finish('release', '', LOCAL_DEADLINE);
+        }
       } else {
         // The handler failed (or the write could not be made: sink unreachable, capability
         // refused): the coordinator decides between a retry after the backoff and failure.

@@ -10,6 +10,7 @@
  * next tick opens a new one. Failures become state + log, never an unhandled rejection.
  */
 import type { ILeaseKeepAliveRequest, ILeaseKeepAliveResponse, IDuplexStream, LeaseClient } from 'etcd3';
+import { RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { LeaseKeeper } from './backend.js';
 
@@ -31,6 +32,8 @@ export class KeepAliveStream implements LeaseKeeper {
   #lastResponseAt = 0;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** One log line per failure loop (a dead etcd is tried every interval), with the count. */
+  readonly #repeats = new RepeatGate();
 
   constructor(client: LeaseClient, opts: KeepAliveOptions) {
     this.#client = client;
@@ -100,7 +103,8 @@ export class KeepAliveStream implements LeaseKeeper {
           if (this.#stream === stream) this.#onResponse(res);
         });
         stream.on('error', (err: unknown) => {
-          this.#opts.log.warn({ err }, 'keepalive stream failed');
+          const gate = this.#repeats.note('stream', performance.now());
+          if (gate.log) this.#opts.log.warn({ err, repeated: gate.suppressed }, 'keepalive stream failed');
           if (this.#stream === stream) this.#drop('error');
         });
         stream.on('end', () => {
@@ -110,7 +114,8 @@ export class KeepAliveStream implements LeaseKeeper {
       })
       .catch((err: unknown) => {
         this.#connecting = false;
-        this.#opts.log.warn({ err }, 'keepalive stream could not be opened');
+        const gate = this.#repeats.note('open', performance.now());
+        if (gate.log) this.#opts.log.warn({ err, repeated: gate.suppressed }, 'keepalive stream could not be opened');
       });
   }
 

@@ -6,7 +6,8 @@
  * {@link SinkUnavailableError} means nothing is known (the advance may or may not have happened),
  * which the caller treats exactly like a refusal: no grant is sent.
  */
-import { LeaseholdError } from '@leasehold/protocol';
+import { formatToken, LeaseholdError, signCapability, type CapabilityKey } from '@leasehold/protocol';
+import { randomBytes } from 'node:crypto';
 import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { SinkUnavailableError } from '../errors.js';
 
@@ -19,11 +20,26 @@ export type AdvanceItemResult =
   | { readonly ok: true; readonly resource: string; readonly outcome: 'advanced' | 'unchanged'; readonly fence: bigint }
   | { readonly ok: false; readonly resource: string; readonly code: 'STALE_TOKEN'; readonly fence: bigint };
 
+/** What the readiness probe learnt of the sink. */
+export type SinkProbe =
+  | { readonly state: 'ok' }
+  /** No answer (down, wrong URL, TLS): a grant cannot be made now; config may or may not be wrong. */
+  | { readonly state: 'unreachable'; readonly detail: string }
+  /** The sink refused the coordinator key (SINK_KEY). */
+  | { readonly state: 'unauthenticated'; readonly detail: string }
+  /** The sink would refuse the capabilities this coordinator signs (CAPABILITY_KEYS differ). */
+  | { readonly state: 'capability-mismatch'; readonly detail: string };
+
 export interface FenceTarget {
   /** Results in the order of `items`. Throws {@link SinkUnavailableError} when the outcome is unknown. */
   advanceBatch(items: readonly AdvanceItem[]): Promise<AdvanceItemResult[]>;
-  /** Cheap reachability probe for /readyz. */
+  /** Cheap reachability probe. */
   ping(): Promise<boolean>;
+  /**
+   * Readiness: an authenticated no-op at the sink (proves the coordinator key) carrying a capability
+   * signed with `key` (the sink says whether it would accept it). Never throws.
+   */
+  probe?(key: CapabilityKey): Promise<SinkProbe>;
   /** Release connections (optional). */
   close?(): void;
 }
@@ -74,6 +90,36 @@ export class SinkFenceTarget implements FenceTarget {
       return (await this.#client.health()).ready;
     } catch {
       return false;
+    }
+  }
+
+  async probe(key: CapabilityKey): Promise<SinkProbe> {
+    const claims = {
+      resource: 'leasehold.probe',
+      token: 1n,
+      workerId: 'leasehold.probe',
+      incarnation: randomBytes(8).toString('hex'),
+    };
+    const capability = signCapability(key, claims);
+    try {
+      const res = await this.#client.probe({ capability, claims: { ...claims, token: formatToken(claims.token) } });
+      if (res.capability === 'ok') return { state: 'ok' };
+      return {
+        state: 'capability-mismatch',
+        detail:
+          res.capability === 'unknown-key'
+            ? `the sink has no capability key with id ${res.keyId}: CAPABILITY_KEYS differ between coordinator and sink`
+            : `the sink's capability key ${res.keyId} has another secret: CAPABILITY_KEYS differ between coordinator and sink`,
+      };
+    } catch (err) {
+      if (err instanceof LeaseholdError && (err.code === 'UNAUTHENTICATED' || err.code === 'FORBIDDEN')) {
+        return { state: 'unauthenticated', detail: 'the sink refused the coordinator key: check SINK_KEY' };
+      }
+      if (err instanceof LeaseholdError && err.code === 'NOT_FOUND') {
+        // A sink older than the probe: reachability is all that can be told.
+        return (await this.ping()) ? { state: 'ok' } : { state: 'unreachable', detail: 'the sink is not ready' };
+      }
+      return { state: 'unreachable', detail: `no answer from the sink at SINK_URL: ${String(err)}` };
     }
   }
 

@@ -3,6 +3,11 @@ import { httpStatusOf, type ErrorCode } from '@leasehold/protocol';
 import type { FastifyReply } from 'fastify';
 import { errorFrame } from '../core/replies.js';
 
+/** Seconds a client should wait before sending a refused-for-now request again (503 / 429). */
+export const RETRY_AFTER_SECONDS = 1;
+
 export function sendError(reply: FastifyReply, code: ErrorCode, message: string): FastifyReply {
-  return reply.code(httpStatusOf(code)).send(errorFrame(code, message));
+  const status = httpStatusOf(code);
+  if (status === 503 || status === 429) void reply.header('retry-after', String(RETRY_AFTER_SECONDS));
+  return reply.code(status).send(errorFrame(code, message));
 }

@@ -73,7 +73,7 @@ beforeAll(async () => {
     tasks,
     metrics: new Metrics(),
     log: pino({ level: 'silent' }),
-    readiness: () => Promise.resolve({ etcd: true }),
+    readiness: () => Promise.resolve({ ready: true, degraded: false, checks: { etcd: true }, problems: [] }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();

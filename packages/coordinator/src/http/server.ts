@@ -12,6 +12,7 @@ import { bearerCheck } from './auth.js';
 import { sendError } from './send-error.js';
 import { Credential, installRouteAuth } from './route-auth.js';
 import type { TaskEventService } from '../service/events.js';
+import type { ReadinessReport } from '../service/readiness.js';
 import { registerEventRoutes } from './routes-events.js';
 import { registerTaskRoutes, type TaskApi } from './routes-tasks.js';
 
@@ -27,8 +28,8 @@ export interface HttpOptions {
   readonly events?: TaskEventService;
   readonly metrics: Metrics;
   readonly log: Logger;
-  /** Readiness checks by name: etcd, sink, index. */
-  readonly readiness: () => Promise<Record<string, boolean>>;
+  /** What /readyz says (see service/readiness.ts). */
+  readonly readiness: () => Promise<ReadinessReport>;
 }
 
 export function createHttpServer(options: HttpOptions): FastifyInstance {
@@ -76,9 +77,8 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
   const open = { config: { credential: Credential.NONE } };
   app.get('/healthz', open, () => ({ status: 'ok' }));
   app.get('/readyz', open, async (_req, reply) => {
-    const checks = await options.readiness();
-    const ready = Object.values(checks).every(Boolean);
-    return reply.code(ready ? 200 : 503).send({ ready, checks });
+    const report = await options.readiness();
+    return reply.code(report.ready ? 200 : 503).send(report);
   });
   app.get('/metrics', open, async (_req, reply) => {
     const body = await options.metrics.registry.metrics();

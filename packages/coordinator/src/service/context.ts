@@ -31,12 +31,21 @@ export interface ServiceContext {
   readonly fenceTarget: FenceTarget;
   /** Fence advances of one event-loop turn go to the sink as one advance-batch. */
   readonly fences: MicroBatcher<AdvanceItem, AdvanceItemResult>;
-  readonly state: { shuttingDown: boolean };
+  readonly state: {
+    shuttingDown: boolean;
+    /** etcd has not answered for `etcdGiveUpMs`: sessions handed off, hellos refused. */
+    etcdUnreachable: boolean;
+  };
 }
 
-/** etcd lease TTL (seconds) behind a session: a bit longer than the session TTL (the backstop). */
-export function leaseTtlSeconds(sessionTtlMs: number): number {
-  return Math.max(2, Math.ceil((sessionTtlMs + 1_000) / 1_000));
+/**
+ * etcd lease TTL (seconds) behind a session: the session TTL plus the configured margin. The
+ * serving coordinator ends sessions at their deadline; the etcd lease is the backstop when it
+ * cannot (it died, or lost etcd), and the margin is what lets a worker move to a peer and keep its
+ * session — and what an etcd stall may last without ending healthy sessions.
+ */
+export function leaseTtlSeconds(config: Pick<CoordinatorConfig, 'sessionTtlMs' | 'etcdLeaseMarginMs'>): number {
+  return Math.max(2, Math.ceil((config.sessionTtlMs + config.etcdLeaseMarginMs) / 1_000));
 }
 
 /** The lifecycle's view of now: wall clock, jitter source and the installation's retry policy. */

@@ -132,7 +132,8 @@ describe('lost leases', () => {
     // c1 dies without ending the session: the etcd lease expires; c2 sees the owner key go.
     c1.backend.close();
     await c1.services.close();
-    await cluster.advance(TTL + 2_000);
+    // The etcd lease (session TTL + a margin of max(TTL, 10 s)) expires; c2 sees the owner key go.
+    await cluster.advance(2 * TTL + 2_000);
     const view = await c2.services.tasks.get('t1');
     expect(view?.history).toEqual([expect.objectContaining({ outcome: 'expired', token: token.toString() })]);
     expect(view?.state).toBe('pending');

@@ -8,7 +8,7 @@
  * The etcd lease (TTL a bit longer than the session TTL, kept alive over one stream) is only the
  * backstop when this coordinator dies.
  */
-import { formatToken, type Hello } from '@leasehold/protocol';
+import { formatToken, RepeatGate, type Hello } from '@leasehold/protocol';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import type { SessionRecord } from '../core/records.js';
 import { SessionEndPlan, type EndAction, type EndObservation } from '../core/session-end.js';
@@ -61,11 +61,12 @@ export class SessionManager {
   #timerAtMs = Number.POSITIVE_INFINITY;
   #closed = false;
   #onOwnersFreed: (freed: readonly OwnerEntry[]) => void = () => undefined;
+  readonly #repeats = new RepeatGate();
 
   constructor(ctx: ServiceContext) {
     this.#ctx = ctx;
     this.#table = new SessionTable(ctx.clock, ctx.config.sessionTtlMs);
-    const leaseMs = leaseTtlSeconds(ctx.config.sessionTtlMs) * 1_000;
+    const leaseMs = leaseTtlSeconds(ctx.config) * 1_000;
     this.#keepalive = ctx.store.leaseKeeper({
       intervalMs: Math.max(50, Math.min(ctx.config.heartbeatIntervalMs, Math.floor(leaseMs / 3))),
       onLost: (leaseId) => {
@@ -122,6 +123,9 @@ export class SessionManager {
 
   async open(hello: Hello, channel: WorkerChannel): Promise<OpenResult> {
     if (this.#closed) throw new CoordinatorError('SHUTTING_DOWN', 'coordinator is shutting down');
+    if (this.#ctx.state.etcdUnreachable) {
+      throw new CoordinatorError('UNAVAILABLE', 'this coordinator cannot reach etcd: connect to a peer');
+    }
     let previous: OpenResult['previous'];
     if (hello.resumeSessionId !== undefined) {
       const resumed = await this.#resume(hello, hello.resumeSessionId, channel);
@@ -136,7 +140,7 @@ export class SessionManager {
     const ctx = this.#ctx;
     const opened = await ctx.store.openSession(
       this.#record(hello.workerId, hello.incarnation),
-      leaseTtlSeconds(ctx.config.sessionTtlMs),
+      leaseTtlSeconds(ctx.config),
     );
     return this.#adoptLocally(opened.sessionId, opened.leaseId, hello, opened.modRevision, channel);
   }
@@ -269,7 +273,7 @@ export class SessionManager {
     }
     const plan = new SessionEndPlan({
       maxOwnersPerTxn: ctx.store.limits.maxEndSessionOwners,
-      giveUpAtMs: ctx.clock.nowMs() + 2_000 * leaseTtlSeconds(ctx.config.sessionTtlMs),
+      giveUpAtMs: ctx.clock.nowMs() + 2_000 * leaseTtlSeconds(ctx.config),
     });
     let action: EndAction = plan.first();
     for (;;) {
@@ -278,11 +282,13 @@ export class SessionManager {
       try {
         seen = await this.#perform(session, plan, action);
       } catch (err) {
-        log.warn({ err }, 'ending session failed, retrying');
+        const gate = this.#repeats.note(`end ${sessionId}`, ctx.clock.nowMs());
+        if (gate.log) log.warn({ err, repeated: gate.suppressed }, 'ending session failed, retrying');
         seen = { kind: 'error', nowMs: ctx.clock.nowMs() };
       }
       action = seen.kind === 'next' ? seen.action : plan.next(seen);
     }
+    this.#repeats.clear(`end ${sessionId}`);
     this.#table.markEnded(sessionId);
     this.#forget(session);
     const channel = session.channel;
@@ -391,6 +397,18 @@ export class SessionManager {
       await this.#ctx.store.revokeLease(leaseId);
     } catch (err) {
       this.#ctx.log.warn({ err }, 'lease revoke failed; the lease TTL will end it');
+    }
+  }
+
+  /**
+   * etcd is unreachable: stop serving every session here without ending it (it stays in etcd for a
+   * peer to adopt), close the sockets with 1001 so the workers resume elsewhere.
+   */
+  handOffAll(reason: string): void {
+    for (const session of [...this.#sessions.values()]) {
+      for (const wakeUp of [...session.wakers]) wakeUp();
+      this.#forget(session);
+      session.channel?.close(CLOSE_GOING_AWAY, reason);
     }
   }
 

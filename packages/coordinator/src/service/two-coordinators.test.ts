@@ -89,7 +89,9 @@ describe('two coordinators, one resource', () => {
     c1.backend.down = true;
     await cluster.advance(TTL + 2_000);
     c1.backend.down = false;
-    await cluster.advance(5_000); // the etcd lease backstop ends c1's session
+    // c1 handed its session off while cut off; nobody resumed it: the etcd lease backstop
+    // (session TTL + the margin, 10 s by default) ends it.
+    await cluster.advance(10_000);
     expect(cluster.owners().size).toBe(0);
     const b = await cluster.worker(c2, 'wb');
     const grantB = cluster.acquire(b);
@@ -130,3 +132,63 @@ describe('two coordinators, one resource', () => {
     c1.backend.resumeWatch();
   });
 });
+
+describe('a coordinator cut off from etcd', () => {
+  it('hands its sessions to a peer (sockets closed with 1001), refuses hellos, and the session survives the move', async () => {
+    const cut = new ServiceCluster({ SESSION_TTL_MS: '4000', ETCD_GIVE_UP_MS: '1000' });
+    try {
+      const a = await cut.coordinator('a');
+      const b = await cut.coordinator('b');
+      await cut.submit(a, 't1', 'r1');
+      const w = await cut.worker(a, 'w1');
+      const token = tokenOf(await cut.acquire(w));
+      a.backend.down = true;
+      await cut.advance(999);
+      expect(w.channel.closed).toBeUndefined();
+      await cut.advance(300);
+      expect(w.channel.closed).toMatchObject({ code: 1001 });
+      await expect(cut.worker(a, 'w2')).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      // The worker resumes on the peer: same session, still the holder, its lease renews there.
+      const moved = await cut.resume(w, b);
+      expect(moved.opened).toMatchObject({ resumed: true, session: { sessionId: w.session.sessionId } });
+      w.session = moved.opened.session;
+      w.coordinator = b;
+      expect(cut.owners().get('r1')).toBe(token);
+      expect(await cut.renew(w, 'r1', token)).toMatchObject({ type: 'lease.renewed' });
+      // etcd answers again: the coordinator takes hellos again.
+      a.backend.down = false;
+      await waitUntil(async () => {
+        await cut.advance(300);
+        return !a.services.ctx.state.etcdUnreachable;
+      });
+      expect((await cut.worker(a, 'w3')).session.sessionId).toBeDefined();
+    } finally {
+      await cut.close();
+    }
+  });
+});
+
+describe('a coordinator that was paused (its clock jumps) while etcd is fine', () => {
+  it('asks etcd once more before giving its sessions away', async () => {
+    const paused = new ServiceCluster({ SESSION_TTL_MS: '4000', ETCD_GIVE_UP_MS: '1000' });
+    try {
+      const a = await paused.coordinator('a');
+      const w = await paused.worker(a, 'w1');
+      paused.clock.advance(2_500); // SIGSTOP / long GC: no timer ran, no probe was sent
+      await paused.advance(600); // the next probe ticks with 3 s of silence behind it
+      expect(a.services.ctx.state.etcdUnreachable).toBe(false);
+      expect(w.channel.closed).toBeUndefined();
+      expect(paused.heartbeat(w)).toMatchObject({ ok: true });
+    } finally {
+      await paused.close();
+    }
+  });
+});
+
+async function waitUntil(check: () => Promise<boolean>, tries = 100): Promise<void> {
+  for (let i = 0; i < tries; i += 1) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('condition never held');
+}

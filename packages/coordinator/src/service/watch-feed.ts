@@ -11,6 +11,7 @@
  * revision + 1. Nothing here throws into the void: failures are logged, `ready` goes false, and a
  * rebuild is scheduled with backoff.
  */
+import { RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
 import type { Timers } from '../core/timers.js';
@@ -52,6 +53,7 @@ export class WatchFeed {
   #closed = false;
   #rebuilding: Promise<void> | undefined;
   #failures = 0;
+  readonly #repeats = new RepeatGate();
   /** Ids of tasks in state `failed` (the dead-letter gauge). */
   #failed = new Set<string>();
 
@@ -145,7 +147,8 @@ export class WatchFeed {
       .then(() => (this.#closed ? undefined : this.#build()))
       .catch((err: unknown) => {
         this.#failures += 1;
-        this.#o.log.warn({ err }, 'index rebuild failed, will retry');
+        const gate = this.#repeats.note('rebuild', performance.now());
+        if (gate.log) this.#o.log.warn({ err, repeated: gate.suppressed }, 'index rebuild failed, will retry');
       })
       .finally(() => {
         this.#rebuilding = undefined;

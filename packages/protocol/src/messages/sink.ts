@@ -117,3 +117,93 @@ export const DecisionPageSchema = z.object({
   oldestRetained: z.number().int().nonnegative(),
 });
 export type DecisionPage = z.infer<typeof DecisionPageSchema>;
+
+/**
+ * POST /v1/probe (coordinator key): the coordinator's readiness check. Reaching the route proves
+ * its coordinator key; the sink verifies `capability` over `claims` with its own capability keys
+ * and says whether it would accept it. Nothing is stored, no fence is read or moved.
+ */
+export const ProbeRequestSchema = z.strictObject({
+  capability: z.string().min(1).max(512),
+  claims: z.strictObject({
+    resource: ResourceIdSchema,
+    token: TokenSchema,
+    workerId: WorkerIdSchema,
+    incarnation: IncarnationSchema,
+  }),
+});
+export type ProbeRequest = z.infer<typeof ProbeRequestSchema>;
+
+export const ProbeResponseSchema = z.object({
+  /** The bearer key was accepted (or the route would have answered 401). */
+  coordinatorKey: z.literal('ok'),
+  /** ok: the capability verifies; unknown-key: no sink key has its key id; mismatch: the key id is known, the secret differs. */
+  capability: z.enum(['ok', 'unknown-key', 'mismatch']),
+  /** The key id the capability named. */
+  keyId: z.string(),
+});
+export type ProbeResponse = z.infer<typeof ProbeResponseSchema>;
+
+/**
+ * `GET /v1/events` (read key): the sink's push channel, server-sent events. Three kinds, each the
+ * `data:` of an SSE event whose `event:` field names the kind:
+ *
+ * - `decision` (with `id: <seq>`): one entry of the durable decision log, pushed once committed.
+ *   A client resumes with `Last-Event-ID: <seq>` (or `?after=SEQ`) and gets every later entry once.
+ * - `refusal` (no `id`): a write or advance refused before it reached the store (bad or missing
+ *   credentials, a capability that does not verify, malformed or oversized input). Ephemeral: only
+ *   clients connected at that moment see it; nothing is stored or replayed.
+ * - `reset` (with `id:` the seq the stream continues after): the requested position could not be
+ *   honoured — entries after it were pruned by retention, or it lies beyond the end of the log.
+ */
+export const SinkDecisionEventSchema = DecisionSchema.extend({ type: z.literal('decision') });
+export type SinkDecisionEvent = z.infer<typeof SinkDecisionEventSchema>;
+
+/** Routes whose refusals are published on the event stream. */
+export const RefusalRouteSchema = z.enum(['/v1/writes', '/v1/fences/advance', '/v1/fences/advance-batch']);
+export type RefusalRoute = z.infer<typeof RefusalRouteSchema>;
+
+/** Refusals decided before the store (the store's own refusals are `decision` events). */
+export const RefusalCodeSchema = z.enum(['UNAUTHENTICATED', 'FORBIDDEN', 'INVALID_MESSAGE', 'PAYLOAD_TOO_LARGE']);
+export type RefusalCode = z.infer<typeof RefusalCodeSchema>;
+
+export const SinkRefusalEventSchema = z.object({
+  type: z.literal('refusal'),
+  route: RefusalRouteSchema,
+  code: RefusalCodeSchema,
+  /** From the request body, only when the body parsed and the field is a valid id / token. */
+  resource: ResourceIdSchema.optional(),
+  token: TokenSchema.optional(),
+  workerId: WorkerIdSchema.optional(),
+  /** The client's address as the sink saw it. */
+  remote: z.string().max(100).optional(),
+  atMs: z.number().int().nonnegative(),
+  /** Refusals not published since the previous refusal event (rate limit). */
+  suppressed: z.number().int().positive().optional(),
+});
+export type SinkRefusalEvent = z.infer<typeof SinkRefusalEventSchema>;
+
+export const SinkResetReasonSchema = z.enum([
+  /** Entries after the requested seq were pruned by retention: they are lost to this client. */
+  'pruned',
+  /** The requested seq is beyond the end of the log (another database, or a restore). */
+  'ahead',
+]);
+
+export const SinkStreamResetEventSchema = z.object({
+  type: z.literal('reset'),
+  reason: SinkResetReasonSchema,
+  /** The seq the client asked to resume after. */
+  requested: z.number().int().nonnegative(),
+  /** The stream continues with the entries after this seq (also the event's `id:`). */
+  resumeAfter: z.number().int().nonnegative(),
+  oldestRetained: z.number().int().nonnegative(),
+});
+export type SinkStreamResetEvent = z.infer<typeof SinkStreamResetEventSchema>;
+
+export const SinkEventSchema = z.discriminatedUnion('type', [
+  SinkDecisionEventSchema,
+  SinkRefusalEventSchema,
+  SinkStreamResetEventSchema,
+]);
+export type SinkEvent = z.infer<typeof SinkEventSchema>;

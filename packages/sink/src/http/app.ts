@@ -3,7 +3,7 @@
  * everywhere. Auth:
  *   - advances: `Authorization: Bearer <coordinator key>`
  *   - writes: the grant's capability in the body (no bearer key needed)
- *   - reads and the decision log: a coordinator key or a read-only key
+ *   - reads, the decision log and the event stream: a coordinator key or a read-only key
  *   - /healthz, /readyz, /metrics: open (bind to loopback or firewall them)
  */
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -22,6 +22,9 @@ import { installErrorHandling, onClientError, onFrameworkError, sendError } from
 import { registerFenceRoutes } from './routes-fences.js';
 import { registerReadRoutes } from './routes-read.js';
 import { registerWriteRoutes } from './routes-writes.js';
+import { installRefusalPublishing, registerEventRoutes } from './routes-events.js';
+import type { EventStreams } from '../events/event-streams.js';
+import type { RefusalFeed } from '../events/refusal-feed.js';
 import { Credential, installRouteAuth } from './route-auth.js';
 
 export interface HttpAppOptions {
@@ -38,6 +41,8 @@ export interface HttpAppOptions {
   readonly bodyLimitBytes: number;
   /** True once shutdown began: new requests get 503 SHUTTING_DOWN. */
   readonly isClosing: () => boolean;
+  /** The push channel (`GET /v1/events`) and where refusals are published; no route without it. */
+  readonly events?: { readonly streams: EventStreams; readonly refusals: RefusalFeed };
 }
 
 export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
@@ -90,9 +95,11 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     read: createKeyRing([...options.coordinatorKeys, ...options.readKeys]),
     readOnly: createKeyRing(options.readKeys),
   });
-  registerFenceRoutes(app, { service });
+  if (options.events !== undefined) installRefusalPublishing(app, options.events.refusals);
+  registerFenceRoutes(app, { service, capabilityKeys: options.capabilityKeys });
   registerWriteRoutes(app, { service, capabilityKeys: options.capabilityKeys, metrics });
   registerReadRoutes(app, { service });
+  if (options.events !== undefined) registerEventRoutes(app, { streams: options.events.streams });
 
   const open = { config: { credential: Credential.NONE } };
   app.get('/healthz', open, (_request, reply) => reply.send({ status: 'ok' }));

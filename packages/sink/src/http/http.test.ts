@@ -149,6 +149,7 @@ describe('HTTP auth, health and metrics', () => {
     const ready = await sink.app.inject({ url: '/readyz' }).catch(() => undefined);
     if (ready !== undefined) {
       expect(ready.statusCode).toBe(503);
+      expect(ready.headers['retry-after']).toBe('1');
       expect(ready.json()).toMatchObject({ code: 'SHUTTING_DOWN', retryable: true });
     }
     await closing;

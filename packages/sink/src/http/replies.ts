@@ -23,7 +23,10 @@ export function errorBody(code: ErrorCode, message: string, fence?: bigint): Err
 
 export function sendError(reply: FastifyReply, code: ErrorCode, message: string, fence?: bigint): FastifyReply {
   if (code === 'UNAUTHENTICATED') void reply.header('www-authenticate', 'Bearer');
-  return reply.code(httpStatusOf(code)).send(errorBody(code, message, fence));
+  const status = httpStatusOf(code);
+  // Draining, store unavailable: come back in a second (a peer, or this sink once restarted).
+  if (status === 503 || status === 429) void reply.header('retry-after', '1');
+  return reply.code(status).send(errorBody(code, message, fence));
 }
 
 /** A short, value-free summary of zod issues (never echoes payloads or secrets). */

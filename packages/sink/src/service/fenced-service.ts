@@ -41,12 +41,29 @@ export class FencedService {
   readonly #committer: GroupCommitter;
   readonly #metrics: SinkMetrics | undefined;
   readonly #log: Logger;
+  readonly #commitListeners = new Set<() => void>();
 
   constructor(options: FencedServiceOptions) {
     this.store = options.store;
     this.#metrics = options.metrics;
     this.#log = options.logger;
-    this.#committer = new GroupCommitter(options);
+    this.#committer = new GroupCommitter({
+      ...options,
+      onCommitted: () => {
+        for (const listener of this.#commitListeners) listener();
+      },
+    });
+  }
+
+  /**
+   * Call `listener` after every durable commit of this service (new decision-log entries exist).
+   * In process only: commits of other processes on a shared database are not seen. Returns `off`.
+   */
+  onCommit(listener: () => void): () => void {
+    this.#commitListeners.add(listener);
+    return () => {
+      this.#commitListeners.delete(listener);
+    };
   }
 
   /** True once {@link close} was called: new requests are refused with SHUTTING_DOWN. */
@@ -119,6 +136,10 @@ export class FencedService {
 
   decisions(after: number, limit: number): Promise<DecisionPageRows> {
     return this.store.decisions(after, limit);
+  }
+
+  lastSeq(): Promise<number> {
+    return this.store.lastSeq();
   }
 
   /** Refuse new work and wait for the queued and in-flight batches to commit. Does not close the store. */

@@ -12,6 +12,7 @@
  * one commit). Promises resolve only after the store's commit is durable. If a commit fails, every
  * submission of that batch is rejected with UNAVAILABLE (nothing of it was applied).
  */
+import { LeaseholdError, RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { FenceOp, OpDecision } from '../core/ops.js';
 import { ShuttingDownError, storeUnavailable } from '../errors.js';
@@ -30,13 +31,18 @@ export interface GroupCommitterOptions {
   readonly metrics?: SinkMetrics | undefined;
   /** Upper bound of ops per transaction (a single larger submission still commits whole). */
   readonly maxBatchOps?: number | undefined;
+  /** Called after every durable commit (before its submitters are answered). Must not throw. */
+  readonly onCommitted?: (() => void) | undefined;
 }
 
 export class GroupCommitter {
   readonly #store: FenceStore;
   readonly #log: Logger;
+  /** One log line per run of failed commits (an outage fails every batch until it ends). */
+  readonly #repeats = new RepeatGate();
   readonly #metrics: SinkMetrics | undefined;
   readonly #maxBatchOps: number;
+  readonly #onCommitted: (() => void) | undefined;
   #queue: Pending[] = [];
   #scheduled = false;
   #inFlight = false;
@@ -48,6 +54,7 @@ export class GroupCommitter {
     this.#log = options.logger;
     this.#metrics = options.metrics;
     this.#maxBatchOps = options.maxBatchOps ?? 1000;
+    this.#onCommitted = options.onCommitted;
   }
 
   get closing(): boolean {
@@ -110,6 +117,9 @@ export class GroupCommitter {
       this.#metrics?.commitSeconds.observe(seconds);
       this.#metrics?.batchOps.observe(ops.length);
       this.#log.debug({ ops: ops.length, submissions: batch.length, seconds }, 'batch committed');
+      this.#onCommitted?.();
+      const hidden = this.#repeats.clear('outage') + this.#repeats.clear('fault');
+      if (hidden > 0) this.#log.info({ repeated: hidden }, 'batch commits succeed again');
       let at = 0;
       for (const pending of batch) {
         pending.resolve(decisions.slice(at, at + pending.ops.length));
@@ -117,7 +127,15 @@ export class GroupCommitter {
       }
     } catch (err) {
       this.#metrics?.commitFailures.inc();
-      this.#log.error({ err, ops: ops.length }, 'batch commit failed');
+      // A store that says it is unavailable (PostgreSQL down, a connection cut) is an outage the
+      // sink rides out with 503s: warn, once per failure loop. Anything else is a fault: error.
+      const outage = err instanceof LeaseholdError && err.code === 'UNAVAILABLE';
+      const gate = this.#repeats.note(outage ? 'outage' : 'fault', performance.now());
+      if (gate.log) {
+        const fields = { err, ops: ops.length, repeated: gate.suppressed };
+        if (outage) this.#log.warn(fields, 'batch commit failed: store unavailable');
+        else this.#log.error(fields, 'batch commit failed');
+      }
       const error = storeUnavailable(err);
       for (const pending of batch) pending.reject(error);
     } finally {

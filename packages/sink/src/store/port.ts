@@ -49,6 +49,8 @@ export interface FenceStore {
   resultOf(resource: string, resultId: string): Promise<StoredResultRow | undefined>;
   /** Decisions with seq > `after`, oldest first, at most `limit`. */
   decisions(after: number, limit: number): Promise<DecisionPageRows>;
+  /** Highest seq in the decision log (0 when it is empty): where a reader "from now" starts. */
+  lastSeq(): Promise<number>;
   /** True while the store can take work. */
   isOpen(): boolean;
   close(): Promise<void>;

@@ -359,6 +359,14 @@ export class PostgresFenceStore implements FenceStore {
     };
   }
 
+  async lastSeq(): Promise<number> {
+    const { rows } = await this.#read<{ last: string }>(
+      'SELECT coalesce(max(seq), 0)::text AS last FROM leasehold.decisions',
+      [],
+    );
+    return Number(rows[0]?.last ?? '0');
+  }
+
   async #read<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<pg.QueryResult<R>> {
     try {
       return await this.#pool.query<R>(sql, params);

@@ -94,6 +94,7 @@ export class SqliteFenceStore implements FenceStore {
       ),
       prune: db.prepare<[number]>('DELETE FROM decisions WHERE seq <= ?'),
       oldest: db.prepare<[], number | null>('SELECT MIN(seq) FROM decisions').pluck(),
+      newest: db.prepare<[], number | null>('SELECT MAX(seq) FROM decisions').pluck(),
       result: db
         .prepare<[string, string], ResultDbRow>('SELECT * FROM results WHERE resource = ? AND result_id = ?')
         .safeIntegers(true),
@@ -185,6 +186,10 @@ export class SqliteFenceStore implements FenceStore {
       return { decisions: rows, next: rows.at(-1)?.seq ?? after, oldestRetained: oldest };
     });
     return Promise.resolve(read.deferred());
+  }
+
+  lastSeq(): Promise<number> {
+    return Promise.resolve(this.#stmt.newest.get() ?? 0);
   }
 
   /** The connection's durability settings, as SQLite reports them. */

@@ -16,7 +16,7 @@ export interface WorkerError {
   readonly foundVersion?: number;
 }
 
-export type WorkerMethod = 'applyBatch' | 'fenceOf' | 'resourceOf' | 'resultOf' | 'decisions' | 'close';
+export type WorkerMethod = 'applyBatch' | 'fenceOf' | 'resourceOf' | 'resultOf' | 'decisions' | 'lastSeq' | 'close';
 
 export interface WorkerCall {
   readonly id: number;
@@ -61,6 +61,8 @@ function dispatch(s: SqliteFenceStore, call: WorkerCall): Promise<unknown> {
       return s.resultOf(a as string, b as string);
     case 'decisions':
       return s.decisions(a as number, b as number);
+    case 'lastSeq':
+      return s.lastSeq();
     case 'close':
       return s.close();
   }

@@ -120,6 +120,10 @@ export class ThreadedSqliteStore implements FenceStore {
     return this.#call('decisions', [after, limit]);
   }
 
+  lastSeq(): Promise<number> {
+    return this.#call('lastSeq', []);
+  }
+
   isOpen(): boolean {
     return this.#open;
   }

@@ -75,6 +75,7 @@ export function recordBatches(store: FenceStore): { store: FenceStore; sizes: nu
     resourceOf: (resource) => store.resourceOf(resource),
     resultOf: (resource, resultId) => store.resultOf(resource, resultId),
     decisions: (after, limit) => store.decisions(after, limit),
+    lastSeq: () => store.lastSeq(),
     isOpen: () => store.isOpen(),
     close: () => store.close(),
   };

@@ -1,0 +1,132 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { SseParser, type SseEvent } from './sse-parser.js';
+
+const parseAll = (text: string): SseEvent[] => {
+  const p = new SseParser();
+  return [...p.push(text), ...p.end()];
+};
+
+describe('SseParser (examples from the standard)', () => {
+  it('joins data lines with LF, defaults the type to message, keeps the last id for later events', () => {
+    const events = parseAll('data: YHOO\ndata: +2\ndata: 10\n\nid: 7\nevent: tick\ndata:x\n\ndata: after\n\n');
+    expect(events).toEqual([
+      { event: 'message', data: 'YHOO\n+2\n10', lastEventId: '', hasId: false },
+      { event: 'tick', data: 'x', lastEventId: '7', hasId: true },
+      { event: 'message', data: 'after', lastEventId: '7', hasId: false },
+    ]);
+  });
+
+  it('treats CR, LF and CRLF as line ends, skips comments, one BOM, and a space only once', () => {
+    const events = parseAll('\uFEFF: hello\r\ndata:  two spaces\r\rdata\ndata\n\n');
+    expect(events).toEqual([
+      { event: 'message', data: ' two spaces', lastEventId: '', hasId: false },
+      { event: 'message', data: '\n', lastEventId: '', hasId: false },
+    ]);
+  });
+
+  it('dispatches nothing for a block without data, drops an unfinished event at the end, ignores unknown fields', () => {
+    const p = new SseParser();
+    expect(p.push('event: x\nid: 3\n\nfoo: bar\ndata: kept\n\ndata: lost')).toEqual([
+      { event: 'message', data: 'kept', lastEventId: '3', hasId: false },
+    ]);
+    expect(p.end()).toEqual([]);
+  });
+
+  it('reads retry only when it is all digits, and ignores an id with NUL', () => {
+    const p = new SseParser();
+    p.push('retry: 1500\nretry: 2s\nid: a\u0000b\ndata: d\n\n');
+    expect(p.retryMs).toBe(1500);
+    expect(p.push('id: 9\n\ndata: e\n\n')).toEqual([{ event: 'message', data: 'e', lastEventId: '9', hasId: false }]);
+    expect(p.comments).toBe(0);
+    p.push(': keepalive\n\n');
+    expect(p.comments).toBe(1);
+  });
+});
+
+/** One generated event: what the server means, and how it writes it. */
+interface Gen {
+  readonly id: string | undefined;
+  readonly event: string | undefined;
+  readonly data: string;
+  readonly comment: string | undefined;
+}
+
+// No CR or LF inside a value (the format cannot carry them); data lines are split on LF.
+const value = fc.string({ unit: 'grapheme', maxLength: 12 }).map((s) => s.replace(/[\r\n]/g, ''));
+const genArb: fc.Arbitrary<Gen> = fc.record({
+  id: fc.option(
+    value.map((s) => s.replaceAll('\u0000', '')),
+    { nil: undefined },
+  ),
+  event: fc.option(fc.stringMatching(/^[a-z][a-z.]{0,8}$/), { nil: undefined }),
+  data: fc.array(value, { minLength: 1, maxLength: 3 }).map((lines) => lines.join('\n')),
+  comment: fc.option(value, { nil: undefined }),
+});
+const eol = fc.constantFrom('\n', '\r', '\r\n');
+
+function serialize(events: readonly Gen[], ends: readonly string[]): string {
+  let out = '';
+  let i = 0;
+  // A CR then an LF would be one CRLF: after a CR, an LF end is written as CRLF.
+  const end = () => {
+    const next = ends[i++ % ends.length] ?? '\n';
+    return out.endsWith('\r') && next === '\n' ? '\r\n' : next;
+  };
+  for (const e of events) {
+    if (e.comment !== undefined) out += `:${e.comment}${end()}`;
+    if (e.id !== undefined) out += `id: ${e.id}${end()}`;
+    if (e.event !== undefined) out += `event: ${e.event}${end()}`;
+    for (const line of e.data.split('\n')) out += `data: ${line}${end()}`;
+    out += end();
+  }
+  return out;
+}
+
+function expected(events: readonly Gen[]): SseEvent[] {
+  let last = '';
+  return events.map((e) => {
+    if (e.id !== undefined) last = e.id;
+    return { event: e.event ?? 'message', data: e.data, lastEventId: last, hasId: e.id !== undefined };
+  });
+}
+
+describe('SseParser (properties)', () => {
+  it('yields the events written, however the bytes are split into chunks', () => {
+    fc.assert(
+      fc.property(
+        fc.array(genArb, { maxLength: 8 }),
+        fc.array(eol, { minLength: 1, maxLength: 5 }),
+        fc.array(fc.nat(), { maxLength: 20 }),
+        fc.boolean(),
+        (events, ends, cuts, bom) => {
+          const bytes = new TextEncoder().encode((bom ? '\uFEFF' : '') + serialize(events, ends));
+          const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+          const parser = new SseParser();
+          const got: SseEvent[] = [];
+          let from = 0;
+          for (const point of [...points, bytes.length]) {
+            got.push(...parser.pushBytes(bytes.subarray(from, point)));
+            from = point;
+          }
+          got.push(...parser.end());
+          expect(got).toEqual(expected(events));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('a CRLF split between two chunks is one line end, not two', () => {
+    fc.assert(
+      fc.property(fc.array(genArb, { minLength: 1, maxLength: 5 }), (events) => {
+        const text = serialize(events, ['\r\n']);
+        const parser = new SseParser();
+        const got: SseEvent[] = [];
+        // Cut right after every CR.
+        for (const piece of text.split(/(?<=\r)/)) got.push(...parser.push(piece));
+        expect(got).toEqual(expected(events));
+      }),
+    );
+  });
+});
