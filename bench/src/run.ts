@@ -2,7 +2,7 @@
  * `pnpm bench` (scripts/bench.sh -> bench/run.mjs -> this file, after the build):
  *
  *   pnpm bench [--only sink,grants,cycle,takeover,renewal,consensus,pg] [--quick] [--rounds N]
- *              [--seconds N] [--out bench-results.json] [--docs]
+ *              [--seconds N] [--pin] [--out bench-results.json] [--docs]
  *
  * Runs every suite (pg only when named) against its own fresh etcd, prints one markdown table,
  * names the missed targets, writes bench-results.json at the repo root (one row per figure plus the
@@ -65,7 +65,7 @@ for (const suite of only) {
   try {
     switch (suite) {
       case 'sink':
-        rows.push(...(await runSinkBench({ ...common, connections: 100 })));
+        rows.push(...(await runSinkBench({ ...common, connections: 100, pin: has('--pin') })));
         break;
       case 'pg':
         rows.push(...(await runPgSinkBench({ seconds, rounds, connections: 64, log })));
@@ -92,8 +92,8 @@ for (const suite of only) {
           ...(await runRenewalBench({
             etcd,
             log,
-            levels: quick ? [0, 1_000, 3_000] : [0, 1_000, 10_000, 50_000],
-            windowSeconds: quick ? 1.5 : 5,
+            levels: quick ? [0, 2_000] : [0, 1_000, 10_000, 50_000],
+            windowSeconds: quick ? 1 : 5,
           })),
         );
         break;

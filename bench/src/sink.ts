@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NodeChild, type ChildMessage } from './infra/child.js';
 import { startNodeDaemon, type NodeDaemon } from './infra/daemon.js';
-import { rssBytes } from './infra/proc.js';
+import { pinToCpus, rssBytes } from './infra/proc.js';
 import { pool } from './infra/raw-worker.js';
 import { startSinkProcess, type StackKeys } from './infra/stack.js';
 import { interleaveLoads, median, type Load, type RoundResult } from './measure.js';
@@ -31,6 +31,8 @@ export interface SinkBenchOptions {
   readonly rounds: number;
   readonly connections: number;
   readonly maxWarmupSlices: number;
+  /** `--pin`: servers on CPU 0, load generators on CPU 1 (taskset). */
+  readonly pin: boolean;
   readonly log: (line: string) => void;
 }
 
@@ -56,6 +58,10 @@ class HttpSide implements Load {
     this.#server = server;
     this.#prepare = prepare;
     this.#child = new NodeChild('http-load.js', `load-${name}`);
+  }
+
+  get loadPid(): number {
+    return this.#child.pid;
   }
 
   counted() {
@@ -143,6 +149,12 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
         Promise.resolve({ port: hello.port, connections: o.connections, mode: 'hello' }),
       ),
     );
+    let pinned = 'not pinned';
+    if (o.pin) {
+      const ok = [sink.pid, hello.pid].every((p) => pinToCpus(p, '0')) && sides.every((s) => pinToCpus(s.loadPid, '1'));
+      pinned = ok ? 'servers pinned to CPU 0, load generators to CPU 1 (taskset)' : 'pinning asked but taskset failed';
+      o.log(`sink: ${pinned}`);
+    }
     const results = await interleaveLoads(o.rounds, sides, {
       seconds: o.seconds,
       maxWarmupSlices: o.maxWarmupSlices,
@@ -161,7 +173,7 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
       median((side?.summaries ?? []).map((m) => Number(m[key] ?? 0)));
     const [s200, s4k, sHello] = sides;
     const ctx =
-      `autocannon in its own process, ${o.connections} connections; a fresh grant per write (own resource, token and ` +
+      `autocannon in its own process, ${o.connections} connections, ${pinned}; a fresh grant per write (own resource, token and ` +
       `capability); synchronous=FULL; mean group commit ${round(histogramMean(metrics, 'leasehold_sink_batch_ops'), 1)} writes / ` +
       `${round(1000 * histogramMean(metrics, 'leasehold_sink_commit_seconds'), 2)} ms; CPU = sink process vs hello process (/proc); ` +
       `load generator CPU per op: write-200 ${Math.round(median(w200.map((r) => r.clientUs)))} µs, hello ${Math.round(median(helloR.map((r) => r.clientUs)))} µs` +

@@ -2,6 +2,7 @@
  * What a benchmarked process costs, read from /proc (Linux only): CPU time (utime + stime, in
  * milliseconds) and resident memory (VmRSS, in bytes). A process that is gone reads as undefined.
  */
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on every Linux this runs on). */
@@ -166,4 +167,13 @@ export function foreignCpuWindow(): { end(): number } {
       return Math.max(0, systemBusyMs() - busy0 - (treeCpuMs() - tree0)) / elapsed;
     },
   };
+}
+
+/**
+ * Pin every thread of `pid` to `cpus` (e.g. '0' or '1') with util-linux `taskset -a -p`. Returns
+ * false when taskset is missing or refused (the run goes on unpinned and says so).
+ */
+export function pinToCpus(pid: number, cpus: string): boolean {
+  const r = spawnSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+  return r.status === 0;
 }
