@@ -72,7 +72,7 @@ export class WorkerSockets {
       ws.on('close', () => {
         this.#o.metrics.connections.dec();
       });
-      new WorkerConnection(ws, this.#o.connection, identity);
+      new WorkerConnection(ws, this.#o.connection, identity, socket);
     });
   }
 
