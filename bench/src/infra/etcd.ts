@@ -108,3 +108,18 @@ export async function compactEtcd(etcd: Etcd): Promise<void> {
     client.close();
   }
 }
+
+/** From etcd's own /metrics: backend size, live keys and revision (what a window ran against). */
+export async function etcdState(etcd: Etcd): Promise<{ dbMiB: number; keys: number; revision: number }> {
+  try {
+    const text = await (await fetch(`${etcd.endpoint}/metrics`, { signal: AbortSignal.timeout(2_000) })).text();
+    const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+    return {
+      dbMiB: Math.round((read('etcd_mvcc_db_total_size_in_bytes') / 1024 / 1024) * 10) / 10,
+      keys: read('etcd_debugging_mvcc_keys_total'),
+      revision: read('etcd_debugging_mvcc_current_revision'),
+    };
+  } catch {
+    return { dbMiB: Number.NaN, keys: Number.NaN, revision: Number.NaN };
+  }
+}
