@@ -22,7 +22,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        project: ['./tsconfig.check.json'],
+        project: ['./tsconfig.check.json', './packages/coordinator/ui/tsconfig.json'],
         tsconfigRootDir: import.meta.dirname,
       },
     },

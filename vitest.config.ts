@@ -18,7 +18,9 @@ const resolve = {
     { find: /^@leasehold\/client$/, replacement: src('client/src/index.ts') },
     { find: /^@leasehold\/cli\/pki$/, replacement: src('cli/src/pki.ts') },
     { find: /^@leasehold\/cli\/worker-config$/, replacement: src('cli/src/worker-config.ts') },
+    { find: /^@leasehold\/cli\/worker-http$/, replacement: src('cli/src/worker-http.ts') },
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },
+    { find: /^@leasehold\/telemetry$/, replacement: src('telemetry/src/index.ts') },
   ],
 };
 
@@ -65,6 +67,17 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.e2e.test.ts'],
           testTimeout: 180_000,
+          hookTimeout: 120_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        resolve,
+        test: {
+          // The web console in Debian's Chromium (playwright-core) against spawned processes.
+          name: 'browser',
+          include: ['test/browser/**/*.browser.test.ts'],
+          testTimeout: 60_000,
           hookTimeout: 120_000,
           fileParallelism: false,
         },

@@ -12,6 +12,12 @@
 # worker-credentials always lists every <id>.secret of OUT_DIR.
 # Files are mode 0444 in a 0700 directory: readable by the containers' user (10001) through a
 # bind mount, by nobody else on the host.
+#
+# Hosts of your own (docs/operations.md, "Two hosts, step by step"): names or IP addresses added
+# to the server certificates, space-separated, read when a certificate is first made:
+#   COORDINATOR_HOSTS="10.0.0.30 coord.internal" SINK_HOSTS="10.0.0.20" ETCD_HOSTS="10.0.0.10"
+# ETCD_HOSTS also makes etcd.crt etcd.key (etcd's server certificate) and coordinator-etcd.crt
+# coordinator-etcd.key (the coordinators' client certificate for etcd's --client-cert-auth).
 set -euo pipefail
 out="${1:?usage: deploy/make-secrets.sh OUT_DIR [WORKER_ID...]}"
 shift
@@ -35,17 +41,35 @@ fi
 server() { # server NAME HOST...
   local name="$1"; shift
   [ -e "$name.crt" ] && return
-  local san; san="$(printf 'DNS:%s,' "$@")IP:127.0.0.1"
+  local san="" h
+  for h in "$@"; do
+    if [[ "$h" =~ ^[0-9.]+$ || "$h" == *:* ]]; then san+="IP:$h,"; else san+="DNS:$h,"; fi
+  done
+  san+="IP:127.0.0.1"
   openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$name.key" -out "$name.csr" \
     -subj "/CN=$1" 2>/dev/null
   openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -out "$name.crt" \
     -extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' "$san") 2>/dev/null
   rm -f "$name.csr" ca.srl
 }
-# Compose service names, the Kubernetes Service names (short and qualified), localhost.
+# Compose service names, the Kubernetes Service names (short and qualified), localhost, and yours.
+# shellcheck disable=SC2086 # the *_HOSTS lists split on spaces on purpose
 server coordinator coordinator coordinator-a coordinator-b \
-  coordinator.leasehold.svc coordinator.leasehold.svc.cluster.local localhost
-server sink sink sink.leasehold.svc sink.leasehold.svc.cluster.local localhost
+  coordinator.leasehold.svc coordinator.leasehold.svc.cluster.local localhost ${COORDINATOR_HOSTS:-}
+# shellcheck disable=SC2086
+server sink sink sink.leasehold.svc sink.leasehold.svc.cluster.local localhost ${SINK_HOSTS:-}
+if [ -n "${ETCD_HOSTS:-}" ]; then
+  # shellcheck disable=SC2086
+  server etcd etcd localhost $ETCD_HOSTS
+  if [ ! -e coordinator-etcd.crt ]; then
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout coordinator-etcd.key \
+      -out coordinator-etcd.csr -subj '/CN=leasehold-coordinator' 2>/dev/null
+    openssl x509 -req -in coordinator-etcd.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
+      -out coordinator-etcd.crt \
+      -extfile <(printf 'extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n') 2>/dev/null
+    rm -f coordinator-etcd.csr ca.srl
+  fi
+fi
 
 put sink-key "$(random)"
 put capability-keys "k1:$(random)"

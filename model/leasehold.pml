@@ -472,7 +472,11 @@ inline answer(w, c, out, t, T) {
             :: out == R_EXPIRED -> printf("@@ C%d -> W%d : SESSION_EXPIRED\n", c, w)
             :: else -> printf("@@ C%d -> W%d : NOT_HOLDER\n", c, w)
             fi;
-            w_q[w]++
+            w_q[w]++;
+            /* The SDK's rule (docs/protocol.md): a session answered expired is over for the worker;
+               it never resumes it (finding F1: resuming it let a peer adopt a session whose grant
+               the worker had been told it lost). */
+            if :: out == R_EXPIRED -> drop_session(w) :: else -> skip fi
        fi
   :: else -> skip
   fi
@@ -608,7 +612,11 @@ inline complete(w, c, s, r, t, T, q) {
        t_done[t] = 1; t_mrev[t] = rev;
        printf("@@ W%d -> C%d : task.complete task %d token %d\n", w, c, t, T);
        printf("@@ C%d -> etcd : finishAttempts -> task %d completed, owners/%d deleted\n", c, t, r)
-  :: else ->                                  /* NOT_HOLDER / LEASE_EXPIRED: left to the next holder */
+  :: !LIVE(c, s) ->                           /* LEASE_EXPIRED: the session is over for the worker */
+       printf("@@ W%d -> C%d : task.complete task %d token %d\n", w, c, t, T);
+       printf("@@ C%d -> W%d : LEASE_EXPIRED (the session deadline has passed)\n", c, w);
+       drop_session(w)
+  :: else ->                                  /* NOT_HOLDER: left to the next holder */
        printf("@@ W%d -> C%d : task.complete task %d token %d\n", w, c, t, T);
        printf("@@ C%d -> W%d : NOT_HOLDER (finishAttempts compares failed)\n", c, w)
   fi

@@ -110,6 +110,18 @@ if ! command -v systemd-analyze >/dev/null && [ "$(id -u)" = 0 ] && command -v a
   apt-get install -y -qq --no-install-recommends systemd >/dev/null || say "apt-get install systemd failed: the systemd unit checks will be skipped"
 fi
 
+# --- promtool (test/observability checks every /metrics output and deploy/observability rules) ---
+# Optional: without it those tests skip with a message naming this step.
+if ! command -v promtool >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing prometheus (for promtool) with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+    || say "apt-get install prometheus failed: the promtool checks will be skipped"
+  # The package may start a system Prometheus on 9090; tests never use it: stop it.
+  if command -v service >/dev/null; then service prometheus stop >/dev/null 2>&1 || true; fi
+fi
+
 # --- spin (the model checker of docs/model.md) ---------------------------------------------------
 if ! command -v spin >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing spin with apt-get"
@@ -130,6 +142,16 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
       || say "apt-get install ${missing[*]} failed; netns and clock faults will be skipped"
   fi
+fi
+
+# --- Chromium (the web console's browser test drives Debian's chromium with playwright-core) ---
+# Optional: without it the browser test project skips with a message. Never a downloaded browser.
+if [ -z "${LEASEHOLD_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  say "installing chromium with apt-get (web console browser test)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+    || say "apt-get install chromium failed; the console browser test will be skipped"
 fi
 
 # --- build -----------------------------------------------------------------------------------

@@ -6,8 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 cli=packages/cli/dist/leasehold-main.js
 if [ ! -f "$cli" ]; then
-  echo "leasehold: the cluster command is not built yet in this version (it arrives with the worker CLI)." >&2
-  echo "leasehold: what exists today: 'pnpm test' runs the model, the harness and the services' tests." >&2
+  echo "leasehold: $cli is missing after the build; run 'pnpm run build' and look at its errors." >&2
   exit 2
 fi
 exec node "$cli" cluster up "$@"

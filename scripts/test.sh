@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command (B): the whole suite, in CI order:
-# typecheck -> lint -> format check -> unit -> integration -> fuzz (bounded) -> e2e -> chaos (short profile) -> model check (quick).
+# typecheck -> lint -> format check -> unit -> integration -> fuzz (bounded) -> e2e -> browser (the web console in
+# Chromium) -> chaos (short profile) -> model check (quick).
 # Bootstraps first (idempotent), so it works on a fresh clone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ step "format check"
 pnpm run --silent format:check
 
 status=0
-for project in unit integration fuzz e2e chaos; do
+for project in unit integration fuzz e2e browser chaos; do
   step "$project tests"
   if ! pnpm exec vitest run --project "$project" --passWithNoTests \
       --reporter=default --reporter=json --outputFile.json="$results/$project.json"; then

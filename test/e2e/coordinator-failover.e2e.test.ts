@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from '../harness/cluster.js';
-import { sleep, waitFor } from '../harness/service.js';
+import { waitFor } from '../harness/service.js';
 
 const TASKS = 40;
 let cluster: Cluster;
@@ -43,8 +43,10 @@ describe('coordinator failover', () => {
       await cluster.admin(1).submit({ taskId: `f-${i}`, resource: `inv/${i % 10}`, payload: { n: i } });
     }
     // Let leases be held, then kill the coordinator the workers connected to first.
-    await waitFor('some grants', () => cluster.workers.some((w) => w.log().includes('lease granted')));
-    await sleep(300);
+    // Every worker holds leases (3 workers × 2 slots) before the kill.
+    await waitFor('every worker holding a lease', () =>
+      cluster.workers.every((w) => w.log().includes('lease granted')) ? true : undefined,
+    );
     await cluster.coordinators[0]!.kill();
 
     await waitFor(

@@ -197,13 +197,14 @@ describe('HTTP', () => {
     for (const name of [
       'leasehold_coordinator_sessions',
       'leasehold_coordinator_grants_total',
-      'leasehold_coordinator_grant_latency_seconds',
+      'leasehold_coordinator_grant_wait_seconds',
+      'leasehold_coordinator_grant_work_seconds',
       'leasehold_coordinator_renew_refusals_total',
       'leasehold_coordinator_session_expiries_total',
       'leasehold_coordinator_etcd_txn_seconds',
     ]) {
       expect(metrics).toContain(name);
     }
-    expect(metrics).toMatch(/leasehold_coordinator_renew_refusals_total\{reason="NOT_HOLDER"\} [1-9]/);
+    expect(metrics).toMatch(/leasehold_coordinator_renew_refusals_total\{reason="not_holder"\} [1-9]/);
   });
 });

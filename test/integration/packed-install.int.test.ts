@@ -131,7 +131,17 @@ describe('the packed worker SDK', () => {
 });
 
 /** Every published package, packed as `pnpm release:pack` does (built already: nothing rebuilt). */
-const ALL = ['protocol', 'sink-client', 'client', 'worker', 'fence-pg', 'sink', 'coordinator', 'cli'] as const;
+const ALL = [
+  'protocol',
+  'telemetry',
+  'sink-client',
+  'client',
+  'worker',
+  'fence-pg',
+  'sink',
+  'coordinator',
+  'cli',
+] as const;
 
 describe('the packed CLI: one install, four commands, a working cluster', () => {
   let cliDir: string;

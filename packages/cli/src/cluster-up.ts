@@ -10,6 +10,7 @@ import { SinkClient } from '@leasehold/sink-client';
 import { LeaseholdClient, type TaskView } from '@leasehold/client';
 import {
   BINARIES,
+  freePort,
   loadOrCreateState,
   ManagedProcess,
   saveState,
@@ -18,6 +19,7 @@ import {
   workerSecret,
   type ClusterState,
 } from './local-cluster.js';
+import { startLocalPostgres } from './local-postgres.js';
 import { openPki, type Pki } from './pki.js';
 
 export interface ClusterUpOptions {
@@ -33,6 +35,12 @@ export interface ClusterUpOptions {
   readonly sessionTtlMs: number;
   /** A new cluster without TLS (debugging only: keys cross the wire in clear). */
   readonly plaintext: boolean;
+  /** The sink's store: the embedded SQLite file, or PostgreSQL. */
+  readonly sinkStore: 'sqlite' | 'postgres';
+  /** An existing PostgreSQL (store postgres); without it, a private server in the data directory. */
+  readonly databaseUrl: string | undefined;
+  /** Sink processes (more than one only with PostgreSQL: stateless replicas on one database). */
+  readonly sinks: number;
 }
 
 function findEtcd(): string | undefined {
@@ -65,7 +73,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
       // In dependency order, so a clean stop logs no errors: workers release their leases, then
       // the coordinators hand off, then the sink drains, then etcd. The etcd data and the sink's
       // database are kept.
-      for (const prefix of ['worker', 'coordinator', 'sink', 'etcd']) {
+      for (const prefix of ['worker', 'coordinator', 'sink', 'postgres', 'etcd']) {
         await Promise.all(procs.filter((p) => p.name.startsWith(prefix)).map((p) => p.stop()));
       }
       await Promise.all(procs.map((p) => p.stop()));
@@ -80,13 +88,16 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
 
   try {
     const etcdEndpoints = opts.etcdEndpoints ?? (await startEtcd(opts.dataDir, state, procs, pki));
-    const urls = startServices(opts, state, etcdEndpoints, procs, pki);
+    const databaseUrl = opts.sinkStore === 'postgres' ? await postgresFor(opts, state, procs) : undefined;
+    const urls = await startServices(opts, state, etcdEndpoints, databaseUrl, procs, pki);
     const ca = pki === undefined ? undefined : { ca: readFileSync(pki.ca) };
-    await waitHealthy(urls.sink, 20_000, '/healthz', ca);
+    for (const sink of urls.sinks) await waitHealthy(sink, 20_000, '/healthz', ca);
     await waitHealthy(urls.coordinator, 20_000, '/healthz', ca);
     for (let i = 0; i < opts.workers; i++) procs.push(workerProcess(opts, state, urls, i, pki));
+    const store = opts.sinkStore === 'postgres' ? `PostgreSQL ${redactUrl(databaseUrl ?? '')}` : 'SQLite';
     say(
-      `cluster up: sink ${urls.sink}, coordinator ${urls.coordinator}, ${opts.workers} workers; data in ${opts.dataDir}`,
+      `cluster up: ${urls.sinks.length === 1 ? `sink ${urls.sink}` : `sinks ${urls.sinks.join(' ')}`} (${store}), ` +
+        `coordinator ${urls.coordinator}, ${opts.workers} workers; data in ${opts.dataDir}`,
     );
     say('in another terminal: pnpm leasehold status   (or: pnpm leasehold tail)');
 
@@ -145,7 +156,7 @@ async function startEtcd(
       ? []
       : ['--cert-file', server.cert, '--key-file', server.key, '--trusted-ca-file', pki.ca, '--client-cert-auth'];
   const etcdDir = join(dataDir, 'etcd');
-  mkdirSync(etcdDir, { recursive: true });
+  mkdirSync(etcdDir, { recursive: true, mode: 0o700 });
   procs.push(
     new ManagedProcess(
       'etcd',
@@ -176,14 +187,40 @@ async function startEtcd(
   return client;
 }
 
-function startServices(
+/** The database URL of `--sink-store postgres`: the given one, or a private server started here. */
+async function postgresFor(opts: ClusterUpOptions, state: ClusterState, procs: ManagedProcess[]): Promise<string> {
+  if (opts.databaseUrl !== undefined) return opts.databaseUrl;
+  if (state.ports.postgres === undefined) {
+    state.ports = { ...state.ports, postgres: await freePort() };
+    saveState(opts.dataDir, state);
+  }
+  const server = await startLocalPostgres(opts.dataDir, state.ports.postgres ?? 0, process.stdout);
+  procs.push(server.process);
+  return server.url;
+}
+
+function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}
+
+async function startServices(
   opts: ClusterUpOptions,
   state: ClusterState,
   etcd: string,
+  databaseUrl: string | undefined,
   procs: ManagedProcess[],
   pki: Pki | undefined,
 ) {
-  const sink = `${scheme(state)}://127.0.0.1:${state.ports.sink}`;
+  const extra = Math.max(0, opts.sinks - 1);
+  const more = [...(state.ports.moreSinks ?? [])];
+  while (more.length < extra) more.push(await freePort());
+  if (more.length !== (state.ports.moreSinks ?? []).length) {
+    state.ports = { ...state.ports, moreSinks: more };
+    saveState(opts.dataDir, state);
+  }
+  const sinkPorts = [state.ports.sink, ...more.slice(0, extra)];
+  const sinks = sinkPorts.map((port) => `${scheme(state)}://127.0.0.1:${port}`);
+  const sink = sinks[0] ?? '';
   const coordinator = `${scheme(state)}://127.0.0.1:${state.ports.coordinator}`;
   const server = pki?.server('services', ['127.0.0.1', 'localhost']);
   const etcdClient = pki?.client('coordinator-etcd', 'leasehold-coordinator');
@@ -193,22 +230,28 @@ function startServices(
     const workerId = `worker-${i + 1}`;
     return `${workerId}:${workerId}:${workerSecret(opts.dataDir, state, workerId)}`;
   }).join(',');
-  procs.push(
-    new ManagedProcess(
-      'sink',
-      process.execPath,
-      [BINARIES.sink],
-      {
-        LEASEHOLD_SINK_PORT: String(state.ports.sink),
-        LEASEHOLD_SINK_DB_PATH: join(opts.dataDir, 'sink.db'),
-        LEASEHOLD_SINK_COORDINATOR_KEYS: state.keys.sink,
-        LEASEHOLD_SINK_CAPABILITY_KEYS: state.keys.capability,
-        ...serverTls('LEASEHOLD_SINK_'),
-      },
-      1,
-      process.stdout,
-    ),
-  );
+  const storeEnv: Record<string, string> =
+    databaseUrl === undefined
+      ? { LEASEHOLD_SINK_DB_PATH: join(opts.dataDir, 'sink.db') }
+      : { LEASEHOLD_SINK_STORE: 'postgres', LEASEHOLD_SINK_DATABASE_URL: databaseUrl };
+  sinkPorts.forEach((port, i) => {
+    procs.push(
+      new ManagedProcess(
+        sinkPorts.length === 1 ? 'sink' : `sink-${i + 1}`,
+        process.execPath,
+        [BINARIES.sink],
+        {
+          LEASEHOLD_SINK_PORT: String(port),
+          ...storeEnv,
+          LEASEHOLD_SINK_COORDINATOR_KEYS: state.keys.sink,
+          LEASEHOLD_SINK_CAPABILITY_KEYS: state.keys.capability,
+          ...serverTls('LEASEHOLD_SINK_'),
+        },
+        1 + i * 4,
+        process.stdout,
+      ),
+    );
+  });
   procs.push(
     new ManagedProcess(
       'coordinator',
@@ -237,13 +280,13 @@ function startServices(
       process.stdout,
     ),
   );
-  return { sink, coordinator };
+  return { sink, sinks, coordinator };
 }
 
 function workerProcess(
   opts: ClusterUpOptions,
   state: ClusterState,
-  urls: { sink: string; coordinator: string },
+  urls: { sinks: readonly string[]; coordinator: string },
   i: number,
   pki: Pki | undefined,
 ) {
@@ -254,7 +297,8 @@ function workerProcess(
     [BINARIES.worker],
     {
       LEASEHOLD_WORKER_COORDINATORS: urls.coordinator,
-      LEASEHOLD_WORKER_SINK_URL: urls.sink,
+      // Several sinks (one PostgreSQL): the workers spread over them, any replica takes any write.
+      LEASEHOLD_WORKER_SINK_URL: urls.sinks[i % urls.sinks.length] ?? '',
       LEASEHOLD_WORKER_KEY_ID: workerId,
       LEASEHOLD_WORKER_SECRET: workerSecret(opts.dataDir, state, workerId),
       LEASEHOLD_WORKER_WORKER_ID: workerId,

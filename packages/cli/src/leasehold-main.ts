@@ -2,8 +2,9 @@
 /**
  * `leasehold`: the user CLI.
  *   leasehold cluster up [--workers N] [--tasks N] [--resources N] [--until-done] [--data-dir DIR]
+ *                        [--sink-store sqlite|postgres [--database-url URL] [--sinks N]]
  *   leasehold submit --task-id ID --resource R [--payload JSON] [scheduling and retry options]
- *   leasehold status [--json] [--watch]
+ *   leasehold status [--all] [--json] [--watch]    (latest task per resource; --all: every task)
  *   leasehold tasks [--state STATE] [--json]        (--state failed: the dead letters)
  *   leasehold task ID [--json]                      (one task with its attempt history)
  *   leasehold cancel ID | retry ID
@@ -41,7 +42,7 @@ import {
 } from './admin-commands.js';
 import { clusterUp } from './cluster-up.js';
 import { caFile, readState, scheme } from './local-cluster.js';
-import { collectStatus, renderStatus } from './status.js';
+import { collectStatus, renderStatus, useColour } from './status.js';
 import { tail } from './tail.js';
 
 const OPTIONS: OptionTable = {
@@ -64,6 +65,13 @@ const OPTIONS: OptionTable = {
     help: 'cluster up: a new cluster WITHOUT TLS (debugging only; keys cross the wire in clear)',
     boolean: true,
   },
+  'sink-store': { env: 'SINK_STORE', help: 'cluster up: sqlite (default, embedded) or postgres' },
+  'database-url': {
+    env: 'DATABASE_URL',
+    help: 'cluster up --sink-store postgres: an existing server (default: a private one in the data dir)',
+    fromFile: true,
+  },
+  sinks: { env: 'SINKS', help: 'cluster up: sink processes (default 1; more only with --sink-store postgres)' },
   ca: { env: 'CA', help: "CA file (PEM) of the coordinator and the sink (default: the cluster state's)" },
   coordinator: {
     env: 'COORDINATOR',
@@ -94,6 +102,7 @@ const OPTIONS: OptionTable = {
     boolean: true,
   },
   watch: { env: 'WATCH', help: 'status: refresh every second', boolean: true },
+  all: { env: 'ALL', help: 'status: every task of each resource, not only the latest', boolean: true },
 };
 
 const HELP = `leasehold: lease-based task ownership with fencing tokens.
@@ -102,7 +111,7 @@ Usage:
   leasehold cluster up [options]   start etcd, sink, coordinator and workers; run the demo workload
   leasehold submit --task-id ID --resource R [--payload JSON] [--priority N] [--delay 30s | --run-at ISO]
                    [--max-attempts N] [--backoff-initial 1s] [--backoff-max 5m] [--non-retryable Name ...]
-  leasehold status [--json] [--watch]
+  leasehold status [--all] [--json] [--watch]  latest task per resource (--all: every task)
   leasehold tasks [--state STATE] [--json]     tasks; --state failed lists the dead letters
   leasehold task ID [--json]                   one task, with its retry policy and attempt history
   leasehold cancel ID                          cancel (a held lease is revoked, its late write refused)
@@ -164,7 +173,16 @@ async function main(): Promise<number> {
       nondeterministic: raw.DEMO_NONDETERMINISTIC === 'true',
       sessionTtlMs: int(raw, 'SESSION_TTL_MS', 5_000, problems),
       plaintext: raw.PLAINTEXT === 'true',
+      sinkStore: raw.SINK_STORE === 'postgres' ? ('postgres' as const) : ('sqlite' as const),
+      databaseUrl: raw.DATABASE_URL,
+      sinks: int(raw, 'SINKS', 1, problems),
     };
+    if (raw.SINK_STORE !== undefined && raw.SINK_STORE !== 'sqlite' && raw.SINK_STORE !== 'postgres')
+      problems.push(`--sink-store: sqlite or postgres, not ${JSON.stringify(raw.SINK_STORE)}`);
+    if (opts.sinks < 1 || (opts.sinks > 1 && opts.sinkStore !== 'postgres'))
+      problems.push('--sinks: 1, or more with --sink-store postgres (SQLite is one file of one process)');
+    if (opts.databaseUrl !== undefined && opts.sinkStore !== 'postgres')
+      problems.push('--database-url: only with --sink-store postgres');
     if (problems.length > 0) throw new ConfigError(problems);
     return clusterUp(opts);
   }
@@ -222,11 +240,11 @@ async function main(): Promise<number> {
         const client = new SinkClient(sinkOptions);
         try {
           do {
-            const rows = await collectStatus(admin, client);
+            const rows = await collectStatus(admin, client, { all: raw.ALL === 'true' });
             if (raw.JSON === 'true') console.log(JSON.stringify(rows, null, 2));
             else {
               if (raw.WATCH === 'true' && process.stdout.isTTY) process.stdout.write('\u001b[2J\u001b[H');
-              console.log(renderStatus(rows, process.stdout.isTTY));
+              console.log(renderStatus(rows, useColour(process.stdout.isTTY, process.env)));
             }
             if (raw.WATCH === 'true') await new Promise((r) => setTimeout(r, 1_000));
           } while (raw.WATCH === 'true');

@@ -29,7 +29,16 @@ const StateSchema = z.object({
   version: z.literal(2),
   /** TLS on every link, from a private CA in <data-dir>/pki (false: the --plaintext debug mode). */
   tls: z.boolean(),
-  ports: z.object({ etcdClient: z.number(), etcdPeer: z.number(), sink: z.number(), coordinator: z.number() }),
+  ports: z.object({
+    etcdClient: z.number(),
+    etcdPeer: z.number(),
+    sink: z.number(),
+    coordinator: z.number(),
+    /** The private PostgreSQL of `--sink-store postgres` (allocated on first use). */
+    postgres: z.number().optional(),
+    /** Sink replicas past the first (`--sinks N`, PostgreSQL only), allocated on first use. */
+    moreSinks: z.array(z.number()).optional(),
+  }),
   keys: z.object({
     sink: z.string(),
     capability: z.string(),
@@ -41,7 +50,7 @@ const StateSchema = z.object({
 });
 export type ClusterState = z.infer<typeof StateSchema>;
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const server = createServer();
     server.once('error', reject);

@@ -1,6 +1,11 @@
 /**
- * `leasehold status`: one row per resource (a table a person reads at a glance, or `--json`).
- * (`leasehold tail` is in tail.ts.)
+ * `leasehold status`: one row per resource, its latest task (a table a person reads at a glance,
+ * or `--json`); `--all` shows every task of each resource, latest first. (`leasehold tail` is in
+ * tail.ts.)
+ *
+ * The TOKEN column is the token of that row's task (its live grant, else its latest one); FENCE
+ * is the sink's fence of the resource, and when another task's grant set it, that task is named
+ * beside it (`66 by task-b`) — so a fence is never shown next to a token it has nothing to do with.
  */
 import type { SinkClient } from '@leasehold/sink-client';
 import type { LeaseholdClient, ResourceOwnerView, TaskView } from '@leasehold/client';
@@ -10,8 +15,12 @@ export interface StatusRow {
   readonly task: string;
   readonly state: string;
   readonly owner: string;
+  /** The token of this task's live grant, else of its latest grant ('' if never granted). */
   readonly token: string;
+  /** The sink's fence of the resource ('?' if the sink did not answer). */
   readonly fence: string;
+  /** The task whose grant set the fence, when it is not this row's task (undefined if unknown). */
+  readonly fenceSetBy: string | undefined;
   readonly leftMs: number | null;
   readonly attempts: number;
 }
@@ -25,42 +34,113 @@ const STATE_ORDER: Record<string, number> = {
   cancelled: 5,
 };
 
-export async function collectStatus(admin: LeaseholdClient, sink: SinkClient): Promise<StatusRow[]> {
-  const tasks = await admin.tasks();
-  // One row per resource: its live task first (leased, then pending), else its latest task.
-  const byResource = new Map<string, TaskView>();
-  for (const task of tasks) {
-    const current = byResource.get(task.resource);
-    if (current === undefined || (STATE_ORDER[task.state] ?? 9) < (STATE_ORDER[current.state] ?? 9))
-      byResource.set(task.resource, task);
-  }
-  const rows = await Promise.all(
-    [...byResource.values()].map(async (task): Promise<StatusRow> => {
-      const [owner, fence] = await Promise.all([
-        admin.resource(task.resource).catch((): ResourceOwnerView | undefined => undefined),
-        sink.getResource(task.resource).then(
-          (v) => v.fence.toString(),
-          () => '?',
-        ),
-      ]);
-      const held = owner?.owner ?? undefined; // null (free) -> undefined
-      return {
-        resource: task.resource,
-        task: held?.taskId ?? task.taskId,
-        state: held === undefined ? task.state : 'leased',
-        owner: held?.workerId ?? '',
-        token: (held === undefined ? undefined : owner?.token) ?? task.result?.token ?? '',
-        fence,
-        leftMs: held === undefined ? null : (owner?.remainingMs ?? null),
-        attempts: task.attempts,
-      };
-    }),
-  );
-  return rows.sort(
-    (a, b) => (STATE_ORDER[a.state] ?? 9) - (STATE_ORDER[b.state] ?? 9) || a.resource.localeCompare(b.resource),
+/** Every token a task was granted (live grant, stored result, ended attempts), as bigints. */
+function tokensOf(task: TaskView): bigint[] {
+  const out = task.history.map((h) => BigInt(h.token));
+  if (task.owner !== undefined) out.push(BigInt(task.owner.token));
+  if (task.result !== undefined) out.push(BigInt(task.result.token));
+  return out;
+}
+
+/** The token of the task's live grant, else its latest (greatest: tokens are etcd revisions). */
+export function latestToken(task: TaskView): bigint | undefined {
+  if (task.owner !== undefined) return BigInt(task.owner.token);
+  return tokensOf(task).reduce<bigint | undefined>((max, t) => (max === undefined || t > max ? t : max), undefined);
+}
+
+/** When the task last changed, as far as the view tells (epoch ms). */
+function lastActivityMs(task: TaskView): number {
+  return Math.max(
+    task.createdAtMs ?? 0,
+    task.endedAtMs ?? 0,
+    ...task.history.map((h) => h.endedAtMs),
+    task.owner === undefined ? 0 : Number.MAX_SAFE_INTEGER,
   );
 }
 
+/**
+ * Latest first: the task holding the resource, then the one that changed last (ties: the later
+ * token, then the later task id). Never the alphabetical order of task ids.
+ */
+export function compareLatest(a: TaskView, b: TaskView): number {
+  const byActivity = lastActivityMs(b) - lastActivityMs(a);
+  if (byActivity !== 0) return byActivity;
+  const ta = latestToken(a) ?? -1n;
+  const tb = latestToken(b) ?? -1n;
+  if (ta !== tb) return tb > ta ? 1 : -1;
+  return b.taskId.localeCompare(a.taskId);
+}
+
+/** Tasks grouped by resource, each group latest first. */
+export function tasksByResource(tasks: readonly TaskView[]): Map<string, TaskView[]> {
+  const groups = new Map<string, TaskView[]>();
+  for (const task of tasks) {
+    const group = groups.get(task.resource);
+    if (group === undefined) groups.set(task.resource, [task]);
+    else group.push(task);
+  }
+  for (const group of groups.values()) group.sort(compareLatest);
+  return groups;
+}
+
+/** Pure: the rows of one resource, from its tasks (latest first), owner view and fence. */
+export function rowsOf(
+  group: readonly TaskView[],
+  owner: ResourceOwnerView | undefined,
+  fence: bigint | undefined,
+  all: boolean,
+): StatusRow[] {
+  const setBy =
+    fence === undefined
+      ? undefined
+      : owner?.owner != null && owner.token === fence.toString()
+        ? owner.owner.taskId
+        : group.find((t) => tokensOf(t).includes(fence))?.taskId;
+  return (all ? group : group.slice(0, 1)).map((task): StatusRow => {
+    const held = owner?.owner?.taskId === task.taskId ? owner.owner : undefined;
+    const token = held === undefined ? latestToken(task) : BigInt(held.token);
+    return {
+      resource: task.resource,
+      task: task.taskId,
+      state: held === undefined ? task.state : 'leased',
+      owner: held?.workerId ?? '',
+      token: token === undefined ? '' : token.toString(),
+      fence: fence === undefined ? '?' : fence.toString(),
+      fenceSetBy: setBy === task.taskId ? undefined : setBy,
+      leftMs: held === undefined ? null : (owner?.remainingMs ?? null),
+      attempts: task.attempts,
+    };
+  });
+}
+
+export async function collectStatus(
+  admin: LeaseholdClient,
+  sink: SinkClient,
+  options: { readonly all?: boolean } = {},
+): Promise<StatusRow[]> {
+  const groups = tasksByResource(await admin.tasks());
+  const perResource = await Promise.all(
+    [...groups.entries()].map(async ([resource, group]) => {
+      const [owner, fence] = await Promise.all([
+        admin.resource(resource).catch((): ResourceOwnerView | undefined => undefined),
+        sink.getResource(resource).then(
+          (v) => v.fence,
+          () => undefined,
+        ),
+      ]);
+      return rowsOf(group, owner, fence, options.all === true);
+    }),
+  );
+  // Resources by the state of their latest task, then by name; --all keeps each resource's order.
+  perResource.sort(
+    (a, b) =>
+      (STATE_ORDER[a[0]?.state ?? ''] ?? 9) - (STATE_ORDER[b[0]?.state ?? ''] ?? 9) ||
+      (a[0]?.resource ?? '').localeCompare(b[0]?.resource ?? ''),
+  );
+  return perResource.flat();
+}
+
+/** SGR colours of the states. */
 const COLOUR: Record<string, string> = {
   leased: '33',
   pending: '36',
@@ -70,34 +150,51 @@ const COLOUR: Record<string, string> = {
   cancelled: '90',
 };
 
-export function renderStatus(rows: readonly StatusRow[], tty: boolean, limit = 40): string {
+/**
+ * Colour on a terminal, unless NO_COLOR is set to anything non-empty (https://no-color.org).
+ * `env` and `isTty` are given by the caller (main reads process.env).
+ */
+export function useColour(isTty: boolean | undefined, env: Readonly<Record<string, string | undefined>>): boolean {
+  return isTty === true && (env.NO_COLOR ?? '') === '';
+}
+
+export function renderStatus(rows: readonly StatusRow[], colour: boolean, limit = 40): string {
   const header = ['RESOURCE', 'TASK', 'STATE', 'OWNER', 'TOKEN', 'FENCE', 'LEASE LEFT', 'TRIES'];
-  const cells = rows
-    .slice(0, limit)
-    .map((r) => [
-      r.resource,
-      r.task,
-      r.state,
-      r.owner || '-',
-      r.token || '-',
-      r.fence,
-      r.leftMs === null ? '-' : `${(r.leftMs / 1000).toFixed(1)}s`,
-      String(r.attempts),
-    ]);
+  const shown = rows.slice(0, limit);
+  const cells = shown.map((r) => [
+    r.resource,
+    r.task,
+    r.state,
+    r.owner || '-',
+    r.token || '-',
+    r.fenceSetBy === undefined ? r.fence : `${r.fence} by ${r.fenceSetBy}`,
+    r.leftMs === null ? '-' : `${(r.leftMs / 1000).toFixed(1)}s`,
+    String(r.attempts),
+  ]);
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => (c[i] ?? '').length)));
-  const line = (c: readonly string[], state?: string) => {
-    const text = c.map((v, i) => v.padEnd(widths[i] ?? 0)).join('  ');
-    return tty && state !== undefined ? `\u001b[${COLOUR[state] ?? '0'}m${text}\u001b[0m` : text;
-  };
+  const STATE = 2;
+  const line = (c: readonly string[], state?: string) =>
+    c
+      .map((v, i) => {
+        const padded = v.padEnd(widths[i] ?? 0);
+        // Only the state cell is coloured: the columns stay aligned and the rest stays readable.
+        return colour && i === STATE && state !== undefined
+          ? `\u001b[${COLOUR[state] ?? '0'}m${padded}\u001b[0m`
+          : padded;
+      })
+      .join('  ')
+      .trimEnd();
+  const resources = new Set(rows.map((r) => r.resource)).size;
+  const latest = rows.filter((r, i) => i === 0 || rows[i - 1]?.resource !== r.resource);
   const counts = ['leased', 'pending', 'delayed', 'failed', 'completed', 'cancelled']
-    .map((s) => [s, rows.filter((r) => r.state === s).length] as const)
+    .map((s) => [s, latest.filter((r) => r.state === s).length] as const)
     .filter(([s, n]) => n > 0 || s === 'leased' || s === 'pending')
     .map(([s, n]) => `${n} ${s}`);
   const out = [
-    tty ? `\u001b[1m${line(header)}\u001b[0m` : line(header),
-    ...cells.map((c, i) => line(c, rows[i]?.state)),
+    colour ? `\u001b[1m${line(header)}\u001b[0m` : line(header),
+    ...cells.map((c, i) => line(c, shown[i]?.state)),
   ];
-  if (rows.length > limit) out.push(`… ${rows.length - limit} more resources (--json for all)`);
-  out.push('', `${rows.length} resources: ${counts.join(', ')}`);
+  if (rows.length > limit) out.push(`… ${rows.length - limit} more rows (--json for all)`);
+  out.push('', `${resources} resources: ${counts.join(', ')}`);
   return out.join('\n');
 }

@@ -1,4 +1,5 @@
 import type { SinkEvent, TaskEvent } from '@leasehold/client';
+import { DecisionOutcomeSchema, RefusalCodeSchema, RefusalRouteSchema } from '@leasehold/protocol';
 import { describe, expect, it } from 'vitest';
 import { formatSinkEvent, formatTaskEvent } from './tail-format.js';
 
@@ -144,4 +145,22 @@ describe('tail lines: sink events', () => {
     expect(formatSinkEvent(decision({ outcome: 'STALE_TOKEN' }), AT, true)).toContain('\u001b[31mSTALE_TOKEN');
     expect(formatSinkEvent(decision({ outcome: 'STALE_TOKEN' }), AT, false)).not.toContain('\u001b');
   });
+
+  // Every refusal the sink can publish and every refusing decision gets its own upper-case line
+  // with an explanation: a kind added to the protocol without a line here fails this test.
+  it.each(
+    RefusalCodeSchema.options.flatMap((code) => RefusalRouteSchema.options.map((route) => [code, route] as const)),
+  )('shows refusal %s on %s with its explanation', (code, route) => {
+    const text = formatSinkEvent({ type: 'refusal', route, code, remote: '10.0.0.9', atMs: AT }, AT);
+    expect(text).toMatch(new RegExp(`^10:00:00\\.123 sink ${code} +\\S.* from 10\\.0\\.0\\.9: \\w`));
+  });
+
+  it.each(DecisionOutcomeSchema.options.filter((o) => o === o.toUpperCase()))(
+    'shows refusing decision %s upper case, as a problem',
+    (outcome) => {
+      const text = formatSinkEvent(decision({ outcome }), AT, true);
+      expect(text).toContain(`\u001b[31m${outcome}`);
+      expect(text).toContain('refused');
+    },
+  );
 });

@@ -5,7 +5,8 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { Worker } from '@leasehold/worker';
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { collectProcessMetrics } from '@leasehold/telemetry';
+import { Counter, Gauge, Registry } from 'prom-client';
 
 /** How long a sink check is reused by /readyz. */
 const SINK_CHECK_TTL_MS = 5_000;
@@ -13,7 +14,7 @@ const SINK_CHECK_TTL_MS = 5_000;
 export function workerMetrics(worker: Worker): Registry {
   const registry = new Registry();
   const registers = [registry];
-  collectDefaultMetrics({ register: registry, prefix: 'leasehold_worker_' });
+  collectProcessMetrics(registry, 'leasehold_worker_');
   const counter = (name: string, help: string, read: () => number) =>
     new Counter({
       name,

@@ -36,7 +36,7 @@ function makeLogger(config: WorkerConfig): Logger {
   const pretty = config.pretty ?? process.stdout.isTTY;
   return pino({
     level: config.logLevel,
-    base: { component: 'worker' },
+    base: { service: 'leasehold-worker', pid: process.pid },
     ...(pretty
       ? {
           transport: {

@@ -19,7 +19,9 @@ import { EtcdBackend } from './etcd/etcd-backend.js';
 import { KeyLayout } from './etcd/keys.js';
 import { KvLeaseStore } from './etcd/lease-store.js';
 import { SinkFenceTarget, type FenceTarget } from './fence/fence-target.js';
+import { ConsoleHub } from './http/console/console-hub.js';
 import { createHttpServer } from './http/server.js';
+import { taskEventOf } from './service/events.js';
 import { Metrics } from './metrics.js';
 import { Readiness } from './service/readiness.js';
 import { createServices } from './services.js';
@@ -77,7 +79,7 @@ const monotonic: Clock = { nowMs: () => performance.now() };
 
 export async function createCoordinator(config: CoordinatorConfig, deps: CoordinatorDeps): Promise<Coordinator> {
   const coordinatorId = config.coordinatorId ?? `c-${randomUUID().slice(0, 8)}`;
-  const log = deps.logger.child({ component: 'coordinator', coordinatorId });
+  const log = deps.logger.child({ coordinatorId });
   const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
   const etcdTls =
     config.etcd.caFile === undefined
@@ -99,7 +101,8 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   });
   const store = new KvLeaseStore(backend, new KeyLayout(config.etcd.prefix), {
     onTxn: (txn, seconds, outcome) => {
-      metrics.etcdTxn.observe({ txn, outcome }, seconds);
+      // Label values lower-case, like every leasehold metric: `submitTask` → `submit_task`.
+      metrics.etcdTxn.observe({ txn: txn.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), outcome }, seconds);
     },
   });
   const fenceTarget =
@@ -151,7 +154,26 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     metrics,
     nowMs: () => performance.now(),
   });
+  const consoleHub = new ConsoleHub({
+    coordinatorId,
+    store,
+    retryDefaults: config.retryPolicy,
+    taskEventOf: (stored) => taskEventOf(stored, ctx, ctx.wallClock()),
+    remainingMs: (sessionId) => {
+      const local = sessions.get(sessionId);
+      return local === undefined || !sessions.isLive(local) ? undefined : sessions.remainingMs(local);
+    },
+    sink: {
+      url: config.sink.url,
+      key: config.sink.key,
+      ...(config.sink.caFile === undefined ? {} : { tls: { ca: readFileSync(config.sink.caFile) } }),
+    },
+    wallClock: ctx.wallClock,
+    log: log.child({ component: 'console' }),
+  });
   const app = createHttpServer({
+    console: consoleHub,
+    wallClock: ctx.wallClock,
     ...(tls === undefined
       ? {}
       : { https: { ...tlsMaterial(tls), requestCert: tls.clientCaFile !== undefined, rejectUnauthorized: false } }),
@@ -217,6 +239,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
       (closing ??= (async () => {
         log.info('coordinator shutting down');
         const stopping = services.close();
+        await consoleHub.close();
         await sockets.close(CLOSE_GOING_AWAY, 'coordinator going away');
         await app.close();
         await stopping;

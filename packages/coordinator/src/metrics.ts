@@ -1,12 +1,18 @@
-/** Prometheus metrics of one coordinator, on its own registry (several coordinators per process in tests). */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+/**
+ * Prometheus metrics of one coordinator, on its own registry (several coordinators per process in
+ * tests). One scheme for every leasehold service: `leasehold_<service>_<what>_<unit>`, base units
+ * (seconds), counters end in `_total`, label values lower-case (error codes too: `not_holder`).
+ */
+import { collectProcessMetrics } from '@leasehold/telemetry';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export class Metrics {
   readonly registry: Registry;
   readonly sessions: Gauge;
   readonly connections: Gauge;
   readonly grants: Counter<'outcome'>;
-  readonly grantLatency: Histogram;
+  readonly grantWait: Histogram;
+  readonly grantWork: Histogram;
   readonly renewRefusals: Counter<'reason'>;
   readonly expiries: Counter<'reason'>;
   readonly etcdTxn: Histogram<'txn' | 'outcome'>;
@@ -24,7 +30,7 @@ export class Metrics {
   constructor(options: { readonly defaultMetrics?: boolean } = {}) {
     this.registry = new Registry();
     const registers = [this.registry];
-    if (options.defaultMetrics === true) collectDefaultMetrics({ register: this.registry });
+    if (options.defaultMetrics === true) collectProcessMetrics(this.registry, 'leasehold_coordinator_');
     this.sessions = new Gauge({ name: 'leasehold_coordinator_sessions', help: 'Live sessions served here', registers });
     this.connections = new Gauge({
       name: 'leasehold_coordinator_connections',
@@ -37,15 +43,21 @@ export class Metrics {
       labelNames: ['outcome'],
       registers,
     });
-    this.grantLatency = new Histogram({
-      name: 'leasehold_coordinator_grant_latency_seconds',
-      help: 'From lease.acquire received to lease.granted sent (owner txn + fence advance)',
+    this.grantWait = new Histogram({
+      name: 'leasehold_coordinator_grant_wait_seconds',
+      help: 'Of each granted lease.acquire: time spent long-polling for a grantable task',
+      buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.grantWork = new Histogram({
+      name: 'leasehold_coordinator_grant_work_seconds',
+      help: 'Of each granted lease.acquire: time spent granting (owner txn, fence advance at the sink, retries after races)',
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers,
     });
     this.renewRefusals = new Counter({
       name: 'leasehold_coordinator_renew_refusals_total',
-      help: 'Refused lease.renew by reason',
+      help: 'Refused lease.renew by reason (the error code, lower-case)',
       labelNames: ['reason'],
       registers,
     });
@@ -64,7 +76,7 @@ export class Metrics {
     });
     this.badFrames = new Counter({
       name: 'leasehold_coordinator_bad_frames_total',
-      help: 'Refused worker frames by error code',
+      help: 'Refused worker frames by error code (lower-case)',
       labelNames: ['code'],
       registers,
     });

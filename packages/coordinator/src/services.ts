@@ -4,7 +4,7 @@
  * adds the etcd store, the sink client and the HTTP / WebSocket servers; unit tests build it over
  * the in-memory etcd with a manual clock and timers (see `testing/`).
  */
-import type { Clock } from '@leasehold/protocol';
+import { RepeatGate, type Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from './config.js';
 import { TaskIndex } from './core/task-index.js';
@@ -67,6 +67,7 @@ export function createServices(deps: ServiceDeps): Services {
     random: deps.random ?? Math.random,
     timers: deps.timers,
     log,
+    repeats: new RepeatGate(),
     metrics: deps.metrics,
     store: deps.store,
     index: new TaskIndex({ wallClock, defaults: deps.config.retryPolicy }),

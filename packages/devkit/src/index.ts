@@ -14,3 +14,5 @@ export type { NftAction, NftRule } from './nft.js';
 export { FakeClock, findLibfaketime } from './faketime.js';
 export type { FakeClockOptions } from './faketime.js';
 export { SmallDisk } from './tmpfs.js';
+export { findDuplicateKeys } from './json-duplicates.js';
+export type { DuplicateKey } from './json-duplicates.js';

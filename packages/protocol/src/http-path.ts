@@ -28,6 +28,8 @@ export const RouteCredential = {
   NONE: 'none',
   /** Coordinator: an admin bearer key. */
   ADMIN: 'admin',
+  /** Coordinator web console: its session cookie (issued for an admin key) or an admin bearer key. */
+  CONSOLE: 'console',
   /** Sink: a coordinator bearer key (a read-only key gets 403). */
   COORDINATOR: 'coordinator',
   /** Sink: a coordinator key or a read-only key. */

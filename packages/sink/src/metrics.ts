@@ -1,14 +1,16 @@
 /**
  * Prometheus metrics of one sink instance, on its own registry (several sinks can live in one
- * process, e.g. in tests). Served at GET /metrics.
+ * process, e.g. in tests). Served at GET /metrics. Naming: `leasehold_sink_<what>_<unit>`, base
+ * units, counters `_total`, label values lower-case (`stale_token`, not `STALE_TOKEN`).
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { collectProcessMetrics } from '@leasehold/telemetry';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export interface SinkMetrics {
   readonly registry: Registry;
-  /** Writes by outcome: written, replayed, STALE_TOKEN, FENCE_CONFLICT, RESULT_CONFLICT, FORBIDDEN. */
+  /** Writes by outcome: written, replayed, stale_token, fence_conflict, result_conflict, forbidden. */
   readonly writes: Counter<'outcome'>;
-  /** Advances by outcome: advanced, unchanged, STALE_TOKEN. */
+  /** Advances by outcome: advanced, unchanged, stale_token. */
   readonly advances: Counter<'outcome'>;
   /** Ops per committed batch. */
   readonly batchOps: Histogram;
@@ -22,6 +24,10 @@ export interface SinkMetrics {
   readonly eventStreams: Gauge;
   /** Event streams cut off because the client did not keep up. */
   readonly eventStreamsCut: Counter;
+  /** HTTP requests answered, by route template (`unmatched` for a 404) and status. */
+  readonly httpRequests: Counter<'route' | 'status'>;
+  /** Seconds from request received to response sent, by route template. */
+  readonly httpRequestSeconds: Histogram<'route'>;
 }
 
 export interface MetricsOptions {
@@ -31,7 +37,7 @@ export interface MetricsOptions {
 
 export function createMetrics(options: MetricsOptions = {}): SinkMetrics {
   const registry = new Registry();
-  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: 'leasehold_sink_' });
+  if (options.processMetrics ?? true) collectProcessMetrics(registry, 'leasehold_sink_');
   return {
     registry,
     writes: new Counter({
@@ -77,6 +83,19 @@ export function createMetrics(options: MetricsOptions = {}): SinkMetrics {
     eventStreamsCut: new Counter({
       name: 'leasehold_sink_event_streams_cut_total',
       help: 'Event streams cut off because the client did not read fast enough.',
+      registers: [registry],
+    }),
+    httpRequests: new Counter({
+      name: 'leasehold_sink_http_requests_total',
+      help: 'HTTP requests answered, by route template (unmatched: no route) and status code.',
+      labelNames: ['route', 'status'],
+      registers: [registry],
+    }),
+    httpRequestSeconds: new Histogram({
+      name: 'leasehold_sink_http_request_duration_seconds',
+      help: 'From request received to response sent, by route template; a write includes its group commit.',
+      labelNames: ['route'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers: [registry],
     }),
   };

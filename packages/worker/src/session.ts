@@ -92,7 +92,12 @@ export class WorkerSession {
     const sentAt = this.#opts.nowMs();
     const reply = await conn.request(message, left);
     if (reply.type === 'lease.renewed') this.#acknowledge(sentAt, reply.ttlMs);
-    if (reply.type === 'error' && reply.code === 'SESSION_EXPIRED') this.#lose('session expired');
+    // LEASE_EXPIRED means the same as SESSION_EXPIRED (the coordinator judged the session's
+    // deadline passed; leases live and die with their session). Either way the session is over for
+    // this worker: it never resumes it. Resumed on a peer, it could be adopted with an owner key the
+    // worker was told it lost, held for as long as the worker lives (docs/model.md, finding F1).
+    if (reply.type === 'error' && (reply.code === 'SESSION_EXPIRED' || reply.code === 'LEASE_EXPIRED'))
+      this.#lose(reply.code === 'SESSION_EXPIRED' ? 'session expired' : 'lease expired: the session deadline passed');
     return reply;
   }
 

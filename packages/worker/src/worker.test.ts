@@ -15,6 +15,9 @@ type WriteArgs = Parameters<SinkClient['write']>[0];
 class FakeCoordinator implements CoordinatorTransport {
   readonly requests: WorkerRequest[] = [];
   readonly grants: { taskId: string; resource: string; token: string; payload: JsonValue }[] = [];
+  /** Answer task.complete with LEASE_EXPIRED (the coordinator judged the session's deadline passed). */
+  expireOnComplete = false;
+  #sessions = 0;
   push: ((m: CoordinatorMessage) => void) | undefined;
 
   connect(options: ConnectionOptions): Promise<TransportConnection> {
@@ -27,7 +30,7 @@ class FakeCoordinator implements CoordinatorTransport {
             type: 'welcome',
             inReplyTo,
             protocolVersion: PROTOCOL_VERSION,
-            sessionId: 'abc',
+            sessionId: m.resumeSessionId ?? `abc${++this.#sessions}`,
             workerId: m.workerId,
             incarnation: m.incarnation,
             coordinatorId: 'fake',
@@ -36,7 +39,7 @@ class FakeCoordinator implements CoordinatorTransport {
             heartbeatIntervalMs: 20_000,
           };
         case 'heartbeat':
-          return { type: 'heartbeat.ack', inReplyTo, sessionId: 'abc', ttlMs: 60_000 };
+          return { type: 'heartbeat.ack', inReplyTo, sessionId: m.sessionId, ttlMs: 60_000 };
         case 'lease.acquire': {
           const g = this.grants.shift();
           if (g === undefined) return { type: 'lease.none', inReplyTo, requestId: m.requestId, retryAfterMs: 10 };
@@ -51,6 +54,14 @@ class FakeCoordinator implements CoordinatorTransport {
           };
         }
         case 'task.complete':
+          if (this.expireOnComplete)
+            return {
+              type: 'error',
+              inReplyTo,
+              code: 'LEASE_EXPIRED',
+              message: 'the session deadline has passed',
+              retryable: false,
+            };
           return { type: 'task.completed', inReplyTo, taskId: m.taskId, resource: m.resource, token: m.token };
         case 'lease.release':
           return { type: 'lease.released', inReplyTo, resource: m.resource, token: m.token };
@@ -200,6 +211,19 @@ describe('Worker', () => {
     expect(String(aborted)).toMatch(/revoked: cancelled/);
     expect(sink.writes).toEqual([]);
     expect(coordinator.requests.some((r) => r.type === 'task.complete')).toBe(false);
+    await running.close(100);
+  });
+
+  it('a LEASE_EXPIRED answer ends the session for the worker: its next hello opens a fresh one, never resumes', async () => {
+    const coordinator = new FakeCoordinator();
+    coordinator.expireOnComplete = true;
+    coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '7', payload: 1 });
+    const running = worker(coordinator, new FakeSink());
+    void running.run();
+    await until(() => coordinator.requests.filter((r) => r.type === 'hello').length >= 2);
+    const hellos = coordinator.requests.filter((r) => r.type === 'hello');
+    expect(coordinator.requests.some((r) => r.type === 'task.complete')).toBe(true);
+    expect(hellos[1]).not.toHaveProperty('resumeSessionId');
     await running.close(100);
   });
 

@@ -96,8 +96,3 @@ export function prefixEnd(prefix: string): Buffer {
 export function sessionIdOf(leaseId: string): string {
   return BigInt(leaseId).toString(16);
 }
-
-/** Session id (hex) -> etcd lease id (decimal string). */
-export function leaseIdOf(sessionId: string): string {
-  return BigInt(`0x${sessionId}`).toString(10);
-}

@@ -274,6 +274,10 @@ export class KvLeaseStore implements LeaseStore {
     return this.#reads.snapshot();
   }
 
+  sessions(atRevision?: bigint): Promise<StoredSession[]> {
+    return this.#reads.sessions(atRevision);
+  }
+
   // --- watch --------------------------------------------------------------------------------------
 
   /**

@@ -118,6 +118,12 @@ export class EtcdReads {
     };
   }
 
+  /** Every session key at `atRevision` (default: now), e.g. to pair with a snapshot. */
+  async sessions(atRevision?: bigint): Promise<StoredSession[]> {
+    const res = await this.#kv.rangeAll(this.#keys.sessions, atRevision === undefined ? {} : { atRevision });
+    return res.kvs.map((kv) => parseSession(this.#keys, kv)).filter((s): s is StoredSession => s !== undefined);
+  }
+
   /** Every task and owner at one revision: the snapshot the task index is rebuilt from. */
   async snapshot(): Promise<{ tasks: StoredTask[]; owners: StoredOwner[]; revision: bigint }> {
     const tasks = await this.#kv.rangeAll(this.#keys.tasks);

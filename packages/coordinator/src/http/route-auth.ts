@@ -20,7 +20,12 @@ import type { Logger } from 'pino';
 import { sendError } from './send-error.js';
 
 /** The credentials the coordinator's routes use. */
-export const Credential = { NONE: RouteCredential.NONE, ADMIN: RouteCredential.ADMIN } as const;
+export const Credential = {
+  NONE: RouteCredential.NONE,
+  ADMIN: RouteCredential.ADMIN,
+  /** The web console's routes (`/ui/api/...`): its session cookie or an admin bearer key. */
+  CONSOLE: RouteCredential.CONSOLE,
+} as const;
 export type Credential = (typeof Credential)[keyof typeof Credential];
 const KNOWN: readonly RouteCredential[] = Object.values(Credential);
 
@@ -68,7 +73,9 @@ export function installRouteAuth(app: FastifyInstance, options: RouteAuthOptions
     if (request.is404) return; // the not-found handler answers; no credential needed to hear "404"
     const credential = request.routeOptions.config.credential;
     if (credential === Credential.NONE) return;
-    if (credential === Credential.ADMIN && options.checks[credential](request)) return;
+    if ((credential === Credential.ADMIN || credential === Credential.CONSOLE) && options.checks[credential](request)) {
+      return;
+    }
     options.log.warn(
       { remote: request.ip, credential: credential ?? 'undeclared', route: request.routeOptions.url },
       'http request refused: bad credentials',

@@ -100,7 +100,8 @@ describe('route table', () => {
   it('every route declares a credential, and every non-open route refuses a request without one', async () => {
     const table = routeTable(app);
     expect(table.length).toBeGreaterThan(5);
-    for (const route of table) expect(route.credential, `${route.method} ${route.url}`).toMatch(/^(none|admin)$/);
+    for (const route of table)
+      expect(route.credential, `${route.method} ${route.url}`).toMatch(/^(none|admin|console)$/);
     for (const route of table.filter((r) => r.credential !== 'none')) {
       const body = route.method === 'POST' ? {} : undefined;
       const answer = await raw(route.method, concrete(route.url), body === undefined ? {} : { body });
@@ -114,7 +115,7 @@ describe('route table', () => {
 
   it('refuses to register a route that declares no (coordinator )?credential', async () => {
     const other = Fastify();
-    installRouteAuth(other, { checks: { admin: () => true }, log: pino({ level: 'silent' }) });
+    installRouteAuth(other, { checks: { admin: () => true, console: () => true }, log: pino({ level: 'silent' }) });
     expect(() => other.get('/v1/new-thing', () => 'oops')).toThrow(/declares no (coordinator )?credential/);
     other.get('/v1/declared', { config: { credential: 'admin' } }, () => 'fine');
     await other.close();

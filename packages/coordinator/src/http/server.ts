@@ -1,6 +1,7 @@
 /**
- * The HTTP side: the admin task API (`/v1/...`, admin bearer key) and the operational endpoints
- * (`/healthz`, `/readyz`, `/metrics`, unauthenticated). Every error body is the protocol's
+ * The HTTP side: the admin task API (`/v1/...`, admin bearer key), the web console (`/ui`, see
+ * console/routes-console.ts) and the operational endpoints (`/healthz`, `/readyz`, `/metrics`,
+ * unauthenticated). Every error body is the protocol's
  * ErrorMessage with the HTTP status of its code (400/401/404/409/413/503).
  */
 import { DEFAULT_JSON_LIMITS, jsonLimitProblem, normalizePath } from '@leasehold/protocol';
@@ -15,6 +16,9 @@ import type { TaskEventService } from '../service/events.js';
 import type { ReadinessReport } from '../service/readiness.js';
 import { registerEventRoutes } from './routes-events.js';
 import { registerTaskRoutes, type TaskApi } from './routes-tasks.js';
+import type { ConsoleHub } from './console/console-hub.js';
+import { registerConsoleRoutes } from './console/routes-console.js';
+import { CONSOLE_COOKIE, readCookie, verifyConsoleSession } from './console/session-cookie.js';
 
 export interface HttpOptions {
   /** Serve HTTPS (fastify's `https` server options); plain HTTP without it. */
@@ -30,6 +34,10 @@ export interface HttpOptions {
   readonly log: Logger;
   /** What /readyz says (see service/readiness.ts). */
   readonly readiness: () => Promise<ReadinessReport>;
+  /** The web console's data (`/ui`); without it the page loads but its data routes answer 503. */
+  readonly console?: ConsoleHub;
+  /** Wall clock (epoch ms) for console session expiry. Default `Date.now`. */
+  readonly wallClock?: () => number;
 }
 
 export function createHttpServer(options: HttpOptions): FastifyInstance {
@@ -72,7 +80,17 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
   app.setNotFoundHandler((req, reply) => sendError(reply, 'NOT_FOUND', `no route ${req.method} ${req.url}`));
 
   const isAdmin = bearerCheck(options.adminKeys);
-  installRouteAuth(app, { checks: { admin: (req) => isAdmin(req.headers.authorization) }, log: options.log });
+  const wallClock = options.wallClock ?? Date.now;
+  installRouteAuth(app, {
+    checks: {
+      admin: (req) => isAdmin(req.headers.authorization),
+      // The console's cookie opens only the console's routes; the /v1 API still takes only the key.
+      console: (req) =>
+        isAdmin(req.headers.authorization) ||
+        verifyConsoleSession(readCookie(req.headers.cookie, CONSOLE_COOKIE), options.adminKeys, wallClock()),
+    },
+    log: options.log,
+  });
 
   const open = { config: { credential: Credential.NONE } };
   app.get('/healthz', open, () => ({ status: 'ok' }));
@@ -87,5 +105,13 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
 
   registerTaskRoutes(app, options.tasks);
   if (options.events !== undefined) registerEventRoutes(app, options.events);
+  registerConsoleRoutes(app, {
+    adminKeys: options.adminKeys,
+    tasks: options.tasks,
+    hub: options.console,
+    secure: options.https !== undefined,
+    wallClock,
+    log: options.log,
+  });
   return app;
 }

@@ -1,5 +1,5 @@
 /** Everything the services share: config, clock, timers, logger, metrics, and the store / fence ports. */
-import type { Clock } from '@leasehold/protocol';
+import type { Clock, RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import type { LifecycleEnv } from '../core/lifecycle.js';
@@ -25,6 +25,8 @@ export interface ServiceContext {
   readonly random: () => number;
   readonly timers: Timers;
   readonly log: Logger;
+  /** One log line per failure loop (the key names the loop), not one stack per attempt. */
+  readonly repeats: RepeatGate;
   readonly metrics: Metrics;
   readonly store: LeaseStore;
   readonly index: TaskIndex;

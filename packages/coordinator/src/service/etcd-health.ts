@@ -73,7 +73,9 @@ export class EtcdHealth {
     if (!this.#ctx.state.etcdUnreachable && this.#unanswered && silentMs >= this.#ctx.config.etcdGiveUpMs) {
       this.#ctx.state.etcdUnreachable = true;
       this.#ctx.metrics.etcdHealthy.set(0);
-      this.#ctx.log.error(
+      // warn, not error: an etcd outage is a dependency's trouble the coordinator rides out (its
+      // sessions move to peers); the gauge and /readyz carry it for alerts.
+      this.#ctx.log.warn(
         { silentMs: Math.round(silentMs), giveUpMs: this.#ctx.config.etcdGiveUpMs },
         'etcd unreachable: handing sessions to peers and refusing hellos until it answers',
       );

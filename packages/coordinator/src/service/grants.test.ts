@@ -108,6 +108,22 @@ describe('idempotent acquire', () => {
     expect(await waiting).toMatchObject({ type: 'lease.granted', resource: 'r1' });
   });
 
+  it('splits grant latency: the long poll counts as wait, the fence advance as work (grant_wait/grant_work)', async () => {
+    const w = await cluster.worker(c1, 'w1');
+    const waiting = cluster.acquire(w, { waitMs: 5_000 });
+    await cluster.advance(1_500); // nothing grantable: the long poll waits
+    cluster.fence.hold();
+    await cluster.submit(c1, 't1', 'r1');
+    await cluster.settle();
+    await cluster.advance(300); // the advance at the sink takes 300 ms
+    cluster.fence.release();
+    expect(await waiting).toMatchObject({ type: 'lease.granted' });
+    const sum = async (name: string) =>
+      Number(/_sum (\S+)/.exec(await c1.services.ctx.metrics.registry.getSingleMetricAsString(name))?.[1]);
+    expect(await sum('leasehold_coordinator_grant_wait_seconds')).toBeCloseTo(1.5, 1);
+    expect(await sum('leasehold_coordinator_grant_work_seconds')).toBeCloseTo(0.3, 1);
+  });
+
   it('ends a long poll with lease.none when its wait runs out', async () => {
     const w = await cluster.worker(c1, 'w1');
     let answered = false;

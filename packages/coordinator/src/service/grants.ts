@@ -45,6 +45,17 @@ interface GrantFacts {
 const RETRY = Symbol('retry');
 const MAX_CANDIDATES = 4;
 
+/**
+ * Where one acquire's time went: wait is the long poll (from the request to the moment a
+ * grantable task was found, after the last wake-up); work is the rest, up to the grant (owner txn,
+ * fence advance, candidates tried again after a race).
+ */
+interface GrantTiming {
+  readonly receivedAtMs: number;
+  /** When the current round started trying candidates; reset when the acquire waits again. */
+  workStartMs: number | undefined;
+}
+
 export class GrantService {
   readonly #ctx: ServiceContext;
   readonly #sessions: SessionManager;
@@ -82,7 +93,7 @@ export class GrantService {
       );
     }
     session.acquiring += 1;
-    const op = this.#acquire(session, msg, receivedAtMs)
+    const op = this.#acquire(session, msg, { receivedAtMs, workStartMs: undefined })
       .catch((err: unknown) => failureReply(err, msg.id))
       .finally(() => {
         session.acquiring -= 1;
@@ -133,9 +144,9 @@ export class GrantService {
     });
   }
 
-  async #acquire(session: LocalSession, msg: Acquire, receivedAtMs: number): Promise<CoordinatorMessage> {
+  async #acquire(session: LocalSession, msg: Acquire, timing: GrantTiming): Promise<CoordinatorMessage> {
     const ctx = this.#ctx;
-    const waitUntilMs = receivedAtMs + (msg.waitMs ?? 0);
+    const waitUntilMs = timing.receivedAtMs + (msg.waitMs ?? 0);
     let requestChecked = false;
     for (;;) {
       if (ctx.state.shuttingDown) return errorFrame('SHUTTING_DOWN', 'coordinator is shutting down', msg.id);
@@ -143,7 +154,8 @@ export class GrantService {
       for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
         const [candidate] = ctx.index.select(msg.taskId === undefined ? {} : { taskId: msg.taskId });
         if (candidate === undefined) break;
-        const out = await this.#tryGrant(session, msg, candidate, receivedAtMs);
+        timing.workStartMs ??= ctx.clock.nowMs();
+        const out = await this.#tryGrant(session, msg, candidate, timing);
         if (out !== RETRY) return out;
       }
       // Nothing granted now. A retry of a request granted before (its grant reply lost) must get
@@ -152,11 +164,15 @@ export class GrantService {
       // unrecorded while this request is served: copies of it share this promise.
       if (!requestChecked) {
         const recorded = await ctx.store.holding(session.sessionId, msg.requestId);
-        if (recorded !== undefined) return this.#replay(session, msg, recorded, receivedAtMs);
+        if (recorded !== undefined) {
+          timing.workStartMs ??= ctx.clock.nowMs();
+          return this.#replay(session, msg, recorded, timing);
+        }
         requestChecked = true;
       }
       const leftMs = waitUntilMs - ctx.clock.nowMs();
       if (leftMs <= 0 || !this.#sessions.isLive(session)) break;
+      timing.workStartMs = undefined;
       await this.#waitForChange(session, Math.min(leftMs, this.#sessions.remainingMs(session) + 1));
     }
     ctx.metrics.grants.inc({ outcome: 'none' });
@@ -172,7 +188,7 @@ export class GrantService {
     session: LocalSession,
     msg: Acquire,
     candidate: PendingTask,
-    receivedAtMs: number,
+    timing: GrantTiming,
   ): Promise<CoordinatorMessage | typeof RETRY> {
     const ctx = this.#ctx;
     const { index } = ctx;
@@ -206,7 +222,7 @@ export class GrantService {
       });
       switch (res.kind) {
         case 'replay':
-          return await this.#replay(session, msg, res.holding, receivedAtMs);
+          return await this.#replay(session, msg, res.holding, timing);
         case 'sessionMoved':
           return errorFrame('SESSION_EXPIRED', 'session is no longer served by this coordinator', msg.id);
         case 'raced':
@@ -217,7 +233,7 @@ export class GrantService {
       }
       settledAt = res.token;
       const facts = { resource, taskId, token: res.token, payload: task.payload, attempt, written: next };
-      return await this.#fenceAndDeliver(session, msg, facts, receivedAtMs, true);
+      return await this.#fenceAndDeliver(session, msg, facts, timing, true);
     } finally {
       index.holdUntil(resource, settledAt);
     }
@@ -228,7 +244,7 @@ export class GrantService {
     session: LocalSession,
     msg: Acquire,
     recorded: StoredHolding,
-    receivedAtMs: number,
+    timing: GrantTiming,
   ): Promise<CoordinatorMessage> {
     const { resource, taskId, attempt } = recorded.record;
     const { owner, task } = await this.#ctx.store.ownerAndTask(resource, taskId);
@@ -242,7 +258,7 @@ export class GrantService {
     }
     if (task === undefined) return errorFrame('INTERNAL', `task ${taskId} of a live grant is missing`, msg.id);
     const facts = { resource, taskId, token: recorded.token, payload: task.record.payload, attempt };
-    return this.#fenceAndDeliver(session, msg, facts, receivedAtMs, false);
+    return this.#fenceAndDeliver(session, msg, facts, timing, false);
   }
 
   /** Steps (b) and (c). */
@@ -250,7 +266,7 @@ export class GrantService {
     session: LocalSession,
     msg: Acquire,
     grant: GrantFacts,
-    receivedAtMs: number,
+    timing: GrantTiming,
     fresh: boolean,
   ): Promise<CoordinatorMessage> {
     const ctx = this.#ctx;
@@ -265,7 +281,7 @@ export class GrantService {
           log().warn({ err }, 'sabotaged late advance failed');
         });
       }, 1_000);
-      return this.#grantMessage(session, msg, grant, receivedAtMs, fresh);
+      return this.#grantMessage(session, msg, grant, timing, fresh);
     }
     try {
       const advanced = await ctx.fences.submit({ resource: grant.resource, token: grant.token });
@@ -290,7 +306,8 @@ export class GrantService {
             });
       }
     } catch (err) {
-      log().warn({ err }, 'fence advance failed, grant not sent');
+      const gate = ctx.repeats.note('grant advance', ctx.clock.nowMs());
+      if (gate.log) log().warn({ err, repeated: gate.suppressed }, 'fence advance failed, grant not sent');
       // A replayed grant may already be in the worker's hands: keep it; the worker retries.
       if (fresh) await this.#abandon(session, msg.requestId, grant, `the fence advance failed: ${String(err)}`);
       ctx.metrics.grants.inc({ outcome: 'error' });
@@ -299,7 +316,7 @@ export class GrantService {
     if (!this.#sessions.isLive(session)) {
       return errorFrame('SESSION_EXPIRED', 'session expired before the grant could be sent', msg.id);
     }
-    return this.#grantMessage(session, msg, grant, receivedAtMs, fresh);
+    return this.#grantMessage(session, msg, grant, timing, fresh);
   }
 
   /** Step (c): the grant, with its capability. */
@@ -307,7 +324,7 @@ export class GrantService {
     session: LocalSession,
     msg: Acquire,
     grant: GrantFacts,
-    receivedAtMs: number,
+    timing: GrantTiming,
     fresh: boolean,
   ): CoordinatorMessage {
     const ctx = this.#ctx;
@@ -321,7 +338,10 @@ export class GrantService {
     });
     session.granted.set(grant.resource, { token: grant.token, requestId: msg.requestId });
     ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
-    ctx.metrics.grantLatency.observe((ctx.clock.nowMs() - receivedAtMs) / 1_000);
+    const nowMs = ctx.clock.nowMs();
+    const workStartMs = timing.workStartMs ?? nowMs;
+    ctx.metrics.grantWait.observe(Math.max(0, workStartMs - timing.receivedAtMs) / 1_000);
+    ctx.metrics.grantWork.observe(Math.max(0, nowMs - workStartMs) / 1_000);
     if (ctx.log.isLevelEnabled('debug')) {
       ctx.log.debug(
         { sessionId: session.sessionId, resource: grant.resource, token: formatToken(grant.token), replay: !fresh },

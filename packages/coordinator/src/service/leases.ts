@@ -56,7 +56,7 @@ export class LeaseService {
   renew(session: LocalSession, msg: Renew, receivedAtMs: number): Promise<CoordinatorMessage> {
     return this.#guard(session, msg.id, async () => {
       const refuse = (code: 'NOT_HOLDER' | 'LEASE_EXPIRED', message: string) => {
-        this.#ctx.metrics.renewRefusals.inc({ reason: code });
+        this.#ctx.metrics.renewRefusals.inc({ reason: code.toLowerCase() });
         return errorFrame(code, message, msg.id);
       };
       if (msg.incarnation !== session.incarnation)

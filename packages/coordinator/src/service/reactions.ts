@@ -71,6 +71,12 @@ function fenceOnExpiry(ctx: ServiceContext, resource: string, revision: bigint):
     })
     .catch((err: unknown) => {
       ctx.metrics.fencesOnExpiry.inc({ outcome: 'error' });
-      log.warn({ err }, 'fence advance on expiry failed; the next grant of this resource will move it');
+      const gate = ctx.repeats.note('fence on expiry', ctx.clock.nowMs());
+      if (gate.log) {
+        log.warn(
+          { err, repeated: gate.suppressed },
+          'fence advance on expiry failed; the next grant of this resource will move it',
+        );
+      }
     });
 }

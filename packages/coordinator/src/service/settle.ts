@@ -81,7 +81,13 @@ export class SettleService {
         (err: unknown) => {
           if (this.#closed || this.#pending.get(taskId) !== entry) return;
           const retryMs = Math.min(MAX_RETRY_MS, 200 * 2 ** Math.min(failures, 6));
-          this.#ctx.log.warn({ err, taskId, retryMs }, 'could not settle a lost attempt; will retry');
+          const gate = this.#ctx.repeats.note('settle', this.#ctx.clock.nowMs());
+          if (gate.log) {
+            this.#ctx.log.warn(
+              { err, taskId, retryMs, repeated: gate.suppressed },
+              'could not settle a lost attempt; will retry',
+            );
+          }
           this.#arm(taskId, entry, retryMs, failures + 1);
         },
       );

@@ -119,7 +119,8 @@ export class WatchFeed {
         this.#scheduleRebuild();
       },
       onDisconnected: (err) => {
-        this.#o.log.warn({ err }, 'watch disconnected, resuming');
+        const gate = this.#repeats.note('disconnected', performance.now());
+        if (gate.log) this.#o.log.warn({ err, repeated: gate.suppressed }, 'watch disconnected, resuming');
       },
     });
     if (this.#closed) {

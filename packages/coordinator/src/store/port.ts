@@ -279,6 +279,8 @@ export interface LeaseStore {
   ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined }>;
   taskPage(after: string | undefined, limit: number): Promise<{ tasks: StoredTask[]; more: boolean }>;
   snapshot(): Promise<StoreSnapshot>;
+  /** Every session key, at `atRevision` when given (the web console's session list). */
+  sessions(atRevision?: bigint): Promise<StoredSession[]>;
 
   // watch
   /** Watch tasks, owners and sessions from `fromRevision`. */

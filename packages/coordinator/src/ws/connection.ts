@@ -138,7 +138,7 @@ export class WorkerConnection implements WorkerChannel {
   }
 
   #refuse(code: string, error: CoordinatorMessage, closeCode?: number): void {
-    this.#deps.metrics.badFrames.inc({ code });
+    this.#deps.metrics.badFrames.inc({ code: code.toLowerCase() });
     this.send(error);
     if (closeCode !== undefined) this.close(closeCode, code);
     else if (this.#abuse.record()) this.close(CLOSE_POLICY_VIOLATION, 'too many bad frames');
@@ -149,7 +149,13 @@ export class WorkerConnection implements WorkerChannel {
     if (bound !== undefined && hello.workerId !== bound) {
       // A credential (or certificate) is one worker's: it cannot open or resume another's session.
       this.#log.warn(
-        { claimed: hello.workerId, keyId: this.#identity.keyId, via: this.#identity.via },
+        {
+          remote: this.#identity.remote,
+          credential: 'worker',
+          claimed: hello.workerId,
+          keyId: this.#identity.keyId,
+          via: this.#identity.via,
+        },
         'hello refused: not this worker',
       );
       this.#refuse('FORBIDDEN', errorFrame('FORBIDDEN', `this credential is not worker ${hello.workerId}'s`, hello.id));

@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import { errorFrame } from '../core/replies.js';
@@ -57,7 +58,12 @@ export class WorkerSockets {
     const identity = this.#o.authenticate(req);
     if (identity === undefined) {
       this.#o.log.warn(
-        { remote: req.socket.remoteAddress, credential: 'worker', presented: req.headers.authorization !== undefined },
+        {
+          remote: req.socket.remoteAddress,
+          credential: 'worker',
+          presented:
+            req.headers.authorization !== undefined ? 'bearer' : hasClientCertificate(req) ? 'certificate' : 'none',
+        },
         'worker upgrade refused: bad credentials',
       );
       refuseUpgrade(socket, 401, 'Unauthorized', errorFrame('UNAUTHENTICATED', 'missing or wrong worker credential'));
@@ -72,7 +78,8 @@ export class WorkerSockets {
       ws.on('close', () => {
         this.#o.metrics.connections.dec();
       });
-      new WorkerConnection(ws, this.#o.connection, identity, socket);
+      const remote = req.socket.remoteAddress;
+      new WorkerConnection(ws, this.#o.connection, remote === undefined ? identity : { ...identity, remote }, socket);
     });
   }
 
@@ -85,4 +92,11 @@ export class WorkerSockets {
       });
     });
   }
+}
+
+/** The TLS client presented a certificate (verified or not). */
+function hasClientCertificate(req: IncomingMessage): boolean {
+  const socket = req.socket as Partial<TLSSocket>;
+  if (typeof socket.getPeerCertificate !== 'function') return false;
+  return Object.keys(socket.getPeerCertificate()).length > 0;
 }

@@ -19,6 +19,8 @@ export interface WorkerIdentity {
   readonly via: 'credential' | 'certificate' | 'shared-key';
   /** Key id of the credential, or the certificate's serial number. */
   readonly keyId: string;
+  /** The client's address (set by the WebSocket server, for logs). */
+  readonly remote?: string;
 }
 
 const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();

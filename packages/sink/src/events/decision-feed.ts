@@ -18,6 +18,7 @@
  * Several writers on one database (PostgreSQL replicas) commit seqs out of order and do not
  * notify this process: `pollIntervalMs` re-reads on a timer, and guarantees N6 apply.
  */
+import { RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { DecisionPageRows, DecisionRow } from '../store/port.js';
 
@@ -95,6 +96,7 @@ class Subscriber {
 export class DecisionFeed {
   readonly #source: DecisionSource;
   readonly #log: Logger;
+  readonly #repeats = new RepeatGate();
   readonly #pageSize: number;
   readonly #maxPending: number;
   readonly #pollMs: number;
@@ -212,7 +214,8 @@ export class DecisionFeed {
       }
     } catch (err) {
       if (generation !== this.#generation) return;
-      this.#log.warn({ err }, 'decision feed read failed; retrying');
+      const gate = this.#repeats.note('read', performance.now());
+      if (gate.log) this.#log.warn({ err, repeated: gate.suppressed }, 'decision feed read failed; retrying');
       this.#dirty = true;
       clearTimeout(this.#retry);
       this.#retry = setTimeout(() => {

@@ -81,6 +81,15 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     void parseJson(request, body as string, done);
   });
 
+  // Request metrics by route template (bounded label values: never the raw URL) and status. The
+  // event stream is counted when it ends; its duration is the stream's life, so it is left out.
+  app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    const route = request.is404 ? 'unmatched' : (request.routeOptions.url ?? 'unmatched');
+    metrics.httpRequests.inc({ route, status: String(reply.statusCode) });
+    if (route !== '/v1/events') metrics.httpRequestSeconds.observe({ route }, reply.elapsedTime / 1_000);
+    done();
+  });
+
   app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
     if (options.isClosing() && request.routeOptions.url !== '/healthz') {
       void reply.header('connection', 'close');

@@ -139,7 +139,9 @@ describe('HTTP auth, health and metrics', () => {
     expect(text).toContain('leasehold_sink_advances_total{outcome="advanced"} 1');
     expect(text).toContain('leasehold_sink_advances_total{outcome="unchanged"} 1');
     expect(text).toContain('leasehold_sink_writes_total{outcome="written"} 1');
-    expect(text).toContain('leasehold_sink_writes_total{outcome="FORBIDDEN"} 1');
+    expect(text).toContain('leasehold_sink_writes_total{outcome="forbidden"} 1');
+    expect(text).toContain('leasehold_sink_http_requests_total{route="/v1/writes",status="403"} 1');
+    expect(text).toContain('leasehold_sink_http_requests_total{route="/v1/fences/advance",status="200"} 2');
     expect(text).toMatch(/leasehold_sink_batch_ops_count 3/);
     expect(text).toMatch(/leasehold_sink_commit_seconds_count 3/);
   });

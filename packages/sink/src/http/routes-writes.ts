@@ -64,6 +64,10 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
       return sendError(reply, 'INVALID_MESSAGE', 'body must be a JSON object');
     }
     if (typeof (body as { capability?: unknown }).capability !== 'string') {
+      request.log.warn(
+        { remote: request.ip, credential: 'capability', route: '/v1/writes' },
+        'write refused: missing capability',
+      );
       return sendError(reply, 'UNAUTHENTICATED', 'missing write capability');
     }
     const head = headOf(body as Record<string, unknown>);
@@ -80,8 +84,18 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
     const token = parseToken(w.token);
     const claims = { resource: w.resource, token: w.token, workerId: w.workerId, incarnation: w.incarnation };
     if (!capabilities.verify(w.capability, claims, token)) {
-      metrics.writes.inc({ outcome: 'FORBIDDEN' });
-      request.log.warn({ resource: w.resource, token: w.token, workerId: w.workerId }, 'write capability refused');
+      metrics.writes.inc({ outcome: 'forbidden' });
+      request.log.warn(
+        {
+          remote: request.ip,
+          credential: 'capability',
+          route: '/v1/writes',
+          resource: w.resource,
+          token: w.token,
+          workerId: w.workerId,
+        },
+        'write refused: capability does not verify',
+      );
       return sendError(reply, 'FORBIDDEN', 'capability does not match (resource, token, workerId, incarnation)');
     }
     const decision = await service.write({

@@ -86,7 +86,7 @@ export class FencedService {
       if (!isAdvanceDecision(decision) || item === undefined) {
         throw new LeaseholdError('INTERNAL', 'store returned a write decision for an advance');
       }
-      this.#metrics?.advances.inc({ outcome: decision.ok ? decision.outcome : decision.code });
+      this.#metrics?.advances.inc({ outcome: decision.ok ? decision.outcome : decision.code.toLowerCase() });
       if (!decision.ok) {
         this.#log.warn(
           { resource: item.resource, token: String(item.token), fence: String(decision.fence) },
@@ -110,7 +110,7 @@ export class FencedService {
     if (decision === undefined || !isWriteDecision(decision)) {
       throw new LeaseholdError('INTERNAL', 'store returned no write decision for a write');
     }
-    this.#metrics?.writes.inc({ outcome: decision.ok ? decision.outcome : decision.code });
+    this.#metrics?.writes.inc({ outcome: decision.ok ? decision.outcome : decision.code.toLowerCase() });
     if (!decision.ok) {
       this.#log.warn(
         {

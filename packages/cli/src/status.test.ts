@@ -1,0 +1,110 @@
+import type { ResourceOwnerView, TaskView } from '@leasehold/client';
+import { describe, expect, it } from 'vitest';
+import { renderStatus, rowsOf, tasksByResource, useColour } from './status.js';
+
+const NOW = Date.UTC(2026, 11, 1, 12, 0, 0);
+const task = (over: Partial<TaskView> & Pick<TaskView, 'taskId'>): TaskView => ({
+  resource: 'acct/7',
+  payload: {},
+  state: 'completed',
+  attempts: 1,
+  priority: 0,
+  retry: {
+    maxAttempts: 3,
+    backoff: { initialMs: 1_000, multiplier: 2, maxMs: 300_000, jitter: 0.2 },
+    nonRetryable: [],
+  },
+  lastEvent: 'completed',
+  history: [],
+  ...over,
+});
+const done = (taskId: string, token: string, endedAtMs: number): TaskView =>
+  task({
+    taskId,
+    createdAtMs: endedAtMs - 100,
+    endedAtMs,
+    result: { resultId: `task:${taskId}`, token },
+    history: [{ attempt: 1, workerId: 'w1', token, outcome: 'completed', startedAtMs: endedAtMs - 50, endedAtMs }],
+  });
+
+// "a-first" sorts first by name but is the older task: its token 33, the fence 66 set by "z-later".
+const older = done('a-first', '33', NOW - 60_000);
+const later = done('z-later', '66', NOW - 1_000);
+
+describe('leasehold status rows', () => {
+  it('shows the latest task of a resource, not the alphabetically first, with the fence its grant set', () => {
+    const [group] = [...tasksByResource([older, later]).values()];
+    const rows = rowsOf(group!, undefined, 66n, false);
+    expect(rows).toEqual([
+      expect.objectContaining({ task: 'z-later', token: '66', fence: '66', fenceSetBy: undefined, state: 'completed' }),
+    ]);
+  });
+
+  it('--all: every task, latest first, each token beside the fence and who set it', () => {
+    const [group] = [...tasksByResource([older, later]).values()];
+    const rows = rowsOf(group!, undefined, 66n, true);
+    expect(rows.map((r) => [r.task, r.token, r.fence, r.fenceSetBy])).toEqual([
+      ['z-later', '66', '66', undefined],
+      ['a-first', '33', '66', 'z-later'],
+    ]);
+    const text = renderStatus(rows, false);
+    expect(text).toMatch(/^acct\/7 +a-first +completed +- +33 +66 by z-later +- +1$/m);
+    expect(text).toContain('1 resources: 0 leased, 0 pending, 1 completed');
+  });
+
+  it('a live grant wins over a later-ended task and shows its own token and lease', () => {
+    const live = task({
+      taskId: 'b-live',
+      state: 'leased',
+      createdAtMs: NOW - 90_000,
+      owner: { sessionId: 's1', workerId: 'w9', incarnation: 'i1', token: '70', attempt: 1 },
+    });
+    const owner = {
+      resource: 'acct/7',
+      owner: {
+        sessionId: 's1',
+        workerId: 'w9',
+        incarnation: 'i1',
+        token: '70',
+        attempt: 1,
+        taskId: 'b-live',
+        coordinatorId: 'c0',
+      },
+      token: '70',
+      remainingMs: 1_500,
+    } as ResourceOwnerView;
+    const [group] = [...tasksByResource([later, live, older]).values()];
+    const [row] = rowsOf(group!, owner, 70n, false);
+    expect(row).toMatchObject({
+      task: 'b-live',
+      state: 'leased',
+      owner: 'w9',
+      token: '70',
+      fence: '70',
+      leftMs: 1_500,
+    });
+  });
+
+  it('a pending task submitted after a completed one is the latest; the fence names the task that set it', () => {
+    const fresh = task({ taskId: 'a-new', state: 'pending', lastEvent: 'submitted', createdAtMs: NOW });
+    const [group] = [...tasksByResource([later, fresh]).values()];
+    const [row] = rowsOf(group!, undefined, 66n, false);
+    expect(row).toMatchObject({ task: 'a-new', state: 'pending', token: '', fence: '66', fenceSetBy: 'z-later' });
+  });
+});
+
+describe('colour', () => {
+  it('on a terminal only, and not with NO_COLOR set', () => {
+    expect(useColour(true, {})).toBe(true);
+    expect(useColour(true, { NO_COLOR: '1' })).toBe(false);
+    expect(useColour(true, { NO_COLOR: '' })).toBe(true);
+    expect(useColour(false, {})).toBe(false);
+    expect(useColour(undefined, {})).toBe(false);
+  });
+
+  it('colours the state cell by state and keeps plain output free of escapes', () => {
+    const rows = rowsOf([later], undefined, 66n, false);
+    expect(renderStatus(rows, true)).toContain('\u001b[32mcompleted\u001b[0m');
+    expect(renderStatus(rows, false)).not.toContain('\u001b[');
+  });
+});

@@ -1,0 +1,347 @@
+/**
+ * The web console's picture of the cluster, kept in memory from one store snapshot plus the watch:
+ * tasks, owner keys and sessions, with the sink's fences as its decisions arrive. Pure (no I/O, no
+ * clock: `nowMs` is passed in); the hub (console-hub.ts) feeds it.
+ *
+ * Views are filtered and paged here, on the server, so a browser never receives 10k rows: it asks
+ * for the window it shows.
+ */
+import type { RetryPolicy, SinkEvent } from '@leasehold/protocol';
+import { lastEventOf, policyOf, viewState } from '../../core/lifecycle.js';
+import type { StoredOwner, StoredSession, StoredTask } from '../../store/port.js';
+import type {
+  ConsolePage,
+  ConsoleResourceRow,
+  ConsoleSessionRow,
+  ConsoleTaskRow,
+  ConsoleTimelineEntry,
+} from './console-types.js';
+
+/** Which task a resource row shows: the live one first, then pending, ..., else the latest. */
+const STATE_RANK: Readonly<Record<string, number>> = {
+  leased: 0,
+  pending: 1,
+  delayed: 2,
+  failed: 3,
+  completed: 4,
+  cancelled: 5,
+};
+
+export interface ResourceFilter {
+  /** Substring of the resource id, task id or worker id. */
+  readonly q?: string | undefined;
+  readonly state?: string | undefined;
+  readonly offset: number;
+  readonly limit: number;
+}
+
+export class ConsoleModel {
+  readonly #tasks = new Map<string, StoredTask>();
+  readonly #byResource = new Map<string, Set<string>>();
+  readonly #owners = new Map<string, StoredOwner>();
+  readonly #sessions = new Map<string, StoredSession>();
+  readonly #fences = new Map<string, bigint>();
+  readonly #defaults: RetryPolicy;
+  #sortedResources: string[] | undefined;
+
+  constructor(defaults: RetryPolicy) {
+    this.#defaults = defaults;
+  }
+
+  reset(tasks: readonly StoredTask[], owners: readonly StoredOwner[], sessions: readonly StoredSession[]): void {
+    this.#tasks.clear();
+    this.#byResource.clear();
+    this.#owners.clear();
+    this.#sessions.clear();
+    for (const t of tasks) this.applyTask(t.record.taskId, t);
+    for (const o of owners) this.#owners.set(o.resource, o);
+    for (const s of sessions) this.#sessions.set(s.sessionId, s);
+    this.#sortedResources = undefined;
+  }
+
+  applyTask(taskId: string, task: StoredTask | undefined): void {
+    const before = this.#tasks.get(taskId);
+    if (before !== undefined && before.record.resource !== task?.record.resource) {
+      const set = this.#byResource.get(before.record.resource);
+      set?.delete(taskId);
+      if (set?.size === 0) {
+        this.#byResource.delete(before.record.resource);
+        this.#sortedResources = undefined;
+      }
+    }
+    if (task === undefined) {
+      this.#tasks.delete(taskId);
+      return;
+    }
+    this.#tasks.set(taskId, task);
+    let set = this.#byResource.get(task.record.resource);
+    if (set === undefined) {
+      set = new Set();
+      this.#byResource.set(task.record.resource, set);
+      this.#sortedResources = undefined;
+    }
+    set.add(taskId);
+  }
+
+  applyOwner(resource: string, owner: StoredOwner | undefined): void {
+    if (owner === undefined) this.#owners.delete(resource);
+    else this.#owners.set(resource, owner);
+  }
+
+  applySession(sessionId: string, session: StoredSession | undefined): void {
+    if (session === undefined) this.#sessions.delete(sessionId);
+    else this.#sessions.set(sessionId, session);
+  }
+
+  /** What a sink event says about a fence (advances set it; every decision shows it). */
+  applySink(event: SinkEvent): void {
+    if (event.type !== 'decision') return;
+    const seen = event.kind === 'advance' && event.outcome === 'advanced' ? event.token : event.fenceBefore;
+    const fence = BigInt(seen);
+    const known = this.#fences.get(event.resource);
+    if (known === undefined || fence > known) this.#fences.set(event.resource, fence);
+  }
+
+  setFence(resource: string, fence: bigint): void {
+    const known = this.#fences.get(resource);
+    if (known === undefined || fence > known) this.#fences.set(resource, fence);
+  }
+
+  hasFence(resource: string): boolean {
+    return this.#fences.has(resource);
+  }
+
+  task(taskId: string): StoredTask | undefined {
+    return this.#tasks.get(taskId);
+  }
+
+  tasksOf(resource: string): StoredTask[] {
+    return [...(this.#byResource.get(resource) ?? [])]
+      .map((id) => this.#tasks.get(id))
+      .filter((t): t is StoredTask => t !== undefined);
+  }
+
+  taskRow(task: StoredTask, nowMs: number): ConsoleTaskRow {
+    const r = task.record;
+    const leased = r.state === 'pending' && this.#owners.get(r.resource)?.record.taskId === r.taskId;
+    return {
+      taskId: r.taskId,
+      resource: r.resource,
+      state: viewState(r, leased, nowMs),
+      attempts: r.attempts,
+      maxAttempts: policyOf(r, this.#defaults).maxAttempts,
+      lastEvent: lastEventOf(r),
+      lastError: r.lastError === undefined ? null : `${r.lastError.name}: ${r.lastError.message}`,
+      atMs: r.atMs ?? r.createdAtMs ?? 0,
+    };
+  }
+
+  resourceRow(resource: string, nowMs: number): ConsoleResourceRow | undefined {
+    const owner = this.#owners.get(resource);
+    let best: ConsoleTaskRow | undefined;
+    for (const t of this.tasksOf(resource)) {
+      const row = this.taskRow(t, nowMs);
+      if (
+        best === undefined ||
+        (STATE_RANK[row.state] ?? 9) < (STATE_RANK[best.state] ?? 9) ||
+        ((STATE_RANK[row.state] ?? 9) === (STATE_RANK[best.state] ?? 9) && row.atMs > best.atMs)
+      ) {
+        best = row;
+      }
+    }
+    if (best === undefined && owner === undefined) return undefined;
+    const fence = this.#fences.get(resource);
+    return {
+      resource,
+      taskId: owner?.record.taskId ?? best?.taskId ?? null,
+      state: owner === undefined ? (best?.state ?? 'free') : 'leased',
+      attempts: best?.attempts ?? 0,
+      maxAttempts: best?.maxAttempts ?? this.#defaults.maxAttempts,
+      owner:
+        owner === undefined
+          ? null
+          : {
+              workerId: owner.record.workerId,
+              sessionId: owner.record.sessionId,
+              coordinatorId: this.#sessions.get(owner.record.sessionId)?.record.coordinatorId ?? null,
+            },
+      token: owner === undefined ? null : owner.token.toString(),
+      fence: fence === undefined ? null : fence.toString(),
+    };
+  }
+
+  /** The resources view: filtered on the server, sorted by id, one window of it. */
+  resources(filter: ResourceFilter, nowMs: number): ConsolePage<ConsoleResourceRow> {
+    this.#sortedResources ??= [...new Set([...this.#byResource.keys(), ...this.#owners.keys()])].sort();
+    const q = filter.q?.toLowerCase();
+    const counts: Record<string, number> = {};
+    const matched: ConsoleResourceRow[] = [];
+    for (const resource of this.#sortedResources) {
+      const row = this.resourceRow(resource, nowMs);
+      if (row === undefined) continue;
+      counts[row.state] = (counts[row.state] ?? 0) + 1;
+      if (filter.state !== undefined && row.state !== filter.state) continue;
+      if (q !== undefined && !matchesResource(row, q)) continue;
+      matched.push(row);
+    }
+    return {
+      total: matched.length,
+      offset: filter.offset,
+      items: matched.slice(filter.offset, filter.offset + filter.limit),
+      counts,
+    };
+  }
+
+  /** The tasks view: filtered by state and text, latest change first. */
+  tasks(filter: ResourceFilter, nowMs: number): ConsolePage<ConsoleTaskRow> {
+    const q = filter.q?.toLowerCase();
+    const counts: Record<string, number> = {};
+    const matched: ConsoleTaskRow[] = [];
+    for (const t of this.#tasks.values()) {
+      const row = this.taskRow(t, nowMs);
+      counts[row.state] = (counts[row.state] ?? 0) + 1;
+      if (filter.state !== undefined && row.state !== filter.state) continue;
+      if (q !== undefined && !row.taskId.toLowerCase().includes(q) && !row.resource.toLowerCase().includes(q)) continue;
+      matched.push(row);
+    }
+    matched.sort((a, b) => b.atMs - a.atMs || (a.taskId < b.taskId ? -1 : 1));
+    return {
+      total: matched.length,
+      offset: filter.offset,
+      items: matched.slice(filter.offset, filter.offset + filter.limit),
+      counts,
+    };
+  }
+
+  /** Every session, with how many resources each holds; `remainingMs` from the caller (local ones). */
+  sessions(remainingOf: (sessionId: string, coordinatorId: string) => number | null): ConsoleSessionRow[] {
+    const leases = new Map<string, number>();
+    for (const o of this.#owners.values()) {
+      leases.set(o.record.sessionId, (leases.get(o.record.sessionId) ?? 0) + 1);
+    }
+    return [...this.#sessions.values()]
+      .map((s) => ({
+        sessionId: s.sessionId,
+        workerId: s.record.workerId,
+        coordinatorId: s.record.coordinatorId,
+        ending: s.record.ending === true,
+        leases: leases.get(s.sessionId) ?? 0,
+        remainingMs: remainingOf(s.sessionId, s.record.coordinatorId),
+      }))
+      .sort((a, b) =>
+        a.coordinatorId === b.coordinatorId
+          ? a.workerId.localeCompare(b.workerId)
+          : a.coordinatorId.localeCompare(b.coordinatorId),
+      );
+  }
+
+  /**
+   * The durable part of a resource's story, from its tasks' records: each attempt's grant (with its
+   * token, and whose lease it took over) and its end. Sink decisions are merged in by the hub.
+   */
+  taskStory(resource: string): ConsoleTimelineEntry[] {
+    const entries: ConsoleTimelineEntry[] = [];
+    const tasks = this.tasksOf(resource);
+    const attempts: {
+      startedAtMs: number;
+      workerId: string;
+      token: string | null;
+      endedAtMs?: number;
+      outcome?: string;
+      taskId: string;
+    }[] = [];
+    for (const t of tasks) {
+      const r = t.record;
+      if (r.createdAtMs !== undefined) {
+        entries.push(entry(r.createdAtMs, 'submitted', null, null, `task ${r.taskId} submitted`));
+      }
+      for (const a of r.history ?? []) {
+        attempts.push({
+          taskId: r.taskId,
+          startedAtMs: a.startedAtMs,
+          workerId: a.workerId,
+          token: a.token,
+          endedAtMs: a.endedAtMs,
+          outcome: a.outcome,
+        });
+      }
+      if (r.open !== undefined) {
+        attempts.push({
+          taskId: r.taskId,
+          startedAtMs: r.open.startedAtMs,
+          workerId: r.open.workerId,
+          token: t.modRevision.toString(),
+        });
+      }
+    }
+    attempts.sort((a, b) => a.startedAtMs - b.startedAtMs);
+    let previous: (typeof attempts)[number] | undefined;
+    for (const a of attempts) {
+      const takeover =
+        previous !== undefined && previous.workerId !== a.workerId && previous.outcome === 'expired'
+          ? ` — takeover from ${previous.workerId} (token ${previous.token ?? '?'}), whose lease expired`
+          : '';
+      entries.push(
+        entry(
+          a.startedAtMs,
+          'granted',
+          a.workerId,
+          a.token,
+          `${a.workerId} granted ${a.taskId}, token ${a.token ?? '?'}${takeover}`,
+        ),
+      );
+      if (a.endedAtMs !== undefined && a.outcome !== undefined) {
+        const problem = a.outcome === 'expired' || a.outcome === 'failed';
+        entries.push({
+          ...entry(
+            a.endedAtMs,
+            a.outcome,
+            a.workerId,
+            a.token,
+            `${a.workerId}'s attempt (token ${a.token ?? '?'}) ${OUTCOME_TEXT[a.outcome] ?? a.outcome}`,
+          ),
+          problem,
+        });
+      }
+      previous = a;
+    }
+    return entries;
+  }
+
+  /** Who was granted `token` on `resource` (from the task records), for the story's sentences. */
+  holderOf(resource: string, token: string): string | undefined {
+    for (const t of this.tasksOf(resource)) {
+      if (t.record.open !== undefined && t.modRevision.toString() === token) return t.record.open.workerId;
+      const found = t.record.history?.find((a) => a.token === token);
+      if (found !== undefined) return found.workerId;
+    }
+    return undefined;
+  }
+}
+
+const OUTCOME_TEXT: Readonly<Record<string, string>> = {
+  expired: 'EXPIRED: its lease ended without a result (the worker died, hung or was partitioned)',
+  failed: 'FAILED: the handler threw',
+  completed: 'completed',
+  released: 'was released',
+  abandoned: 'was abandoned (the fence could not be advanced)',
+  cancelled: 'was cancelled',
+};
+
+function entry(
+  atMs: number,
+  kind: string,
+  workerId: string | null,
+  token: string | null,
+  text: string,
+): ConsoleTimelineEntry {
+  return { atMs, kind, workerId, token, stale: false, problem: false, text };
+}
+
+function matchesResource(row: ConsoleResourceRow, q: string): boolean {
+  return (
+    row.resource.toLowerCase().includes(q) ||
+    (row.taskId?.toLowerCase().includes(q) ?? false) ||
+    (row.owner?.workerId.toLowerCase().includes(q) ?? false)
+  );
+}

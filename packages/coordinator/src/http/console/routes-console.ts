@@ -1,0 +1,248 @@
+/**
+ * The web console (`/ui`): a static page and its API, on the coordinator's HTTP port.
+ *
+ * | route                                   | credential | what                                                            |
+ * | --------------------------------------- | ---------- | --------------------------------------------------------------- |
+ * | `GET /ui`, `GET /ui/assets/:file`       | none       | the page shell, script and style (no data in them)              |
+ * | `POST /ui/api/login` `{key}`            | none*      | an admin key in, the session cookie out (204); wrong key: 401   |
+ * | `POST /ui/api/logout`                   | none*      | clears the cookie                                               |
+ * | `GET /ui/api/resources?q&state&offset&limit` | console | one window of the filtered resources (server side)            |
+ * | `GET /ui/api/resources/:r/timeline`     | console    | the resource's story: grants, takeovers, fences, writes, refusals |
+ * | `GET /ui/api/tasks?q&state&offset&limit`| console    | one window of the filtered tasks, latest change first            |
+ * | `GET /ui/api/sessions`                  | console    | every session, with its coordinator                              |
+ * | `POST /ui/api/tasks/:id/cancel`, `/retry` | console* | as `DELETE /v1/tasks/:id` and `POST /v1/tasks/:id/retry`        |
+ * | `GET /ui/api/stream`                    | console    | server-sent events: hello, feed, task, resource, sessions, leases, sink |
+ *
+ * `console` = the session cookie (see session-cookie.ts) or an admin bearer key. `*` = a state
+ * change, which also needs the `x-leasehold-console: 1` header and, when the browser says where
+ * the request comes from (`Origin`, `Sec-Fetch-Site`), this very origin: a page on another site
+ * cannot send that header without a CORS preflight, which this server never grants (OPTIONS is
+ * 404), and the cookie is `SameSite=Strict` besides.
+ */
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { createKeyRing, ResourceIdSchema, TaskIdSchema, TaskStateSchema } from '@leasehold/protocol';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { TaskApi } from '../routes-tasks.js';
+import { Credential } from '../route-auth.js';
+import { sendError } from '../send-error.js';
+import type { ConsoleHub } from './console-hub.js';
+import { CONSOLE_SESSION_MS, issueConsoleSession, sessionCookieHeader } from './session-cookie.js';
+
+/** The coordinator package's root (the same from src/http/console and dist/http/console). */
+const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const ASSET_DIRS = { js: `${PACKAGE_ROOT}dist/ui/`, css: `${PACKAGE_ROOT}ui/static/` } as const;
+const INDEX_HTML = `${PACKAGE_ROOT}ui/static/index.html`;
+const CONTENT_TYPE = { js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' } as const;
+
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'cache-control': 'no-store',
+} as const;
+
+const KEEPALIVE_MS = 15_000;
+const MAX_QUEUED_BYTES = 1 << 20;
+/** Console streams open at once on one coordinator. */
+export const MAX_CONSOLE_STREAMS = 64;
+
+const PageQuery = z.strictObject({
+  q: z.string().max(200).optional(),
+  state: z.union([TaskStateSchema, z.literal('free')]).optional(),
+  offset: z.coerce.number().int().min(0).max(10_000_000).default(0),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+const LoginBody = z.strictObject({ key: z.string().min(1).max(1_000) });
+
+export interface ConsoleRouteOptions {
+  readonly adminKeys: readonly string[];
+  readonly tasks: Pick<TaskApi, 'cancel' | 'retry'>;
+  /** Absent: the page and login work, the data routes answer 503. */
+  readonly hub: ConsoleHub | undefined;
+  /** The cookie is `Secure` (served over TLS). */
+  readonly secure: boolean;
+  readonly wallClock: () => number;
+  readonly log: Logger;
+}
+
+/** 403 unless the request comes from this origin's page (see the header comment). */
+async function sameOriginOnly(req: FastifyRequest, reply: FastifyReply, secure: boolean, log: Logger): Promise<void> {
+  const marker = req.headers['x-leasehold-console'];
+  const origin = req.headers.origin;
+  const site = req.headers['sec-fetch-site'];
+  const own = `${secure ? 'https' : 'http'}://${req.headers.host ?? ''}`;
+  const crossSite =
+    (origin !== undefined && origin !== own) || (site !== undefined && site !== 'same-origin' && site !== 'none');
+  if (marker === '1' && !crossSite) return;
+  log.warn({ remote: req.ip, origin, site }, 'console request refused: not from the console page');
+  await sendError(reply, 'FORBIDDEN', 'console state changes need the x-leasehold-console header and this origin');
+}
+
+export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRouteOptions): void {
+  const { hub, log } = options;
+  const open = { config: { credential: Credential.NONE } };
+  const consoleRead = { config: { credential: Credential.CONSOLE } };
+  const guard = {
+    preHandler: (req: FastifyRequest, reply: FastifyReply) => sameOriginOnly(req, reply, options.secure, log),
+  };
+  const ring = options.adminKeys.map((key) => ({ key, matches: createKeyRing([key]) }));
+
+  app.get('/ui', open, async (_req, reply) => {
+    const html = await readFile(INDEX_HTML, 'utf8').catch(() => undefined);
+    if (html === undefined) return sendError(reply, 'UNAVAILABLE', 'console assets are not installed');
+    return reply.headers(SECURITY_HEADERS).type('text/html; charset=utf-8').send(html);
+  });
+
+  app.get<{ Params: { file: string } }>('/ui/assets/:file', open, async (req, reply) => {
+    const match = /^([a-z0-9-]+)\.(js|css)$/.exec(req.params.file);
+    if (match === null) return sendError(reply, 'NOT_FOUND', 'no such asset');
+    const kind = match[2] as 'js' | 'css';
+    const body = await readFile(`${ASSET_DIRS[kind]}${req.params.file}`, 'utf8').catch(() => undefined);
+    if (body === undefined) return sendError(reply, 'NOT_FOUND', 'no such asset');
+    return reply.headers(SECURITY_HEADERS).type(CONTENT_TYPE[kind]).send(body);
+  });
+
+  app.post('/ui/api/login', { ...open, ...guard }, async (req, reply) => {
+    const body = LoginBody.safeParse(req.body);
+    if (!body.success) return sendError(reply, 'INVALID_MESSAGE', 'give {"key": "<admin key>"}');
+    // Every key is compared (constant time each), whichever matches.
+    let signer: string | undefined;
+    for (const entry of ring) if (entry.matches(body.data.key)) signer ??= entry.key;
+    if (signer === undefined) {
+      log.warn({ remote: req.ip }, 'console login refused: wrong admin key');
+      return sendError(reply, 'UNAUTHENTICATED', 'wrong admin key');
+    }
+    const value = issueConsoleSession(signer, options.wallClock());
+    log.info({ remote: req.ip }, 'console login');
+    return reply
+      .header('set-cookie', sessionCookieHeader(value, { secure: options.secure, maxAgeMs: CONSOLE_SESSION_MS }))
+      .code(204)
+      .send();
+  });
+
+  app.post('/ui/api/logout', { ...open, ...guard }, (_req, reply) =>
+    reply
+      .header('set-cookie', sessionCookieHeader('', { secure: options.secure, maxAgeMs: 0 }))
+      .code(204)
+      .send(),
+  );
+
+  const withHub = async (reply: FastifyReply): Promise<ConsoleHub | undefined> => {
+    if (hub === undefined) {
+      await sendError(reply, 'UNAVAILABLE', 'the console has no data source on this server');
+      return undefined;
+    }
+    await hub.ready();
+    return hub;
+  };
+
+  app.get('/ui/api/whoami', consoleRead, (_req, reply) => reply.send({ coordinatorId: hub?.coordinatorId ?? null }));
+
+  app.get('/ui/api/resources', consoleRead, async (req, reply) => {
+    const query = PageQuery.safeParse(req.query);
+    if (!query.success) return sendError(reply, 'INVALID_MESSAGE', query.error.issues[0]?.message ?? 'bad query');
+    const h = await withHub(reply);
+    if (h === undefined) return reply;
+    const filter = { ...query.data, q: query.data.q === '' ? undefined : query.data.q };
+    let page = h.model.resources(filter, options.wallClock());
+    if (page.items.some((r) => r.fence === null)) {
+      await h.fillFences(page.items.map((r) => r.resource));
+      page = h.model.resources(filter, options.wallClock());
+    }
+    return page;
+  });
+
+  app.get<{ Params: { resource: string } }>('/ui/api/resources/:resource/timeline', consoleRead, async (req, reply) => {
+    const id = ResourceIdSchema.safeParse(req.params.resource);
+    if (!id.success) return sendError(reply, 'INVALID_MESSAGE', 'not a resource id');
+    const h = await withHub(reply);
+    if (h === undefined) return reply;
+    await h.fillFences([id.data]);
+    return h.timeline(id.data);
+  });
+
+  app.get('/ui/api/tasks', consoleRead, async (req, reply) => {
+    const query = PageQuery.safeParse(req.query);
+    if (!query.success) return sendError(reply, 'INVALID_MESSAGE', query.error.issues[0]?.message ?? 'bad query');
+    const h = await withHub(reply);
+    if (h === undefined) return reply;
+    return h.model.tasks({ ...query.data, q: query.data.q === '' ? undefined : query.data.q }, options.wallClock());
+  });
+
+  app.get('/ui/api/sessions', consoleRead, async (_req, reply) => {
+    const h = await withHub(reply);
+    if (h === undefined) return reply;
+    return { coordinatorId: h.coordinatorId, sessions: h.sessions() };
+  });
+
+  for (const action of ['cancel', 'retry'] as const) {
+    app.post<{ Params: { taskId: string } }>(
+      `/ui/api/tasks/:taskId/${action}`,
+      { config: { credential: Credential.CONSOLE }, ...guard },
+      async (req, reply) => {
+        const id = TaskIdSchema.safeParse(req.params.taskId);
+        if (!id.success) return sendError(reply, 'INVALID_MESSAGE', 'not a task id');
+        const res = await options.tasks[action](id.data);
+        if (!res.ok) return sendError(reply, res.code, res.message);
+        log.info({ taskId: id.data, action }, 'console task action');
+        return res.task;
+      },
+    );
+  }
+
+  app.get('/ui/api/stream', consoleRead, async (_req, reply) => {
+    const h = await withHub(reply);
+    if (h === undefined) return reply;
+    if (h.clients >= MAX_CONSOLE_STREAMS) {
+      void reply.header('retry-after', '5');
+      return sendError(reply, 'UNAVAILABLE', `too many console streams (${MAX_CONSOLE_STREAMS})`);
+    }
+    const raw = reply.raw;
+    let open = true;
+    const stop = (): void => {
+      if (!open) return;
+      open = false;
+      clearInterval(keepalive);
+      unsubscribe();
+    };
+    const write = (text: string): void => {
+      if (!open) return;
+      if (raw.writableLength > MAX_QUEUED_BYTES) {
+        log.warn('console stream client too slow; disconnected');
+        stop();
+        raw.destroy();
+        return;
+      }
+      raw.write(text);
+    };
+    reply.hijack();
+    raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      'x-content-type-options': 'nosniff',
+    });
+    raw.write(': leasehold console\nretry: 1000\n\n');
+    const keepalive = setInterval(() => {
+      write(': keepalive\n\n');
+    }, KEEPALIVE_MS);
+    keepalive.unref();
+    const unsubscribe = h.subscribe({
+      send: (event, data) => {
+        write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+      },
+      end: () => {
+        stop();
+        raw.end();
+      },
+    });
+    raw.on('close', stop);
+  });
+}
