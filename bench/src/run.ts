@@ -36,6 +36,44 @@ function flag(name: string): string | undefined {
 }
 const has = (name: string) => process.argv.includes(name);
 
+const USAGE = `usage: pnpm bench [--only ${SUITES.join(',')}] [--quick] [--rounds N] [--seconds N] [--pin]
+                  [--out bench-results.json] [--docs [--docs-anyway]]
+
+  (default: every suite but pg; full run ≤ 15 min on 2 cores, --quick ≤ 2 min)
+  --only LIST     comma-separated suites to run (pg only when named)
+  --quick         smoke run: 1 round × 1 s per side, 64 takeovers, renewal 0 → 2k → 0 with 1 s windows
+  --rounds N      interleaved rounds per figure and baseline (default 5)
+  --seconds N     measured seconds per side per round (default 4)
+  --pin           sink suite: servers on CPU 0, load generators on CPU 1 (taskset)
+  --out FILE      where to write the JSON results (default bench-results.json at the repo root)
+  --docs          rewrite the results section of docs/benchmarks.md (refused when overloaded
+                  unless --docs-anyway)
+env: LEASEHOLD_BENCH_PROFILE=coordinator,sink,worker (node --cpu-prof; then analyze-profile), LEASEHOLD_BENCH_VERBOSE=1
+`;
+const VALUE_FLAGS = new Set(['--only', '--rounds', '--seconds', '--out']);
+const SWITCHES = new Set(['--quick', '--pin', '--docs', '--docs-anyway', '--help', '-h']);
+const argProblems: string[] = [];
+for (let i = 2; i < process.argv.length; i++) {
+  const a = process.argv[i] ?? '';
+  if (VALUE_FLAGS.has(a)) {
+    if (process.argv[i + 1] === undefined || process.argv[i + 1]?.startsWith('--') === true)
+      argProblems.push(`${a} needs a value`);
+    i++;
+  } else if (!SWITCHES.has(a)) argProblems.push(`unknown argument ${a}`);
+}
+for (const name of (flag('--only') ?? '').split(',').filter((x) => x.trim() !== ''))
+  if (!(SUITES as readonly string[]).includes(name.trim())) argProblems.push(`unknown suite ${name.trim()}`);
+for (const f of ['--rounds', '--seconds'])
+  if (flag(f) !== undefined && !(Number(flag(f)) > 0)) argProblems.push(`${f} must be a positive number`);
+if (has('--help') || has('-h')) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+if (argProblems.length > 0) {
+  process.stderr.write(`${argProblems.join('\n')}\n\n${USAGE}`);
+  process.exit(2);
+}
+
 const quick = has('--quick');
 const rounds = Number(flag('--rounds') ?? (quick ? 1 : 5));
 /** Measured seconds per side per round. */

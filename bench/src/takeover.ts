@@ -13,6 +13,7 @@ import type { CycleLoad } from './cycle.js';
 import { leaseholdCycle } from './cycle.js';
 import { NodeChild } from './infra/child.js';
 import type { Etcd } from './infra/etcd.js';
+import { cpuMs, runQueueWaitMs } from './infra/proc.js';
 import { Admin } from './infra/raw-worker.js';
 import { startStack } from './infra/stack.js';
 import { limitRow, percentile, type BenchRow } from './report.js';
@@ -47,6 +48,14 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
     await sleep(2_000);
     const c0 = await background.sample();
     const t0 = performance.now();
+    // Where the latency goes when no process is CPU-bound: each daemon's CPU use and the time its
+    // main thread waited for a core over the takeover window (the cycle load runs meanwhile).
+    const daemons = { coordinator: stack.coordinator.pid, sink: stack.sink.pid };
+    const read = () =>
+      Object.fromEntries(
+        Object.entries(daemons).map(([k, pid]) => [k, { cpu: cpuMs(pid) ?? 0, wait: runQueueWaitMs(pid) ?? 0 }]),
+      );
+    const p0 = read();
     await driver.request(
       {
         type: 'start',
@@ -63,7 +72,16 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
       600_000,
     );
     const c1 = await background.sample();
-    const cycleRate = (c1.ops - c0.ops) / ((performance.now() - t0) / 1000);
+    const windowS = (performance.now() - t0) / 1000;
+    const cycleRate = (c1.ops - c0.ops) / windowS;
+    const p1 = read();
+    const sched = Object.keys(daemons)
+      .map((k) => {
+        const d = (f: 'cpu' | 'wait') => ((p1[k]?.[f] ?? 0) - (p0[k]?.[f] ?? 0)) / windowS;
+        return `${k} ${Math.round(d('cpu'))} ms CPU/s, main thread waited for a core ${Math.round(d('wait'))} ms/s`;
+      })
+      .join('; ');
+    o.log(`takeover: ${sched}`);
     await background.stop();
     const res = await driver.request({ type: 'stop' }, 'stopped');
     const sorted = (k: string) => [...((res[k] as number[] | undefined) ?? [])].sort((a, b) => a - b);
@@ -78,6 +96,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
     const setup =
       `${g.length} takeovers in waves of ${WAVE}, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker long-polls; ` +
       `under the cycle load (${Math.round(cycleRate)} tasks/s completed meanwhile by 8 SDK worker processes); ${pp(g)}` +
+      `; during the takeovers: ${sched}` +
       `; holders that never got their grant (left out): ${Number(res.holderSetupFailed ?? 0)}; taker sessions that expired (reopened): ${Number(res.takerSessionsLost ?? 0)}${typeof res.holderReply === 'string' && res.holderReply !== '' ? ` (${res.holderReply})` : ''}`;
     return [
       limitRow({

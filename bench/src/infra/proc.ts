@@ -21,6 +21,20 @@ export function cpuMs(pid: number): number | undefined {
   }
 }
 
+/**
+ * Time a process's main thread has spent runnable but waiting for a CPU (ms; the second field of
+ * /proc/<pid>/schedstat, needs schedstats in the kernel). For a Node daemon that is the event loop
+ * waiting for a core: latency that no profile of the process shows.
+ */
+export function runQueueWaitMs(pid: number): number | undefined {
+  try {
+    const waitNs = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]);
+    return Number.isFinite(waitNs) ? waitNs / 1e6 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function rssBytes(pid: number): number | undefined {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
