@@ -122,7 +122,9 @@ for (const suite of only) {
         break;
       case 'takeover':
         etcd = await startEtcd();
-        rows.push(...(await runTakeoverBench({ etcd, log, takeovers: quick ? 64 : 1024 })));
+        rows.push(
+          ...(await runTakeoverBench({ etcd, log, takeovers: quick ? 64 : 1024, settleMs: quick ? 500 : 2_000 })),
+        );
         break;
       case 'renewal':
         etcd = await startEtcd();

@@ -21,6 +21,8 @@ import { limitRow, percentile, type BenchRow } from './report.js';
 export interface TakeoverOptions {
   readonly etcd: Etcd;
   readonly takeovers: number;
+  /** How long the background cycle load runs before the first wave. */
+  readonly settleMs: number;
   readonly log: (line: string) => void;
 }
 
@@ -45,7 +47,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
   try {
     background = leaseholdCycle(stack, admin, o.etcd, 'background', 1);
     await background.start(1);
-    await sleep(2_000);
+    await sleep(o.settleMs);
     const c0 = await background.sample();
     const t0 = performance.now();
     // Where the latency goes when no process is CPU-bound: each daemon's CPU use and the time its
