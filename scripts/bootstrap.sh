@@ -80,6 +80,28 @@ server (a superuser URL)."
   say "postgresql: $(find_pg)"
 fi
 
+# --- bench tools (pnpm bench only: Redis for the BullMQ peer, etcdctl for `check perf`) ------------
+# Optional: tests never need them. Installed when root with apt-get; otherwise the bench skips the
+# rows that need a missing tool and says so.
+missing_bench_tools=()
+command -v redis-server >/dev/null || missing_bench_tools+=(redis-server)
+command -v etcdctl >/dev/null || missing_bench_tools+=(etcd-client)
+if [ "${#missing_bench_tools[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing ${missing_bench_tools[*]} with apt-get (bench peers)"
+    export DEBIAN_FRONTEND=noninteractive
+    if apt-get install -y -qq "${missing_bench_tools[@]}" >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null && apt-get install -y -qq "${missing_bench_tools[@]}" >/dev/null; }; then
+      # The Debian package starts a system Redis on 6379; the bench starts its own on free ports.
+      if command -v service >/dev/null; then service redis-server stop >/dev/null 2>&1 || true; fi
+    else
+      say "could not install ${missing_bench_tools[*]}; pnpm bench will skip the rows that need them"
+    fi
+  else
+    say "not installed: ${missing_bench_tools[*]} (pnpm bench skips the BullMQ / etcdctl rows without them)"
+  fi
+fi
+
 # --- systemd-analyze (test/deploy/systemd.int checks the units with it; skipped without it) --------
 if ! command -v systemd-analyze >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing systemd (for systemd-analyze) with apt-get"

@@ -1,127 +1,256 @@
 /**
- * Suite `cycle`: full task cycles/s — submit (admin HTTP, `POST /v1/tasks/batch`) → grant → fenced write at the sink →
- * complete — with 8 worker SDK instances (`startWorker`, 8 slots each, in the bench process) on the
- * built coordinator and sink. The bench keeps a bounded backlog of submitted, uncompleted tasks
- * (each on its own resource; 4 submitters, batches of up to 32) and counts `completed` events.
- * The SDK workers long-poll their acquires (`waitMs`).
- * Baseline, interleaved: raw etcd create-if-absent txns/s at the same 64-way concurrency, ÷ 3
- * (a cycle needs at least three etcd writes: submit, grant, complete). Target >= 1.0x.
+ * Suite `cycle`: full task cycles — submit → a worker gets it → no-op handler → result stored →
+ * complete — leasehold against BullMQ, the queue most Node teams would pick instead.
+ *
+ * Same shape on every side: 8 worker processes × 8 concurrent slots (64 in flight), the bench
+ * process submitting in batches of up to 32 from 4 concurrent submitters, keeping at most 2 × 64
+ * submitted-but-uncompleted tasks (completions come back from the workers over IPC), one resource
+ * per task. Sides, interleaved round by round:
+ *   - `leasehold`: admin `POST /v1/tasks/batch` to the built coordinator; worker SDK instances
+ *     (`procs/sdk-worker.ts`): grant (owner txn + durable fence advance at the sink) → fenced,
+ *     fsynced result write at the sink → `task.complete` (txn);
+ *   - `bullmq-always`: `Queue.addBulk` on Debian's redis-server with AOF `appendfsync always`
+ *     (every write fsynced before the reply: the durability the sink gives); BullMQ `Worker`s;
+ *   - `bullmq-everysec`: the same with `appendfsync everysec` (the usual production setting).
+ * CPU per task is the whole system's: servers (coordinator + etcd + sink, or redis) plus the
+ * worker processes and the bench process (the submitter). Target: leasehold ≥ 1.0× BullMQ
+ * `always` in tasks/s.
  */
-import { startWorker, type Worker } from '@leasehold/worker';
-import { EtcdBaselines, type LoopResult } from './etcd-baselines.js';
-import { compactEtcd, type Etcd } from './infra/etcd.js';
+import { Queue } from 'bullmq';
+import { ChildLoad } from './child-load.js';
+import type { Etcd } from './infra/etcd.js';
 import { Admin } from './infra/raw-worker.js';
-import { startStack } from './infra/stack.js';
-import { CpuPerOp } from './infra/proc.js';
-import { interleave, mean, ratioRow, type BenchRow } from './report.js';
+import { findRedis, startRedis, type Redis } from './infra/redis.js';
+import { startStack, type Stack } from './infra/stack.js';
+import { interleaveLoads, median, type Load, type RoundResult } from './measure.js';
+import type { Counters } from './procs/protocol.js';
+import { throughputRow, type BenchRow } from './report.js';
 
 export interface CycleOptions {
   readonly etcd: Etcd;
   readonly seconds: number;
   readonly rounds: number;
-  readonly workers?: number;
-  readonly slots?: number;
+  readonly maxWarmupSlices: number;
   readonly log: (line: string) => void;
 }
 
+export const CYCLE_WORKERS = 8;
+export const CYCLE_SLOTS = 8;
 const SUBMITTERS = 4;
 const SUBMIT_BATCH = 32;
+const BACKLOG = CYCLE_WORKERS * CYCLE_SLOTS * 2;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
-  const workerCount = o.workers ?? 8;
-  const slots = o.slots ?? 8;
-  const stack = await startStack({ name: 'cycle', etcd: o.etcd, sessionTtlMs: 10_000, heartbeatIntervalMs: 2_500 });
-  // Outside the coordinator's prefix: its watch covers the whole prefix, and the baseline's tens of
-  // thousands of writes inside it used to flood that watch (the index then lagged by seconds).
-  const baselines = new EtcdBaselines(o.etcd.endpoint, `${stack.prefix.slice(0, -1)}-baseline/`);
-  const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
-  let taskSeq = 0;
-  try {
-    const cycleRound = async (round: number): Promise<LoopResult> => {
-      let completed = 0;
-      let submitted = 0;
-      let counting = false;
-      let errors = 0;
-      const workers: Worker[] = [];
-      for (let i = 0; i < workerCount; i += 1) {
-        const w = startWorker({
-          coordinators: [stack.coordinator.url],
-          sink: { url: stack.sink.url },
-          credentials: { workerKey: stack.keys.workerKey },
-          workerId: `cycle-${round}-${i}`,
-          concurrency: slots,
-          idleBackoffMs: 20,
-          handler: (task) => ({ done: task.taskId }),
-        });
-        w.on('*', (e) => {
-          if (e.type === 'completed' && counting) completed += 1;
-          if ((e.type === 'refused' || e.type === 'lease-lost') && counting) errors += 1;
-        });
-        workers.push(w);
-      }
-      const backlog = workerCount * slots * 2;
-      const start = performance.now();
-      const measureFrom = start + 1_000;
-      const end = measureFrom + o.seconds * 1_000;
-      let done = 0;
-      const submitter = async () => {
-        while (performance.now() < end) {
-          const room = Math.min(SUBMIT_BATCH, backlog - (submitted - done));
-          if (room < Math.min(8, SUBMIT_BATCH)) {
-            await sleep(1);
-            continue;
-          }
-          submitted += room;
-          const batch = Array.from({ length: room }, () => {
-            const n = taskSeq++;
-            return { taskId: `c${n}`, resource: `cr/${n}` };
-          });
-          try {
-            errors += await admin.submitBatch(batch);
-          } catch {
-            errors += room;
-          }
-        }
+type Submit = (ids: readonly number[]) => Promise<number>;
+
+/** Worker processes + the bench process as the submitter, with a bounded backlog. */
+export class CycleLoad implements Load {
+  readonly name: string;
+  readonly selfIsClient = true;
+  readonly workers: ChildLoad;
+  readonly #servers: Readonly<Record<string, number>>;
+  readonly #submit: Submit;
+  #submitted = 0;
+  #done = 0;
+  #running = false;
+  #submitters: Promise<void>[] = [];
+  #seq = 0;
+  submitErrors = 0;
+
+  constructor(args: {
+    name: string;
+    script: string;
+    servers: Readonly<Record<string, number>>;
+    params: (round: number, worker: number) => Record<string, unknown>;
+    submit: Submit;
+  }) {
+    this.name = args.name;
+    this.#servers = args.servers;
+    this.#submit = args.submit;
+    this.workers = new ChildLoad({
+      name: args.name,
+      script: args.script,
+      count: CYCLE_WORKERS,
+      counted: () => args.servers,
+      params: args.params,
+    });
+    for (const c of this.workers.children) {
+      c.onMessage = (m) => {
+        if (m.type === 'done') this.#done += Number(m.n);
       };
-      for (const w of workers) w.on('completed', () => (done += 1));
-      const timer = setTimeout(() => (counting = true), measureFrom - start);
-      await Promise.all(Array.from({ length: SUBMITTERS }, submitter));
-      clearTimeout(timer);
-      counting = false;
-      await Promise.all(workers.map((w) => w.close(2_000)));
-      return { ops: completed, errors, seconds: o.seconds, perSecond: completed / o.seconds };
+    }
+  }
+
+  counted() {
+    return this.#servers;
+  }
+  clients() {
+    return this.workers.clients();
+  }
+
+  async #submitter(): Promise<void> {
+    while (this.#running) {
+      const room = Math.min(SUBMIT_BATCH, BACKLOG - (this.#submitted - this.#done));
+      if (room < 8) {
+        await sleep(1);
+        continue;
+      }
+      this.#submitted += room;
+      const ids = Array.from({ length: room }, () => this.#seq++);
+      try {
+        this.submitErrors += await this.#submit(ids);
+      } catch {
+        this.submitErrors += room;
+      }
+    }
+  }
+
+  async start(round: number): Promise<void> {
+    this.#submitted = 0;
+    this.#done = 0;
+    await this.workers.start(round);
+    this.#running = true;
+    this.#submitters = Array.from({ length: SUBMITTERS }, () => this.#submitter());
+  }
+  sample(mark?: 'begin' | 'end'): Promise<Counters> {
+    return this.workers.sample(mark);
+  }
+  async stop(): Promise<Record<string, unknown>> {
+    this.#running = false;
+    await Promise.all(this.#submitters);
+    await this.workers.stop();
+    return {};
+  }
+  close(): Promise<void> {
+    this.#running = false;
+    return this.workers.close();
+  }
+}
+
+/**
+ * The leasehold side (also the background load of the takeover suite, which submits its tasks at
+ * `priority` 1 so the SDK workers take them before the takeover suite's own priority-0 tasks).
+ */
+export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'leasehold', priority = 0): CycleLoad {
+  return new CycleLoad({
+    name,
+    script: 'sdk-worker.js',
+    servers: { coordinator: stack.coordinator.pid, etcd: etcd.pid, sink: stack.sink.pid },
+    params: (round, i) => ({
+      coordinatorUrl: stack.coordinator.url,
+      sinkUrl: stack.sink.url,
+      workerKey: stack.keys.workerKey,
+      workerId: `${name}-${round}-${i}`,
+      concurrency: CYCLE_SLOTS,
+    }),
+    submit: (ids) =>
+      admin.submitBatch(
+        ids.map((n) => ({ taskId: `${name}-${n}`, resource: `cr/${n}`, ...(priority > 0 ? { priority } : {}) })),
+      ),
+  });
+}
+
+function bullmqCycle(name: string, redis: Redis, queue: Queue): CycleLoad {
+  return new CycleLoad({
+    name,
+    script: 'bullmq-worker.js',
+    servers: { redis: redis.pid },
+    params: () => ({ port: redis.port, queue: queue.name, concurrency: CYCLE_SLOTS }),
+    submit: async (ids) => {
+      await queue.addBulk(ids.map((n) => ({ name: 'task', data: { n: 1, resource: `cr/${n}` } })));
+      return 0;
+    },
+  });
+}
+
+export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
+  const stack = await startStack({ name: 'cycle', etcd: o.etcd, sessionTtlMs: 10_000, heartbeatIntervalMs: 2_500 });
+  const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
+  const loads: CycleLoad[] = [];
+  const redises: Redis[] = [];
+  const queues: Queue[] = [];
+  try {
+    const leasehold = leaseholdCycle(stack, admin, o.etcd);
+    loads.push(leasehold);
+    if (findRedis() === undefined) {
+      o.log('cycle: redis-server not found: the BullMQ sides are skipped');
+    } else {
+      for (const fsync of ['always', 'everysec'] as const) {
+        const redis = await startRedis(fsync);
+        redises.push(redis);
+        const queue = new Queue(`bench-${fsync}`, {
+          connection: { host: '127.0.0.1', port: redis.port, maxRetriesPerRequest: null },
+          defaultJobOptions: { removeOnComplete: true, removeOnFail: 1000 },
+        });
+        queues.push(queue);
+        loads.push(bullmqCycle(`bullmq-${fsync}`, redis, queue));
+      }
+    }
+    const results = await interleaveLoads(o.rounds, loads, {
+      seconds: o.seconds,
+      maxWarmupSlices: o.maxWarmupSlices,
+      log: o.log,
+    });
+    const get = (name: string): RoundResult[] => results.get(name) ?? [];
+    const describe = (rs: readonly RoundResult[]) => {
+      const parts = Object.keys(rs[0]?.cpuUs ?? {}).map(
+        (k) => `${k} ${Math.round(median(rs.map((r) => r.cpuUs[k] ?? 0)))}`,
+      );
+      const clients = median(rs.map((r) => r.clientUs));
+      const self = median(rs.map((r) => r.selfUs));
+      return `${parts.join(', ')}, worker processes ${Math.round(clients - self)}, bench submitter ${Math.round(self)}`;
     };
-    const perOp = { cycle: new CpuPerOp(), rawTxn: new CpuPerOp() };
-    const pids = { etcd: o.etcd.pid, coordinator: stack.coordinator.pid, sink: stack.sink.pid };
-    const results = await interleave(
-      o.rounds,
-      {
-        cycle: (round) => perOp.cycle.measure(pids, () => cycleRound(round)),
-        rawTxn: () =>
-          perOp.rawTxn.measure({ etcd: o.etcd.pid }, () => baselines.rawTxn(workerCount * slots, o.seconds)),
-      },
-      o.log,
-      () => compactEtcd(o.etcd),
-    );
-    const cycles = mean(results.cycle.map((r) => r.perSecond));
-    const raw = mean(results.rawTxn.map((r) => r.perSecond));
-    return [
-      ratioRow({
-        name: `full task cycles/s (submit → grant → write → complete), ${workerCount} SDK workers × ${slots} slots`,
-        value: cycles,
-        unit: 'cycles/s',
-        baseline: raw / 3,
-        baselineName: `raw etcd3 txn/s ÷ 3, ${workerCount * slots} in flight`,
-        target: 1.0,
-        note:
-          `refused or lost during measurement: ${results.cycle.reduce((a, r) => a + r.errors, 0)}; ` +
-          `CPU µs per cycle (SDK workers and submitters are the clients; worker start/stop included): ` +
-          `${perOp.cycle.describe()}; per raw txn: ${perOp.rawTxn.describe()}`,
-      }),
-    ];
+    const errors = get('leasehold').reduce((a, r) => a + r.errors, 0) + leasehold.submitErrors;
+    const summaries = leasehold.workers.summaries.flat();
+    const windowOps = summaries.reduce((a, s) => a + Number(s.windowOps ?? 0), 0);
+    const perTask = (k: string) =>
+      windowOps > 0 ? (summaries.reduce((a, s) => a + Number(s[k] ?? 0), 0) / windowOps).toFixed(2) : '?';
+    const shape = `${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots, batches of ≤ ${SUBMIT_BATCH}, backlog ≤ ${BACKLOG}`;
+    const rows: BenchRow[] = [];
+    if (get('bullmq-always').length > 0) {
+      rows.push(
+        throughputRow({
+          name: 'full task cycles/s (submit → grant → fenced write → complete) vs BullMQ, AOF always',
+          unit: 'tasks/s',
+          figure: get('leasehold'),
+          base: get('bullmq-always'),
+          baselineName: 'BullMQ no-op jobs, redis-server appendfsync always',
+          cpu: 'total',
+          target: 1.0,
+          note:
+            `${shape}; CPU µs per task (all processes; medians): leasehold ${describe(get('leasehold'))}; ` +
+            `BullMQ always ${describe(get('bullmq-always'))}; WebSocket frames per leasehold task: ${perTask('framesOut')} ` +
+            `worker → coordinator, ${perTask('framesIn')} back; refused, lost or unsubmitted during leasehold rounds: ${errors}`,
+        }),
+        throughputRow({
+          name: 'full task cycles/s vs BullMQ, AOF everysec',
+          unit: 'tasks/s',
+          figure: get('leasehold'),
+          base: get('bullmq-everysec'),
+          baselineName: 'BullMQ no-op jobs, redis-server appendfsync everysec',
+          cpu: 'total',
+          note: `BullMQ everysec ${describe(get('bullmq-everysec'))}`,
+        }),
+      );
+    } else {
+      rows.push(
+        throughputRow({
+          name: 'full task cycles/s (submit → grant → fenced write → complete)',
+          unit: 'tasks/s',
+          figure: get('leasehold'),
+          base: get('leasehold'),
+          baselineName: 'itself (BullMQ skipped: no redis-server)',
+          cpu: 'total',
+          note: `${shape}; CPU µs per task: ${describe(get('leasehold'))}`,
+        }),
+      );
+    }
+    return rows;
   } finally {
-    baselines.close();
+    for (const l of loads) await l.close();
+    for (const q of queues) await q.close();
+    for (const r of redises) await r.stop();
+    await admin.close();
     await stack.stop();
   }
 }

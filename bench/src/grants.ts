@@ -1,144 +1,129 @@
 /**
- * Suite `grants`: grants/s at 64 concurrent acquirers.
+ * Suite `grants`: grants at 64 concurrent acquirers (4 processes × 16 sessions) on the built
+ * coordinator and sink, vs the etcd work a grant stands on, driven from its own process.
  *
- * The built coordinator and sink as processes on the bench etcd; 64 raw WebSocket workers (one
- * session each). A grant counts when `lease.granted` arrives, i.e. after the owner txn and the
- * sink's durable fence advance. Two figures, each against the baseline that does the same work:
- *   - grants/s: each acquirer loops `lease.acquire` (any pending task) -> `lease.granted` and keeps
- *     what it got, from a pool of pending tasks on distinct resources large enough for the round
- *     (after the round everything is released, outside the measurement) — vs raw etcd3
- *     create-if-absent txns with a lease on fresh keys, which are never deleted either (target
- *     >= 1.0x: batching must win back the extra work);
- *   - grant + release cycles/s: each acquirer loops acquire -> granted -> `lease.release` ->
- *     released — vs etcd3's Lock acquire + release of a fresh key (target >= 3x).
- * Same 64-way concurrency, same etcd, interleaved round by round.
+ * A grant counts when `lease.granted` arrives: after the owner txn in etcd and the sink's durable
+ * fence advance. Sides, interleaved round by round (etcd compacted between rounds):
+ *   - `grants`: acquire → granted, each acquirer keeping what it got (from a pool of pending tasks
+ *     on distinct resources; everything is released after the round, outside the window);
+ *   - `grant+release`: acquire → granted → release → released;
+ *   - `rawTxn`: a create-if-absent txn with a lease on a fresh key, 64 in flight (keeps its keys);
+ *   - `lock`: etcd3's Lock acquire + release of a fresh key, 64 in flight.
+ * CPU per op: a grant is charged coordinator + etcd + sink; a raw txn etcd + its client process
+ * (target: grant ≤ 0.6× raw txn — batching must pay); the acquirer processes are reported apart.
  */
-import { cpuMs, CpuPerOp, waitIdle } from './infra/proc.js';
-import { Admin, isGrant, pool, RawWorker, type GrantFrame } from './infra/raw-worker.js';
-import { startStack } from './infra/stack.js';
+import { ChildLoad } from './child-load.js';
 import { compactEtcd, type Etcd } from './infra/etcd.js';
-import { EtcdBaselines, runLanes, type LoopResult } from './etcd-baselines.js';
-import { interleave, mean, percentile, ratioRow, limitRow, type BenchRow } from './report.js';
+import { waitIdle } from './infra/proc.js';
+import { Admin, pool } from './infra/raw-worker.js';
+import { startStack } from './infra/stack.js';
+import { interleaveLoads, median, type RoundResult } from './measure.js';
+import { cpuRow, limitRow, percentile, throughputRow, type BenchRow } from './report.js';
 
 export interface GrantsOptions {
   readonly etcd: Etcd;
   readonly seconds: number;
   readonly rounds: number;
-  readonly concurrency?: number;
+  readonly maxWarmupSlices: number;
   readonly log: (line: string) => void;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const PROCESSES = 4;
+const SESSIONS = 16;
 
 export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
-  const lanes = o.concurrency ?? 64;
+  const lanes = PROCESSES * SESSIONS;
   const stack = await startStack({ name: 'grants', etcd: o.etcd, sessionTtlMs: 10_000, heartbeatIntervalMs: 2_500 });
-  // Outside the coordinator's prefix: its watch covers the whole prefix, and the baseline's tens of
-  // thousands of writes inside it used to flood that watch (the index then lagged by seconds).
-  const baselines = new EtcdBaselines(o.etcd.endpoint, `${stack.prefix.slice(0, -1)}-baseline/`);
-  const workers: RawWorker[] = [];
+  // Outside the coordinator's prefix: its watch covers the whole prefix.
+  const basePrefix = `${stack.prefix.slice(0, -1)}-baseline/`;
+  const loads: ChildLoad[] = [];
   try {
     const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
-    // Enough pending tasks for the held-grants side at up to ~7k grants/s over a round (warm-up
-    // included); released again after each of its rounds. lease.none is counted if it runs dry.
-    const poolSize = Math.ceil((7_000 * (o.seconds + 1)) / 1000) * 1000;
+    // Enough pending tasks for the held side at up to ~6k grants/s over warm-up + window.
+    const warm = Math.min(4, o.maxWarmupSlices);
+    const poolSize = Math.ceil((6_000 * (warm + o.seconds + 1)) / 1000) * 1000;
     const tasks = Array.from({ length: poolSize }, (_, i) => ({ taskId: `t${i}`, resource: `r/${i}` }));
     await pool(Math.ceil(tasks.length / 1000), 4, async (i) => {
       const refused = await admin.submitBatch(tasks.slice(i * 1000, (i + 1) * 1000));
       if (refused > 0) throw new Error(`${refused} tasks refused`);
     });
+    await admin.close();
     // The coordinator indexes the pool from its watch: let it finish before anything is measured.
     await waitIdle(stack.coordinator.pid);
-    for (let i = 0; i < lanes; i += 1) {
-      const w = await RawWorker.open(stack.coordinator.url, stack.keys.workerKey, `grant-${i}`, 10_000);
-      w.startHeartbeats(2_000);
-      workers.push(w);
-    }
-    const latencies: number[] = [];
-    const coordinatorCpu: number[] = [];
-    // CPU per operation of every process involved (contention on a shared machine changes the
-    // rates, much less the CPU each operation costs): µs per grant / per raw txn.
-    const perOp = { grants: new CpuPerOp(), rawTxn: new CpuPerOp() };
-    const pids = { etcd: o.etcd.pid, coordinator: stack.coordinator.pid, sink: stack.sink.pid };
-    let none = 0;
-    /** One acquire; the grant, or undefined (a `lease.none` is counted and backed off). */
-    const acquire = async (w: RawWorker, requestId: string): Promise<GrantFrame | undefined> => {
-      const reply = await w.acquire(requestId);
-      if (isGrant(reply)) return reply;
-      if (reply.type === 'lease.none') {
-        none += 1;
-        await sleep(2);
-      }
-      return undefined;
-    };
-    const heldRound = async (round: number): Promise<LoopResult> => {
-      const held: GrantFrame[][] = workers.map(() => []);
-      const cpu0 = cpuMs(stack.coordinator.pid) ?? 0;
-      const t0 = performance.now();
-      const res = await runLanes(lanes, o.seconds, 1, async (lane, n) => {
-        const w = workers[lane];
-        if (w === undefined) return false;
-        const sentAt = performance.now();
-        const grant = await acquire(w, `h${round}-${n}`);
-        if (grant === undefined) return false;
-        held[lane]?.push(grant);
-        if ((n & 3) === 0) latencies.push(performance.now() - sentAt);
-        return true;
-      });
-      coordinatorCpu.push(((cpuMs(stack.coordinator.pid) ?? 0) - cpu0) / ((performance.now() - t0) / 1000));
-      // Give everything back for the next rounds (not measured).
-      await Promise.all(
-        workers.map(async (w, lane) => {
-          for (const g of held[lane] ?? []) {
-            const r = await w.release(g);
-            if (r.type !== 'lease.released') throw new Error(`release after the round: ${r.type}`);
-          }
+    const servers = { coordinator: stack.coordinator.pid, etcd: o.etcd.pid, sink: stack.sink.pid };
+    const acquirers = (name: string, mode: 'held' | 'cycle') =>
+      new ChildLoad({
+        name,
+        script: 'acquirers.js',
+        count: PROCESSES,
+        counted: () => servers,
+        params: (round, i) => ({
+          url: stack.coordinator.url,
+          workerKey: stack.keys.workerKey,
+          sessions: SESSIONS,
+          mode,
+          tag: `${name}-${round}-${i}`,
         }),
-      );
-      return res;
-    };
-    const cycleRound = (round: number): Promise<LoopResult> =>
-      runLanes(lanes, o.seconds, 1, async (lane, n) => {
-        const w = workers[lane];
-        const grant = w === undefined ? undefined : await acquire(w, `g${round}-${n}`);
-        if (w === undefined || grant === undefined) return false;
-        return (await w.release(grant)).type === 'lease.released';
       });
-    const results = await interleave(
+    const etcdLoad = (name: string, mode: 'rawTxn' | 'lock') =>
+      new ChildLoad({
+        name,
+        script: 'etcd-load.js',
+        count: 1,
+        counted: (children) => ({ etcd: o.etcd.pid, client: children[0]?.pid ?? 0 }),
+        params: (round) => ({ endpoint: o.etcd.endpoint, prefix: basePrefix, lanes, mode, tag: `${name}-${round}` }),
+      });
+    const held = acquirers('grants', 'held');
+    const cycle = acquirers('grant-release', 'cycle');
+    const raw = etcdLoad('rawTxn', 'rawTxn');
+    const lock = etcdLoad('lock', 'lock');
+    loads.push(held, cycle, raw, lock);
+    const results = await interleaveLoads(
       o.rounds,
-      {
-        grants: (round) => perOp.grants.measure(pids, () => heldRound(round)),
-        cycles: cycleRound,
-        rawTxn: () => perOp.rawTxn.measure({ etcd: o.etcd.pid }, () => baselines.rawTxn(lanes, o.seconds)),
-        lock: () => baselines.lock(lanes, o.seconds),
-      },
-      o.log,
+      loads,
+      { seconds: o.seconds, maxWarmupSlices: warm, log: o.log },
       () => compactEtcd(o.etcd),
     );
-    const rate = (rs: readonly LoopResult[]) => mean(rs.map((r) => r.perSecond));
-    const grants = rate(results.grants);
-    const cycles = rate(results.cycles);
-    latencies.sort((a, b) => a - b);
+    const get = (name: string): RoundResult[] => results.get(name) ?? [];
+    const latencies = held.summaries
+      .flat()
+      .flatMap((s) => (Array.isArray(s.latencies) ? (s.latencies as number[]) : []))
+      .sort((a, b) => a - b);
+    const none = [...held.summaries, ...cycle.summaries].flat().reduce((a, s) => a + Number(s.none ?? 0), 0);
+    const acq = (rs: readonly RoundResult[]) => Math.round(median(rs.map((r) => r.clientUs)));
+    const per = (rs: readonly RoundResult[], k: string) => Math.round(median(rs.map((r) => r.cpuUs[k] ?? 0)));
     const note =
-      `${lanes} acquirers, each keeping its grants; pool ${poolSize} tasks; coordinator CPU ${Math.round(mean(coordinatorCpu))} ms/s; lease.none ${none}; ` +
-      `CPU µs per grant: ${perOp.grants.describe()}; per raw txn: ${perOp.rawTxn.describe()}`;
+      `${lanes} acquirers in ${PROCESSES} processes, each keeping its grants; pool ${poolSize} tasks; lease.none ${none}; ` +
+      `CPU µs per grant (medians): coordinator ${per(get('grants'), 'coordinator')}, etcd ${per(get('grants'), 'etcd')}, ` +
+      `sink ${per(get('grants'), 'sink')}, acquirer processes ${acq(get('grants'))}; per raw txn: etcd ${per(get('rawTxn'), 'etcd')}, ` +
+      `client ${per(get('rawTxn'), 'client')}`;
     return [
-      ratioRow({
+      throughputRow({
         name: `grants/s (acquire → fence advanced → granted), ${lanes} acquirers`,
-        value: grants,
         unit: 'grants/s',
-        baseline: rate(results.rawTxn),
-        baselineName: `raw etcd3 create-if-absent txn + lease, ${lanes} in flight`,
-        target: 1.0,
+        figure: get('grants'),
+        base: get('rawTxn'),
+        baselineName: `raw etcd3 create-if-absent txn + lease, ${lanes} in flight, own process`,
+        cpu: 'counted',
         note,
       }),
-      ratioRow({
+      cpuRow({
+        name: 'grants: CPU per grant (coordinator + etcd + sink) vs raw txn (etcd + client)',
+        figure: get('grants'),
+        base: get('rawTxn'),
+        figureCpu: (r) => r.countedUs,
+        baseCpu: (r) => r.countedUs,
+        baselineName: 'raw etcd3 create-if-absent txn',
+        target: 0.6,
+      }),
+      throughputRow({
         name: `grant + release cycles/s (acquire → granted → release → released), ${lanes} acquirers`,
-        value: cycles,
         unit: 'cycles/s',
-        baseline: rate(results.lock),
-        baselineName: `etcd3 Lock acquire+release, fresh key, ${lanes} in flight`,
-        target: 3.0,
+        figure: get('grant-release'),
+        base: get('lock'),
+        baselineName: `etcd3 Lock acquire+release, fresh key, ${lanes} in flight, own process`,
+        cpu: 'counted',
+        note: `CPU per op: coordinator + etcd + sink vs etcd + Lock client; acquirer processes ${acq(get('grant-release'))} µs per cycle`,
       }),
       limitRow({
         name: `grant latency p99 (acquire → granted), ${lanes} acquirers`,
@@ -146,12 +131,11 @@ export async function runGrantsBench(o: GrantsOptions): Promise<BenchRow[]> {
         unit: 'ms',
         baseline: percentile(latencies, 50),
         baselineName: 'p50 of the same',
-        digits: 1,
+        note: `p999 ${percentile(latencies, 99.9).toFixed(1)} ms over ${latencies.length} samples`,
       }),
     ];
   } finally {
-    for (const w of workers) w.close();
-    baselines.close();
+    for (const l of loads) await l.close();
     await stack.stop();
   }
 }

@@ -1,17 +1,22 @@
 /**
  * The baseline of the sink benchmark: a bare fastify hello-world (no logging), run as its own
- * process like the sink. Prints `{"port":N}` on stdout once listening; exits on SIGTERM.
+ * process like the sink. `--port 0 --port-file F` as the daemons take them; GET / answers
+ * `{"hello":"world"}`, GET /healthz 200 (start-up probe). Exits on SIGTERM.
  */
+import { writeFileSync } from 'node:fs';
 import Fastify from 'fastify';
 
+const at = process.argv.indexOf('--port-file');
+const portFile = at >= 0 ? process.argv[at + 1] : undefined;
 const app = Fastify({ logger: false });
 app.get('/', () => ({ hello: 'world' }));
+app.get('/healthz', () => ({ ok: true }));
 
 await app.listen({ host: '127.0.0.1', port: 0 });
 const address = app.server.address();
-process.stdout.write(
-  `${JSON.stringify({ port: typeof address === 'object' && address !== null ? address.port : 0 })}\n`,
-);
+const port = typeof address === 'object' && address !== null ? address.port : 0;
+if (portFile !== undefined) writeFileSync(portFile, String(port));
+else process.stdout.write(`${JSON.stringify({ port })}\n`);
 process.once('SIGTERM', () => {
   void app.close().then(() => process.exit(0));
 });

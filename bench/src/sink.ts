@@ -1,294 +1,242 @@
 /**
- * Sink benchmark, three figures measured in one run on the same machine (loopback only):
+ * Suite `sink`: the fenced write target under HTTP load from a separate process.
  *
- *   A. durable fenced writes/s over HTTP: the built sink (`dist/main.js`, synchronous=FULL, group
- *      commit) as its own process, 100 keep-alive connections, each writing new results to its own
- *      resource with a valid capability (every write is `written`, fsynced before its ack);
- *   B. a bare fastify hello-world (GET /) as its own process, same load generator and connections;
- *   C. in-process SQLite, one write per transaction (synchronous=FULL, no HTTP, no batching).
- *
- * Rows: A vs B (target >= 0.6x) and A vs C (what group commit buys over one fsync per write), the
- * sink's resident memory under that load (VmRSS, peak of samples every 250 ms) next to the hello
- * server's. All three are measured in alternating rounds (A, B, C, A, B, C, ...).
+ * Sides, interleaved round by round (write 200 B, write 4 KiB, hello, write 200 B, …), each server
+ * started once and warmed up (checked), each load generator (autocannon, `procs/http-load.ts`) its
+ * own process with `connections` keep-alive connections:
+ *   - `write-200`, `write-4k`: the built sink (synchronous=FULL, group commit, SQLite in its worker
+ *     thread) taking POST /v1/writes; every write is a fresh grant — a resource the bench advanced
+ *     to a new token before the round, a capability signed for it (never a cache hit), a new
+ *     result id — with a result of ~200 B or ~4 KiB; every write is `written`, fsynced before its ack;
+ *   - `hello`: a bare fastify hello-world process (GET /).
+ * Rows: writes/s vs hello requests/s, and the sink's CPU per durable write vs hello's CPU per
+ * request (target ≤ 2.5× for 200 B results), both from /proc of each server process; p99 latency;
+ * failed writes; peak RSS.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { signCapability, type CapabilityKey } from '@leasehold/protocol';
-import { SqliteFenceStore } from '@leasehold/sink';
-import { rssBytes } from './infra/proc.js';
-import { profileArgs, SINK_MAIN } from './infra/stack.js';
-import { runLoad, type LoadResult } from './load.js';
-import { limitRow, ratioRow, round, type BenchRow } from './report.js';
+import { NodeChild, type ChildMessage } from './infra/child.js';
+import { startNodeDaemon, type NodeDaemon } from './infra/daemon.js';
+import { pinToCpus, rssBytes } from './infra/proc.js';
+import { pool } from './infra/raw-worker.js';
+import { startSinkProcess, type StackKeys } from './infra/stack.js';
+import { interleaveLoads, median, type Load, type RoundResult } from './measure.js';
+import type { Counters } from './procs/protocol.js';
+import { cpuRow, limitRow, round, throughputRow, type BenchRow } from './report.js';
 
 export interface SinkBenchOptions {
-  /** Measured seconds per figure (after a 2 s warm-up per round). Default 12. */
-  readonly seconds?: number;
-  /**
-   * The HTTP figures are measured in this many alternating rounds (sink, hello, sink, hello, ...)
-   * and summed, so a load swing on a shared machine hits both sides alike. Default 3.
-   */
-  readonly rounds?: number;
-  readonly connections?: number;
-  readonly log?: (line: string) => void;
+  readonly seconds: number;
+  readonly rounds: number;
+  readonly connections: number;
+  readonly maxWarmupSlices: number;
+  /** `--pin`: servers on CPU 0, load generators on CPU 1 (taskset). */
+  readonly pin: boolean;
+  readonly log: (line: string) => void;
 }
 
-const MAIN_JS = SINK_MAIN;
 const HELLO_JS = fileURLToPath(new URL('./hello-server.js', import.meta.url));
-const COORDINATOR_KEY = 'bench-coordinator-key-000000001';
-const CAPABILITY_KEY: CapabilityKey = { id: 'bench', secret: 'bench-capability-secret-000001' };
 
-async function waitFor(check: () => number | undefined, proc: ChildProcess, what: string): Promise<number> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const value = check();
-    if (value !== undefined) return value;
-    if (proc.exitCode !== null) throw new Error(`${what} exited with ${proc.exitCode}`);
-    if (Date.now() > deadline) throw new Error(`${what} did not start`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
+class HttpSide implements Load {
+  readonly name: string;
+  readonly #child: NodeChild;
+  readonly #server: NodeDaemon;
+  readonly #serverName: string;
+  readonly #prepare: (round: number) => Promise<Record<string, unknown>>;
+  peakRss = 0;
+  summaries: ChildMessage[] = [];
+
+  constructor(
+    name: string,
+    serverName: string,
+    server: NodeDaemon,
+    prepare: (round: number) => Promise<Record<string, unknown>>,
+  ) {
+    this.name = name;
+    this.#serverName = serverName;
+    this.#server = server;
+    this.#prepare = prepare;
+    this.#child = new NodeChild('http-load.js', `load-${name}`);
+  }
+
+  get loadPid(): number {
+    return this.#child.pid;
+  }
+
+  counted() {
+    return { [this.#serverName]: this.#server.pid };
+  }
+  clients() {
+    return [this.#child.pid];
+  }
+  async start(round: number): Promise<void> {
+    const params = await this.#prepare(round);
+    await this.#child.request({ type: 'start', ...params }, 'started', 120_000);
+  }
+  async sample(mark?: 'begin' | 'end'): Promise<Counters> {
+    const m = await this.#child.request({ type: 'sample', ...(mark === undefined ? {} : { mark }) }, 'sample');
+    return { ops: Number(m.ops), errors: Number(m.errors) };
+  }
+  async stop(): Promise<Record<string, unknown>> {
+    this.peakRss = Math.max(this.peakRss, rssBytes(this.#server.pid) ?? 0);
+    const m = await this.#child.request({ type: 'stop' }, 'stopped');
+    this.summaries.push(m);
+    return m;
+  }
+  close(): Promise<void> {
+    return this.#child.kill();
   }
 }
 
-async function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null) return;
-  const exited = new Promise((resolve) => proc.once('exit', resolve));
-  proc.kill('SIGTERM');
-  await exited;
-}
-
-/** Peak VmRSS of `pid` while `run` runs, sampled every 250 ms. */
-async function peakRss<T>(pid: number | undefined, run: () => Promise<T>): Promise<{ result: T; rss: number }> {
-  let peak = 0;
-  const sample = () => {
-    peak = Math.max(peak, pid === undefined ? 0 : (rssBytes(pid) ?? 0));
-  };
-  const timer = setInterval(sample, 250);
-  try {
-    const result = await run();
-    sample();
-    return { result, rss: peak };
-  } finally {
-    clearInterval(timer);
-  }
-}
-
-export async function measureHello(seconds: number, connections: number): Promise<{ load: LoadResult; rss: number }> {
-  const proc = spawn(process.execPath, [HELLO_JS], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  proc.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
-  try {
-    const port = await waitFor(
-      () => (out.includes('\n') ? (JSON.parse(out) as { port: number }).port : undefined),
-      proc,
-      'hello server',
-    );
-    const request = { method: 'GET' as const, path: '/' };
-    const { result: load, rss } = await peakRss(proc.pid, () =>
-      runLoad({ port, connections, durationMs: seconds * 1000, warmupMs: 2000, next: () => request }),
-    );
-    return { load, rss };
-  } finally {
-    await stop(proc);
-  }
-}
-
-export async function measureSink(seconds: number, connections: number, dir: string, env: Record<string, string> = {}) {
-  const portFile = join(dir, 'port');
-  const proc = spawn(
-    process.execPath,
-    [...profileArgs('sink', 'sink'), MAIN_JS, '--port', '0', '--port-file', portFile],
-    {
-      stdio: ['ignore', 'ignore', 'inherit'],
-      env: {
-        PATH: process.env.PATH ?? '',
-        LEASEHOLD_SINK_DB_PATH: join(dir, 'bench.db'),
-        LEASEHOLD_SINK_SYNCHRONOUS: 'FULL',
-        LEASEHOLD_SINK_LOG_LEVEL: 'error',
-        LEASEHOLD_SINK_COORDINATOR_KEYS: COORDINATOR_KEY,
-        LEASEHOLD_SINK_CAPABILITY_KEYS: `${CAPABILITY_KEY.id}:${CAPABILITY_KEY.secret}`,
-        ...env,
-      },
-    },
-  );
-  try {
-    const port = await waitFor(
-      () => (existsSync(portFile) ? Number(readFileSync(portFile, 'utf8')) : undefined),
-      proc,
-      'sink',
-    );
-    const auth = { authorization: `Bearer ${COORDINATOR_KEY}` };
-    const items = Array.from({ length: connections }, (_, lane) => ({ resource: `bench/r${lane}`, token: '1' }));
-    const setup = await runLoad({
-      port,
-      connections: 1,
-      durationMs: 1,
-      warmupMs: 0,
-      next: () => ({
-        method: 'POST',
-        path: '/v1/fences/advance-batch',
-        headers: auth,
-        body: Buffer.from(JSON.stringify({ items })),
-      }),
+async function advanceAll(sink: NodeDaemon, key: string, resources: readonly string[], token: string): Promise<void> {
+  const chunks = Math.ceil(resources.length / 1000);
+  await pool(chunks, 4, async (i) => {
+    const items = resources.slice(i * 1000, (i + 1) * 1000).map((resource) => ({ resource, token }));
+    const res = await fetch(`${sink.url}/v1/fences/advance-batch`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ items }),
     });
-    if (setup.failed > 0) throw new Error('could not advance the bench resources');
-    const lanes = items.map((item, lane) => {
-      const capability = signCapability(CAPABILITY_KEY, {
-        resource: item.resource,
-        token: 1n,
-        workerId: `worker-${lane}`,
-        incarnation: 'bench',
-      });
-      return { resource: item.resource, workerId: `worker-${lane}`, capability };
-    });
-    const { result: load, rss } = await peakRss(proc.pid, () =>
-      runLoad({
-        port,
-        connections,
-        durationMs: seconds * 1000,
-        warmupMs: 2000,
-        next: (lane, n) => {
-          const l = lanes[lane] ?? lanes[0];
-          const body = {
-            resource: l?.resource,
-            token: '1',
-            resultId: `result-${n}`,
-            workerId: l?.workerId,
-            incarnation: 'bench',
-            capability: l?.capability,
-            payload: { lane, n, status: 'done', output: 'abcdefghijklmnopqrstuvwxyz012345' },
-          };
-          return { method: 'POST', path: '/v1/writes', body: Buffer.from(JSON.stringify(body)) };
-        },
-      }),
-    );
-    const metrics = await fetchText(port, '/metrics');
-    return {
-      load,
-      rss,
-      meanBatch: histogramMean(metrics, 'leasehold_sink_batch_ops'),
-      commitMs: 1000 * histogramMean(metrics, 'leasehold_sink_commit_seconds'),
-    };
-  } finally {
-    await stop(proc);
-  }
-}
-
-async function fetchText(port: number, path: string): Promise<string> {
-  const res = await fetch(`http://127.0.0.1:${port}${path}`);
-  return res.text();
+    if (res.status !== 200) throw new Error(`advance-batch answered ${res.status}: ${await res.text()}`);
+  });
 }
 
 function histogramMean(text: string, name: string): number {
-  const sum = new RegExp(`^${name}_sum (\\S+)$`, 'm').exec(text)?.[1];
-  const count = new RegExp(`^${name}_count (\\S+)$`, 'm').exec(text)?.[1];
-  return sum !== undefined && count !== undefined && Number(count) > 0 ? Number(sum) / Number(count) : 0;
+  const s = new RegExp(`^${name}_sum (\\S+)$`, 'm').exec(text)?.[1];
+  const c = new RegExp(`^${name}_count (\\S+)$`, 'm').exec(text)?.[1];
+  return s !== undefined && c !== undefined && Number(c) > 0 ? Number(s) / Number(c) : 0;
 }
 
-export async function measureInProcess(seconds: number, dir: string): Promise<number> {
-  const store = new SqliteFenceStore({ path: join(dir, 'inproc.db'), synchronous: 'FULL' });
-  try {
-    await store.applyBatch([{ kind: 'advance', resource: 'bench/r', token: 1n }]);
-    const end = performance.now() + seconds * 1000;
-    let n = 0;
-    while (performance.now() < end) {
-      const payload = JSON.stringify({ n, status: 'done', output: 'abcdefghijklmnopqrstuvwxyz012345' });
-      await store.applyBatch([
-        { kind: 'write', resource: 'bench/r', token: 1n, resultId: `r-${n}`, workerId: 'w', payload },
-      ]);
-      n++;
-    }
-    return n / seconds;
-  } finally {
-    await store.close();
-  }
-}
-
-function combine(results: readonly LoadResult[]): LoadResult {
-  const ok = results.reduce((a, r) => a + r.ok, 0);
-  const seconds = results.reduce((a, r) => a + r.seconds, 0);
-  const avg = (f: (r: LoadResult) => number) => results.reduce((a, r) => a + f(r), 0) / Math.max(1, results.length);
-  return {
-    ok,
-    failed: results.reduce((a, r) => a + r.failed, 0),
-    seconds,
-    perSecond: seconds > 0 ? ok / seconds : 0,
-    p50Ms: avg((r) => r.p50Ms),
-    p99Ms: avg((r) => r.p99Ms),
-  };
-}
-
-export async function runSinkBench(options: SinkBenchOptions = {}): Promise<BenchRow[]> {
-  const seconds = options.seconds ?? 12;
-  const rounds = Math.max(1, options.rounds ?? 3);
-  const connections = options.connections ?? 100;
-  const log = options.log ?? (() => undefined);
+export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-sink-bench-'));
+  const keys: Pick<StackKeys, 'sinkKey' | 'capability'> = {
+    sinkKey: 'bench-coordinator-key-000000001',
+    capability: { id: 'bench', secret: 'bench-capability-secret-000001' },
+  };
+  const sink = await startSinkProcess(dir, keys, 'sink-suite');
+  const hello = await startNodeDaemon({ name: 'hello', script: HELLO_JS, dir, env: {} });
+  const sides: HttpSide[] = [];
   try {
-    const perRound = seconds / rounds;
-    const sinkRounds: Awaited<ReturnType<typeof measureSink>>[] = [];
-    const helloRounds: Awaited<ReturnType<typeof measureHello>>[] = [];
-    const inProcessRounds: number[] = [];
-    for (let r = 1; r <= rounds; r++) {
-      const roundDir = mkdtempSync(join(dir, 'round-'));
-      sinkRounds.push(await measureSink(perRound, connections, roundDir));
-      helloRounds.push(await measureHello(perRound, connections));
-      inProcessRounds.push(await measureInProcess(perRound, roundDir));
-      log(
-        `sink round ${r}/${rounds}: sink ${Math.round(sinkRounds.at(-1)?.load.perSecond ?? 0)}/s, ` +
-          `hello ${Math.round(helloRounds.at(-1)?.load.perSecond ?? 0)}/s, ` +
-          `in-process ${Math.round(inProcessRounds.at(-1) ?? 0)}/s`,
-      );
+    // Grants prepared per round: enough for the warm-up and the window at the rate seen so far.
+    let expected = 20_000;
+    const writeSide = (bytes: number) => {
+      const name = bytes < 1024 ? 'write-200' : 'write-4k';
+      return new HttpSide(name, 'sink', sink, async (r) => {
+        const slices = r === 1 ? o.maxWarmupSlices : 1;
+        const count = Math.ceil(expected * (slices + o.seconds + 1) * 1.2);
+        const prefix = `${name}/${r}/`;
+        const token = String(1000 + r);
+        const t0 = performance.now();
+        await advanceAll(
+          sink,
+          keys.sinkKey,
+          Array.from({ length: count }, (_, i) => `${prefix}${i}`),
+          token,
+        );
+        o.log(`${name} round ${r}: ${count} grants advanced in ${Math.round(performance.now() - t0)} ms`);
+        return {
+          port: sink.port,
+          connections: o.connections,
+          mode: 'write',
+          write: { prefix, count, token, key: keys.capability, payloadBytes: bytes },
+        };
+      });
+    };
+    sides.push(writeSide(200), writeSide(4096));
+    sides.push(
+      new HttpSide('hello', 'hello', hello, () =>
+        Promise.resolve({ port: hello.port, connections: o.connections, mode: 'hello' }),
+      ),
+    );
+    let pinned = 'not pinned';
+    if (o.pin) {
+      const ok = [sink.pid, hello.pid].every((p) => pinToCpus(p, '0')) && sides.every((s) => pinToCpus(s.loadPid, '1'));
+      pinned = ok ? 'servers pinned to CPU 0, load generators to CPU 1 (taskset)' : 'pinning asked but taskset failed';
+      o.log(`sink: ${pinned}`);
     }
-    const sink = combine(sinkRounds.map((x) => x.load));
-    const hello = combine(helloRounds.map((x) => x.load));
-    const inProcess = inProcessRounds.reduce((a, b) => a + b, 0) / rounds;
-    const meanBatch = sinkRounds.reduce((a, x) => a + x.meanBatch, 0) / rounds;
-    const commitMs = sinkRounds.reduce((a, x) => a + x.commitMs, 0) / rounds;
+    const results = await interleaveLoads(o.rounds, sides, {
+      seconds: o.seconds,
+      maxWarmupSlices: o.maxWarmupSlices,
+      log: (line) => {
+        o.log(line);
+        const rate = /round \d+ write-200: (\d+)\/s/.exec(line)?.[1];
+        if (rate !== undefined) expected = Math.max(2_000, Number(rate));
+      },
+    });
+    const metrics = await (await fetch(`${sink.url}/metrics`)).text();
+    const get = (name: string): RoundResult[] => results.get(name) ?? [];
+    const [w200, w4k, helloR] = [get('write-200'), get('write-4k'), get('hello')];
+    const reused = sides.reduce((a, s) => a + s.summaries.reduce((b, m) => b + Number(m.reused ?? 0), 0), 0);
+    const failed = [...w200, ...w4k].reduce((a, r) => a + r.errors, 0);
+    const p = (side: HttpSide | undefined, key: string) =>
+      median((side?.summaries ?? []).map((m) => Number(m[key] ?? 0)));
+    const [s200, s4k, sHello] = sides;
+    const ctx =
+      `autocannon in its own process, ${o.connections} connections, ${pinned}; a fresh grant per write (own resource, token and ` +
+      `capability); synchronous=FULL; mean group commit ${round(histogramMean(metrics, 'leasehold_sink_batch_ops'), 1)} writes / ` +
+      `${round(1000 * histogramMean(metrics, 'leasehold_sink_commit_seconds'), 2)} ms; CPU = sink process vs hello process (/proc); ` +
+      `load generator CPU per op: write-200 ${Math.round(median(w200.map((r) => r.clientUs)))} µs, hello ${Math.round(median(helloR.map((r) => r.clientUs)))} µs` +
+      (reused > 0 ? `; ${reused} writes reused a prepared grant` : '');
+    const sinkCpu = (r: RoundResult) => r.cpuUs.sink ?? 0;
+    const helloCpu = (r: RoundResult) => r.cpuUs.hello ?? 0;
     const mib = (b: number) => b / 1024 / 1024;
-    const ctx = `${connections} conns, synchronous=FULL, mean group commit ${round(meanBatch, 1)} writes / ${round(commitMs, 2)} ms`;
     return [
-      ratioRow({
-        name: 'sink durable fenced writes/s over HTTP',
-        value: sink.perSecond,
+      throughputRow({
+        name: 'sink durable fenced writes/s, 200 B result, fresh grant per write',
         unit: 'writes/s',
-        baseline: hello.perSecond,
-        baselineName: `fastify hello-world GET, ${connections} conns`,
-        target: 0.6,
+        figure: w200,
+        base: helloR,
+        baselineName: `fastify hello-world GET/s, ${o.connections} conns`,
+        cpu: 'counted',
         note: ctx,
       }),
-      ratioRow({
-        name: 'sink durable fenced writes/s over HTTP',
-        value: sink.perSecond,
+      cpuRow({
+        name: 'sink CPU per durable write (200 B) vs hello-world CPU per request',
+        figure: w200,
+        base: helloR,
+        figureCpu: sinkCpu,
+        baseCpu: helloCpu,
+        baselineName: 'fastify hello-world, same load generator',
+        target: 2.5,
+      }),
+      throughputRow({
+        name: 'sink durable fenced writes/s, 4 KiB result, fresh grant per write',
         unit: 'writes/s',
-        baseline: inProcess,
-        baselineName: 'in-process SQLite, 1 write per txn (FULL)',
+        figure: w4k,
+        base: helloR,
+        baselineName: `fastify hello-world GET/s, ${o.connections} conns`,
+        cpu: 'counted',
+      }),
+      cpuRow({
+        name: 'sink CPU per durable write (4 KiB) vs hello-world CPU per request',
+        figure: w4k,
+        base: helloR,
+        figureCpu: sinkCpu,
+        baseCpu: helloCpu,
+        baselineName: 'fastify hello-world, same load generator',
       }),
       limitRow({
-        name: 'sink write latency p99 (HTTP, under load)',
-        value: sink.p99Ms,
+        name: 'sink write latency p99, 200 B (under load)',
+        value: p(s200, 'p99Ms'),
         unit: 'ms',
-        baseline: hello.p99Ms,
+        baseline: p(sHello, 'p99Ms'),
         baselineName: 'fastify hello-world p99',
-        digits: 2,
+        note: `p50 ${p(s200, 'p50Ms')} ms, p999 ${p(s200, 'p999Ms')} ms; 4 KiB p99 ${p(s4k, 'p99Ms')} ms (medians over rounds)`,
       }),
+      limitRow({ name: 'sink failed writes', value: failed, unit: 'requests', limit: 0, digits: 0 }),
       limitRow({
-        name: 'sink failed writes',
-        value: sink.failed,
-        unit: 'requests',
-        limit: 0,
-        digits: 0,
-      }),
-      limitRow({
-        name: 'sink RSS under write load (peak)',
-        value: mib(Math.max(...sinkRounds.map((x) => x.rss))),
+        name: 'sink RSS under write load (peak at round ends)',
+        value: mib(Math.max(s200?.peakRss ?? 0, s4k?.peakRss ?? 0)),
         unit: 'MiB',
-        baseline: mib(Math.max(...helloRounds.map((x) => x.rss))),
+        baseline: mib(sHello?.peakRss ?? 0),
         baselineName: 'fastify hello-world RSS under load',
       }),
     ];
   } finally {
+    for (const s of sides) await s.close();
+    await hello.stop();
+    await sink.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

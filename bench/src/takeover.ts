@@ -1,32 +1,34 @@
 /**
- * Suite `takeover`: how fast a task moves on when its holder goes silent.
+ * Suite `takeover`: how fast a task moves on when its holder goes silent, measured under the full
+ * task-cycle load (the `cycle` suite's leasehold side — 8 SDK worker processes × 8 slots and the
+ * bench's submitter — runs on the same coordinator, sink and etcd the whole time).
  *
- * Coordinator session TTL 500 ms, heartbeats every 100 ms. In waves of 32, each of 32 holders (raw
- * WebSocket workers, one session each) acquires its own task and heartbeats; then, staggered over
- * 200 ms, each stops heartbeating and says nothing more (its socket stays open: a paused process).
- * The coordinator judges the deadline on its own clock, as `receivedAt(last heartbeat) + TTL`; the
- * bench cannot see `receivedAt`, so it uses `sentAt(last acknowledged heartbeat) + TTL`, which is
- * at most one one-way loopback delay EARLIER than the real deadline: the latencies below are
- * upper bounds (conservative). A taker (a live session) sends a long-poll `lease.acquire {taskId,
- * waitMs}` from 20 ms before that estimate (re-sent on `lease.none`); measured: estimate → `lease.granted`, and estimate → the taker's
- * first write accepted by the sink (200 `written`). The paused holder's late write (old token) is
- * then sent too and must be refused (STALE_TOKEN). One warm-up wave runs first and is not counted.
+ * Coordinator session TTL 500 ms, heartbeats every 100 ms; ≥ 1000 takeovers in waves of 64 (plus
+ * one uncounted warm-up wave), driven by `procs/takeover-driver.ts` in its own process (method
+ * there). Rows: p50 / p99 / p999 from the holder's deadline to the new holder's grant (target
+ * p99 ≤ 25 ms) and to its first accepted write; to the holder's `session.expired`; late writes of
+ * paused holders accepted (must be 0); failed takeovers.
  */
-import { SinkClient } from '@leasehold/sink-client';
+import type { CycleLoad } from './cycle.js';
+import { leaseholdCycle } from './cycle.js';
+import { NodeChild } from './infra/child.js';
 import type { Etcd } from './infra/etcd.js';
-import { Admin, isGrant, RawWorker, type GrantFrame } from './infra/raw-worker.js';
+import { cpuMs, runQueueWaitMs } from './infra/proc.js';
+import { Admin } from './infra/raw-worker.js';
 import { startStack } from './infra/stack.js';
 import { limitRow, percentile, type BenchRow } from './report.js';
 
 export interface TakeoverOptions {
   readonly etcd: Etcd;
   readonly takeovers: number;
+  /** How long the background cycle load runs before the first wave. */
+  readonly settleMs: number;
   readonly log: (line: string) => void;
 }
 
 const TTL_MS = 500;
 const HEARTBEAT_MS = 100;
-const WAVE = 32;
+const WAVE = 64;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> {
@@ -35,154 +37,122 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
     etcd: o.etcd,
     sessionTtlMs: TTL_MS,
     heartbeatIntervalMs: HEARTBEAT_MS,
+    // A lost attempt waits for its retry backoff before the task is grantable again (default 1 s,
+    // a policy choice); the takeover figure measures the mechanism, so tasks retry at once.
+    coordinatorEnv: { LEASEHOLD_COORDINATOR_RETRY_INITIAL_MS: '0' },
   });
   const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
-  const sink = new SinkClient({ url: stack.sink.url, timeoutMs: 5_000 });
-  const takers: RawWorker[] = [];
-  const toGrant: number[] = [];
-  const toWrite: number[] = [];
-  const toExpired: number[] = [];
-  let staleAccepted = 0;
-  let failed = 0;
-  let seq = 0;
+  let background: CycleLoad | undefined;
+  const driver = new NodeChild('takeover-driver.js', 'takeover-driver');
   try {
-    for (let i = 0; i < WAVE; i += 1) {
-      const w = await RawWorker.open(stack.coordinator.url, stack.keys.workerKey, `taker-${i}`, 100);
-      w.startHeartbeats(HEARTBEAT_MS);
-      takers.push(w);
-    }
-    // Wave 0 is a warm-up (the freshly started coordinator and sink JIT-compile their hot paths,
-    // like the other suites' warm-up seconds): run, not counted.
-    const waves = Math.ceil(o.takeovers / WAVE) + 1;
-    for (let wave = 0; wave < waves; wave += 1) {
-      const counted = wave > 0;
-      const tasks = Array.from({ length: WAVE }, (_, i) => ({ taskId: `w${wave}-t${i}`, resource: `tk/${wave}/${i}` }));
-      await admin.submitAll(tasks, 16);
-      const holders = await Promise.all(
-        tasks.map((_, i) => RawWorker.open(stack.coordinator.url, stack.keys.workerKey, `holder-${wave}-${i}`)),
+    background = leaseholdCycle(stack, admin, o.etcd, 'background', 1);
+    await background.start(1);
+    await sleep(o.settleMs);
+    const c0 = await background.sample();
+    const t0 = performance.now();
+    // Where the latency goes when no process is CPU-bound: each daemon's CPU use and the time its
+    // main thread waited for a core over the takeover window (the cycle load runs meanwhile).
+    const daemons = { coordinator: stack.coordinator.pid, sink: stack.sink.pid };
+    const read = () =>
+      Object.fromEntries(
+        Object.entries(daemons).map(([k, pid]) => [k, { cpu: cpuMs(pid) ?? 0, wait: runQueueWaitMs(pid) ?? 0 }]),
       );
-      const grants = await Promise.all(
-        holders.map(async (h, i) => {
-          h.startHeartbeats(HEARTBEAT_MS);
-          const reply = await h.acquire(`h${wave}-${i}`, tasks[i]?.taskId);
-          if (!isGrant(reply)) throw new Error(`holder ${i} got ${JSON.stringify(reply)}`);
-          await h.heartbeat();
-          return reply;
-        }),
-      );
-      await sleep(150);
-      const finished: { taker: RawWorker; grant: GrantFrame }[] = [];
-      await Promise.all(
-        holders.map(async (holder, i) => {
-          const taker = takers[i];
-          const task = tasks[i];
-          const old = grants[i];
-          if (taker === undefined || task === undefined || old === undefined) return;
-          await sleep((200 * i) / WAVE);
-          holder.stopHeartbeats();
-          // Let a heartbeat already in flight come back, so the last acknowledged one is known.
-          await sleep(20);
-          const deadline = holder.lastAckedHeartbeatSentAt + TTL_MS;
-          holder.onPush = (frame) => {
-            if (frame.type === 'session.expired' && counted) toExpired.push(performance.now() - deadline);
-          };
-          await sleep(Math.max(0, deadline - 20 - performance.now()));
-          let grant: GrantFrame | undefined;
-          while (grant === undefined && performance.now() < deadline + 5_000) {
-            const reply = await taker.acquire(`k${++seq}`, task.taskId, 2_000);
-            if (isGrant(reply)) grant = reply;
-            else await sleep(2);
-          }
-          if (grant === undefined) {
-            if (counted) failed += 1;
-            return;
-          }
-          const grantedAt = performance.now();
-          const written = await sink.write({
-            resource: grant.resource,
-            token: BigInt(grant.token),
-            resultId: `result-${grant.token}`,
-            workerId: taker.workerId,
-            incarnation: taker.incarnation,
-            capability: grant.capability,
-            payload: { by: taker.workerId },
-          });
-          const writtenAt = performance.now();
-          if (!written.ok) {
-            if (counted) failed += 1;
-            return;
-          }
-          if (counted) {
-            toGrant.push(grantedAt - deadline);
-            toWrite.push(writtenAt - deadline);
-          }
-          // The paused holder wakes up and writes with its old token: must be refused.
-          const stale = await sink.write({
-            resource: old.resource,
-            token: BigInt(old.token),
-            resultId: `stale-${old.token}`,
-            workerId: holder.workerId,
-            incarnation: holder.incarnation,
-            capability: old.capability,
-            payload: { by: holder.workerId },
-          });
-          if (stale.ok) staleAccepted += 1; // counted in every wave: must never happen
-          finished.push({ taker, grant });
-        }),
-      );
-      await Promise.all(finished.map(({ taker, grant }) => taker.complete(grant, `result-${grant.token}`)));
-      for (const h of holders) h.close();
-      o.log(
-        `takeover wave ${wave}/${waves - 1}${counted ? '' : ' (warm-up)'}: ${toGrant.length} so far, ` +
-          `p50 ${percentile(
-            [...toGrant].sort((a, b) => a - b),
-            50,
-          ).toFixed(1)} ms`,
-      );
-    }
-    const g = [...toGrant].sort((a, b) => a - b);
-    const w = [...toWrite].sort((a, b) => a - b);
-    const x = [...toExpired].sort((a, b) => a - b);
-    const n = `${g.length} takeovers, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker long-polls lease.acquire {taskId, waitMs}`;
+    const p0 = read();
+    await driver.request(
+      {
+        type: 'start',
+        coordinatorUrl: stack.coordinator.url,
+        sinkUrl: stack.sink.url,
+        workerKey: stack.keys.workerKey,
+        adminKey: stack.keys.adminKey,
+        takeovers: o.takeovers,
+        wave: WAVE,
+        ttlMs: TTL_MS,
+        heartbeatMs: HEARTBEAT_MS,
+      },
+      'started',
+      600_000,
+    );
+    const c1 = await background.sample();
+    const windowS = (performance.now() - t0) / 1000;
+    const cycleRate = (c1.ops - c0.ops) / windowS;
+    const p1 = read();
+    const sched = Object.keys(daemons)
+      .map((k) => {
+        const d = (f: 'cpu' | 'wait') => ((p1[k]?.[f] ?? 0) - (p0[k]?.[f] ?? 0)) / windowS;
+        return `${k} ${Math.round(d('cpu'))} ms CPU/s, main thread waited for a core ${Math.round(d('wait'))} ms/s`;
+      })
+      .join('; ');
+    o.log(`takeover: ${sched}`);
+    await background.stop();
+    const res = await driver.request({ type: 'stop' }, 'stopped');
+    const sorted = (k: string) => [...((res[k] as number[] | undefined) ?? [])].sort((a, b) => a - b);
+    const g = sorted('toGrant');
+    const w = sorted('toWrite');
+    const x = sorted('toExpired');
+    const pp = (xs: readonly number[]) =>
+      `p50 ${percentile(xs, 50).toFixed(1)}, p99 ${percentile(xs, 99).toFixed(1)}, p999 ${percentile(xs, 99.9).toFixed(1)} ms`;
+    o.log(
+      `takeover: ${g.length} takeovers; to grant ${pp(g)}; to write ${pp(w)}; background ${Math.round(cycleRate)} tasks/s`,
+    );
+    const setup =
+      `${g.length} takeovers in waves of ${WAVE}, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker long-polls; ` +
+      `under the cycle load (${Math.round(cycleRate)} tasks/s completed meanwhile by 8 SDK worker processes); ${pp(g)}` +
+      `; during the takeovers: ${sched}` +
+      `; holders that never got their grant (left out): ${Number(res.holderSetupFailed ?? 0)}; taker sessions that expired (reopened): ${Number(res.takerSessionsLost ?? 0)}${typeof res.holderReply === 'string' && res.holderReply !== '' ? ` (${res.holderReply})` : ''}`;
     return [
       limitRow({
-        name: 'takeover: holder deadline → new holder granted, p99',
+        name: 'takeover under cycle load: holder deadline → new holder granted, p99',
         value: percentile(g, 99),
         unit: 'ms',
-        limit: 50,
+        limit: 25,
         baseline: percentile(g, 50),
         baselineName: 'p50 of the same',
-        note: n,
+        note: setup,
       }),
       limitRow({
-        name: 'takeover: holder deadline → new holder first write accepted, p99',
-        value: percentile(w, 99),
+        name: 'takeover under cycle load: holder deadline → new holder granted, p999',
+        value: percentile(g, 99.9),
         unit: 'ms',
-        limit: 50,
-        baseline: percentile(w, 50),
+        baseline: percentile(g, 50),
         baselineName: 'p50 of the same',
       }),
       limitRow({
-        name: 'takeover: holder deadline → holder told session.expired, p99',
+        name: 'takeover under cycle load: holder deadline → new holder first write accepted, p99',
+        value: percentile(w, 99),
+        unit: 'ms',
+        baseline: percentile(w, 50),
+        baselineName: 'p50 of the same',
+        note: pp(w),
+      }),
+      limitRow({
+        name: 'takeover under cycle load: holder deadline → holder told session.expired, p99',
         value: percentile(x, 99),
         unit: 'ms',
         baseline: percentile(x, 50),
         baselineName: 'p50 of the same',
-        note: 'expiry judged, owner keys deleted in etcd, pushed, then the lease revoked',
+        note: `${pp(x)}; expiry judged, owner keys deleted in etcd, pushed, then the lease revoked`,
       }),
       limitRow({
         name: 'takeover: late writes of paused holders accepted',
-        value: staleAccepted,
+        value: Number(res.staleAccepted),
         unit: 'writes',
         limit: 0,
         digits: 0,
-        note: `of ${g.length} sent after the takeover; takeovers that failed: ${failed}`,
       }),
-      limitRow({ name: 'takeover: failed takeovers', value: failed, unit: 'takeovers', limit: 0, digits: 0 }),
+      limitRow({
+        name: 'takeover: failed takeovers',
+        value: Number(res.failed),
+        unit: 'takeovers',
+        limit: 0,
+        digits: 0,
+        note: `no grant within 5 s of the deadline, or the first write refused${typeof res.takerReply === 'string' && res.takerReply !== '' ? `; a taker was answered ${res.takerReply}` : ''}`,
+      }),
     ];
   } finally {
-    for (const t of takers) t.close();
-    void sink.close();
+    await driver.kill();
+    if (background !== undefined) await background.close();
+    await admin.close();
     await stack.stop();
   }
 }

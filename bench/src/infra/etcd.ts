@@ -101,9 +101,25 @@ export async function compactEtcd(etcd: Etcd): Promise<void> {
   const client = new Etcd3({ hosts: [etcd.endpoint] });
   try {
     await sleep(200);
-    const revision = (await client.get('leasehold-bench-compact').exec()).header.revision;
+    // A write first: compacting twice at one revision (nothing written in between) is an error.
+    const revision = (await client.put('leasehold-bench-compact').value('x').exec()).header.revision;
     await client.kv.compact({ revision, physical: true });
   } finally {
     client.close();
+  }
+}
+
+/** From etcd's own /metrics: backend size, live keys and revision (what a window ran against). */
+export async function etcdState(etcd: Etcd): Promise<{ dbMiB: number; keys: number; revision: number }> {
+  try {
+    const text = await (await fetch(`${etcd.endpoint}/metrics`, { signal: AbortSignal.timeout(2_000) })).text();
+    const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+    return {
+      dbMiB: Math.round((read('etcd_mvcc_db_total_size_in_bytes') / 1024 / 1024) * 10) / 10,
+      keys: read('etcd_debugging_mvcc_keys_total'),
+      revision: read('etcd_debugging_mvcc_current_revision'),
+    };
+  } catch {
+    return { dbMiB: Number.NaN, keys: Number.NaN, revision: Number.NaN };
   }
 }

@@ -2,7 +2,8 @@
  * What a benchmarked process costs, read from /proc (Linux only): CPU time (utime + stime, in
  * milliseconds) and resident memory (VmRSS, in bytes). A process that is gone reads as undefined.
  */
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ; 100 on every Linux this runs on). */
 const TICKS_PER_SECOND = 100;
@@ -15,6 +16,20 @@ export function cpuMs(pid: number): number | undefined {
     const utime = Number(fields[11]);
     const stime = Number(fields[12]);
     return ((utime + stime) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Time a process's main thread has spent runnable but waiting for a CPU (ms; the second field of
+ * /proc/<pid>/schedstat, needs schedstats in the kernel). For a Node daemon that is the event loop
+ * waiting for a core: latency that no profile of the process shows.
+ */
+export function runQueueWaitMs(pid: number): number | undefined {
+  try {
+    const waitNs = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]);
+    return Number.isFinite(waitNs) ? waitNs / 1e6 : undefined;
   } catch {
     return undefined;
   }
@@ -95,4 +110,84 @@ export async function waitIdle(pid: number, maxMs = 10_000): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 200));
     if ((cpuMs(pid) ?? 0) - before < 20) return;
   }
+}
+
+/** utime + stime + cutime + cstime (ms): the process and the children it has reaped. */
+function cpuWithReapedMs(pid: number): { cpu: number; ppid: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    return { cpu: (ticks * 1000) / TICKS_PER_SECOND, ppid: Number(fields[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU ms used so far by this process and every live descendant (each with its reaped children), so
+ * a child that exits inside a window still counts (its parent reaps it into cutime/cstime).
+ */
+export function treeCpuMs(root = process.pid): number {
+  const byParent = new Map<number, { pid: number; cpu: number }[]>();
+  let rootCpu = 0;
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    const s = cpuWithReapedMs(pid);
+    if (s === undefined) continue;
+    if (pid === root) rootCpu = s.cpu;
+    const list = byParent.get(s.ppid) ?? [];
+    list.push({ pid, cpu: s.cpu });
+    byParent.set(s.ppid, list);
+  }
+  let total = rootCpu;
+  const stack = [root];
+  while (stack.length > 0) {
+    const parent = stack.pop() ?? 0;
+    for (const child of byParent.get(parent) ?? []) {
+      total += child.cpu;
+      stack.push(child.pid);
+    }
+  }
+  return total;
+}
+
+/** Busy CPU ms of the whole machine (all cores) from /proc/stat: everything but idle and iowait. */
+export function systemBusyMs(): number {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+    const v = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = v.slice(0, 8).reduce((a, b) => a + b, 0);
+    const idle = (v[3] ?? 0) + (v[4] ?? 0);
+    return ((total - idle) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * CPU (in cores) used by processes that are not this bench's own while a window runs: the figure
+ * that says whether another job shared the machine. `end()` returns the mean cores over the window.
+ */
+export function foreignCpuWindow(): { end(): number } {
+  const busy0 = systemBusyMs();
+  const tree0 = treeCpuMs();
+  const t0 = performance.now();
+  return {
+    end: () => {
+      const elapsed = performance.now() - t0;
+      if (elapsed <= 0) return 0;
+      return Math.max(0, systemBusyMs() - busy0 - (treeCpuMs() - tree0)) / elapsed;
+    },
+  };
+}
+
+/**
+ * Pin every thread of `pid` to `cpus` (e.g. '0' or '1') with util-linux `taskset -a -p`. Returns
+ * false when taskset is missing or refused (the run goes on unpinned and says so).
+ */
+export function pinToCpus(pid: number, cpus: string): boolean {
+  const r = spawnSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+  return r.status === 0;
 }

@@ -180,7 +180,9 @@ export class Admin {
   }
 
   /** One `POST /v1/tasks/batch`; returns how many tasks it did not accept (status other than 200/201). */
-  async submitBatch(tasks: readonly { taskId: string; resource: string; payload?: JsonValue }[]): Promise<number> {
+  async submitBatch(
+    tasks: readonly { taskId: string; resource: string; payload?: JsonValue; priority?: number }[],
+  ): Promise<number> {
     const results = await this.#client.submitMany(tasks.map((t) => ({ ...t, payload: t.payload ?? { n: 1 } })));
     return results.filter((r) => r.status !== 200 && r.status !== 201).length;
   }

@@ -99,6 +99,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),
         LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs),
         LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
+        // One coordinator, no peer to hand sessions to: the default give-up (TTL / 2, 250 ms in the
+        // takeover suite) closed every socket whenever a busy shared machine delayed one etcd probe.
+        LEASEHOLD_COORDINATOR_ETCD_GIVE_UP_MS: '5000',
         ...opts.coordinatorEnv,
       },
     });

@@ -2,6 +2,11 @@
  * One worker WebSocket: decode and route frames (decisions in core/dispatch), open or resume the
  * session on `hello`, hand each request to its service, send replies and pushes. Requests are
  * served concurrently; replies carry `inReplyTo`. Nothing a frame does can throw out of here.
+ *
+ * Frames sent to one worker in the same turn of the event loop (a grant batch, a batch of
+ * completes) leave in one socket write: the first send of a turn corks the byte stream under the
+ * WebSocket and a `process.nextTick` uncorks it, after the turn's promise continuations have run.
+ * Under the task-cycle load each `writev` cost ~17% of the coordinator's CPU (docs/benchmarks.md).
  */
 import {
   DEFAULT_JSON_LIMITS,
@@ -42,8 +47,16 @@ export interface ConnectionDeps {
   readonly sessionTtlMs: number;
 }
 
+/** The byte stream under a WebSocket (a net or TLS socket): what `send` corks for one turn. */
+export interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
 export class WorkerConnection implements WorkerChannel {
   readonly #socket: WebSocket;
+  readonly #stream: Corkable | undefined;
+  #corked = false;
   readonly #deps: ConnectionDeps;
   readonly #abuse: AbuseCounter;
   readonly #identity: WorkerIdentity;
@@ -51,8 +64,9 @@ export class WorkerConnection implements WorkerChannel {
   #phase: ConnectionPhase = ConnectionPhase.AWAITING_HELLO;
   #session: LocalSession | undefined;
 
-  constructor(socket: WebSocket, deps: ConnectionDeps, identity: WorkerIdentity) {
+  constructor(socket: WebSocket, deps: ConnectionDeps, identity: WorkerIdentity, stream?: Corkable) {
     this.#socket = socket;
+    this.#stream = stream;
     this.#deps = deps;
     this.#identity = identity;
     this.#abuse = new AbuseCounter(deps.maxBadFrames);
@@ -77,8 +91,20 @@ export class WorkerConnection implements WorkerChannel {
     if (!this.isOpen) return false;
     // Per frame: no log object is built unless debug is on (allocation per frame shows up in GC).
     if (this.#log.isLevelEnabled('debug')) this.#log.debug({ type: message.type }, 'send');
+    this.#corkForTurn();
     this.#socket.send(JSON.stringify(message));
     return true;
+  }
+
+  #corkForTurn(): void {
+    const stream = this.#stream;
+    if (stream === undefined || this.#corked) return;
+    this.#corked = true;
+    stream.cork();
+    process.nextTick(() => {
+      this.#corked = false;
+      stream.uncork();
+    });
   }
 
   close(code: number, reason: string): void {

@@ -79,7 +79,7 @@ export class WorkerSockets {
         this.#o.metrics.connections.dec();
       });
       const remote = req.socket.remoteAddress;
-      new WorkerConnection(ws, this.#o.connection, remote === undefined ? identity : { ...identity, remote });
+      new WorkerConnection(ws, this.#o.connection, remote === undefined ? identity : { ...identity, remote }, socket);
     });
   }
 

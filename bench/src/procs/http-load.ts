@@ -1,0 +1,122 @@
+/**
+ * Child process: the HTTP load generator of the sink suite (autocannon, closed loop, keep-alive
+ * connections), in its own process so the servers' baselines are not capped by the bench.
+ *
+ * `hello`: GET / (the fastify hello-world). `write`: POST /v1/writes, each request a fresh grant —
+ * its own resource (advanced by the bench to `token` before the round), its own capability (so the
+ * sink's capability cache never hits), its own result id, a result payload of `payloadBytes`.
+ * When the prepared grants run out it starts over with new result ids (`reused` counts those).
+ */
+import autocannon, { type Instance } from 'autocannon';
+import { signCapability } from '@leasehold/protocol';
+import { serve, type Counters } from './protocol.js';
+
+interface Params {
+  readonly port: number;
+  readonly connections: number;
+  readonly mode: 'hello' | 'write';
+  readonly write?: {
+    readonly prefix: string;
+    readonly count: number;
+    readonly token: string;
+    readonly key: { readonly id: string; readonly secret: string };
+    readonly payloadBytes: number;
+  };
+}
+
+const counters: Counters = { ops: 0, errors: 0 };
+let instance: Instance | undefined;
+let recording = false;
+let latencies: number[] = [];
+let reused = 0;
+const statuses = new Map<number, number>();
+
+function writeBodies(w: NonNullable<Params['write']>): string[] {
+  // ~payloadBytes of result JSON: a status and an opaque output string.
+  const filler = 'x'.repeat(Math.max(0, w.payloadBytes - 40));
+  return Array.from({ length: w.count }, (_, i) => {
+    const resource = `${w.prefix}${i}`;
+    const workerId = `lg-${i}`;
+    const incarnation = `inc-${i}`;
+    const capability = signCapability(w.key, { resource, token: BigInt(w.token), workerId, incarnation });
+    return JSON.stringify({
+      resource,
+      token: w.token,
+      resultId: `res-${i}-@`,
+      workerId,
+      incarnation,
+      capability,
+      payload: { status: 'done', n: i, output: filler },
+    });
+  });
+}
+
+serve<Params>({
+  start(p) {
+    counters.ops = 0;
+    counters.errors = 0;
+    latencies = [];
+    reused = 0;
+    statuses.clear();
+    const url = `http://127.0.0.1:${p.port}`;
+    const common = { url, connections: p.connections, pipelining: 1, duration: 3_600, timeout: 10 };
+    if (p.mode === 'hello' || p.write === undefined) {
+      instance = autocannon({ ...common, method: 'GET' });
+    } else {
+      const bodies = writeBodies(p.write);
+      let next = 0;
+      let pass = 0;
+      instance = autocannon({
+        ...common,
+        requests: [
+          {
+            method: 'POST',
+            path: '/v1/writes',
+            headers: { 'content-type': 'application/json' },
+            setupRequest: (req) => {
+              if (next >= bodies.length) {
+                next = 0;
+                pass += 1;
+              }
+              if (pass > 0) reused += 1;
+              const body = (bodies[next++] ?? '').replace('-@', `-${pass}`);
+              return { ...req, body };
+            },
+          },
+        ],
+      });
+    }
+    instance.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => {
+      if (status >= 200 && status < 300) {
+        counters.ops += 1;
+        if (recording) latencies.push(ms);
+      } else {
+        counters.errors += 1;
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      }
+    });
+    instance.on('reqError', () => {
+      counters.errors += 1;
+    });
+    return Promise.resolve();
+  },
+  sample(mark) {
+    if (mark === 'begin') recording = true;
+    if (mark === 'end') recording = false;
+    return counters;
+  },
+  async stop() {
+    const done = new Promise((resolve) => instance?.once('done', resolve));
+    instance?.stop();
+    await done;
+    latencies.sort((a, b) => a - b);
+    const pct = (q: number) => latencies[Math.min(latencies.length - 1, Math.ceil(latencies.length * q) - 1)] ?? 0;
+    return {
+      p50Ms: pct(0.5),
+      p99Ms: pct(0.99),
+      p999Ms: pct(0.999),
+      reused,
+      statuses: Object.fromEntries(statuses),
+    };
+  },
+});

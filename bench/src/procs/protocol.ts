@@ -1,0 +1,50 @@
+/**
+ * The child side of infra/child.ts: `serve(handlers)` answers start / sample / stop over IPC, and
+ * turns a thrown error into `{ type: 'failed' }` and exit code 1. A child exits when its parent's
+ * IPC channel closes, so a killed bench leaves no load generator behind.
+ */
+export interface Counters {
+  ops: number;
+  errors: number;
+}
+
+export interface ChildHandlers<P> {
+  start(params: P): Promise<void>;
+  sample(mark: 'begin' | 'end' | undefined): Counters;
+  stop(): Promise<Record<string, unknown>>;
+}
+
+export function send(message: Record<string, unknown>): void {
+  process.send?.(message);
+}
+
+function fail(err: unknown): void {
+  send({ type: 'failed', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+  setTimeout(() => process.exit(1), 50);
+}
+
+export function serve<P>(handlers: ChildHandlers<P>): void {
+  process.on('disconnect', () => process.exit(0));
+  process.on('unhandledRejection', fail);
+  process.on('message', (m: { type: string; mark?: 'begin' | 'end' } & P) => {
+    switch (m.type) {
+      case 'start':
+        handlers.start(m).then(() => {
+          send({ type: 'started' });
+        }, fail);
+        break;
+      case 'sample': {
+        const c = handlers.sample(m.mark);
+        send({ type: 'sample', ops: c.ops, errors: c.errors });
+        break;
+      }
+      case 'stop':
+        handlers.stop().then((summary) => {
+          send({ type: 'stopped', ...summary });
+        }, fail);
+        break;
+      default:
+        break;
+    }
+  });
+}
