@@ -7,7 +7,7 @@ import {
   cancelled,
   completed,
   granted,
-  isGrantable,
+  lastEventOf,
   newTask,
   released,
   retried,
@@ -34,9 +34,9 @@ describe('task lifecycle (pure)', () => {
     const delays: number[] = [];
     for (let n = 1; n <= 3; n += 1) {
       const now = 10_000 * n;
-      expect(isGrantable(task, now, DEFAULT_RETRY_POLICY)).toBe(true);
+      expect(task.open).toBeUndefined();
       task = granted(task, HOLDER, now);
-      expect(isGrantable(task, now, DEFAULT_RETRY_POLICY)).toBe(false); // attempt open
+      expect(task).toMatchObject({ attempts: n, open: { attempt: n, workerId: 'w1', startedAtMs: now } });
       task = attemptFailed(task, BigInt(n), BOOM, 'failed', env(now));
       if (task.state === 'pending') delays.push((task.notBeforeMs ?? 0) - now);
     }
@@ -94,6 +94,69 @@ describe('task lifecycle (pure)', () => {
     expect(viewState(t, false, 99)).toBe('delayed');
     expect(viewState(t, false, 100)).toBe('pending');
     expect(viewState(t, true, 0)).toBe('leased');
+  });
+
+  it('newTask keeps a notBefore only when it is in the future, and the trace context only when given', () => {
+    const at = (notBeforeMs: number | undefined, nowMs: number) =>
+      newTask(
+        { taskId: 't', resource: 'r', payload: 1, ...(notBeforeMs === undefined ? {} : { notBeforeMs }) },
+        {
+          nowMs,
+          defaults: POLICY,
+        },
+      );
+    expect(at(101, 100).notBeforeMs).toBe(101);
+    expect(at(100, 100)).not.toHaveProperty('notBeforeMs');
+    expect(at(99, 100)).not.toHaveProperty('notBeforeMs');
+    expect(at(undefined, 100)).not.toHaveProperty('notBeforeMs');
+    expect(at(undefined, 100)).not.toHaveProperty('traceparent');
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    expect(newTask({ taskId: 't', resource: 'r', payload: 1, traceparent: tp }, env(0)).traceparent).toBe(tp);
+    expect(newTask({ taskId: 't', resource: 'r', payload: 1 }, env(0)).retry).toEqual(DEFAULT_RETRY_POLICY);
+  });
+
+  it('history entries carry the error, and never end before they started', () => {
+    const a = granted(submitted(), HOLDER, 50);
+    const failed = attemptFailed(a, 4n, BOOM, 'failed', env(40)); // a clock read earlier than the grant's
+    expect(failed.history?.at(-1)).toEqual({
+      attempt: 1,
+      workerId: 'w1',
+      token: '4',
+      outcome: 'failed',
+      error: { name: 'Error', message: 'boom' },
+      startedAtMs: 50,
+      endedAtMs: 50,
+    });
+    expect(released(a, 4n, 60).history?.at(-1)).not.toHaveProperty('error');
+    expect(released(a, 4n, 60).history?.at(-1)?.endedAtMs).toBe(60);
+    expect(abandoned(a, 4n, 'sink down', env(60)).history?.at(-1)?.error).toEqual({
+      name: 'SinkUnavailable',
+      message: 'sink down',
+    });
+  });
+
+  it('a release without an open attempt adds no history and never counts below zero', () => {
+    const fresh = submitted();
+    const r = released(fresh, 1n, 5);
+    expect(r.attempts).toBe(0);
+    expect(r.history).toBeUndefined();
+  });
+
+  it('cancel of a task nobody holds keeps its history as it was', () => {
+    const a = released(granted(submitted(), HOLDER, 0), 1n, 1);
+    const c = cancelled(a, undefined, 10);
+    expect(c).toMatchObject({ state: 'cancelled', lastEvent: 'cancelled', endedAtMs: 10 });
+    expect(c.history).toEqual(a.history);
+  });
+
+  it('lastEventOf: the recorded event; for records of older coordinators, derived from state and attempts', () => {
+    const base = submitted();
+    expect(lastEventOf({ ...base, lastEvent: 'retried' })).toBe('retried');
+    const { lastEvent: _drop, ...old } = base;
+    expect(lastEventOf(old)).toBe('submitted');
+    expect(lastEventOf({ ...old, attempts: 1 })).toBe('granted');
+    expect(lastEventOf({ ...old, state: 'completed' })).toBe('completed');
+    expect(lastEventOf({ ...old, state: 'failed', attempts: 0 })).toBe('failed');
   });
 
   it('backoff: never above the cap, never below (1 - jitter) of the raw delay', () => {

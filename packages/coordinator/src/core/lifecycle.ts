@@ -82,16 +82,6 @@ export function newTask(spec: SubmitSpec, env: Pick<LifecycleEnv, 'nowMs' | 'def
   };
 }
 
-/** May the task be granted now? Pending, no attempt open, attempts left, its time has come. */
-export function isGrantable(task: TaskRecord, nowMs: number, defaults: RetryPolicy): boolean {
-  return (
-    task.state === 'pending' &&
-    task.open === undefined &&
-    task.attempts < policyOf(task, defaults).maxAttempts &&
-    (task.notBeforeMs ?? 0) <= nowMs
-  );
-}
-
 /** The record the grant txn writes: one more attempt, opened now. */
 export function granted(
   task: TaskRecord,

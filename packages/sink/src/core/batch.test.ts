@@ -93,6 +93,21 @@ describe('decideBatch', () => {
     expect(reads).toEqual(['fence:a', 'payload:a/x']);
   });
 
+  it('a refused write never reads a stored payload', () => {
+    const { r, reads } = reader({ a: 3n }, { 'a/y': '1' });
+    decideBatch(r, [write('a', 2n, 'y', '1'), write('a', 4n, 'y', '1')], 0);
+    expect(reads).toEqual(['fence:a']);
+  });
+
+  it('logs each decision with the result id and worker id of a write (none for an advance)', () => {
+    const { r } = reader({});
+    const { effects } = decideBatch(r, [advance('a', 1n), write('a', 1n, 'x', '1')], 7);
+    expect(effects.decisions.map((d) => [d.kind, d.resultId, d.workerId, d.atMs])).toEqual([
+      ['advance', undefined, undefined, 7],
+      ['write', 'x', 'w', 7],
+    ]);
+  });
+
   it('reports only fences that grew, with their final value', () => {
     const { r } = reader({ a: 5n, b: 1n });
     const plan = decideBatch(r, [advance('a', 5n), advance('b', 2n), advance('b', 4n), advance('c', 1n)], 0);
