@@ -18,10 +18,11 @@ import { applyEtcdRbac, type EtcdRootConnection } from '@leasehold/cli/etcd-rbac
 import { openPki, type CertFiles, type Pki } from '@leasehold/cli/pki';
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { startWorker } from '@leasehold/worker';
-import { Etcd3, EtcdPermissionDeniedError } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack } from '../harness/coordinator.js';
+import { etcdAs, etcdOutcome } from '../harness/etcd-access.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'rbac/';
@@ -69,33 +70,14 @@ function pair(files: CertFiles): { certFile: string; keyFile: string } {
   return { certFile: files.cert, keyFile: files.key };
 }
 
-/** An etcd client presenting `files` (no password: etcd takes the user from the CN). */
+/** An etcd client presenting `files` (closed after the file). */
 function as(files: CertFiles): Etcd3 {
-  const client = new Etcd3({
-    hosts: etcd.endpoints,
-    credentials: {
-      rootCertificate: readFileSync(etcdPki.ca),
-      certChain: readFileSync(files.cert),
-      privateKey: readFileSync(files.key),
-    },
-    dialTimeout: 1_000,
-    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + 2_000 }),
-  });
+  const client = etcdAs(etcd.endpoints, etcdPki.ca, files);
   clients.push(client);
   return client;
 }
 
-/** What etcd did with a call: answered, refused by RBAC, or never let it in (TLS handshake). */
-async function outcome(call: () => Promise<unknown>): Promise<'ok' | 'permission denied' | 'no connection'> {
-  try {
-    await call();
-    return 'ok';
-  } catch (err) {
-    if (err instanceof EtcdPermissionDeniedError) return 'permission denied';
-    if (err instanceof Error && /permission denied/.test(err.message)) return 'permission denied';
-    return 'no connection';
-  }
-}
+const outcome = etcdOutcome;
 
 /** Open a watch on a prefix: resolves once etcd accepted it, rejects with etcd's refusal. */
 async function watchOnce(client: Etcd3, prefix: string): Promise<void> {

@@ -76,7 +76,9 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
 
   try {
     if (opts.etcdEndpoints !== undefined)
-      say('--etcd-endpoints: your etcd; its TLS and users are yours (LEASEHOLD_COORDINATOR_ETCD_* reach the coordinator)');
+      say(
+        '--etcd-endpoints: your etcd; its TLS and users are yours (LEASEHOLD_COORDINATOR_ETCD_* reach the coordinator)',
+      );
     const etcd =
       opts.etcdEndpoints === undefined
         ? { url: await startLocalEtcd(opts.dataDir, state, procs, ids, say), ours: true }

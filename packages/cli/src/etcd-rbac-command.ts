@@ -11,7 +11,8 @@ export async function etcdRbacCommand(raw: Readonly<Record<string, string>>, pro
   const endpoints = splitList(raw.ETCD_ENDPOINTS ?? '');
   if (endpoints.length === 0) problems.push('etcd-rbac: --etcd-endpoints is required');
   for (const e of endpoints)
-    if (!e.startsWith('https://')) problems.push(`--etcd-endpoints: ${e} is not https:// (users log in by certificate)`);
+    if (!e.startsWith('https://'))
+      problems.push(`--etcd-endpoints: ${e} is not https:// (users log in by certificate)`);
   const files: Record<'ETCD_CA' | 'ETCD_CERT' | 'ETCD_KEY', Buffer | undefined> = {
     ETCD_CA: undefined,
     ETCD_CERT: undefined,

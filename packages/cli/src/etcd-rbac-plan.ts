@@ -73,7 +73,8 @@ export function planProblems(plan: EtcdRbacPlan): string[] {
   const problems: string[] = [];
   if (!plan.prefix.endsWith('/') || plan.prefix.length < 2 || !PRINTABLE_ASCII.test(plan.prefix))
     problems.push(`--prefix: ${JSON.stringify(plan.prefix)} must be printable ASCII ending in / (e.g. leasehold/)`);
-  if (!NAME.test(plan.role) || plan.role === ROOT) problems.push(`--etcd-role: ${JSON.stringify(plan.role)} is not a role name for leasehold`);
+  if (!NAME.test(plan.role) || plan.role === ROOT)
+    problems.push(`--etcd-role: ${JSON.stringify(plan.role)} is not a role name for leasehold`);
   if (plan.coordinatorUsers.length === 0) problems.push('--coordinator-users: at least one coordinator user');
   for (const user of plan.coordinatorUsers) {
     if (!NAME.test(user) || user === ROOT)

@@ -48,7 +48,6 @@ import { caFile, readState, scheme } from './local-cluster.js';
 import { collectStatus, renderStatus, useColour } from './status.js';
 import { tail } from './tail.js';
 
-
 const HELP = `leasehold: lease-based task ownership with fencing tokens.
 
 Usage:
