@@ -10,13 +10,15 @@
 #   ca.crt ca.key               the services' CA: HTTPS of the sink and the coordinators
 #   sink.crt sink.key           the sink's server certificate (serverAuth only)
 #   <C>.crt <C>.key             each coordinator's server certificate (serverAuth only), for each
-#                               name C in COORDINATORS (default "coordinator": coordinator.crt)
+#                               name C in COORDINATORS (default "coordinator": coordinator.crt
+#                               coordinator.key)
 #   etcd-ca.crt etcd-ca.key     etcd's own CA: it signs etcd's server and etcd's clients, nothing
 #                               else (etcd takes a client's user from its certificate's CN, so it
 #                               must not trust a CA that signs anyone else's certificates)
 #   etcd.crt etcd.key           etcd's server certificate (serverAuth only)
 #   <C>-etcd.crt <C>-etcd.key   each coordinator's etcd client certificate (clientAuth only), CN C:
-#                               etcd user C (coordinator-etcd.crt for the default name)
+#                               etcd user C (coordinator-etcd.crt coordinator-etcd.key for the
+#                               default name)
 #   etcd-root.crt etcd-root.key etcd's root (CN root): only for `leasehold etcd-rbac`, kept with
 #                               the operator like ca.key and etcd-ca.key
 #   etcd-health.crt etcd-health.key  CN etcd-health, no etcd user: the Compose etcd healthcheck
