@@ -15,6 +15,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
+import { ConfigError } from '../errors.js';
 
 export const SSL_MODES = ['disable', 'verify-full'] as const;
 export type SslMode = (typeof SSL_MODES)[number];
@@ -74,11 +75,12 @@ export function urlTlsProblems(url: string): string[] {
 
 /**
  * The connection string without its TLS parameters, and node-postgres's `ssl` option for them
- * (files read here). Throws on parameters {@link urlTlsProblems} refuses.
+ * (files read here). Throws a ConfigError on parameters {@link urlTlsProblems} refuses, or a file
+ * it cannot read.
  */
 export function connectionTls(url: string): { readonly url: string; readonly ssl: false | ConnectionOptions } {
   const problems = urlTlsProblems(url);
-  if (problems.length > 0) throw new Error(`database URL: ${problems.join('; ')}`);
+  if (problems.length > 0) throw new ConfigError(problems.map((p) => `database URL: ${p}`));
   const t = urlTls(url);
   const parsed = new URL(url);
   for (const name of PARAMS) parsed.searchParams.delete(name);
@@ -87,9 +89,8 @@ export function connectionTls(url: string): { readonly url: string; readonly ssl
     try {
       return readFileSync(path, 'utf8');
     } catch (err) {
-      throw new Error(`database TLS: cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? ''}`, {
-        cause: err,
-      });
+      const code = (err as NodeJS.ErrnoException).code ?? String(err);
+      throw new ConfigError([`database TLS: cannot read ${what} ${path}: ${code}`]);
     }
   };
   const ssl: ConnectionOptions = {
