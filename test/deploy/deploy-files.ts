@@ -133,7 +133,11 @@ function textInvocations(file: DeployFile): Invocation[] {
   const lines = file.text.replace(/\\\n/g, ' ').split('\n');
   lines.forEach((line, i) => {
     for (const m of line.matchAll(/\bleasehold (?:etcd-rbac|cluster up)(?=\s+--)/g)) {
-      out.push({ service: 'cli', args: flagsOfLine(line.slice(m.index + m[0].length)), where: `${file.path}:${i + 1}` });
+      out.push({
+        service: 'cli',
+        args: flagsOfLine(line.slice(m.index + m[0].length)),
+        where: `${file.path}:${i + 1}`,
+      });
     }
     for (const m of line.matchAll(/\bleasehold-(coordinator|sink|worker)\b(?![@.\w/-])/g)) {
       const after = line.slice(m.index + m[0].length);

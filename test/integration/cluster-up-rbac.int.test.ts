@@ -133,10 +133,10 @@ describe.skipIf(etcdBin === undefined)('leasehold cluster up: one identity per s
       });
       try {
         expect(await etcdOutcome(() => sink.getAll().prefix('leasehold/').keys())).toBe('no connection');
-        expect(await etcdOutcome(() => sink.put('leasehold/sink-was-here').value('x'))).toBe('no connection');
+        expect(await etcdOutcome(() => sink.put('leasehold/sink-was-here').value('x').exec())).toBe('no connection');
         expect(await coordinator.get(MARKER).string()).toBe('kept');
         expect(await etcdOutcome(() => coordinator.getAll().keys())).toBe('permission denied');
-        expect(await etcdOutcome(() => coordinator.put('elsewhere/x').value('x'))).toBe('permission denied');
+        expect(await etcdOutcome(() => coordinator.put('elsewhere/x').value('x').exec())).toBe('permission denied');
       } finally {
         sink.close();
         coordinator.close();

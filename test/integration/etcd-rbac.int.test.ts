@@ -112,7 +112,7 @@ describe('leasehold etcd-rbac on a real etcd', () => {
     const sink = as(sinkCert);
     expect(await outcome(() => sink.getAll().prefix(PREFIX).keys())).toBe('no connection');
     expect(await outcome(() => sink.getAll().keys())).toBe('no connection');
-    expect(await outcome(() => sink.put(`${PREFIX}sink-was-here`).value('x'))).toBe('no connection');
+    expect(await outcome(() => sink.put(`${PREFIX}sink-was-here`).value('x').exec())).toBe('no connection');
     const agent = new Agent({
       connect: { ca: readFileSync(etcdPki.ca), cert: readFileSync(sinkCert.cert), key: readFileSync(sinkCert.key) },
     });
@@ -131,15 +131,15 @@ describe('leasehold etcd-rbac on a real etcd', () => {
   it("lets a client certificate of etcd's CA whose CN is no etcd user do nothing", async () => {
     const nobody = as(etcdPki.client('nobody', 'nobody'));
     expect(await outcome(() => nobody.getAll().prefix(PREFIX).keys())).toBe('permission denied');
-    expect(await outcome(() => nobody.put(`${PREFIX}nobody`).value('x'))).toBe('permission denied');
+    expect(await outcome(() => nobody.put(`${PREFIX}nobody`).value('x').exec())).toBe('permission denied');
   });
 
   it("keeps the coordinator's identity inside its prefix: reads, writes, watches and leases there only", async () => {
     const coordinator = as(coordinatorCert);
-    expect(await outcome(() => coordinator.put(`${PREFIX}tasks/t1`).value('v'))).toBe('ok');
+    expect(await outcome(() => coordinator.put(`${PREFIX}tasks/t1`).value('v').exec())).toBe('ok');
     expect(await coordinator.get(`${PREFIX}tasks/t1`).string()).toBe('v');
     expect(await outcome(() => coordinator.getAll().prefix(PREFIX).keys())).toBe('ok');
-    expect(await outcome(() => coordinator.delete().key(`${PREFIX}tasks/t1`))).toBe('ok');
+    expect(await outcome(() => coordinator.delete().key(`${PREFIX}tasks/t1`).exec())).toBe('ok');
     // A lease: grant, a key on it, keepalive, revoke (which deletes the key: needs write on it).
     const lease = coordinator.lease(30, { autoKeepAlive: false });
     await lease.put(`${PREFIX}sessions/s1`).value('live');
@@ -148,7 +148,11 @@ describe('leasehold etcd-rbac on a real etcd', () => {
     expect(await coordinator.get(`${PREFIX}sessions/s1`).string()).toBeNull();
     // A watch inside the prefix sees a put.
     const watcher = await coordinator.watch().prefix(`${PREFIX}owners/`).create();
-    const seen = new Promise<string>((resolve) => watcher.on('put', (kv) => resolve(kv.key.toString())));
+    const seen = new Promise<string>((resolve) => {
+      watcher.on('put', (kv) => {
+        resolve(kv.key.toString());
+      });
+    });
     await coordinator.put(`${PREFIX}owners/r1`).value('o');
     expect(await seen).toBe(`${PREFIX}owners/r1`);
     await watcher.cancel();
@@ -157,8 +161,8 @@ describe('leasehold etcd-rbac on a real etcd', () => {
     await as(rootCert).put('other/x').value('root wrote this');
     for (const key of ['other/x', 'rbac', 'rbac-other/x', 'rbac0', 'rbac0/x', 'leasehold/tasks/t1']) {
       expect(await outcome(() => coordinator.get(key).string()), `get ${key}`).toBe('permission denied');
-      expect(await outcome(() => coordinator.put(key).value('no')), `put ${key}`).toBe('permission denied');
-      expect(await outcome(() => coordinator.delete().key(key)), `delete ${key}`).toBe('permission denied');
+      expect(await outcome(() => coordinator.put(key).value('no').exec()), `put ${key}`).toBe('permission denied');
+      expect(await outcome(() => coordinator.delete().key(key).exec()), `delete ${key}`).toBe('permission denied');
     }
     expect(await outcome(() => coordinator.getAll().keys())).toBe('permission denied');
     expect(await outcome(() => watchOnce(coordinator, 'other/'))).toBe('permission denied');

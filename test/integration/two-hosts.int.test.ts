@@ -165,7 +165,7 @@ describe.skipIf(skip !== undefined)(`docs/operations.md, two hosts step by step$
     try {
       expect(await etcdOutcome(() => sink.getAll().prefix('leasehold/').keys())).toBe('no connection');
       expect(await etcdOutcome(() => coordinator.getAll().prefix('leasehold/tasks/').keys())).toBe('ok');
-      expect(await etcdOutcome(() => coordinator.put('outside/x').value('x'))).toBe('permission denied');
+      expect(await etcdOutcome(() => coordinator.put('outside/x').value('x').exec())).toBe('permission denied');
     } finally {
       sink.close();
       coordinator.close();

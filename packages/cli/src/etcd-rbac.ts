@@ -41,8 +41,8 @@ const PERMISSIONS: Readonly<Record<string, RangePermission['permission']>> = {
 };
 
 function toRangePermission(p: IPermissionResult): RangePermission {
-  const permission = PERMISSIONS[String(p.permission).toLowerCase()];
-  if (permission === undefined) throw new Error(`etcd reported an unknown permission type ${String(p.permission)}`);
+  const permission = PERMISSIONS[p.permission.toLowerCase()];
+  if (permission === undefined) throw new Error(`etcd reported an unknown permission type ${p.permission}`);
   return {
     permission,
     key: p.range.start.toString(),
