@@ -17,6 +17,8 @@ const resolve = {
     { find: /^@leasehold\/devkit$/, replacement: src('devkit/src/index.ts') },
     { find: /^@leasehold\/client$/, replacement: src('client/src/index.ts') },
     { find: /^@leasehold\/cli\/pki$/, replacement: src('cli/src/pki.ts') },
+    { find: /^@leasehold\/cli\/etcd-rbac$/, replacement: src('cli/src/etcd-rbac.ts') },
+    { find: /^@leasehold\/cli\/cli-options$/, replacement: src('cli/src/cli-options.ts') },
     { find: /^@leasehold\/cli\/worker-config$/, replacement: src('cli/src/worker-config.ts') },
     { find: /^@leasehold\/cli\/worker-http$/, replacement: src('cli/src/worker-http.ts') },
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },

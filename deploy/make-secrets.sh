@@ -1,28 +1,45 @@
 #!/usr/bin/env bash
 # deploy/make-secrets.sh OUT_DIR [WORKER_ID...]: every key, password and certificate the compose
-# file (OUT_DIR=deploy/secrets) or the Kubernetes kustomization (OUT_DIR=deploy/k8s/secrets) reads,
-# as one file each. Needs openssl (3.x). Existing files are kept (run it again to add a worker);
-# delete a file to make it anew. Worker ids default to worker-1 worker-2 worker-3 (compose); the
-# Kubernetes workers are pods worker-0 worker-1 worker-2.
+# file (OUT_DIR=deploy/secrets), the Kubernetes kustomization (OUT_DIR=deploy/k8s/secrets) or the
+# two-host walkthrough (docs/operations.md) reads, as one file each. Needs openssl (3.x). Existing
+# files are kept (run it again to add a worker or a coordinator); delete a file to make it anew.
+# Worker ids default to worker-1 worker-2 worker-3 (compose); the Kubernetes workers are pods
+# worker-0 worker-1 worker-2.
 #
-# Files: ca.crt ca.key | coordinator.crt coordinator.key | sink.crt sink.key (EC P-256, 1 year)
-#        sink-key (the coordinators' key at the sink) | capability-keys (k1:secret) | admin-keys
-#        worker-credentials (keyId:workerId:secret per line, for the coordinators)
-#        <worker id>.secret (each worker's own secret) | pg-password | database-url
-# worker-credentials always lists every <id>.secret of OUT_DIR.
+# One identity per service, each with its own key (EC P-256, 1 year), from two CAs:
+#   ca.crt ca.key               the services' CA: HTTPS of the sink and the coordinators
+#   sink.crt sink.key           the sink's server certificate (serverAuth only)
+#   <C>.crt <C>.key             each coordinator's server certificate (serverAuth only), for each
+#                               name C in COORDINATORS (default "coordinator": coordinator.crt
+#                               coordinator.key)
+#   etcd-ca.crt etcd-ca.key     etcd's own CA: it signs etcd's server and etcd's clients, nothing
+#                               else (etcd takes a client's user from its certificate's CN, so it
+#                               must not trust a CA that signs anyone else's certificates)
+#   etcd.crt etcd.key           etcd's server certificate (serverAuth only)
+#   <C>-etcd.crt <C>-etcd.key   each coordinator's etcd client certificate (clientAuth only), CN C:
+#                               etcd user C (coordinator-etcd.crt coordinator-etcd.key for the
+#                               default name)
+#   etcd-root.crt etcd-root.key etcd's root (CN root): only for `leasehold etcd-rbac`, kept with
+#                               the operator like ca.key and etcd-ca.key
+#   etcd-health.crt etcd-health.key  CN etcd-health, no etcd user: the Compose etcd healthcheck
+# The sink has no etcd identity at all.
+# Bearer secrets: sink-key (the coordinators' key at the sink) | capability-keys (k1:secret) |
+#   admin-keys | worker-credentials (keyId:workerId:secret per line, for the coordinators, always
+#   every <id>.secret of OUT_DIR) | <worker id>.secret (each worker's own) | pg-password | database-url
 # Files are mode 0444 in a 0700 directory: readable by the containers' user (10001) through a
 # bind mount, by nobody else on the host.
 #
 # Hosts of your own (docs/operations.md, "Two hosts, step by step"): names or IP addresses added
 # to the server certificates, space-separated, read when a certificate is first made:
 #   COORDINATOR_HOSTS="10.0.0.30 coord.internal" SINK_HOSTS="10.0.0.20" ETCD_HOSTS="10.0.0.10"
-# ETCD_HOSTS also makes etcd.crt etcd.key (etcd's server certificate) and coordinator-etcd.crt
-# coordinator-etcd.key (the coordinators' client certificate for etcd's --client-cert-auth).
+# COORDINATOR_HOSTS go into every coordinator's certificate. Compose runs two coordinators:
+#   COORDINATORS="coordinator-a coordinator-b" bash deploy/make-secrets.sh deploy/secrets
 set -euo pipefail
 out="${1:?usage: deploy/make-secrets.sh OUT_DIR [WORKER_ID...]}"
 shift
 workers=("$@")
 [ ${#workers[@]} -gt 0 ] || workers=(worker-1 worker-2 worker-3)
+read -r -a coordinators <<< "${COORDINATORS:-coordinator}"
 command -v openssl >/dev/null || { echo "make-secrets: openssl is needed" >&2; exit 1; }
 mkdir -p "$out" && chmod 0700 "$out"
 cd "$out"
@@ -32,44 +49,58 @@ random() { openssl rand -base64 24 | tr -d '\n/+=' ; }
 put() { # put FILE CONTENT: write once, never overwrite
   [ -e "$1" ] || printf '%s\n' "$2" > "$1"
 }
-
-if [ ! -e ca.crt ]; then
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt \
-    -days 3650 -subj '/CN=leasehold deployment CA' -addext 'basicConstraints=critical,CA:TRUE' \
+ca() { # ca NAME SUBJECT
+  [ -e "$1.crt" ] && return
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$1.key" -out "$1.crt" \
+    -days 3650 -subj "/CN=$2" -addext 'basicConstraints=critical,CA:TRUE' \
     -addext 'keyUsage=critical,keyCertSign,cRLSign' 2>/dev/null
-fi
-server() { # server NAME HOST...
-  local name="$1"; shift
-  [ -e "$name.crt" ] && return
+}
+# A certificate of another CA or without the wanted usage (made by an older version of this
+# script: one CA, etcd on it) is made anew.
+current() { # current CA NAME USAGE
+  [ -e "$2.crt" ] && openssl verify -CAfile "$1.crt" "$2.crt" >/dev/null 2>&1 \
+    && [ "$(openssl x509 -in "$2.crt" -noout -ext extendedKeyUsage 2>/dev/null | tail -n 1 | tr -d ' ')" = "$3" ]
+}
+issue() { # issue CA NAME CN EXTENSIONS
+  rm -f "$2.crt" "$2.key"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$2.key" -out "$2.csr" \
+    -subj "/CN=$3" 2>/dev/null
+  openssl x509 -req -in "$2.csr" -CA "$1.crt" -CAkey "$1.key" -CAcreateserial -days 365 -out "$2.crt" \
+    -extfile <(printf '%s\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n' "$4") 2>/dev/null
+  rm -f "$2.csr" "$1.srl"
+}
+server() { # server CA NAME HOST...: serverAuth only
+  local ca="$1" name="$2"; shift 2
+  current "$ca" "$name" 'TLSWebServerAuthentication' && return
   local san="" h
   for h in "$@"; do
     if [[ "$h" =~ ^[0-9.]+$ || "$h" == *:* ]]; then san+="IP:$h,"; else san+="DNS:$h,"; fi
   done
   san+="IP:127.0.0.1"
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$name.key" -out "$name.csr" \
-    -subj "/CN=$1" 2>/dev/null
-  openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -out "$name.crt" \
-    -extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' "$san") 2>/dev/null
-  rm -f "$name.csr" ca.srl
+  issue "$ca" "$name" "$1" "$(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth' "$san")"
 }
+client() { # client CA NAME CN: clientAuth only
+  current "$1" "$2" 'TLSWebClientAuthentication' && return
+  issue "$1" "$2" "$3" 'extendedKeyUsage=clientAuth'
+}
+
+ca ca 'leasehold deployment CA'
+ca etcd-ca 'leasehold deployment etcd CA'
 # Compose service names, the Kubernetes Service names (short and qualified), localhost, and yours.
-# shellcheck disable=SC2086 # the *_HOSTS lists split on spaces on purpose
-server coordinator coordinator coordinator-a coordinator-b \
-  coordinator.leasehold.svc coordinator.leasehold.svc.cluster.local localhost ${COORDINATOR_HOSTS:-}
+for c in "${coordinators[@]}"; do
+  # shellcheck disable=SC2086 # the *_HOSTS lists split on spaces on purpose
+  server ca "$c" "$c" coordinator coordinator.leasehold.svc coordinator.leasehold.svc.cluster.local localhost \
+    ${COORDINATOR_HOSTS:-}
+  client etcd-ca "$c-etcd" "$c"
+done
 # shellcheck disable=SC2086
-server sink sink sink.leasehold.svc sink.leasehold.svc.cluster.local localhost ${SINK_HOSTS:-}
-if [ -n "${ETCD_HOSTS:-}" ]; then
-  # shellcheck disable=SC2086
-  server etcd etcd localhost $ETCD_HOSTS
-  if [ ! -e coordinator-etcd.crt ]; then
-    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout coordinator-etcd.key \
-      -out coordinator-etcd.csr -subj '/CN=leasehold-coordinator' 2>/dev/null
-    openssl x509 -req -in coordinator-etcd.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 \
-      -out coordinator-etcd.crt \
-      -extfile <(printf 'extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n') 2>/dev/null
-    rm -f coordinator-etcd.csr ca.srl
-  fi
-fi
+server ca sink sink sink.leasehold.svc sink.leasehold.svc.cluster.local localhost ${SINK_HOSTS:-}
+# etcd's members in Compose (etcd-N) and Kubernetes (etcd-N.etcd, the headless Service), localhost.
+# shellcheck disable=SC2086
+server etcd-ca etcd etcd etcd-1 etcd-2 etcd-3 etcd-0.etcd etcd-1.etcd etcd-2.etcd \
+  etcd.leasehold.svc '*.etcd.leasehold.svc' localhost ${ETCD_HOSTS:-}
+client etcd-ca etcd-root root
+client etcd-ca etcd-health etcd-health
 
 put sink-key "$(random)"
 put capability-keys "k1:$(random)"

@@ -8,7 +8,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DEPLOY_DIR, envEntries, parseYamlDocuments, resolveEnvName, serviceOf, text } from './deploy-files.js';
+import {
+  DEPLOY_DIR,
+  envEntries,
+  isCliJob,
+  parseYamlDocuments,
+  resolveEnvName,
+  serviceOf,
+  text,
+} from './deploy-files.js';
 import { composeProblems } from './schemas.js';
 
 type Obj = Record<string, unknown>;
@@ -26,6 +34,11 @@ function serviceSecrets(svc: Obj): [string, string][] {
   );
 }
 
+const argv = (v: unknown): string[] =>
+  Array.isArray(v) ? v.map(String) : typeof v === 'string' ? v.split(/\s+/).filter(Boolean) : [];
+/** A one-shot job running the `leasehold` command (the etcd-rbac setup). */
+const isJob = (svc: unknown): boolean => isObj(svc) && isCliJob(argv(svc.entrypoint));
+
 /** The policy of the compose file: every problem. */
 export function composeFileProblems(doc: Obj): string[] {
   const problems: string[] = [];
@@ -41,7 +54,7 @@ export function composeFileProblems(doc: Obj): string[] {
   if (count((n) => /^etcd-\d$/.test(n)) !== 3) problems.push('not 3 etcd members');
   if (count((_n, s) => ours(s) === 'sink' && env(s).LEASEHOLD_SINK_STORE === 'postgres') !== 2)
     problems.push('not 2 sinks on PostgreSQL');
-  if (count((_n, s) => ours(s) === 'coordinator') !== 2) problems.push('not 2 coordinators');
+  if (count((_n, s) => ours(s) === 'coordinator' && !isJob(s)) !== 2) problems.push('not 2 coordinators');
   if (count((_n, s) => ours(s) === 'worker') !== 3) problems.push('not 3 workers');
 
   for (const [name, svc] of Object.entries(services)) {
@@ -50,18 +63,43 @@ export function composeFileProblems(doc: Obj): string[] {
     const deps = isObj(svc.depends_on) ? svc.depends_on : {};
     if (Array.isArray(svc.depends_on)) problems.push(`${name}: depends_on without conditions`);
     for (const [dep, how] of Object.entries(deps)) {
+      // A one-shot job is waited for until it exited 0; a daemon until it is healthy.
+      if (isJob(services[dep])) {
+        if (at(how, 'condition') !== 'service_completed_successfully')
+          problems.push(`${name}: depends on the job ${dep} without service_completed_successfully`);
+        continue;
+      }
       if (at(how, 'condition') !== 'service_healthy')
         problems.push(`${name}: depends on ${dep} without service_healthy`);
       if (at(services, dep, 'healthcheck', 'test') === undefined)
         problems.push(`${name}: depends on ${dep}, which has no healthcheck`);
     }
+    const secretNames = serviceSecrets(svc).map(([src]) => src);
+    // etcd: clients over TLS with a certificate of etcd's own CA required (the user is its CN).
+    if (/^etcd-\d$/.test(name)) {
+      const e = env(svc);
+      if (!text(e.ETCD_LISTEN_CLIENT_URLS).startsWith('https://')) problems.push(`${name}: clients not over TLS`);
+      if (e.ETCD_CLIENT_CERT_AUTH !== 'true') problems.push(`${name}: client certificates not required`);
+      if (e.ETCD_TRUSTED_CA_FILE !== '/run/secrets/etcd-ca.crt')
+        problems.push(`${name}: trusts another CA than etcd's`);
+    }
     const service = ours(svc);
     if (service === undefined) continue;
+    // Least privilege: the sink has no etcd identity; each coordinator waits for etcd's RBAC.
+    if (service === 'sink' && secretNames.some((n) => n.includes('etcd')))
+      problems.push(`${name}: the sink is given etcd secrets`);
+    if (service === 'coordinator' && !isJob(svc)) {
+      const setup = Object.keys(deps).find(
+        (d) => isJob(services[d]) && argv(at(services, d, 'entrypoint')).includes('etcd-rbac'),
+      );
+      if (setup === undefined) problems.push(`${name}: does not wait for the etcd-rbac job`);
+    }
     if (svc.read_only !== true) problems.push(`${name}: root filesystem not read_only`);
     if (!/^[1-9][0-9]*(:[0-9]+)?$/.test(text(svc.user))) problems.push(`${name}: not a numeric non-root user`);
     if (!Array.isArray(svc.cap_drop) || !svc.cap_drop.includes('ALL')) problems.push(`${name}: cap_drop is not ALL`);
-    if (service !== 'worker' && at(svc, 'healthcheck', 'test') === undefined) problems.push(`${name}: no healthcheck`);
-    if (service !== 'worker' && !JSON.stringify(at(svc, 'healthcheck', 'test')).includes('/healthz')) {
+    const daemon = service !== 'worker' && !isJob(svc);
+    if (daemon && at(svc, 'healthcheck', 'test') === undefined) problems.push(`${name}: no healthcheck`);
+    if (daemon && !JSON.stringify(at(svc, 'healthcheck', 'test')).includes('/healthz')) {
       problems.push(`${name}: healthcheck is not /healthz`);
     }
     const secrets = serviceSecrets(svc);
@@ -144,6 +182,40 @@ describe('deploy/compose.yaml', () => {
           'secrets: [sink.crt, sink.key, sink-key, capability-keys]',
         ),
       /database-url is not one of its secrets/,
+    ],
+    [
+      'etcd without client certificates',
+      (t: string) => t.replace("ETCD_CLIENT_CERT_AUTH: 'true'", "ETCD_CLIENT_CERT_AUTH: 'false'"),
+      /etcd-1: client certificates not required/,
+    ],
+    [
+      'etcd trusting the services CA',
+      (t: string) =>
+        t.replace('ETCD_TRUSTED_CA_FILE: /run/secrets/etcd-ca.crt', 'ETCD_TRUSTED_CA_FILE: /run/secrets/ca.crt'),
+      /trusts another CA than etcd's/,
+    ],
+    [
+      'the sink given an etcd identity',
+      (t: string) =>
+        t.replace(
+          'secrets: [sink.crt, sink.key, sink-key, capability-keys, database-url]',
+          'secrets: [sink.crt, sink.key, sink-key, capability-keys, database-url, coordinator-a-etcd.key]',
+        ),
+      /the sink is given etcd secrets/,
+    ],
+    [
+      'a coordinator not waiting for the RBAC job',
+      (t: string) => t.replace('    etcd-rbac: { condition: service_completed_successfully }\n', ''),
+      /coordinator-a: does not wait for the etcd-rbac job/,
+    ],
+    [
+      'a coordinator waiting for the job to be healthy',
+      (t: string) =>
+        t.replace(
+          'etcd-rbac: { condition: service_completed_successfully }',
+          'etcd-rbac: { condition: service_healthy }',
+        ),
+      /without service_completed_successfully/,
     ],
   ])('the policy reports %s', (_what, plant, problem) => {
     expect(composeFileProblems(parse(plant(source))).join('\n')).toMatch(problem);

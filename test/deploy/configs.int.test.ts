@@ -10,12 +10,21 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEPLOY_DIR, parseYamlDocuments, REPO_ROOT, serviceOf, text, type ServiceName } from './deploy-files.js';
+import {
+  DEPLOY_DIR,
+  isCliJob,
+  parseYamlDocuments,
+  REPO_ROOT,
+  serviceOf,
+  text,
+  type ServiceName,
+} from './deploy-files.js';
 
 const BUILT: Record<ServiceName, string> = {
   coordinator: join(REPO_ROOT, 'packages/cli/dist/coordinator-bin.js'),
   sink: join(REPO_ROOT, 'packages/cli/dist/sink-bin.js'),
   worker: join(REPO_ROOT, 'packages/cli/dist/worker-main.js'),
+  cli: join(REPO_ROOT, 'packages/cli/dist/leasehold-main.js'),
 };
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -26,7 +35,10 @@ let k8sSecrets = '';
 beforeAll(() => {
   composeSecrets = mkdtempSync(join(tmpdir(), 'leasehold-compose-secrets-'));
   k8sSecrets = mkdtempSync(join(tmpdir(), 'leasehold-k8s-secrets-'));
-  execFileSync('bash', [join(DEPLOY_DIR, 'make-secrets.sh'), composeSecrets], { stdio: 'pipe' });
+  execFileSync('bash', [join(DEPLOY_DIR, 'make-secrets.sh'), composeSecrets], {
+    stdio: 'pipe',
+    env: { ...process.env, COORDINATORS: 'coordinator-a coordinator-b' },
+  });
   execFileSync('bash', [join(DEPLOY_DIR, 'make-secrets.sh'), k8sSecrets, 'worker-0', 'worker-1', 'worker-2'], {
     stdio: 'pipe',
   });
@@ -62,8 +74,9 @@ const compose = (() => {
   })[0];
   return isObj(doc) && isObj(doc.services) ? doc.services : {};
 })();
+const argv = (v: unknown): string[] => (Array.isArray(v) ? v.map(String) : []);
 const composeServices = Object.entries(compose).flatMap(([name, svc]) => {
-  if (!isObj(svc)) return [];
+  if (!isObj(svc) || isCliJob(argv(svc.entrypoint))) return [];
   const service = serviceOf(`${text(svc.image)} ${text(isObj(svc.build) ? svc.build.target : '')}`);
   return service === undefined ? [] : [[name, service, svc] as const];
 });
@@ -89,11 +102,56 @@ describe('Compose: each container configuration passes --check-config', () => {
       if (url !== undefined)
         expect(sans(join(composeSecrets, 'sink.crt'))).toEqual(expect.arrayContaining(hostsOf(url)));
     }
-    if (env.LEASEHOLD_WORKER_COORDINATORS !== undefined) {
-      expect(sans(join(composeSecrets, 'coordinator.crt'))).toEqual(
-        expect.arrayContaining(hostsOf(env.LEASEHOLD_WORKER_COORDINATORS)),
-      );
+    // Each coordinator a worker dials serves its own certificate, which names it.
+    for (const host of hostsOf(env.LEASEHOLD_WORKER_COORDINATORS ?? '')) {
+      expect(sans(join(composeSecrets, `${host}.crt`))).toContain(host);
     }
+    // Each etcd identity it is given is signed by etcd's own CA.
+    if (env.LEASEHOLD_COORDINATOR_ETCD_CERT !== undefined) {
+      expect(verify(env.LEASEHOLD_COORDINATOR_ETCD_CA ?? '', env.LEASEHOLD_COORDINATOR_ETCD_CERT)).toBe(true);
+      expect(verify(join(composeSecrets, 'ca.crt'), env.LEASEHOLD_COORDINATOR_ETCD_CERT)).toBe(false);
+    }
+  });
+});
+
+/** `openssl verify`: is `cert` signed by `ca`? */
+function verify(ca: string, cert: string): boolean {
+  return spawnSync('openssl', ['verify', '-CAfile', ca, cert], { encoding: 'utf8' }).status === 0;
+}
+
+describe('Compose: the etcd-rbac job', () => {
+  const jobs = Object.entries(compose).filter(([, svc]) => isObj(svc) && isCliJob(argv(svc.entrypoint)));
+
+  it('its arguments are a configuration the built CLI accepts (it then waits for etcd, which is not there)', () => {
+    expect(jobs.map(([n]) => n)).toEqual(['etcd-rbac']);
+    for (const [, svc] of jobs) {
+      if (!isObj(svc)) continue;
+      const args = [...argv(svc.entrypoint).slice(1), ...argv(svc.command), '--timeout-ms=0'].map((a) =>
+        a.replace(/\/run\/secrets\/([^,\s]+)/g, (_m, name: string) => join(composeSecrets, name)),
+      );
+      const r = spawnSync(process.execPath, [BUILT.cli, ...args], { encoding: 'utf8', timeout: 30_000 });
+      // 1: etcd did not answer (UNAVAILABLE); 2 would be a configuration error.
+      expect(`${r.stdout}${r.stderr}`).toMatch(/UNAVAILABLE: etcd at https:\/\/etcd-1:2379/);
+      expect(r.status).toBe(1);
+    }
+  });
+
+  it("its users are the CNs of the coordinators' etcd certificates", () => {
+    const [, svc] = jobs[0] ?? [];
+    const users = (argv(isObj(svc) ? svc.command : []).find((a) => a.startsWith('--coordinator-users=')) ?? '')
+      .slice('--coordinator-users='.length)
+      .split(',');
+    for (const user of users) {
+      const subject = execFileSync(
+        'openssl',
+        ['x509', '-in', join(composeSecrets, `${user}-etcd.crt`), '-noout', '-subject'],
+        {
+          encoding: 'utf8',
+        },
+      );
+      expect(subject.trim()).toBe(`subject=CN = ${user}`);
+    }
+    expect(users.sort()).toEqual(['coordinator-a', 'coordinator-b']);
   });
 });
 
@@ -140,6 +198,9 @@ describe('Kubernetes: each container configuration passes --check-config', () =>
       expect(sans(join(k8sSecrets, 'coordinator.crt'))).toEqual(
         expect.arrayContaining(hostsOf(env.LEASEHOLD_WORKER_COORDINATORS)),
       );
+    }
+    if (env.LEASEHOLD_COORDINATOR_ETCD_CERT !== undefined) {
+      expect(verify(env.LEASEHOLD_COORDINATOR_ETCD_CA ?? '', env.LEASEHOLD_COORDINATOR_ETCD_CERT)).toBe(true);
     }
   });
 

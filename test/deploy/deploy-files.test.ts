@@ -186,7 +186,19 @@ describe('drift: deploy files against the option tables', () => {
       'an unknown prefix',
       'deploy/compose.yaml',
       (t: string) => t.replace('LEASEHOLD_WORKER_HANDLER', 'LEASEHOLD_WORKERS_HANDLER'),
-      /not LEASEHOLD_COORDINATOR_/,
+      /LEASEHOLD_WORKERS_HANDLER: no such cli option/,
+    ],
+    [
+      'a flag typo in the etcd-rbac job',
+      'deploy/compose.yaml',
+      (t: string) => t.replace('--coordinator-users=', '--coordinator-user='),
+      /leasehold has no flag --coordinator-user/,
+    ],
+    [
+      'a flag typo in a leasehold etcd-rbac command in the docs',
+      'docs/deploy.md',
+      (t: string) => `${t}\n    leasehold etcd-rbac --etcd-endpoint https://etcd:2379\n`,
+      /leasehold has no flag --etcd-endpoint/,
     ],
     [
       'a flag typo in a manifest',

@@ -9,6 +9,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ENV_PREFIX as COORDINATOR_PREFIX, OPTIONS as COORDINATOR_OPTIONS } from '@leasehold/coordinator';
+import { ENV_PREFIX as CLI_PREFIX, OPTIONS as CLI_OPTIONS } from '@leasehold/cli/cli-options';
 import { ENV_PREFIX as WORKER_PREFIX, OPTIONS as WORKER_OPTIONS } from '@leasehold/cli/worker-config';
 import type { OptionTable } from '@leasehold/protocol';
 import { ENV_PREFIX as SINK_PREFIX, OPTIONS as SINK_OPTIONS } from '@leasehold/sink';
@@ -18,7 +19,8 @@ export const REPO_ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '
 export const DEPLOY_DIR = join(REPO_ROOT, 'deploy');
 export const SCHEMA_DIR = join(REPO_ROOT, 'test', 'deploy', 'schemas');
 
-export type ServiceName = 'coordinator' | 'sink' | 'worker';
+/** Our three daemons, and the `leasehold` command (the etcd-rbac setup job runs it). */
+export type ServiceName = 'coordinator' | 'sink' | 'worker' | 'cli';
 
 export interface ServiceOptions {
   readonly name: ServiceName;
@@ -33,7 +35,14 @@ export const SERVICES: readonly ServiceOptions[] = [
   { name: 'coordinator', bin: 'leasehold-coordinator', prefix: COORDINATOR_PREFIX, options: COORDINATOR_OPTIONS },
   { name: 'sink', bin: 'leasehold-sink', prefix: SINK_PREFIX, options: SINK_OPTIONS },
   { name: 'worker', bin: 'leasehold-worker', prefix: WORKER_PREFIX, options: WORKER_OPTIONS },
+  // Last: its prefix `LEASEHOLD_` is every other's prefix too.
+  { name: 'cli', bin: 'leasehold', prefix: CLI_PREFIX, options: CLI_OPTIONS },
 ];
+
+/** A container or service running the `leasehold` command (a one-shot job), by its entrypoint/command. */
+export function isCliJob(argv: readonly string[]): boolean {
+  return argv[0] === 'leasehold';
+}
 
 /** Flags every daemon takes besides its table (see collectOptions in @leasehold/protocol). */
 const META_FLAGS = new Set(['config', 'check-config', 'help', 'version']);
@@ -78,8 +87,7 @@ export function resolveEnvName(
   name: string,
 ): { service: ServiceOptions; option: string; file: boolean } | { problem: string } | { meta: true } {
   const service = SERVICES.find((s) => name.startsWith(s.prefix));
-  if (service === undefined)
-    return { problem: `${name}: not LEASEHOLD_COORDINATOR_, LEASEHOLD_SINK_ or LEASEHOLD_WORKER_` };
+  if (service === undefined) return { problem: `${name}: not a LEASEHOLD_ name` };
   const rest = name.slice(service.prefix.length);
   if (rest === 'CONFIG') return { meta: true };
   for (const [flag, spec] of Object.entries(service.options)) {
@@ -124,6 +132,13 @@ function textInvocations(file: DeployFile): Invocation[] {
   const out: Invocation[] = [];
   const lines = file.text.replace(/\\\n/g, ' ').split('\n');
   lines.forEach((line, i) => {
+    for (const m of line.matchAll(/\bleasehold (?:etcd-rbac|cluster up)(?=\s+--)/g)) {
+      out.push({
+        service: 'cli',
+        args: flagsOfLine(line.slice(m.index + m[0].length)),
+        where: `${file.path}:${i + 1}`,
+      });
+    }
     for (const m of line.matchAll(/\bleasehold-(coordinator|sink|worker)\b(?![@.\w/-])/g)) {
       const after = line.slice(m.index + m[0].length);
       // Only a command position: the binary followed by its arguments (not prose naming it).
@@ -200,11 +215,13 @@ export function containerUses(file: DeployFile): ContainerUse[] {
       for (const [name, svc] of Object.entries(doc.services)) {
         if (!isMap(svc)) continue;
         const build = isMap(svc.build) ? text(svc.build.target) : '';
-        const service = serviceOf(`${text(svc.image)} ${build} ${strings(svc.entrypoint).join(' ')}`);
+        const entry = strings(svc.entrypoint);
+        const service = isCliJob(entry) ? 'cli' : serviceOf(`${text(svc.image)} ${build} ${entry.join(' ')}`);
         if (service === undefined) continue;
         out.push({
           service,
-          args: strings(svc.command),
+          // A flag's value is not a flag; the job's subcommand (`etcd-rbac`) is not either.
+          args: [...entry.slice(1), ...strings(svc.command)].filter((a) => a.startsWith('--')),
           env: envEntries(svc.environment),
           where: `${file.path}: ${name}`,
         });
@@ -219,12 +236,13 @@ export function containerUses(file: DeployFile): ContainerUse[] {
     ];
     for (const c of containers) {
       if (!isMap(c)) continue;
-      const service = serviceOf(`${text(c.image)} ${strings(c.command).join(' ')}`);
+      const command = strings(c.command);
+      const service = isCliJob(command) ? 'cli' : serviceOf(`${text(c.image)} ${command.join(' ')}`);
       if (service === undefined) continue;
       const metadata = isMap(doc.metadata) ? doc.metadata : {};
       out.push({
         service,
-        args: [...strings(c.command).slice(1), ...strings(c.args)],
+        args: [...command.slice(1), ...strings(c.args)].filter((a) => a.startsWith('--')),
         env: envEntries(c.env),
         where: `${file.path}: ${text(doc.kind)}/${text(metadata.name)} container ${text(c.name)}`,
       });

@@ -55,6 +55,7 @@ const BUILT: Record<ServiceName, string> = {
   coordinator: join(REPO_ROOT, 'packages/cli/dist/coordinator-bin.js'),
   sink: join(REPO_ROOT, 'packages/cli/dist/sink-bin.js'),
   worker: join(REPO_ROOT, 'packages/cli/dist/worker-main.js'),
+  cli: join(REPO_ROOT, 'packages/cli/dist/leasehold-main.js'),
 };
 
 const units = readUnits();

@@ -47,6 +47,8 @@ export interface ChaosTls {
   readonly ca: Buffer;
   /** Server certificate of `name` for the addresses clients dial (its own, and the proxies'). */
   server(name: string, hosts: readonly string[]): CertFiles;
+  /** Peer certificate of etcd member `name` (server and client usage: members dial each other). */
+  peer(name: string, hosts: readonly string[]): CertFiles;
   /** etcd client certificate (coordinators and the runner's reads). */
   readonly etcdClient: CertFiles;
   /** The same, loaded: for undici agents and etcd3 clients. */
@@ -84,6 +86,7 @@ export function newChaosTls(dir: string): ChaosTls {
     caFile: pki.ca,
     ca,
     server: (name, hosts) => backdated(() => pki.server(name, [...new Set([...hosts, '127.0.0.1', 'localhost'])])),
+    peer: (name, hosts) => backdated(() => pki.peer(name, [...new Set([...hosts, '127.0.0.1', 'localhost'])])),
     etcdClient,
     etcdClientPem: { ca, cert: readFileSync(etcdClient.cert), key: readFileSync(etcdClient.key) },
   };

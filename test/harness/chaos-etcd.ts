@@ -120,7 +120,8 @@ export async function startChaosEtcd(opts: {
   const initialCluster = members.map((m) => `${m.name}=${m.advertisedPeerUrl}`).join(',');
   const tlsArgs = (m: Member): string[] => {
     if (tls === undefined) return [];
-    const c = tls.pki.server(m.name, [m.host, tls.proxyHost]);
+    // One certificate for both of the member's ends: peers dial each other (client usage too).
+    const c = tls.pki.peer(m.name, [m.host, tls.proxyHost]);
     const ca = tls.pki.caFile;
     return [
       '--cert-file', c.cert, '--key-file', c.key, '--trusted-ca-file', ca, '--client-cert-auth',

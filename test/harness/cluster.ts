@@ -77,11 +77,12 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       : {};
   const etcd = await startEtcd(opts.etcd);
   const services: Service[] = [];
-  // TLS on every service link: the sink and coordinators serve HTTPS / WSS with certificates of a
-  // private CA; each worker proves who it is with its own client certificate (CN = worker id).
+  // TLS on every service link: the sink and each coordinator serve HTTPS / WSS with their own
+  // certificate of a private CA (server usage only); each worker proves who it is with its own
+  // client certificate (CN = worker id).
   const pki = openPki(join(dir, 'pki'), 'leasehold e2e CA');
   const ca = readFileSync(pki.ca);
-  const server = pki.server('services', ['127.0.0.1', 'localhost']);
+  const sinkCert = pki.server('sink', ['127.0.0.1', 'localhost']);
   try {
     const sink = new Service({
       name: 'sink',
@@ -94,8 +95,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         LEASEHOLD_SINK_CAPABILITY_KEYS: keys.capabilityKeys,
         LEASEHOLD_SINK_PORT: '0',
         LEASEHOLD_SINK_LOG_LEVEL: 'info',
-        LEASEHOLD_SINK_TLS_CERT: server.cert,
-        LEASEHOLD_SINK_TLS_KEY: server.key,
+        LEASEHOLD_SINK_TLS_CERT: sinkCert.cert,
+        LEASEHOLD_SINK_TLS_KEY: sinkCert.key,
         ...tracingEnv('LEASEHOLD_SINK_', 'sink'),
       },
       ca,
@@ -106,6 +107,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     const ttl = opts.sessionTtlMs ?? 2_000;
     const coordinators: Service[] = [];
     for (let i = 0; i < (opts.coordinators ?? 1); i++) {
+      const server = pki.server(`coordinator-${i}`, ['127.0.0.1', 'localhost']);
       const c = new Service({
         name: `coordinator-${i}`,
         bin: BIN.coordinator,

@@ -3,7 +3,9 @@
  * it starts its own PostgreSQL in the data directory (initdb on the first run, reused after), two
  * stateless sink replicas on it with the workers spread over them, runs the demo to the end with
  * exactly one result per task, stops in dependency order and logs no complaint. A second run on the
- * same data directory reuses the server's data. Bad combinations are usage errors (exit 2).
+ * same data directory reuses the server's data. The sinks reach their private server over its Unix
+ * socket in the data directory: it has no TCP listener at all. Bad combinations are usage errors
+ * (exit 2).
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -52,6 +54,9 @@ describe.skipIf(pgBin === undefined)('leasehold cluster up --sink-store postgres
     const run = leasehold([...upArgs, '--sink-store', 'postgres', '--sinks', '2']);
     expect(run.status, run.out).toBe(0);
     expect(run.out).toMatch(/sinks https:\/\/127\.0\.0\.1:\d+ https:\/\/127\.0\.0\.1:\d+ \(PostgreSQL postgres:\/\//);
+    // Over the Unix socket of the data directory, not TCP.
+    const socketDir = encodeURIComponent(join(dataDir, 'postgres', 'sock'));
+    expect(run.out).toContain(`(PostgreSQL postgres:///postgres?host=${socketDir}&port=`);
     expect(run.out).toMatch(/demo complete: 8 tasks, each with exactly one result at the sink/);
     // Both replicas served (each worker writes through its own one).
     expect(run.stdout).toMatch(/^sink-1 .*listening/m);

@@ -5,7 +5,9 @@
  * the example addresses 10.0.0.x become the namespaces' addresses, `/etc/leasehold` and `/var/lib/`
  * a temporary directory, and the bins on PATH are this checkout's builds (the packed-install test
  * covers installing them). Blocks tagged `daemon` run in the background for the rest of the walk;
- * the others must exit 0. The walk ends with the task completed by worker billing-1.
+ * the others must exit 0. The walk ends with the task completed by worker billing-1, with etcd
+ * authentication and RBAC on (step 3b, `leasehold etcd-rbac`): the coordinator works as its own
+ * etcd user, confined to its prefix; after the walk, the sink's files are refused by etcd.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
@@ -14,6 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NetnsLab, probeNetns } from '@leasehold/devkit';
+import { etcdAs, etcdOutcome } from '../harness/etcd-access.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = join(REPO, 'docs', 'operations.md');
@@ -82,6 +85,7 @@ describe.skipIf(skip !== undefined)(`docs/operations.md, two hosts step by step$
     expect(steps.map((s) => `${s.host}${s.daemon ? ' daemon' : ''}`)).toEqual([
       'admin',
       'etcd daemon',
+      'etcd',
       'sink daemon',
       'coordinator daemon',
       'worker',
@@ -90,7 +94,7 @@ describe.skipIf(skip !== undefined)(`docs/operations.md, two hosts step by step$
     ]);
   });
 
-  it('runs as written: the task submitted at the end is completed by worker billing-1', () => {
+  it('runs as written: the task submitted at the end is completed by worker billing-1', async () => {
     lab = NetnsLab.create();
     const hosts = {
       etcd: lab.addHost('etcd', 'e'),
@@ -150,5 +154,21 @@ describe.skipIf(skip !== undefined)(`docs/operations.md, two hosts step by step$
     }
     expect(last).toMatch(/^state\s+completed/m);
     expect(last).toMatch(/^\s+1\s+completed\s+billing-1\s+\d+/m);
+
+    // etcd, as the walk left it: the sink's certificate and key cannot even open a TLS connection
+    // (another CA, no client usage); the coordinator's identity works in its prefix only.
+    const etc = join(root, 'etc');
+    const etcdUrl = [`https://${hosts.etcd.ip}:2379`];
+    const files = (name: string) => ({ cert: join(etc, `${name}.crt`), key: join(etc, `${name}.key`) });
+    const sink = etcdAs(etcdUrl, join(etc, 'etcd-ca.crt'), files('sink'));
+    const coordinator = etcdAs(etcdUrl, join(etc, 'etcd-ca.crt'), files('coordinator-etcd'));
+    try {
+      expect(await etcdOutcome(() => sink.getAll().prefix('leasehold/').keys())).toBe('no connection');
+      expect(await etcdOutcome(() => coordinator.getAll().prefix('leasehold/tasks/').keys())).toBe('ok');
+      expect(await etcdOutcome(() => coordinator.put('outside/x').value('x').exec())).toBe('permission denied');
+    } finally {
+      sink.close();
+      coordinator.close();
+    }
   }, 180_000);
 });

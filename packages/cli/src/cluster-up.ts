@@ -4,8 +4,8 @@
  * everything cleanly. A second run reuses the data directory (etcd data, the sink's database, ports
  * and keys) and submits a fresh batch of demo tasks, so tokens keep growing across runs.
  */
-import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { SinkClient } from '@leasehold/sink-client';
 import { LeaseholdClient, type TaskView } from '@leasehold/client';
 import {
@@ -19,8 +19,9 @@ import {
   workerSecret,
   type ClusterState,
 } from './local-cluster.js';
+import { CLUSTER_PREFIX, startLocalEtcd } from './local-etcd.js';
+import { localIdentities, type LocalIdentities } from './local-identities.js';
 import { startLocalPostgres } from './local-postgres.js';
-import { openPki, type Pki } from './pki.js';
 
 export interface ClusterUpOptions {
   readonly dataDir: string;
@@ -43,28 +44,15 @@ export interface ClusterUpOptions {
   readonly sinks: number;
 }
 
-function findEtcd(): string | undefined {
-  const explicit = process.env.ETCD_BIN;
-  if (explicit !== undefined && explicit !== '') return explicit;
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    const candidate = join(dir, 'etcd');
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // keep looking
-    }
-  }
-  return undefined;
-}
-
 const say = (text: string) => process.stderr.write(`\u001b[1mleasehold\u001b[0m ${text}\n`);
 
 export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
   const state = await loadOrCreateState(opts.dataDir, !opts.plaintext);
   if (!state.tls)
     say('PLAINTEXT cluster (--plaintext): keys and capabilities cross the wire in clear; for debugging only');
-  const pki = state.tls ? openPki(join(opts.dataDir, 'pki')) : undefined;
+  const ids = state.tls ? localIdentities(opts.dataDir) : undefined;
+  if (ids !== undefined && ids.removed.length > 0)
+    say(`one identity per service now: removed the shared certificates (${ids.removed.join(' ')})`);
   const procs: ManagedProcess[] = [];
   let stopping: Promise<void> | undefined;
   const stopAll = () => {
@@ -87,13 +75,20 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
   process.once('SIGTERM', onSignal);
 
   try {
-    const etcdEndpoints = opts.etcdEndpoints ?? (await startEtcd(opts.dataDir, state, procs, pki));
+    if (opts.etcdEndpoints !== undefined)
+      say(
+        '--etcd-endpoints: your etcd; its TLS and users are yours (LEASEHOLD_COORDINATOR_ETCD_* reach the coordinator)',
+      );
+    const etcd =
+      opts.etcdEndpoints === undefined
+        ? { url: await startLocalEtcd(opts.dataDir, state, procs, ids, say), ours: true }
+        : { url: opts.etcdEndpoints, ours: false };
     const databaseUrl = opts.sinkStore === 'postgres' ? await postgresFor(opts, state, procs) : undefined;
-    const urls = await startServices(opts, state, etcdEndpoints, databaseUrl, procs, pki);
-    const ca = pki === undefined ? undefined : { ca: readFileSync(pki.ca) };
+    const urls = await startServices(opts, state, etcd, databaseUrl, procs, ids);
+    const ca = ids === undefined ? undefined : { ca: readFileSync(ids.ca) };
     for (const sink of urls.sinks) await waitHealthy(sink, 20_000, '/healthz', ca);
     await waitHealthy(urls.coordinator, 20_000, '/healthz', ca);
-    for (let i = 0; i < opts.workers; i++) procs.push(workerProcess(opts, state, urls, i, pki));
+    for (let i = 0; i < opts.workers; i++) procs.push(workerProcess(opts, state, urls, i, ids));
     const store = opts.sinkStore === 'postgres' ? `PostgreSQL ${redactUrl(databaseUrl ?? '')}` : 'SQLite';
     say(
       `cluster up: ${urls.sinks.length === 1 ? `sink ${urls.sink}` : `sinks ${urls.sinks.join(' ')}`} (${store}), ` +
@@ -135,58 +130,6 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<number> {
   }
 }
 
-async function startEtcd(
-  dataDir: string,
-  state: ClusterState,
-  procs: ManagedProcess[],
-  pki: Pki | undefined,
-): Promise<string> {
-  const bin = findEtcd();
-  if (bin === undefined) {
-    throw new Error(
-      'etcd not found: install etcd-server (apt-get install etcd-server), set ETCD_BIN, or pass --etcd-endpoints',
-    );
-  }
-  const client = `${scheme(state)}://127.0.0.1:${state.ports.etcdClient}`;
-  const peer = `http://127.0.0.1:${state.ports.etcdPeer}`;
-  // TLS: etcd serves clients over TLS and requires a client certificate from the cluster's CA.
-  const server = pki?.server('etcd', ['127.0.0.1', 'localhost']);
-  const tlsArgs =
-    pki === undefined || server === undefined
-      ? []
-      : ['--cert-file', server.cert, '--key-file', server.key, '--trusted-ca-file', pki.ca, '--client-cert-auth'];
-  const etcdDir = join(dataDir, 'etcd');
-  mkdirSync(etcdDir, { recursive: true, mode: 0o700 });
-  procs.push(
-    new ManagedProcess(
-      'etcd',
-      bin,
-      [
-        '--name', 'leasehold-local', '--data-dir', etcdDir,
-        '--listen-client-urls', client, '--advertise-client-urls', client,
-        '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer,
-        '--initial-cluster', `leasehold-local=${peer}`,
-        '--election-timeout', '500', '--heartbeat-interval', '50',
-        '--logger', 'zap', '--log-level', 'warn',
-        ...tlsArgs,
-      ], // prettier-ignore
-      {},
-      0,
-      process.stdout,
-    ),
-  );
-  const probe = pki === undefined ? undefined : pki.client('etcd-probe', 'leasehold-probe');
-  await waitHealthy(
-    client,
-    20_000,
-    '/health',
-    pki === undefined || probe === undefined
-      ? undefined
-      : { ca: readFileSync(pki.ca), cert: readFileSync(probe.cert), key: readFileSync(probe.key) },
-  );
-  return client;
-}
-
 /** The database URL of `--sink-store postgres`: the given one, or a private server started here. */
 async function postgresFor(opts: ClusterUpOptions, state: ClusterState, procs: ManagedProcess[]): Promise<string> {
   if (opts.databaseUrl !== undefined) return opts.databaseUrl;
@@ -206,10 +149,10 @@ function redactUrl(url: string): string {
 async function startServices(
   opts: ClusterUpOptions,
   state: ClusterState,
-  etcd: string,
+  etcd: { readonly url: string; readonly ours: boolean },
   databaseUrl: string | undefined,
   procs: ManagedProcess[],
-  pki: Pki | undefined,
+  ids: LocalIdentities | undefined,
 ) {
   const extra = Math.max(0, opts.sinks - 1);
   const more = [...(state.ports.moreSinks ?? [])];
@@ -222,10 +165,9 @@ async function startServices(
   const sinks = sinkPorts.map((port) => `${scheme(state)}://127.0.0.1:${port}`);
   const sink = sinks[0] ?? '';
   const coordinator = `${scheme(state)}://127.0.0.1:${state.ports.coordinator}`;
-  const server = pki?.server('services', ['127.0.0.1', 'localhost']);
-  const etcdClient = pki?.client('coordinator-etcd', 'leasehold-coordinator');
-  const serverTls = (prefix: string): Record<string, string> =>
-    server === undefined ? {} : { [`${prefix}TLS_CERT`]: server.cert, [`${prefix}TLS_KEY`]: server.key };
+  // Each service serves HTTPS with its own key (server usage only).
+  const serverTls = (prefix: string, files: { cert: string; key: string } | undefined): Record<string, string> =>
+    files === undefined ? {} : { [`${prefix}TLS_CERT`]: files.cert, [`${prefix}TLS_KEY`]: files.key };
   const credentials = Array.from({ length: opts.workers }, (_, i) => {
     const workerId = `worker-${i + 1}`;
     return `${workerId}:${workerId}:${workerSecret(opts.dataDir, state, workerId)}`;
@@ -245,7 +187,7 @@ async function startServices(
           ...storeEnv,
           LEASEHOLD_SINK_COORDINATOR_KEYS: state.keys.sink,
           LEASEHOLD_SINK_CAPABILITY_KEYS: state.keys.capability,
-          ...serverTls('LEASEHOLD_SINK_'),
+          ...serverTls('LEASEHOLD_SINK_', ids?.sink),
         },
         1 + i * 4,
         process.stdout,
@@ -259,21 +201,24 @@ async function startServices(
       [BINARIES.coordinator],
       {
         LEASEHOLD_COORDINATOR_PORT: String(state.ports.coordinator),
-        LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: etcd,
+        LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: etcd.url,
         LEASEHOLD_COORDINATOR_SINK_URL: sink,
         LEASEHOLD_COORDINATOR_SINK_KEY: state.keys.sink,
         LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: state.keys.capability,
         LEASEHOLD_COORDINATOR_WORKER_CREDENTIALS: credentials,
         LEASEHOLD_COORDINATOR_ADMIN_KEYS: state.keys.admin,
         LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),
-        ...serverTls('LEASEHOLD_COORDINATOR_'),
-        ...(pki === undefined || etcdClient === undefined
+        ...serverTls('LEASEHOLD_COORDINATOR_', ids?.coordinator.https),
+        ...(ids === undefined ? {} : { LEASEHOLD_COORDINATOR_SINK_CA: ids.ca }),
+        // Our etcd: the coordinator logs in as its own user by its certificate's CN (no password),
+        // under the prefix its role covers.
+        ...(ids === undefined || !etcd.ours
           ? {}
           : {
-              LEASEHOLD_COORDINATOR_SINK_CA: pki.ca,
-              LEASEHOLD_COORDINATOR_ETCD_CA: pki.ca,
-              LEASEHOLD_COORDINATOR_ETCD_CERT: etcdClient.cert,
-              LEASEHOLD_COORDINATOR_ETCD_KEY: etcdClient.key,
+              LEASEHOLD_COORDINATOR_PREFIX: CLUSTER_PREFIX,
+              LEASEHOLD_COORDINATOR_ETCD_CA: ids.etcd.ca,
+              LEASEHOLD_COORDINATOR_ETCD_CERT: ids.coordinator.etcd.cert,
+              LEASEHOLD_COORDINATOR_ETCD_KEY: ids.coordinator.etcd.key,
             }),
       },
       2,
@@ -288,7 +233,7 @@ function workerProcess(
   state: ClusterState,
   urls: { sinks: readonly string[]; coordinator: string },
   i: number,
-  pki: Pki | undefined,
+  ids: LocalIdentities | undefined,
 ) {
   const workerId = `worker-${i + 1}`;
   return new ManagedProcess(
@@ -302,7 +247,7 @@ function workerProcess(
       LEASEHOLD_WORKER_KEY_ID: workerId,
       LEASEHOLD_WORKER_SECRET: workerSecret(opts.dataDir, state, workerId),
       LEASEHOLD_WORKER_WORKER_ID: workerId,
-      ...(pki === undefined ? {} : { LEASEHOLD_WORKER_CA: pki.ca }),
+      ...(ids === undefined ? {} : { LEASEHOLD_WORKER_CA: ids.ca }),
       LEASEHOLD_WORKER_CONCURRENCY: '2',
       LEASEHOLD_WORKER_DEMO_DURATION_MS: String(opts.demoDurationMs),
       LEASEHOLD_WORKER_DEMO_NONDETERMINISTIC: String(opts.nondeterministic),

@@ -10,6 +10,8 @@
  *   leasehold cancel ID | retry ID
  *   leasehold purge --state completed|failed|cancelled --older-than 7d [--limit N]
  *   leasehold tail                                  (task events + sink decisions and refusals)
+ *   leasehold etcd-rbac --etcd-endpoints URL --etcd-ca F --etcd-cert F --etcd-key F --coordinator-users U,...
+ *                                                   (etcd users, roles and auth for the coordinators)
  * Commands other than `cluster up` find the coordinator and keys in the cluster's state file
  * (`--data-dir`, default ./.leasehold), or take --coordinator / --sink and the keys from the
  * environment (LEASEHOLD_ADMIN_KEY, LEASEHOLD_SINK_KEY; secrets are never flags).
@@ -26,7 +28,6 @@ import {
   splitList,
   wantsHelp,
   wantsVersion,
-  type OptionTable,
 } from '@leasehold/protocol';
 import { SinkClient } from '@leasehold/sink-client';
 import { LeaseholdClient } from '@leasehold/client';
@@ -40,70 +41,12 @@ import {
   tasksCommand,
   type CommandContext,
 } from './admin-commands.js';
+import { OPTIONS } from './cli-options.js';
 import { clusterUp } from './cluster-up.js';
+import { etcdRbacCommand } from './etcd-rbac-command.js';
 import { caFile, readState, scheme } from './local-cluster.js';
 import { collectStatus, renderStatus, useColour } from './status.js';
 import { tail } from './tail.js';
-
-const OPTIONS: OptionTable = {
-  'data-dir': { env: 'DATA_DIR', help: 'cluster data and state (default ./.leasehold)' },
-  workers: { env: 'WORKERS', help: 'cluster up: worker processes (default 3)' },
-  tasks: { env: 'TASKS', help: 'cluster up: demo tasks to submit (default 30)' },
-  resources: { env: 'RESOURCES', help: 'cluster up: resources the demo tasks spread over (default 10)' },
-  'until-done': {
-    env: 'UNTIL_DONE',
-    help: 'cluster up: exit 0 once the demo completed (non-zero if not)',
-    boolean: true,
-  },
-  'timeout-ms': { env: 'TIMEOUT_MS', help: 'cluster up: how long the demo may take (default 300000)' },
-  'etcd-endpoints': { env: 'ETCD_ENDPOINTS', help: 'cluster up: use this etcd instead of starting one' },
-  'demo-duration-ms': { env: 'DEMO_DURATION_MS', help: 'cluster up: compute time per demo task (default 300)' },
-  'demo-nondeterministic': { env: 'DEMO_NONDETERMINISTIC', help: 'cluster up: random nonce in results', boolean: true },
-  'session-ttl-ms': { env: 'SESSION_TTL_MS', help: 'cluster up: worker session TTL (default 5000)' },
-  plaintext: {
-    env: 'PLAINTEXT',
-    help: 'cluster up: a new cluster WITHOUT TLS (debugging only; keys cross the wire in clear)',
-    boolean: true,
-  },
-  'sink-store': { env: 'SINK_STORE', help: 'cluster up: sqlite (default, embedded) or postgres' },
-  'database-url': {
-    env: 'DATABASE_URL',
-    help: 'cluster up --sink-store postgres: an existing server (default: a private one in the data dir)',
-    fromFile: true,
-  },
-  sinks: { env: 'SINKS', help: 'cluster up: sink processes (default 1; more only with --sink-store postgres)' },
-  ca: { env: 'CA', help: "CA file (PEM) of the coordinator and the sink (default: the cluster state's)" },
-  coordinator: {
-    env: 'COORDINATOR',
-    help: 'coordinator URL, or several, comma-separated (default from the state file)',
-  },
-  'admin-key': { env: 'ADMIN_KEY', help: 'admin bearer key (default from the state file)', secret: true },
-  sink: { env: 'SINK', help: 'sink URL (default from the state file)' },
-  'sink-key': { env: 'SINK_KEY', help: 'sink read/coordinator key (default from the state file)', secret: true },
-  'task-id': { env: 'TASK_ID', help: 'submit: task id' },
-  resource: { env: 'RESOURCE', help: 'submit: resource id' },
-  payload: { env: 'PAYLOAD', help: 'submit: JSON payload (default {})' },
-  priority: { env: 'PRIORITY', help: 'submit: 0..9, higher is granted first (default 0)' },
-  delay: { env: 'DELAY', help: 'submit: not granted before this long from now, e.g. 30s, 5m' },
-  'run-at': { env: 'RUN_AT', help: 'submit: not granted before this time (ISO 8601, e.g. 2026-12-24T18:00:00Z)' },
-  'max-attempts': { env: 'MAX_ATTEMPTS', help: 'submit: attempts before the task fails (default: the installation’s)' },
-  'backoff-initial': { env: 'BACKOFF_INITIAL', help: 'submit: wait after the first failed attempt, e.g. 1s' },
-  'backoff-max': { env: 'BACKOFF_MAX', help: 'submit: longest wait between attempts, e.g. 5m' },
-  'non-retryable': {
-    env: 'NON_RETRYABLE',
-    help: 'submit: an error name that fails the task at once (repeatable, or comma-separated)',
-  },
-  state: { env: 'STATE', help: 'tasks, purge: pending|delayed|leased|completed|failed|cancelled' },
-  'older-than': { env: 'OLDER_THAN', help: 'purge: tasks that ended at least this long ago, e.g. 7d' },
-  limit: { env: 'LIMIT', help: 'purge: tasks per request (default 1000)' },
-  json: {
-    env: 'JSON',
-    help: 'status, submit, tasks, task, cancel, retry, purge: machine-readable output',
-    boolean: true,
-  },
-  watch: { env: 'WATCH', help: 'status: refresh every second', boolean: true },
-  all: { env: 'ALL', help: 'status: every task of each resource, not only the latest', boolean: true },
-};
 
 const HELP = `leasehold: lease-based task ownership with fencing tokens.
 
@@ -118,6 +61,9 @@ Usage:
   leasehold retry ID                           a failed task runs again with a fresh attempt budget
   leasehold purge --state STATE --older-than 7d   delete ended tasks of one state
   leasehold tail                               task events, sink decisions and refusals as they happen
+  leasehold etcd-rbac --etcd-endpoints URL --etcd-ca F --etcd-cert F --etcd-key F --coordinator-users U,...
+                                               as etcd's root: a user per coordinator (its certificate's CN)
+                                               whose role may use only the prefix; enable auth (idempotent)
 
 Durations: 500ms, 30s, 5m, 2h, 7d (or 1h30m). Exit codes: 0 done, 1 refused or failed, 2 usage.
 
@@ -186,6 +132,8 @@ async function main(): Promise<number> {
     if (problems.length > 0) throw new ConfigError(problems);
     return clusterUp(opts);
   }
+
+  if (command === 'etcd-rbac' && args.length === 0) return etcdRbacCommand(raw, problems);
 
   const state = readState(dataDir);
   const base = state === undefined ? undefined : `${scheme(state)}://127.0.0.1`;

@@ -1,17 +1,21 @@
 /**
  * The PostgreSQL server of `leasehold cluster up --sink-store postgres` when no `--database-url`
  * is given: a private cluster in `<data-dir>/postgres` (initdb on the first run, reused after),
- * started in the foreground as a managed process on a loopback port of the cluster's state, with
- * `fsync=on` and `synchronous_commit=on` (what the sink's acknowledgements rely on). It never
- * touches a system cluster.
+ * started in the foreground as a managed process, with `fsync=on` and `synchronous_commit=on`
+ * (what the sink's acknowledgements rely on). It never touches a system cluster.
+ *
+ * No TCP listener at all (`listen_addresses=''`): the sinks reach it over its Unix socket in
+ * `<data-dir>/postgres/sock` (the port of the cluster's state only names the socket file), a
+ * directory and socket only the server's user (and root) may open. Nothing crosses a network, so
+ * there is nothing for TLS to protect, and no other local user can connect.
  *
  * PostgreSQL refuses to run as root, so as root the server runs as the `postgres` system user (the
  * Debian package creates it) through `setpriv`, which execs in place: signals reach the server.
- * Loopback only, trust authentication: a demo cluster on one machine, not a deployment
- * (docs/operations.md says how to point the sinks at a real server).
+ * Trust authentication behind that socket: a demo cluster on one machine, not a deployment
+ * (docs/operations.md says how to point the sinks at a real server, with TLS).
  */
 import { spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ManagedProcess } from './local-cluster.js';
 
@@ -50,7 +54,7 @@ function idOf(flag: '-u' | '-g'): number {
 
 export interface LocalPostgresServer {
   readonly process: ManagedProcess;
-  /** postgres://postgres@127.0.0.1:PORT/postgres */
+  /** postgres:///postgres?host=<socket dir>&port=PORT&user=postgres (the Unix socket, no TCP) */
   readonly url: string;
 }
 
@@ -71,6 +75,7 @@ export async function startLocalPostgres(
   const data = join(root, 'data');
   const sockets = join(root, 'sock');
   mkdirSync(sockets, { recursive: true });
+  chmodSync(sockets, 0o700);
   if (isRoot()) {
     const [uid, gid] = [idOf('-u'), idOf('-g')];
     for (const path of [root, sockets]) chownSync(path, uid, gid);
@@ -92,17 +97,19 @@ export async function startLocalPostgres(
   }
   const [cmd, args] = asServerUser(join(binDir, 'postgres'), [
     '-D', data,
-    '-c', 'listen_addresses=127.0.0.1', '-c', `port=${port}`, '-c', `unix_socket_directories=${sockets}`,
+    '-c', 'listen_addresses=', '-c', `port=${port}`, '-c', `unix_socket_directories=${sockets}`,
+    '-c', 'unix_socket_permissions=0700',
     '-c', 'fsync=on', '-c', 'synchronous_commit=on', '-c', 'log_min_messages=warning',
   ]); // prettier-ignore
   const server = new ManagedProcess('postgres', cmd, args, {}, 4, out);
-  const url = `postgres://${SERVER_USER}@127.0.0.1:${port}/postgres`;
+  const query = new URLSearchParams({ host: sockets, port: String(port), user: SERVER_USER });
+  const url = `postgres:///postgres?${query.toString()}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
     const ready = spawnSync(join(binDir, 'pg_isready'), [
       '-q',
       '-h',
-      '127.0.0.1',
+      sockets,
       '-p',
       String(port),
       '-U',

@@ -1,9 +1,13 @@
 /**
- * A small private PKI with the `openssl` command (OpenSSL 3): one CA, server certificates for the
- * addresses the services listen on, client certificates whose CN is the holder's name (a worker
- * id for worker mTLS, an etcd user for etcd's client-cert auth). `leasehold cluster up` uses it for
- * TLS on every link by default; the tests use it to run TLS end to end against real processes.
- * Keys are EC P-256, written 0600.
+ * A small private PKI with the `openssl` command (OpenSSL 3): one CA per directory, server
+ * certificates for the addresses the services listen on (extended key usage serverAuth only: a
+ * server's key cannot log in anywhere as a client), client certificates whose CN is the holder's
+ * name (clientAuth only: a worker id for worker mTLS, an etcd user for etcd's client-cert auth),
+ * and peer certificates (both usages) for etcd members talking to each other.
+ * `leasehold cluster up` uses two of them (the services' CA, and etcd's own CA that signs nothing
+ * but etcd's server and its clients: etcd takes a client's user name from its certificate's CN, so
+ * it must trust no CA that signs worker or service certificates); the tests use it to run TLS end
+ * to end against real processes. Keys are EC P-256, written 0600.
  */
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -22,7 +26,16 @@ export interface Pki {
   server(name: string, hosts: readonly string[]): CertFiles;
   /** A client certificate with subject CN = `commonName`, created once and reused. */
   client(name: string, commonName: string): CertFiles;
+  /** A certificate for both ends of a link between peers (etcd members), created once and reused. */
+  peer(name: string, hosts: readonly string[]): CertFiles;
 }
+
+/** The extended key usages of each kind of certificate (what a holder may prove to be). */
+export const KEY_USAGES = {
+  server: 'serverAuth',
+  client: 'clientAuth',
+  peer: 'serverAuth,clientAuth',
+} as const;
 
 function openssl(args: readonly string[], cwd: string): void {
   try {
@@ -104,22 +117,17 @@ export function openPki(dir: string, caName = 'leasehold local CA'): Pki {
     );
     return { cert, key };
   };
+  const base = ['basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment'];
+  const san = (hosts: readonly string[]) =>
+    `subjectAltName=${hosts.map((h) => (isIp(h) ? `IP:${h}` : `DNS:${h}`)).join(',')}`;
   return {
     dir,
     ca,
     server: (name, hosts) =>
-      issue(name, `/CN=${hosts[0] ?? name}`, [
-        'basicConstraints=CA:FALSE',
-        'keyUsage=critical,digitalSignature,keyEncipherment',
-        'extendedKeyUsage=serverAuth,clientAuth',
-        `subjectAltName=${hosts.map((h) => (isIp(h) ? `IP:${h}` : `DNS:${h}`)).join(',')}`,
-      ]),
-    client: (name, commonName) =>
-      issue(name, `/CN=${commonName}`, [
-        'basicConstraints=CA:FALSE',
-        'keyUsage=critical,digitalSignature,keyEncipherment',
-        'extendedKeyUsage=clientAuth',
-      ]),
+      issue(name, `/CN=${hosts[0] ?? name}`, [...base, `extendedKeyUsage=${KEY_USAGES.server}`, san(hosts)]),
+    client: (name, commonName) => issue(name, `/CN=${commonName}`, [...base, `extendedKeyUsage=${KEY_USAGES.client}`]),
+    peer: (name, hosts) =>
+      issue(name, `/CN=${hosts[0] ?? name}`, [...base, `extendedKeyUsage=${KEY_USAGES.peer}`, san(hosts)]),
   };
 }
 

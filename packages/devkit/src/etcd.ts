@@ -52,7 +52,8 @@ export interface StartEtcdOptions {
   verbose?: boolean;
   /**
    * Serve clients over TLS (binary mode): the server certificate and key files, the CA file, and
-   * with `clientCertAuth` a client certificate is required (the probe's is used for health checks).
+   * with `clientCertAuth` a client certificate is required (the probe's is used for health checks)
+   * and the HTTP JSON gateway is off (gRPC only).
    */
   tls?: {
     readonly certFile: string;
@@ -166,7 +167,9 @@ async function startBinary(bin: string, opts: StartEtcdOptions): Promise<EtcdHan
       ? []
       : [
           '--cert-file', tls.certFile, '--key-file', tls.keyFile, '--trusted-ca-file', tls.caFile,
-          ...(tls.clientCertAuth === undefined ? [] : ['--client-cert-auth']),
+          // With client certificates required, the JSON gateway is off: it ignores CNs and would dial
+          // etcd with the server's key, which has no client usage (gRPC and /health stay).
+          ...(tls.clientCertAuth === undefined ? [] : ['--client-cert-auth', '--enable-grpc-gateway=false']),
         ]; // prettier-ignore
   const healthTls =
     tls === undefined

@@ -8,20 +8,42 @@
  * chowned to it. The cluster keeps `fsync=on` and `synchronous_commit=on`: what tests and benchmarks
  * measure is what production gets. Nothing here touches a system cluster (/var/lib/postgresql).
  *
+ * With `tls`, the server serves TLS with the given certificate (copied into the cluster's directory,
+ * owned by the server's user, 0600: PostgreSQL refuses a key others can read) and, with
+ * `tls.required`, refuses TCP connections without it (`hostssl` lines in pg_hba.conf); the admin
+ * URL is then the Unix socket's, which stays open to the server's own tools.
+ *
  * `stopImmediate()` is `pg_ctl stop -m immediate` (a crash: no checkpoint; recovery replays the
  * WAL on the next start), `start()` starts it again on the same port and data dir. `stopSync()` is
  * for exit handlers (synchronous). The caller owns cleanup: see test/harness/postgres.ts.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 
 export interface LocalPostgres {
-  /** postgres://postgres@127.0.0.1:PORT/postgres (trust auth on loopback). */
+  /**
+   * postgres://postgres@127.0.0.1:PORT/postgres (trust auth on loopback); with `tls.required`, the
+   * Unix socket's URL ({@link socketUrl}).
+   */
   readonly adminUrl: string;
+  /** postgres:///postgres?host=<socket dir>&port=PORT&user=postgres: the Unix socket (trust auth). */
+  readonly socketUrl: string;
   readonly port: number;
   readonly dataDir: string;
   readonly logFile: string;
@@ -45,6 +67,8 @@ export interface LocalPostgresOptions {
   /** Extra pg_hba.conf lines, e.g. `host all all 10.77.5.0/24 trust` (network namespaces of a chaos run). */
   readonly hbaLines?: readonly string[];
   readonly startTimeoutMs?: number;
+  /** Serve TLS with this certificate and key (PEM files); `required`: no TCP connection without TLS. */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string; readonly required?: boolean };
 }
 
 const SERVER_USER = 'postgres';
@@ -141,6 +165,23 @@ async function waitAccepting(url: string, timeoutMs: number): Promise<void> {
   throw new Error(`postgres at ${url} not accepting connections after ${timeoutMs} ms: ${last}`);
 }
 
+/** The server's certificate and key in `root`, readable by the server's user only; `required`: hostssl. */
+function installTls(root: string, dataDir: string, tls: NonNullable<LocalPostgresOptions['tls']>): void {
+  for (const [from, to] of [
+    [tls.certFile, 'server.crt'],
+    [tls.keyFile, 'server.key'],
+  ] as const) {
+    const file = join(root, to);
+    copyFileSync(from, file);
+    chmodSync(file, 0o600);
+    if (isRoot()) chownSync(file, idOf('-u'), idOf('-g'));
+  }
+  if (tls.required !== true) return;
+  const hba = join(dataDir, 'pg_hba.conf');
+  const lines = readFileSync(hba, 'utf8').split('\n');
+  writeFileSync(hba, lines.map((l) => l.replace(/^host(\s)/, 'hostssl$1')).join('\n'));
+}
+
 /** initdb + pg_ctl start a fresh cluster. Throws if the binaries are missing. */
 export async function startLocalPostgres(options: LocalPostgresOptions = {}): Promise<LocalPostgres> {
   const binDir = options.binDir ?? findPostgresBinDir();
@@ -157,6 +198,7 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
   }
   const port = await freePort();
   const pgCtl = join(binDir, 'pg_ctl');
+  const tls = options.tls;
   const settings: Record<string, string> = {
     listen_addresses: '127.0.0.1',
     port: String(port),
@@ -165,12 +207,16 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
     synchronous_commit: 'on',
     max_connections: '200',
     log_min_messages: 'warning',
+    ...(tls === undefined
+      ? {}
+      : { ssl: 'on', ssl_cert_file: join(root, 'server.crt'), ssl_key_file: join(root, 'server.key') }),
     ...options.settings,
   };
   const serverArgs = Object.entries(settings)
     .map(([name, value]) => `-c ${name}=${value}`)
     .join(' ');
-  const adminUrl = `postgres://${SERVER_USER}@127.0.0.1:${port}/postgres`;
+  const socketUrl = `postgres:///postgres?${new URLSearchParams({ host: socketDir, port: String(port), user: SERVER_USER }).toString()}`;
+  const adminUrl = tls?.required === true ? socketUrl : `postgres://${SERVER_USER}@127.0.0.1:${port}/postgres`;
   const timeoutMs = options.startTimeoutMs ?? 30_000;
   let removed = false;
   let up = false;
@@ -204,6 +250,7 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
     ]);
     if (options.hbaLines !== undefined && options.hbaLines.length > 0)
       appendFileSync(join(dataDir, 'pg_hba.conf'), `${options.hbaLines.join('\n')}\n`);
+    if (tls !== undefined) installTls(root, dataDir, tls);
     await startServer();
   } catch (err) {
     try {
@@ -226,6 +273,7 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
   };
   return {
     adminUrl,
+    socketUrl,
     port,
     dataDir,
     logFile,

@@ -228,3 +228,87 @@ describe('store selection (SQLite default, PostgreSQL on demand)', () => {
     expect(logged).toContain('postgres://sink:***@db.internal:5432/leasehold');
   });
 });
+
+describe('TLS to PostgreSQL (verify-full with a CA)', () => {
+  const PG = { ...ENV, LEASEHOLD_SINK_STORE: 'postgres', LEASEHOLD_SINK_DATABASE_URL: 'postgres://sink@db.internal/x' };
+  const tls = (url: string | undefined) => Object.fromEntries(new URL(url ?? '').searchParams);
+
+  it('writes the options into the URL as libpq spells them', () => {
+    const config = loadConfig(
+      {
+        ...PG,
+        LEASEHOLD_SINK_DATABASE_SSL_MODE: 'verify-full',
+        LEASEHOLD_SINK_DATABASE_CA: '/etc/leasehold/pg-ca.crt',
+        LEASEHOLD_SINK_DATABASE_CERT: '/etc/leasehold/pg-client.crt',
+        LEASEHOLD_SINK_DATABASE_KEY: '/etc/leasehold/pg-client.key',
+      },
+      [],
+    );
+    expect(tls(config.databaseUrl)).toEqual({
+      sslmode: 'verify-full',
+      sslrootcert: '/etc/leasehold/pg-ca.crt',
+      sslcert: '/etc/leasehold/pg-client.crt',
+      sslkey: '/etc/leasehold/pg-client.key',
+    });
+    expect(tls(loadConfig({ ...PG, LEASEHOLD_SINK_DATABASE_SSL_MODE: 'disable' }, []).databaseUrl)).toEqual({
+      sslmode: 'disable',
+    });
+  });
+
+  it('takes the same from the URL, and leaves a URL without TLS as it is', () => {
+    const url = 'postgres://sink@db.internal/x?sslmode=verify-full&sslrootcert=%2Fca.crt';
+    expect(loadConfig({ ...PG, LEASEHOLD_SINK_DATABASE_URL: url }, []).databaseUrl).toBe(url);
+    expect(loadConfig(PG, []).databaseUrl).toBe('postgres://sink@db.internal/x');
+  });
+
+  it.each([
+    [{ LEASEHOLD_SINK_DATABASE_SSL_MODE: 'verify-full' }, /DATABASE_CA: required with DATABASE_SSL_MODE=verify-full/],
+    [{ LEASEHOLD_SINK_DATABASE_SSL_MODE: 'require' }, /DATABASE_SSL_MODE/],
+    [
+      {
+        LEASEHOLD_SINK_DATABASE_SSL_MODE: 'verify-full',
+        LEASEHOLD_SINK_DATABASE_CA: '/ca',
+        LEASEHOLD_SINK_DATABASE_CERT: '/c',
+      },
+      /DATABASE_CERT \/ DATABASE_KEY: give both or neither/,
+    ],
+    [
+      { LEASEHOLD_SINK_DATABASE_SSL_MODE: 'disable', LEASEHOLD_SINK_DATABASE_CA: '/ca' },
+      /only with DATABASE_SSL_MODE=verify-full/,
+    ],
+    [
+      { LEASEHOLD_SINK_DATABASE_CERT: '/c', LEASEHOLD_SINK_DATABASE_KEY: '/k' },
+      /only with DATABASE_SSL_MODE=verify-full/,
+    ],
+    [
+      {
+        LEASEHOLD_SINK_DATABASE_URL: 'postgres://sink@db/x?sslmode=disable',
+        LEASEHOLD_SINK_DATABASE_SSL_MODE: 'verify-full',
+        LEASEHOLD_SINK_DATABASE_CA: '/ca',
+      },
+      /give TLS in one place/,
+    ],
+    [
+      {
+        LEASEHOLD_SINK_DATABASE_URL: 'postgres:///x?host=%2Fvar%2Frun%2Fpostgresql',
+        LEASEHOLD_SINK_DATABASE_SSL_MODE: 'verify-full',
+        LEASEHOLD_SINK_DATABASE_CA: '/ca',
+      },
+      /Unix socket/,
+    ],
+    [{ LEASEHOLD_SINK_DATABASE_URL: 'postgres://sink@db/x?sslmode=require' }, /sslmode=require: only verify-full/],
+    [{ LEASEHOLD_SINK_DATABASE_URL: 'postgres://sink@db/x?sslmode=prefer' }, /sslmode=prefer: only verify-full/],
+    [{ LEASEHOLD_SINK_DATABASE_URL: 'postgres://sink@db/x?sslmode=verify-full' }, /needs sslrootcert/],
+    [{ LEASEHOLD_SINK_DATABASE_URL: 'postgres://sink@db/x?ssl=true' }, /ssl=: not supported/],
+    [
+      {
+        LEASEHOLD_SINK_DATABASE_URL: 'postgres://sink@db/x?ssl=true',
+        LEASEHOLD_SINK_DATABASE_SSL_MODE: 'verify-full',
+        LEASEHOLD_SINK_DATABASE_CA: '/ca',
+      },
+      /ssl=: not supported/,
+    ],
+  ])('refuses %o', (extra, problem) => {
+    expect(problemsOf({ ...PG, ...extra }).join('\n')).toMatch(problem);
+  });
+});

@@ -21,6 +21,7 @@ import {
   type TracingConfig,
 } from '@leasehold/protocol';
 import { z } from 'zod';
+import { databaseUrlWithTls, SSL_MODES } from './store/postgres-tls.js';
 
 export const ENV_PREFIX = 'LEASEHOLD_SINK_';
 
@@ -38,7 +39,11 @@ export interface SinkConfig {
   /** `sqlite` (embedded, the default) or `postgres` (several sinks may share one database). */
   readonly store: 'sqlite' | 'postgres';
   readonly dbPath: string;
-  /** PostgreSQL URL (store=postgres). Carries a password: never logged (see redactConfig). */
+  /**
+   * PostgreSQL URL (store=postgres). Carries a password: never logged (see redactConfig). TLS is
+   * in it as libpq spells it (`sslmode=verify-full&sslrootcert=...`), from the URL itself or from
+   * the `database-ssl-mode` / `database-ca` / `database-cert` / `database-key` options.
+   */
   readonly databaseUrl: string | undefined;
   /** PostgreSQL pool connections per sink process. */
   readonly databasePoolSize: number;
@@ -97,6 +102,13 @@ export const OPTIONS: OptionTable = Object.freeze({
     fromFile: true,
   },
   'database-pool-size': { env: 'DATABASE_POOL_SIZE', help: 'PostgreSQL connections per sink', default: '4' },
+  'database-ssl-mode': {
+    env: 'DATABASE_SSL_MODE',
+    help: "TLS to PostgreSQL: verify-full (its certificate checked against DATABASE_CA and the URL's host) or disable",
+  },
+  'database-ca': { env: 'DATABASE_CA', help: "CA file (PEM) of PostgreSQL's certificate (or system)" },
+  'database-cert': { env: 'DATABASE_CERT', help: "client certificate file (PEM) for PostgreSQL's cert authentication" },
+  'database-key': { env: 'DATABASE_KEY', help: 'its private key file (PEM)' },
   synchronous: { env: 'SYNCHRONOUS', help: 'FULL|NORMAL (FULL: acked writes survive power loss)', default: 'FULL' },
   'store-thread': { env: 'STORE_THREAD', help: 'true|false: SQLite in a worker thread', default: 'true' },
   'decision-retention': { env: 'DECISION_RETENTION', help: 'newest decisions kept, 0 = all', default: '1000000' },
@@ -199,6 +211,10 @@ const RawSchema = z
       .refine((u) => /^postgres(ql)?:\/\/./.test(u) && URL.canParse(u), 'must be a postgres:// or postgresql:// URL')
       .optional(),
     DATABASE_POOL_SIZE: int(1, 100),
+    DATABASE_SSL_MODE: z.enum(SSL_MODES).optional(),
+    DATABASE_CA: z.string().min(1).optional(),
+    DATABASE_CERT: z.string().min(1).optional(),
+    DATABASE_KEY: z.string().min(1).optional(),
     SYNCHRONOUS: z.enum(['FULL', 'NORMAL']),
     STORE_THREAD: z.enum(['true', 'false']).transform((v) => v === 'true'),
     DECISION_RETENTION: int(0, Number.MAX_SAFE_INTEGER),
@@ -296,6 +312,11 @@ export function loadConfig(
     problems.push(`${ENV_PREFIX}TEST_SABOTAGE: a test-only switch; also set LEASEHOLD_ALLOW_SABOTAGE=1 to use it`);
   }
   problems.push(...tracingProblems(raw, ENV_PREFIX));
+  const database =
+    parsed.success && parsed.data.DATABASE_URL !== undefined
+      ? databaseUrlWithTls(parsed.data.DATABASE_URL, parsed.data, ENV_PREFIX)
+      : undefined;
+  problems.push(...(database?.problems ?? []));
   if (problems.length > 0 || !parsed.success) throw new ConfigError(problems);
   const c = parsed.data;
   return Object.freeze({
@@ -306,7 +327,7 @@ export function loadConfig(
     portFile: c.PORT_FILE,
     store: c.STORE,
     dbPath: c.DB_PATH,
-    databaseUrl: c.DATABASE_URL,
+    databaseUrl: database?.url,
     databasePoolSize: c.DATABASE_POOL_SIZE,
     synchronous: c.SYNCHRONOUS,
     storeThread: c.STORE_THREAD,

@@ -38,9 +38,13 @@ import { decideBatch, type BatchReader } from '../core/batch.js';
 import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
 import { SchemaVersionError } from '../errors.js';
 import type { DecisionPageRows, DecisionRow, FenceStore, ResourceRows, StoredResultRow } from './port.js';
+import { connectionTls } from './postgres-tls.js';
 
 export interface PostgresStoreOptions {
-  /** postgres://user[:password]@host:port/database[?options] */
+  /**
+   * postgres://user[:password]@host:port/database[?options]; TLS as libpq spells it:
+   * `sslmode=verify-full&sslrootcert=CA[&sslcert=..&sslkey=..]` (see postgres-tls.ts).
+   */
   readonly url: string;
   /** Pool connections (one batch at a time, plus reads and the probe). Default 4. */
   readonly poolSize?: number;
@@ -176,8 +180,10 @@ export class PostgresFenceStore implements FenceStore {
    * error when PostgreSQL is unreachable.
    */
   static async open(options: PostgresStoreOptions): Promise<PostgresFenceStore> {
+    const { url, ssl } = connectionTls(withSessionOptions(options.url, options.statementTimeoutMs ?? 30_000));
     const pool = new pg.Pool({
-      connectionString: withSessionOptions(options.url, options.statementTimeoutMs ?? 30_000),
+      connectionString: url,
+      ssl,
       max: options.poolSize ?? 4,
       connectionTimeoutMillis: 5000,
       idleTimeoutMillis: 30_000,
