@@ -139,6 +139,7 @@ export const OPTIONS: OptionTable = Object.freeze({
   'capability-public-keys': {
     env: 'CAPABILITY_PUBLIC_KEYS',
     help: "id:key,... Ed25519 public keys that verify write capabilities (required; the coordinators' signing keys)",
+    fromFile: true,
   },
   'capability-keys': {
     env: 'CAPABILITY_KEYS',

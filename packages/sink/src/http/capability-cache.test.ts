@@ -74,7 +74,7 @@ describe('CapabilityVerifier', () => {
     expect(verify(verifier, sign(a), a)).toBe(true); // a is now the most recent
     expect(verify(verifier, sign(c), c)).toBe(true); // evicts b
     expect(verifier.size).toBe(2);
-    // Evicted or not, a valid capability still verifies (by HMAC again).
+    // Evicted or not, a valid capability still verifies (by signature again).
     expect(verify(verifier, sign(b), b)).toBe(true);
   });
 
