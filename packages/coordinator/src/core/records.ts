@@ -43,10 +43,15 @@ const StoredJsonSchema = z.custom<JsonValue>((value) => value !== undefined, {
 
 const ErrorSchema = z.object({ name: z.string(), message: z.string() });
 
-/** An ended attempt. Its token is the grant's (the task key's mod_revision the grant wrote). */
+/**
+ * An ended attempt. Its token is the grant's (the task key's mod_revision the grant wrote). The
+ * session that held it is kept (absent on records of older coordinators) so that a repeated
+ * `task.complete` / `task.fail` is answered as a replay only to that very session.
+ */
 export const AttemptRecordSchema = z.object({
   attempt: z.number().int().nonnegative(),
   workerId: WorkerIdSchema,
+  sessionId: SessionIdSchema.optional(),
   token: TokenSchema,
   outcome: AttemptOutcomeSchema,
   error: ErrorSchema.optional(),
