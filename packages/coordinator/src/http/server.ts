@@ -104,7 +104,7 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
   });
 
   registerTaskRoutes(app, options.tasks);
-  if (options.events !== undefined) registerEventRoutes(app, options.events);
+  if (options.events !== undefined) registerEventRoutes(app, options.events, options.log);
   registerConsoleRoutes(app, {
     adminKeys: options.adminKeys,
     tasks: options.tasks,

@@ -28,6 +28,7 @@ import { z } from 'zod';
 import type { TaskApi } from '../routes-tasks.js';
 import { Credential } from '../route-auth.js';
 import { sendError } from '../send-error.js';
+import { Slots } from '../../core/slots.js';
 import type { ConsoleHub } from './console-hub.js';
 import { CONSOLE_SESSION_MS, issueConsoleSession, sessionCookieHeader } from './session-cookie.js';
 
@@ -196,21 +197,42 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     );
   }
 
-  app.get('/ui/api/stream', consoleRead, async (_req, reply) => {
-    const h = await withHub(reply);
-    if (h === undefined) return reply;
-    if (h.clients >= MAX_CONSOLE_STREAMS) {
+  // Counted when accepted, before the first await (the hub's snapshot on a cold start): a count
+  // read after it let every concurrent open pass (see core/slots.ts).
+  const streams = new Slots(MAX_CONSOLE_STREAMS);
+  app.get('/ui/api/stream', consoleRead, async (req, reply) => {
+    if (hub === undefined) return sendError(reply, 'UNAVAILABLE', 'the console has no data source on this server');
+    const slot = streams.tryTake();
+    if (slot === undefined) {
       void reply.header('retry-after', '5');
-      return sendError(reply, 'UNAVAILABLE', `too many console streams (${MAX_CONSOLE_STREAMS})`);
+      log.warn({ remote: req.ip, max: MAX_CONSOLE_STREAMS }, 'console stream refused: too many open');
+      return sendError(reply, 'LIMIT_REACHED', `too many console streams open (${MAX_CONSOLE_STREAMS})`);
     }
     const raw = reply.raw;
     let open = true;
+    let keepalive: NodeJS.Timeout | undefined;
+    let unsubscribe: (() => void) | undefined;
     const stop = (): void => {
       if (!open) return;
       open = false;
       clearInterval(keepalive);
-      unsubscribe();
+      unsubscribe?.();
+      slot.release();
     };
+    // Before the await: a client gone while the hub loads must not leave its slot taken.
+    raw.on('close', stop);
+    try {
+      await hub.ready();
+    } catch (err) {
+      stop();
+      throw err;
+    }
+    if (!open) {
+      // The client left while the hub loaded: nothing to answer.
+      reply.hijack();
+      raw.destroy();
+      return reply;
+    }
     const write = (text: string): void => {
       if (!open) return;
       if (raw.writableLength > MAX_QUEUED_BYTES) {
@@ -230,11 +252,11 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
       'x-content-type-options': 'nosniff',
     });
     raw.write(': leasehold console\nretry: 1000\n\n');
-    const keepalive = setInterval(() => {
+    keepalive = setInterval(() => {
       write(': keepalive\n\n');
     }, KEEPALIVE_MS);
     keepalive.unref();
-    const unsubscribe = h.subscribe({
+    unsubscribe = hub.subscribe({
       send: (event, data) => {
         write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       },
@@ -243,6 +265,6 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
         raw.end();
       },
     });
-    raw.on('close', stop);
+    return reply;
   });
 }
