@@ -109,6 +109,12 @@ export interface CoordinatorConfig {
   readonly testSabotage: 'grant-before-advance' | 'ignore-retry-policy' | undefined;
   /** Refused frames tolerated on one socket before it is closed with 1008. */
   readonly maxBadFrames: number;
+  /**
+   * Sessions one worker identity may hold on this coordinator at once (a credential is bound to one
+   * worker id, a certificate's CN is one; in the shared-key dev mode, per claimed worker id). A
+   * hello past it gets LIMIT_REACHED. Resuming a session already served here takes none.
+   */
+  readonly maxSessionsPerWorker: number;
   /** Most acquires combined into one etcd transaction and one sink advance-batch. */
   readonly grantBatchMax: number;
   /** `lease.none.retryAfterMs`. */
@@ -189,6 +195,11 @@ export const OPTIONS: OptionTable = Object.freeze({
     default: 'false',
   },
   'max-bad-frames': { env: 'MAX_BAD_FRAMES', help: 'bad frames before a socket is closed with 1008', default: '10' },
+  'max-sessions-per-worker': {
+    env: 'MAX_SESSIONS_PER_WORKER',
+    help: 'sessions one worker identity (credential, certificate) may hold on this coordinator; more: LIMIT_REACHED',
+    default: '8',
+  },
   'grant-batch-max': { env: 'GRANT_BATCH_MAX', help: 'most grants per etcd txn / sink batch', default: '64' },
   'no-lease-retry-after-ms': { env: 'NO_LEASE_RETRY_AFTER_MS', help: 'retryAfterMs in lease.none', default: '500' },
   'retry-max-attempts': {
@@ -345,6 +356,7 @@ const RawSchema = z.object({
   ETCD_GIVE_UP_MS: int(100, 3_600_000).optional(),
   FENCE_ON_EXPIRY: bool,
   MAX_BAD_FRAMES: int(1, 10_000),
+  MAX_SESSIONS_PER_WORKER: int(1, 100_000),
   GRANT_BATCH_MAX: int(1, 1_000),
   NO_LEASE_RETRY_AFTER_MS: int(0, 600_000),
   RETRY_MAX_ATTEMPTS: int(1, MAX_ATTEMPTS_LIMIT),
@@ -479,6 +491,7 @@ export function loadConfig(
     etcdGiveUpMs: c.ETCD_GIVE_UP_MS ?? Math.max(100, Math.floor(c.SESSION_TTL_MS / 2)),
     fenceOnExpiry: c.FENCE_ON_EXPIRY,
     maxBadFrames: c.MAX_BAD_FRAMES,
+    maxSessionsPerWorker: c.MAX_SESSIONS_PER_WORKER,
     grantBatchMax: c.GRANT_BATCH_MAX,
     noLeaseRetryAfterMs: c.NO_LEASE_RETRY_AFTER_MS,
     maxJsonDepth: c.MAX_JSON_DEPTH,
