@@ -149,6 +149,17 @@ export const HoldingRecordSchema = z.object({
 });
 export type HoldingRecord = z.infer<typeof HoldingRecordSchema>;
 
+/**
+ * `console/revoked/<loginId>`, on a lease of its own that ends when the cookie would have expired:
+ * a console login ended by logout, refused by every coordinator from then on.
+ */
+export const ConsoleRevokedRecordSchema = z.object({
+  v: z.literal(1),
+  /** When the cookie expires anyway (wall clock, epoch ms): the record is moot after that. */
+  expiresAtMs: z.number().int().positive(),
+});
+export type ConsoleRevokedRecord = z.infer<typeof ConsoleRevokedRecordSchema>;
+
 /** Parse a stored value; undefined when it is not valid JSON of the schema. */
 export function decodeRecord<T>(schema: z.ZodType<T>, bytes: Uint8Array | string): T | undefined {
   try {
