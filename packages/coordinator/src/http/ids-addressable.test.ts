@@ -67,7 +67,7 @@ afterAll(async () => {
   await app.close();
 });
 
-const ID_CHARS = [...'AZaz09._:/@-'];
+const ID_CHARS = ['A', 'Z', 'a', 'z', '0', '9', '.', '_', ':', '/', '@', '-'];
 /** Ids as the schema sees them: mostly valid, often at the edges of the rule. */
 const idArbitrary = fc.oneof(
   { weight: 4, arbitrary: fc.string({ unit: fc.constantFrom(...ID_CHARS), minLength: 1, maxLength: 200 }) },
@@ -126,23 +126,29 @@ describe('every accepted id is addressable through the real router', () => {
 });
 
 describe('ids no path can address are refused at submit', () => {
-  it.each(['.', '..', 'a/..', '../a', '/a', 'a//b'])('%s: 400 INVALID_MESSAGE, as task id and as resource', async (id) => {
-    for (const body of [
-      { taskId: id, resource: 'r', payload: 1 },
-      { taskId: 't', resource: id, payload: 1 },
-    ]) {
-      seen.length = 0;
-      const res = await app.inject({ method: 'POST', url: '/v1/tasks', headers: auth, payload: body });
-      expect(res.statusCode, JSON.stringify(body)).toBe(400);
-      expect(res.json()).toMatchObject({ type: 'error', code: 'INVALID_MESSAGE' });
-      expect(seen).toEqual([]);
-    }
-  });
+  it.each(['.', '..', 'a/..', '../a', '/a', 'a//b'])(
+    '%s: 400 INVALID_MESSAGE, as task id and as resource',
+    async (id) => {
+      for (const body of [
+        { taskId: id, resource: 'r', payload: 1 },
+        { taskId: 't', resource: id, payload: 1 },
+      ]) {
+        seen.length = 0;
+        const res = await app.inject({ method: 'POST', url: '/v1/tasks', headers: auth, payload: body });
+        expect(res.statusCode, JSON.stringify(body)).toBe(400);
+        expect(res.json()).toMatchObject({ type: 'error', code: 'INVALID_MESSAGE' });
+        expect(seen).toEqual([]);
+      }
+    },
+  );
 
   it('and the percent-encoded spelling of a dot segment never reaches a task handler', async () => {
     for (const target of ['/v1/tasks/%2E', '/v1/tasks/%2e', '/v1/tasks/.']) {
       const res = await call('GET', target);
-      expect(res.seen.filter((s) => s.startsWith('get ')), target).toEqual([]);
+      expect(
+        res.seen.filter((s) => s.startsWith('get ')),
+        target,
+      ).toEqual([]);
     }
   });
 });

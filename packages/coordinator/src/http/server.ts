@@ -97,7 +97,11 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
     options.consoleRevocations ?? new ConsoleRevocations({ store: undefined, wallClock, log: options.log });
   /** The live console login a request's cookie names: signed, canonical, unexpired, not logged out. */
   const consoleSessionOf = (req: FastifyRequest): ConsoleSession | undefined => {
-    const session = decodeConsoleSession(readCookie(req.headers.cookie, CONSOLE_COOKIE), options.adminKeys, wallClock());
+    const session = decodeConsoleSession(
+      readCookie(req.headers.cookie, CONSOLE_COOKIE),
+      options.adminKeys,
+      wallClock(),
+    );
     return session !== undefined && revocations.accepts(session.id) ? session : undefined;
   };
   installRouteAuth(app, {

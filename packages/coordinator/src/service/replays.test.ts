@@ -50,7 +50,8 @@ describe('replay of an ended attempt', () => {
 
     expect(await cluster.fail(intruder, 't1', 'r1', token)).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
     expect(await cluster.fail(twin, 't1', 'r1', token)).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
-    expect(await cluster.fail(holder, 't1', 'r1', token)).toEqual({ ...first, inReplyTo: expect.any(String) });
+    const { inReplyTo: _first, ...answer } = first as Extract<typeof first, { type: 'task.failed' }>;
+    expect(await cluster.fail(holder, 't1', 'r1', token)).toMatchObject(answer);
     // Nothing was recorded by the refused ones.
     expect((await c1.services.tasks.get('t1'))?.history).toHaveLength(1);
   });

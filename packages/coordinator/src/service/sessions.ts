@@ -174,7 +174,10 @@ export class SessionManager {
     const max = this.#perWorker.max;
     const gate = this.#repeats.note(`limit ${workerId}`, this.#ctx.clock.nowMs());
     if (gate.log) {
-      this.#ctx.log.warn({ workerId, max, repeated: gate.suppressed }, 'hello refused: too many sessions of this worker');
+      this.#ctx.log.warn(
+        { workerId, max, repeated: gate.suppressed },
+        'hello refused: too many sessions of this worker',
+      );
     }
     throw new CoordinatorError('LIMIT_REACHED', `worker ${workerId} already has ${max} sessions on this coordinator`);
   }
@@ -205,11 +208,7 @@ export class SessionManager {
     };
   }
 
-  async #resume(
-    hello: Hello,
-    sessionId: string,
-    channel: WorkerChannel,
-  ): Promise<ResumeResult> {
+  async #resume(hello: Hello, sessionId: string, channel: WorkerChannel): Promise<ResumeResult> {
     const local = this.#sessions.get(sessionId);
     if (local !== undefined && !this.#table.isLive(sessionId)) return { ok: false, reason: 'deadline' };
     for (let attempt = 0; attempt < 3; attempt += 1) {

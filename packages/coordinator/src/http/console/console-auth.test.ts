@@ -233,7 +233,9 @@ describe('session cookie', () => {
 });
 
 /** Another console server (its own throttle and log) on a free port. */
-async function startServer(extra: Partial<HttpOptions>): Promise<{ port: number; warnings: string[]; close(): Promise<void> }> {
+async function startServer(
+  extra: Partial<HttpOptions>,
+): Promise<{ port: number; warnings: string[]; close(): Promise<void> }> {
   const logged: string[] = [];
   const log = pino(
     { level: 'info' },
@@ -279,7 +281,9 @@ describe('console login throttling (per client address, with backoff)', () => {
     });
     try {
       // 20 wrong keys at once: 3 are looked at (401), the other 17 are refused unread.
-      const answers = await Promise.all(Array.from({ length: 20 }, () => loginAt(server.port, 'wrong-key-0123456789ab')));
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () => loginAt(server.port, 'wrong-key-0123456789ab')),
+      );
       const statuses = answers.map((a) => a.status).sort();
       expect(statuses).toEqual([...Array<number>(3).fill(401), ...Array<number>(17).fill(429)]);
       const limited = answers.find((a) => a.status === 429);

@@ -105,13 +105,18 @@ export class ConsoleRevocations {
         this.#scheduleReload();
       },
     });
-    if (this.#closed) {
+    if (this.#isClosed()) {
       await watch.cancel().catch(() => undefined);
       return;
     }
     this.#watch = watch;
     this.#failures = 0;
     this.#ready = !lost;
+  }
+
+  /** (A method: `close()` may have run during an await, which flow analysis does not see.) */
+  #isClosed(): boolean {
+    return this.#closed;
   }
 
   #scheduleReload(): void {

@@ -154,7 +154,10 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     if (!gate.ok) {
       const seconds = Math.max(1, Math.ceil(gate.retryAfterMs / 1_000));
       if (gate.first) {
-        log.warn({ remote: req.ip, retryAfterMs: gate.retryAfterMs }, 'console login refused: backing off after wrong keys');
+        log.warn(
+          { remote: req.ip, retryAfterMs: gate.retryAfterMs },
+          'console login refused: backing off after wrong keys',
+        );
       }
       void reply.header('retry-after', String(seconds));
       return sendError(reply, 'LIMIT_REACHED', `too many wrong keys from this address: retry in ${seconds} s`);
@@ -279,16 +282,19 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     }
     const raw = reply.raw;
     const login = options.sessionOf(req);
-    let open = true;
-    let keepalive: NodeJS.Timeout | undefined;
-    let expiry: NodeJS.Timeout | undefined;
-    let unsubscribe: (() => void) | undefined;
+    // Set by callbacks as well as below (a stream can stop during an await): one object.
+    const stream: {
+      open: boolean;
+      keepalive?: NodeJS.Timeout;
+      expiry?: NodeJS.Timeout;
+      unsubscribe?: () => void;
+    } = { open: true };
     const stop = (): void => {
-      if (!open) return;
-      open = false;
-      clearInterval(keepalive);
-      clearTimeout(expiry);
-      unsubscribe?.();
+      if (!stream.open) return;
+      stream.open = false;
+      clearInterval(stream.keepalive);
+      clearTimeout(stream.expiry);
+      stream.unsubscribe?.();
       const ends = login === undefined ? undefined : byLogin.get(login.id);
       ends?.delete(end);
       if (login !== undefined && ends?.size === 0) byLogin.delete(login.id);
@@ -306,19 +312,19 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
       stop();
       throw err;
     }
-    if (open && login !== undefined && !options.revocations.accepts(login.id)) {
+    if (stream.open && login !== undefined && !options.revocations.accepts(login.id)) {
       // Logged out while the hub loaded.
       stop();
       return sendError(reply, 'UNAUTHENTICATED', 'this console login has ended');
     }
-    if (!open) {
+    if (!stream.open) {
       // The client left while the hub loaded: nothing to answer.
       reply.hijack();
       raw.destroy();
       return reply;
     }
     const write = (text: string): void => {
-      if (!open) return;
+      if (!stream.open) return;
       if (raw.writableLength > MAX_QUEUED_BYTES) {
         log.warn('console stream client too slow; disconnected');
         stop();
@@ -336,19 +342,19 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
       'x-content-type-options': 'nosniff',
     });
     raw.write(': leasehold console\nretry: 1000\n\n');
-    keepalive = setInterval(() => {
+    stream.keepalive = setInterval(() => {
       write(': keepalive\n\n');
     }, KEEPALIVE_MS);
-    keepalive.unref();
+    stream.keepalive.unref();
     if (login !== undefined) {
       // A cookie's stream lasts as long as its login: until logout, or the cookie's expiry.
       const ends = byLogin.get(login.id) ?? new Set<() => void>();
       ends.add(end);
       byLogin.set(login.id, ends);
-      expiry = setTimeout(end, Math.max(0, login.expiresAtMs - options.wallClock()));
-      expiry.unref();
+      stream.expiry = setTimeout(end, Math.max(0, login.expiresAtMs - options.wallClock()));
+      stream.expiry.unref();
     }
-    unsubscribe = hub.subscribe({
+    stream.unsubscribe = hub.subscribe({
       send: (event, data) => {
         write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       },
