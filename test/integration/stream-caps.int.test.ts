@@ -141,13 +141,13 @@ describe('stream caps, 300 / 100 concurrent opens', () => {
     await untilAccepted(coordinatorPort, '/ui/api/stream', stack.keys.adminKey);
   });
 
-  it('sink /v1/events: exactly EVENTS_MAX_CLIENTS (64) streams, the rest 503 UNAVAILABLE', async () => {
+  it('sink /v1/events: exactly EVENTS_MAX_CLIENTS (64) streams, the rest 429 LIMIT_REACHED', async () => {
     const port = stack.sink.address?.port ?? 0;
     // The coordinator's console relays the sink's events over one stream of its own.
     const already = stack.sink.events.size;
     const opened = await openAtOnce(100, port, '/v1/events', stack.keys.sinkKey);
     try {
-      expect(tally(opened)).toEqual({ '200': 64 - already, '503 UNAVAILABLE': 36 + already });
+      expect(tally(opened)).toEqual({ '200': 64 - already, '429 LIMIT_REACHED': 36 + already });
     } finally {
       for (const o of opened) o.close();
     }

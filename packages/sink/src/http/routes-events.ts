@@ -4,7 +4,7 @@
  * Resume point: the `Last-Event-ID` header (what an EventSource sends when it reconnects), else
  * `?after=SEQ`, else the end of the log (only what happens from now on). Both are decimal seqs;
  * anything else is 400 INVALID_MESSAGE, before the stream starts. More than `maxClients` streams
- * open: 503 UNAVAILABLE with `Retry-After` (checked and counted in one synchronous step, see
+ * open: 429 LIMIT_REACHED with `Retry-After`, as the coordinator's streams (checked and counted in one synchronous step, see
  * events/event-streams.ts). Events: see SinkEventSchema in @leasehold/protocol and docs/protocol.md.
  *
  * Also here: the hook that publishes refusals of writes and advances (decided before the store)
@@ -54,7 +54,7 @@ export function registerEventRoutes(app: FastifyInstance, options: EventRoutesOp
     if (refused === 'closing') return sendError(reply, 'SHUTTING_DOWN', 'the sink is shutting down');
     if (refused === 'full') {
       request.log.warn({ remote: request.ip, max: streams.maxClients }, 'event stream refused: too many open');
-      return sendError(reply, 'UNAVAILABLE', `too many event streams open (${streams.maxClients})`);
+      return sendError(reply, 'LIMIT_REACHED', `too many event streams open (${streams.maxClients})`);
     }
     void reply.hijack();
     streams.open(reply.raw, { after, remote: request.ip });
