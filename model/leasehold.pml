@@ -672,6 +672,10 @@ inline complete(w, c, s, r, t, T, q) {
    compares: every tasks/<t> mod_revision == read (unchanged: still terminal, not retried since)
    model: not modeled — deletes terminal tasks only (no owner, holding or fence changes)
 
+   txn revokeConsoleSession
+   compares: console/revoked/<loginId> absent (a second logout of the same login writes nothing)
+   model: not modeled — the web console's logout (no owner, holding, task or fence changes)
+
    txn cancelTask
    compares: tasks/<t> mod_revision == read (a grant rewrites the task, so a grant in between
              fails this); if the task is leased: owners/<r> create_revision == the holder's token

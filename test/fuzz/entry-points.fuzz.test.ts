@@ -165,6 +165,9 @@ describe('fuzzing the entry points', () => {
     'coordinator WebSocket: no INTERNAL error and no 1011 close; refused frames leave etcd untouched',
     async () => {
       const url = `ws://127.0.0.1:${coordinatorPort}/v1/worker`;
+      // Each reconnect (binary frames and abuse close the socket) resumes the one session: a
+      // worker id holds a bounded number of sessions (MAX_SESSIONS_PER_WORKER).
+      let sessionId: string | undefined;
       const open = async (): Promise<{
         ws: WebSocket;
         replies: Record<string, unknown>[];
@@ -191,12 +194,15 @@ describe('fuzzing the entry points', () => {
             workerId: 'fz-w',
             incarnation: 'fz-i',
             capacity: 2,
+            ...(sessionId === undefined ? {} : { resumeSessionId: sessionId }),
           }),
         );
         // The session exists before the first fuzzed frame (its creation is a legitimate write).
         for (let t = 0; t < 400 && !replies.some((r) => r.type === 'welcome'); t += 1) {
           await new Promise((r) => setTimeout(r, 5));
         }
+        const welcome = replies.find((r) => r.type === 'welcome');
+        if (typeof welcome?.sessionId === 'string') sessionId = welcome.sessionId;
         return { ws, replies, closed: () => closed };
       };
       let conn = await open();

@@ -11,6 +11,8 @@ import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 
 const PREFIX = 'test/coordinator-bad-input/';
 const MAX_PAYLOAD = 4_096;
+const MAX_SESSIONS = 2;
+const CREDENTIAL = { keyId: 'key-limited', workerId: 'w-limited', secret: 'Limited-secret-0a9b8c7d6e5f' };
 let etcd: EtcdHandle;
 let stack: Stack;
 let url: string;
@@ -19,7 +21,12 @@ let admin: AdminClient;
 beforeAll(async () => {
   etcd = await startEtcd();
   stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
-  const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD) });
+  const c = await stack.coordinator({
+    LEASEHOLD_COORDINATOR_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD),
+    // A worker's own credential too (besides the harness's shared key), with a small session limit.
+    LEASEHOLD_COORDINATOR_WORKER_CREDENTIALS: `${CREDENTIAL.keyId}:${CREDENTIAL.workerId}:${CREDENTIAL.secret}`,
+    LEASEHOLD_COORDINATOR_MAX_SESSIONS_PER_WORKER: String(MAX_SESSIONS),
+  });
   url = c.url;
   admin = stack.admin(url);
 });
@@ -57,9 +64,9 @@ describe('frames', () => {
     await admin.submit('t1', 'bad/r1');
     const w = await stack.worker(url, 'w1');
     const before = await snapshot();
-    const frames: [string, string | Buffer, string][] = [
+    const frames: [string, string, string][] = [
       ['non-JSON', '{nope', 'INVALID_MESSAGE'],
-      ['binary garbage', Buffer.from([0xff, 0x00, 0x13]), 'INVALID_MESSAGE'],
+      ['JSON, not an object', '[1, 2]', 'INVALID_MESSAGE'],
       ['unknown type', JSON.stringify({ type: 'lease.steal', id: 'x' }), 'INVALID_MESSAGE'],
       [
         'token as a number',
@@ -106,6 +113,52 @@ describe('frames', () => {
     // ...and the 10th closes the socket with 1008.
     w.sendRaw('{nope');
     expect((await w.closed).code).toBe(1008);
+  });
+
+  it('refuses a binary frame — even one carrying a valid hello — and closes with 1003', async () => {
+    const before = await snapshot();
+    const hello = { type: 'hello', id: 'b1', protocolVersion: PROTOCOL_VERSION, workerId: 'w-bin', incarnation: 'i' };
+    const fresh = await TestWorker.connect(url, stack.keys.workerKey);
+    fresh.sendRaw(Buffer.from(JSON.stringify({ ...hello, capacity: 1 }), 'utf8'));
+    expect(await fresh.next((m) => m.type === 'error')).toMatchObject({ code: 'INVALID_MESSAGE' });
+    expect((await fresh.closed).code).toBe(1003);
+    expect(fresh.received.some((m) => m.type === 'welcome')).toBe(false);
+    expect(await snapshot()).toEqual(before); // no session was opened
+    // With a session open, a binary frame ends the connection the same way (nothing is read).
+    const w = await stack.worker(url, 'w-bin');
+    w.sendRaw(Buffer.from([0xff, 0x00, 0x13]));
+    expect((await w.closed).code).toBe(1003);
+  });
+
+  it('one credential holds at most MAX_SESSIONS_PER_WORKER sessions; the next hello gets LIMIT_REACHED', async () => {
+    const key = `${CREDENTIAL.keyId}:${CREDENTIAL.secret}`;
+    const held: TestWorker[] = [];
+    for (let i = 0; i < MAX_SESSIONS; i += 1) {
+      const w = await TestWorker.connect(url, key);
+      await w.hello(CREDENTIAL.workerId, `inc-${i}`);
+      held.push(w);
+    }
+    const before = await snapshot();
+    const extra = await TestWorker.connect(url, key);
+    expect(await extra.request(helloFrame(CREDENTIAL.workerId, 'inc-extra'))).toMatchObject({
+      type: 'error',
+      code: 'LIMIT_REACHED',
+      retryable: true,
+    });
+    // Several at once: none gets past the limit.
+    const burst = await Promise.all([0, 1, 2, 3].map(() => TestWorker.connect(url, key)));
+    const answers = await Promise.all(burst.map((w, i) => w.request(helloFrame(CREDENTIAL.workerId, `b${i}`))));
+    expect(answers.map((a) => (a.type === 'error' ? a.code : a.type))).toEqual(Array(4).fill('LIMIT_REACHED'));
+    expect(await snapshot()).toEqual(before); // no session key was created
+    // Resuming one of its own sessions (a reconnect) is not a new session.
+    const first = held[0];
+    if (first === undefined) throw new Error('no session');
+    const sessionId = first.sessionId;
+    first.terminate();
+    await first.closed;
+    const back = await TestWorker.connect(url, key);
+    expect(await back.hello(CREDENTIAL.workerId, 'inc-0', sessionId)).toMatchObject({ resumed: true, sessionId });
+    for (const w of [...held, extra, ...burst, back]) w.close();
   });
 
   it('refuses requests before hello', async () => {
@@ -208,3 +261,7 @@ describe('HTTP', () => {
     expect(metrics).toMatch(/leasehold_coordinator_renew_refusals_total\{reason="not_holder"\} [1-9]/);
   });
 });
+
+function helloFrame(workerId: string, incarnation: string): Record<string, unknown> {
+  return { type: 'hello', protocolVersion: PROTOCOL_VERSION, workerId, incarnation, capacity: 1 };
+}

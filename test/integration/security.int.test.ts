@@ -344,6 +344,19 @@ describe("worker B, with its own valid credential, cannot act for worker A's ses
     expect(await a.request({ type: 'task.complete', taskId: 'x-1', resultId: 'task:x-1', ...held })).toMatchObject({
       type: 'task.completed',
     });
+    // Once A's attempt has ended, B quoting its ids and token learns nothing: NOT_HOLDER, not the
+    // replay A itself would get.
+    expect(await b.request({ type: 'task.complete', taskId: 'x-1', resultId: 'task:x-1', ...held })).toMatchObject({
+      code: 'NOT_HOLDER',
+    });
+    const error = { name: 'Error', message: 'probe', retryable: true };
+    expect(await b.request({ type: 'task.fail', taskId: 'x-1', error, ...held })).toMatchObject({
+      code: 'NOT_HOLDER',
+    });
+    expect(await b.request({ type: 'lease.release', ...held })).toMatchObject({ code: 'NOT_HOLDER' });
+    expect(await a.request({ type: 'task.complete', taskId: 'x-1', resultId: 'task:x-1', ...held })).toMatchObject({
+      type: 'task.completed',
+    });
     a.close();
     b.close();
   });

@@ -33,10 +33,11 @@ import {
   type TaskStateName,
   type TaskView,
 } from '@leasehold/protocol';
-import { JsonHttp, type JsonReply, type TlsClientOptions } from '@leasehold/sink-client';
+import { JsonHttp, sinkResultPath, type JsonReply, type TlsClientOptions } from '@leasehold/sink-client';
 import type { z } from 'zod';
 import { decodeCoordinatorEvent, decodeSinkEvent } from './event-decoders.js';
 import { streamEvents, type ReconnectOptions } from './event-stream.js';
+import { resourceOwnerPath, taskPath, taskRetryPath } from './paths.js';
 import { waitForResult, type TaskResult, type WaitOptions } from './wait-for-result.js';
 
 export interface SinkReadOptions {
@@ -109,7 +110,6 @@ export interface SinkEventsOptions {
   readonly onDisconnected?: (info: { url: string; error: unknown; retryInMs: number }) => void;
 }
 
-const path = (...parts: string[]) => parts.map(encodeURIComponent).join('/');
 const list = (url: string | readonly string[]): readonly string[] => (typeof url === 'string' ? [url] : url);
 
 /** Error codes (of the cause) meaning the connection was never made: nothing reached the server. */
@@ -178,7 +178,7 @@ export class LeaseholdClient {
   }
 
   async get(taskId: string): Promise<TaskView | undefined> {
-    const reply = await this.request('GET', `/v1/tasks/${path(taskId)}`);
+    const reply = await this.request('GET', taskPath(taskId));
     if (reply.status === 404) return undefined;
     return this.#expect(reply, TaskViewSchema);
   }
@@ -212,12 +212,12 @@ export class LeaseholdClient {
    * the holder's late write is refused. CONFLICT when it is completed or failed.
    */
   async cancel(taskId: string): Promise<TaskView> {
-    return this.#expect(await this.request('DELETE', `/v1/tasks/${path(taskId)}`), TaskViewSchema);
+    return this.#expect(await this.request('DELETE', taskPath(taskId)), TaskViewSchema);
   }
 
   /** A failed task pending again with a fresh attempt budget. CONFLICT when it is not failed. */
   async retry(taskId: string): Promise<TaskView> {
-    return this.#expect(await this.request('POST', `/v1/tasks/${path(taskId)}/retry`), TaskViewSchema);
+    return this.#expect(await this.request('POST', taskRetryPath(taskId)), TaskViewSchema);
   }
 
   /** Delete up to `limit` tasks of a terminal state that ended at least `olderThanMs` ago. */
@@ -242,7 +242,7 @@ export class LeaseholdClient {
 
   /** Who holds `resource` now (owner null when free). */
   async resource(resource: string): Promise<ResourceOwnerView> {
-    return this.#expect(await this.request('GET', `/v1/resources/${path(resource)}`), ResourceOwnerViewSchema);
+    return this.#expect(await this.request('GET', resourceOwnerPath(resource)), ResourceOwnerViewSchema);
   }
 
   /**
@@ -291,7 +291,7 @@ export class LeaseholdClient {
     }
     const reply = await sink.request({
       method: 'GET',
-      path: `/v1/resources/${path(resource)}/results/${path(resultId)}`,
+      path: sinkResultPath(resource, resultId),
       bearer: key,
     });
     if (reply.status === 404) return undefined;

@@ -1,5 +1,6 @@
 // The public surface of @leasehold/client. Named exports only.
 export { LeaseholdClient, sinkEvents } from './client.js';
+export { resourceOwnerPath, taskPath, taskRetryPath } from './paths.js';
 export type {
   LeaseholdClientOptions,
   SubmitOutcome,

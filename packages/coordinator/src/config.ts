@@ -112,6 +112,22 @@ export interface CoordinatorConfig {
   readonly testSabotage: 'grant-before-advance' | 'ignore-retry-policy' | undefined;
   /** Refused frames tolerated on one socket before it is closed with 1008. */
   readonly maxBadFrames: number;
+  /**
+   * Sessions one worker identity may hold on this coordinator at once (a credential is bound to one
+   * worker id, a certificate's CN is one; in the shared-key dev mode, per claimed worker id). A
+   * hello past it gets LIMIT_REACHED. Resuming a session already served here takes none.
+   */
+  readonly maxSessionsPerWorker: number;
+  /**
+   * The web console's login, per client address (an IPv6 address by its /64): `freeAttempts` wrong
+   * admin keys, then each wrong key locks the address for a backoff from `backoffMs` doubling to
+   * `backoffMaxMs`. Per coordinator (not shared through etcd).
+   */
+  readonly consoleLogin: {
+    readonly freeAttempts: number;
+    readonly backoffMs: number;
+    readonly backoffMaxMs: number;
+  };
   /** Most acquires combined into one etcd transaction and one sink advance-batch. */
   readonly grantBatchMax: number;
   /** `lease.none.retryAfterMs`. */
@@ -201,6 +217,26 @@ export const OPTIONS: OptionTable = Object.freeze({
     default: 'false',
   },
   'max-bad-frames': { env: 'MAX_BAD_FRAMES', help: 'bad frames before a socket is closed with 1008', default: '10' },
+  'max-sessions-per-worker': {
+    env: 'MAX_SESSIONS_PER_WORKER',
+    help: 'sessions one worker identity (credential, certificate) may hold on this coordinator; more: LIMIT_REACHED',
+    default: '8',
+  },
+  'console-login-attempts': {
+    env: 'CONSOLE_LOGIN_ATTEMPTS',
+    help: 'wrong console admin keys per client address (IPv6: per /64) before its logins back off',
+    default: '5',
+  },
+  'console-login-backoff-ms': {
+    env: 'CONSOLE_LOGIN_BACKOFF_MS',
+    help: 'console login lock after the free attempts; doubles with each further wrong key',
+    default: '1000',
+  },
+  'console-login-backoff-max-ms': {
+    env: 'CONSOLE_LOGIN_BACKOFF_MAX_MS',
+    help: 'longest console login lock; failures are forgotten this long after the last lock ends',
+    default: '300000',
+  },
   'grant-batch-max': { env: 'GRANT_BATCH_MAX', help: 'most grants per etcd txn / sink batch', default: '64' },
   'no-lease-retry-after-ms': { env: 'NO_LEASE_RETRY_AFTER_MS', help: 'retryAfterMs in lease.none', default: '500' },
   'retry-max-attempts': {
@@ -362,6 +398,10 @@ const RawSchema = z.object({
   ETCD_GIVE_UP_MS: int(100, 3_600_000).optional(),
   FENCE_ON_EXPIRY: bool,
   MAX_BAD_FRAMES: int(1, 10_000),
+  MAX_SESSIONS_PER_WORKER: int(1, 100_000),
+  CONSOLE_LOGIN_ATTEMPTS: int(1, 1_000),
+  CONSOLE_LOGIN_BACKOFF_MS: int(1, 3_600_000),
+  CONSOLE_LOGIN_BACKOFF_MAX_MS: int(1, 86_400_000),
   GRANT_BATCH_MAX: int(1, 1_000),
   NO_LEASE_RETRY_AFTER_MS: int(0, 600_000),
   RETRY_MAX_ATTEMPTS: int(1, MAX_ATTEMPTS_LIMIT),
@@ -401,6 +441,11 @@ function crossFieldProblems(raw: Readonly<Record<string, string>>): string[] {
       `${ENV_PREFIX}ETCD_GIVE_UP_MS: must be well below the etcd lease TTL (SESSION_TTL_MS + ETCD_LEASE_MARGIN_MS = ${ttl + margin} ms), ` +
         'or workers cannot move to a peer before their sessions end',
     );
+  }
+  const loginBackoff = Number(raw.CONSOLE_LOGIN_BACKOFF_MS ?? '1000');
+  const loginBackoffMax = Number(raw.CONSOLE_LOGIN_BACKOFF_MAX_MS ?? '300000');
+  if (Number.isFinite(loginBackoff) && Number.isFinite(loginBackoffMax) && loginBackoffMax < loginBackoff) {
+    problems.push(`${ENV_PREFIX}CONSOLE_LOGIN_BACKOFF_MAX_MS: must be >= CONSOLE_LOGIN_BACKOFF_MS (${loginBackoff})`);
   }
   if ((raw.TLS_CERT === undefined) !== (raw.TLS_KEY === undefined)) {
     problems.push(`${ENV_PREFIX}TLS_CERT / TLS_KEY: give both or neither`);
@@ -496,6 +541,12 @@ export function loadConfig(
     etcdGiveUpMs: c.ETCD_GIVE_UP_MS ?? Math.max(100, Math.floor(c.SESSION_TTL_MS / 2)),
     fenceOnExpiry: c.FENCE_ON_EXPIRY,
     maxBadFrames: c.MAX_BAD_FRAMES,
+    maxSessionsPerWorker: c.MAX_SESSIONS_PER_WORKER,
+    consoleLogin: {
+      freeAttempts: c.CONSOLE_LOGIN_ATTEMPTS,
+      backoffMs: c.CONSOLE_LOGIN_BACKOFF_MS,
+      backoffMaxMs: c.CONSOLE_LOGIN_BACKOFF_MAX_MS,
+    },
     grantBatchMax: c.GRANT_BATCH_MAX,
     noLeaseRetryAfterMs: c.NO_LEASE_RETRY_AFTER_MS,
     maxJsonDepth: c.MAX_JSON_DEPTH,

@@ -20,6 +20,7 @@ import { KeyLayout } from './etcd/keys.js';
 import { KvLeaseStore } from './etcd/lease-store.js';
 import { SinkFenceTarget, type FenceTarget } from './fence/fence-target.js';
 import { ConsoleHub } from './http/console/console-hub.js';
+import { ConsoleRevocations } from './http/console/console-revocations.js';
 import { createHttpServer } from './http/server.js';
 import { taskEventOf } from './service/events.js';
 import { Metrics } from './metrics.js';
@@ -171,8 +172,23 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     wallClock: ctx.wallClock,
     log: log.child({ component: 'console' }),
   });
+  // Console logouts, shared with every coordinator through etcd; read before the first request.
+  const consoleRevocations = new ConsoleRevocations({
+    store,
+    wallClock: ctx.wallClock,
+    log: log.child({ component: 'console' }),
+  });
+  try {
+    await consoleRevocations.start();
+  } catch (err) {
+    await services.close();
+    store.close();
+    throw err;
+  }
   const app = createHttpServer({
     console: consoleHub,
+    consoleRevocations,
+    consoleLogin: config.consoleLogin,
     wallClock: ctx.wallClock,
     ...(tls === undefined
       ? {}
@@ -214,6 +230,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   try {
     await app.listen({ host: config.http.host, port: config.http.port });
   } catch (err) {
+    await consoleRevocations.close();
     await services.close();
     store.close();
     throw err;
@@ -240,6 +257,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
         log.info('coordinator shutting down');
         const stopping = services.close();
         await consoleHub.close();
+        await consoleRevocations.close();
         await sockets.close(CLOSE_GOING_AWAY, 'coordinator going away');
         await app.close();
         await stopping;

@@ -388,8 +388,10 @@ function wire(): void {
         byId('login-error').textContent = '';
         return start();
       },
-      () => {
-        byId('login-error').textContent = 'wrong admin key';
+      (err: unknown) => {
+        // 401: a wrong key; anything else says why (429: this address backs off after wrong keys).
+        byId('login-error').textContent =
+          err instanceof UnauthenticatedError ? 'wrong admin key' : err instanceof Error ? err.message : String(err);
       },
     );
   });

@@ -17,6 +17,8 @@ describe('error codes', () => {
     expect(httpStatusOf('STALE_TOKEN')).toBe(409);
     expect(httpStatusOf('PAYLOAD_TOO_LARGE')).toBe(413);
     expect(httpStatusOf('UNAVAILABLE')).toBe(503);
+    expect(httpStatusOf('LIMIT_REACHED')).toBe(429);
+    expect(isRetryableCode('LIMIT_REACHED')).toBe(true);
   });
 
   it('marks fencing refusals as not retryable and unavailability as retryable', () => {

@@ -35,6 +35,12 @@ export const ErrorCode = {
   CONFLICT: 'CONFLICT',
   /** The session already has as many grants and acquires in flight as the capacity its hello declared. */
   CAPACITY_EXCEEDED: 'CAPACITY_EXCEEDED',
+  /**
+   * A bound of the service is reached and the request was refused before it did anything: event
+   * streams open at once, sessions of one worker, console login attempts from one address. Retry
+   * later (after `Retry-After` when the answer has one).
+   */
+  LIMIT_REACHED: 'LIMIT_REACHED',
   /** A dependency (etcd, sink, disk) is unavailable; the outcome is unknown or nothing happened. */
   UNAVAILABLE: 'UNAVAILABLE',
   /** The service is shutting down and takes no new work. */
@@ -66,6 +72,7 @@ export const ERROR_CODE_INFO: Readonly<Record<ErrorCode, CodeInfo>> = Object.fre
   NOT_FOUND: { retryable: false, httpStatus: 404 },
   CONFLICT: { retryable: false, httpStatus: 409 },
   CAPACITY_EXCEEDED: { retryable: true, httpStatus: 429 },
+  LIMIT_REACHED: { retryable: true, httpStatus: 429 },
   UNAVAILABLE: { retryable: true, httpStatus: 503 },
   SHUTTING_DOWN: { retryable: true, httpStatus: 503 },
   INTERNAL: { retryable: true, httpStatus: 500 },

@@ -2,17 +2,27 @@
  * Identifier rules shared by the coordinator, the sink and workers.
  *
  * Resource, task, result and worker ids: 1-200 characters from `A-Z a-z 0-9 . _ : / @ -`, not
- * starting with `/` and not containing `//` or `..` (they become parts of etcd keys and URLs).
+ * starting with `/`, not containing `//` or `..`, and not `.` alone (they become parts of etcd keys
+ * and URLs).
+ *
+ * One rule for ids and paths: every id this accepts is addressable. Clients put an id in a path as
+ * one segment, `encodeURIComponent(id)` (the path builders of @leasehold/client and
+ * @leasehold/sink-client), and both services route on `normalizePath`, which resolves dot
+ * segments — percent-encoded ones (`%2E`) too. The only ids whose segment is a dot segment are `.`
+ * and `..`, so both are refused here, at submit (and wherever else an id is read) with
+ * INVALID_MESSAGE, instead of being stored and then answering 400 to `GET /v1/tasks/%2E`.
+ * `ids-addressable.test.ts` (coordinator and sink) checks the claim with generated ids through
+ * the real routers.
  */
 import { z } from 'zod';
 
 export const ID_MAX_LENGTH = 200;
 /**
  * One pattern for the whole id rule (no refinement, so the generated JSON Schemas and the
- * validators compiled from them are exact): allowed characters, not starting with `/`, and no
- * `//` or `..` anywhere.
+ * validators compiled from them are exact): allowed characters, not starting with `/`, no `//` or
+ * `..` anywhere, and not `.` alone (a dot segment in a path: see the header).
  */
-export const ID_PATTERN = '^(?!.*//)(?!.*\\.\\.)[A-Za-z0-9._:@-][A-Za-z0-9._:/@-]*$';
+export const ID_PATTERN = '^(?!\\.$)(?!.*//)(?!.*\\.\\.)[A-Za-z0-9._:@-][A-Za-z0-9._:/@-]*$';
 const ID_REGEXP = new RegExp(ID_PATTERN);
 
 function idSchema(what: string) {
@@ -20,8 +30,11 @@ function idSchema(what: string) {
     .string()
     .min(1)
     .max(ID_MAX_LENGTH)
-    .regex(ID_REGEXP, `${what} may contain only A-Z a-z 0-9 . _ : / @ -, must not start with / and has no // or ..`)
-    .describe(`${what}: 1-${ID_MAX_LENGTH} chars of [A-Za-z0-9._:/@-], not starting with /, no // or ..`);
+    .regex(
+      ID_REGEXP,
+      `${what} may contain only A-Z a-z 0-9 . _ : / @ -, must not start with /, has no // or .., and is not .`,
+    )
+    .describe(`${what}: 1-${ID_MAX_LENGTH} chars of [A-Za-z0-9._:/@-], not starting with /, no // or .., not .`);
 }
 
 export const ResourceIdSchema = idSchema('resource id');

@@ -1,6 +1,7 @@
 // `@leasehold/sink-client`: the sink's HTTP(S) client alone, without the server and its native
 // SQLite module (coordinators and workers depend on this package, not on @leasehold/sink).
 export { SinkClient } from './sink-client.js';
+export { sinkResourcePath, sinkResultPath } from './paths.js';
 export type {
   SinkClientOptions,
   AdvanceResult,

@@ -32,6 +32,7 @@ import {
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
 import type { z } from 'zod';
 import { JsonHttp, type JsonReply, type TlsClientOptions } from './http-json.js';
+import { sinkResourcePath, sinkResultPath } from './paths.js';
 
 export interface SinkClientOptions {
   /** Base URL, e.g. `http://127.0.0.1:7400`. */
@@ -199,15 +200,14 @@ export class SinkClient {
   }
 
   async getResource(resource: string): Promise<ClientResourceView> {
-    const reply = await this.#get(`/v1/resources/${encodeURIComponent(resource)}`);
+    const reply = await this.#get(sinkResourcePath(resource));
     const body = this.#expect(reply, ResourceViewSchema);
     return { resource: body.resource, fence: parseFence(body.fence), results: body.results.map(toClientResult) };
   }
 
   /** The stored result, or undefined if there is none. */
   async getResult(resource: string, resultId: string): Promise<ClientStoredResult | undefined> {
-    const path = `/v1/resources/${encodeURIComponent(resource)}/results/${encodeURIComponent(resultId)}`;
-    const reply = await this.#get(path);
+    const reply = await this.#get(sinkResultPath(resource, resultId));
     if (reply.status === 404) return undefined;
     return toClientResult(this.#expect(reply, StoredResultSchema));
   }

@@ -244,7 +244,7 @@ describe('GET /v1/events: limits and lifecycle', () => {
     expect(seqs(s.events).at(-1)).toBe(20);
   });
 
-  it('refuses a bad resume point (400), a missing key (401), and streams beyond the limit (503)', async () => {
+  it('refuses a bad resume point (400), a missing key (401), and streams beyond the limit (429 LIMIT_REACHED)', async () => {
     // (fetch's pool opens a spare connection when a stream is aborted and never uses it; a short
     // shutdown timeout keeps that idle socket from holding the test's cleanup.)
     const { sink, url } = await start({ eventsMaxClients: 1, shutdownTimeoutMs: 200 });
@@ -253,7 +253,7 @@ describe('GET /v1/events: limits and lifecycle', () => {
     expect((await openEvents(url, {})).status).toBe(401);
     const one = await stream(url);
     expect(one.status).toBe(200);
-    expect((await openEvents(url, { key: COORDINATOR_KEY })).status).toBe(503);
+    expect((await openEvents(url, { key: COORDINATOR_KEY })).status).toBe(429);
     one.close();
     await expect.poll(() => sink.events.size).toBe(0);
     expect((await stream(url)).status).toBe(200);

@@ -1,6 +1,6 @@
 import { PROTOCOL_VERSION } from '@leasehold/protocol';
 import { describe, expect, it } from 'vitest';
-import { AbuseCounter, ConnectionPhase, decodeWorkerFrame, routeMessage } from './dispatch.js';
+import { AbuseCounter, ConnectionPhase, decodeWorkerFrame, refuseBinaryFrame, routeMessage } from './dispatch.js';
 
 const decode = (text: string, max = 1_000) => decodeWorkerFrame(text, Buffer.byteLength(text), max);
 const hello = { type: 'hello', id: 'h1', protocolVersion: PROTOCOL_VERSION, workerId: 'w', incarnation: 'i' };
@@ -76,5 +76,13 @@ describe('AbuseCounter', () => {
     expect([counter.record(), counter.record(), counter.record()]).toEqual([false, false, true]);
     expect(counter.count).toBe(3);
     expect(() => new AbuseCounter(0)).toThrow(RangeError);
+  });
+});
+
+describe('refuseBinaryFrame', () => {
+  it('is INVALID_MESSAGE and close 1003 (unsupported data), whatever the frame carried', () => {
+    const refused = refuseBinaryFrame();
+    expect(refused.close).toBe(1003);
+    expect(refused.error).toMatchObject({ type: 'error', code: 'INVALID_MESSAGE', retryable: false });
   });
 });

@@ -2,6 +2,9 @@
  * Message dispatch decisions for one worker connection, with no socket: decode a frame, decide
  * whether the connection may handle it in its current phase, count abuse.
  *
+ * - A binary frame is refused whatever it carries (a valid hello too) and the connection closed
+ *   with 1003 "unsupported data": the protocol is JSON in text frames, and one decoder per message
+ *   means one frame type too.
  * - A frame larger than `maxPayloadBytes` is refused with PAYLOAD_TOO_LARGE before it is parsed.
  * - Non-JSON, an unknown `type` or a schema violation is refused with INVALID_MESSAGE (with
  *   `inReplyTo` when the frame had a usable `id`).
@@ -27,6 +30,8 @@ import { errorFrame } from './replies.js';
 export type DecodeResult =
   { readonly ok: true; readonly message: WorkerMessage } | { readonly ok: false; readonly error: ErrorMessage };
 
+/** WebSocket close code "unsupported data" (RFC 6455): a binary frame. */
+export const CLOSE_UNSUPPORTED_DATA = 1003;
 /** WebSocket close code for a policy violation (repeated bad frames). */
 export const CLOSE_POLICY_VIOLATION = 1008;
 /** WebSocket close code "going away": the coordinator shuts down, move to a peer. */
@@ -42,6 +47,14 @@ function idOf(value: unknown): string | undefined {
   if (value === null || typeof value !== 'object') return undefined;
   const id = (value as Record<string, unknown>).id;
   return typeof id === 'string' && id.length > 0 && id.length <= MAX_ID_ECHO ? id : undefined;
+}
+
+/** The answer to a binary frame: INVALID_MESSAGE, then close 1003 (its bytes are never read). */
+export function refuseBinaryFrame(): { readonly error: ErrorMessage; readonly close: number } {
+  return {
+    error: errorFrame('INVALID_MESSAGE', 'binary frames are not accepted: send JSON in text frames'),
+    close: CLOSE_UNSUPPORTED_DATA,
+  };
 }
 
 /** Decode one text frame of `byteLength` bytes (JSON limits checked on the text before parsing). */

@@ -6,6 +6,7 @@ import {
   attemptFailed,
   cancelled,
   completed,
+  endedBy,
   granted,
   lastEventOf,
   newTask,
@@ -121,6 +122,7 @@ describe('task lifecycle (pure)', () => {
     expect(failed.history?.at(-1)).toEqual({
       attempt: 1,
       workerId: 'w1',
+      sessionId: 's1',
       token: '4',
       outcome: 'failed',
       error: { name: 'Error', message: 'boom' },
@@ -177,5 +179,25 @@ describe('task lifecycle (pure)', () => {
         },
       ),
     );
+  });
+
+  it('endedBy: the last attempt, its token and outcome, ended by this worker id in this session', () => {
+    const done = completed(granted(submitted(), HOLDER, 5), 7n, 'task:t', 9);
+    const failed = attemptFailed(granted(submitted(), HOLDER, 5), 7n, BOOM, 'failed', env(9));
+    const { sessionId: _s, ...withoutSession } = done.history?.at(-1) ?? { attempt: 0 };
+    const old = { ...done, history: [withoutSession as NonNullable<TaskRecord['history']>[number]] };
+    const rows: [string, TaskRecord, string, 'completed' | 'failed', typeof HOLDER, boolean][] = [
+      ['the holder, completed', done, '7', 'completed', HOLDER, true],
+      ['the holder, failed', failed, '7', 'failed', HOLDER, true],
+      ['another worker', done, '7', 'completed', { workerId: 'w2', sessionId: 's1' }, false],
+      ['the same worker in another session', done, '7', 'completed', { workerId: 'w1', sessionId: 's2' }, false],
+      ['another token', done, '8', 'completed', HOLDER, false],
+      ['another outcome', done, '7', 'failed', HOLDER, false],
+      ['an attempt recorded without its session (older coordinator)', old, '7', 'completed', HOLDER, false],
+      ['no ended attempt', granted(submitted(), HOLDER, 5), '1', 'completed', HOLDER, false],
+    ];
+    for (const [name, task, token, outcome, holder, expected] of rows) {
+      expect(endedBy(task, token, outcome, holder), name).toBe(expected);
+    }
   });
 });

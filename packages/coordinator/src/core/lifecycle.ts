@@ -112,6 +112,7 @@ function closeAttempt(
   const entry: AttemptRecord = {
     attempt: open.attempt,
     workerId: open.workerId,
+    sessionId: open.sessionId,
     token: token.toString(),
     outcome,
     ...(error === undefined ? {} : { error: { name: error.name, message: error.message } }),
@@ -119,6 +120,30 @@ function closeAttempt(
     endedAtMs: Math.max(nowMs, open.startedAtMs),
   };
   return { ...rest, history: [...(task.history ?? []), entry].slice(-MAX_TASK_HISTORY) };
+}
+
+/**
+ * Whether the last ended attempt of `task` is the one of grant `token`, ended with `outcome` by this
+ * very worker id and session: the only case in which a repeated `task.complete` / `task.fail` (its
+ * reply was lost) is answered as a replay. Anyone else — another worker quoting the ids and token,
+ * the same worker in another session, or an attempt recorded without its session (by an older
+ * coordinator) — gets NOT_HOLDER and learns nothing of the outcome.
+ */
+export function endedBy(
+  task: TaskRecord,
+  token: string,
+  outcome: AttemptOutcome,
+  holder: { readonly workerId: string; readonly sessionId: string },
+): boolean {
+  const last = task.history?.at(-1);
+  return (
+    last !== undefined &&
+    last.token === token &&
+    last.outcome === outcome &&
+    last.workerId === holder.workerId &&
+    last.sessionId !== undefined &&
+    last.sessionId === holder.sessionId
+  );
 }
 
 /** `task` not grantable before `atMs` (no field when that is not in the future). */

@@ -43,10 +43,15 @@ const StoredJsonSchema = z.custom<JsonValue>((value) => value !== undefined, {
 
 const ErrorSchema = z.object({ name: z.string(), message: z.string() });
 
-/** An ended attempt. Its token is the grant's (the task key's mod_revision the grant wrote). */
+/**
+ * An ended attempt. Its token is the grant's (the task key's mod_revision the grant wrote). The
+ * session that held it is kept (absent on records of older coordinators) so that a repeated
+ * `task.complete` / `task.fail` is answered as a replay only to that very session.
+ */
 export const AttemptRecordSchema = z.object({
   attempt: z.number().int().nonnegative(),
   workerId: WorkerIdSchema,
+  sessionId: SessionIdSchema.optional(),
   token: TokenSchema,
   outcome: AttemptOutcomeSchema,
   error: ErrorSchema.optional(),
@@ -143,6 +148,17 @@ export const HoldingRecordSchema = z.object({
   attempt: z.number().int().positive(),
 });
 export type HoldingRecord = z.infer<typeof HoldingRecordSchema>;
+
+/**
+ * `console/revoked/<loginId>`, on a lease of its own that ends when the cookie would have expired:
+ * a console login ended by logout, refused by every coordinator from then on.
+ */
+export const ConsoleRevokedRecordSchema = z.object({
+  v: z.literal(1),
+  /** When the cookie expires anyway (wall clock, epoch ms): the record is moot after that. */
+  expiresAtMs: z.number().int().positive(),
+});
+export type ConsoleRevokedRecord = z.infer<typeof ConsoleRevokedRecordSchema>;
 
 /** Parse a stored value; undefined when it is not valid JSON of the schema. */
 export function decodeRecord<T>(schema: z.ZodType<T>, bytes: Uint8Array | string): T | undefined {

@@ -9,10 +9,13 @@
  * | `P/holdings/<sessionId>/<requestId>`  | HoldingRecord  | session | one per live grant: the session's      |
  * |                                       |                |         | owner keys by prefix, and the acquire's|
  * |                                       |                |         | idempotency record; create_rev = token |
+ * | `P/console/revoked/<loginId>`         | ConsoleRevoked | its own | a console logout, for every coordinator|
+ * |                                       |                |         | (lives as long as the cookie would)    |
  *
  * Session ids are hex (no `/`), so `holdings/<sid>/` is an exact prefix. In key order the families
- * are holdings < owners < sessions < tasks: the watch-fed index watches `owners/` to the end of
- * `tasks/` ({@link KeyLayout.watched}) and never sees the holdings.
+ * are console < holdings < owners < sessions < tasks: the watch-fed index watches `owners/` to the
+ * end of `tasks/` ({@link KeyLayout.watched}) and never sees the holdings or the console's keys
+ * (the console's revocations have their own watch).
  *
  * Layout history: until 2026-11-29 holdings were keyed by resource and a separate
  * `requests/<sid>/<requestId>` record (never deleted before the session ended) made acquires
@@ -33,6 +36,8 @@ export class KeyLayout {
   readonly owners: string;
   readonly sessions: string;
   readonly holdings: string;
+  /** Revoked console logins (logout): `console/revoked/<loginId>`. */
+  readonly consoleRevoked: string;
   /** What the watch-fed index watches: `owners/` up to the end of `tasks/` (not the holdings). */
   readonly watched: KeyRange;
 
@@ -42,6 +47,7 @@ export class KeyLayout {
     this.owners = `${this.prefix}owners/`;
     this.sessions = `${this.prefix}sessions/`;
     this.holdings = `${this.prefix}holdings/`;
+    this.consoleRevoked = `${this.prefix}console/revoked/`;
     this.watched = { start: this.owners, endPrefix: this.tasks };
   }
 
@@ -63,6 +69,10 @@ export class KeyLayout {
 
   holding(sessionId: string, requestId: string): string {
     return `${this.holdingsOf(sessionId)}${requestId}`;
+  }
+
+  consoleRevocation(loginId: string): string {
+    return `${this.consoleRevoked}${loginId}`;
   }
 
   parse(key: string): ParsedKey | undefined {

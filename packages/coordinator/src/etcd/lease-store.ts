@@ -4,7 +4,7 @@
  * (split to fit etcd's 128 ops per txn; when a batch's compares fail, one txn per item tells which)
  * and the parsing of watch events into records.
  */
-import type { SessionRecord, TaskRecord } from '../core/records.js';
+import { ConsoleRevokedRecordSchema, decodeRecord, type SessionRecord, type TaskRecord } from '../core/records.js';
 import type {
   AbandonOutcome,
   AbandonRef,
@@ -12,6 +12,8 @@ import type {
   CancelArgs,
   CancelOutcome,
   CloseOutcome,
+  ConsoleRevocation,
+  ConsoleRevocationListener,
   EndOutcome,
   FinishJob,
   GrantJob,
@@ -21,6 +23,7 @@ import type {
   LeaseOutcome,
   LeaseStore,
   OpenedSession,
+  RevokeConsoleOutcome,
   RewriteOutcome,
   SessionLeaseKeeper,
   SettleArgs,
@@ -37,11 +40,12 @@ import type {
   TaskRef,
 } from '../store/port.js';
 import { CoordinatorError } from '../errors.js';
-import type { KvBackend, WatchEvent } from './backend.js';
+import type { KeyValue, KvBackend, WatchEvent } from './backend.js';
 import { sessionIdOf, type KeyLayout } from './keys.js';
 import { Kv, type KvObserver } from './kv.js';
 import { EtcdReads, parseOwner, parseSession, parseTask } from './reads.js';
 import { grantOwners, MAX_GRANTS_PER_TXN, undoGrant } from './transactions/grant-txns.js';
+import { revokeConsoleSession } from './transactions/console-txns.js';
 import { finishAttempts, MAX_FINISHES_PER_TXN } from './transactions/lease-txns.js';
 import {
   adoptSession,
@@ -331,6 +335,54 @@ export class KvLeaseStore implements LeaseStore {
       case undefined:
         return undefined;
     }
+  }
+
+  // --- web console --------------------------------------------------------------------------------
+
+  /**
+   * A lease of `ttlSeconds` for the key, then the txn. A thrown txn leaves the lease to its TTL (the
+   * put may have landed); a second logout of the same login gives its fresh lease back at once.
+   */
+  async revokeConsoleSession(revocation: ConsoleRevocation, ttlSeconds: number): Promise<RevokeConsoleOutcome> {
+    const leaseId = await this.backend.grantLease(ttlSeconds);
+    const outcome = await revokeConsoleSession(this.kv, this.keys, {
+      loginId: revocation.loginId,
+      record: { v: 1, expiresAtMs: revocation.expiresAtMs },
+      leaseId,
+    });
+    if (outcome.kind === 'already') await this.backend.revokeLease(leaseId).catch(() => undefined);
+    return outcome;
+  }
+
+  async consoleRevocations(): Promise<{ revocations: ConsoleRevocation[]; revision: bigint }> {
+    const { kvs, revision } = await this.kv.rangeAll(this.keys.consoleRevoked);
+    return { revocations: kvs.map((kv) => this.#revocationOf(kv)).filter((r) => r !== undefined), revision };
+  }
+
+  /** Watches `console/revoked/` alone; deletes (a lease ending with its cookie) are not reported. */
+  watchConsoleRevocations(
+    fromRevision: bigint,
+    listener: ConsoleRevocationListener,
+  ): Promise<{ cancel(): Promise<void> }> {
+    const prefix = this.keys.consoleRevoked;
+    return this.backend.watch({ start: prefix, endPrefix: prefix }, fromRevision, {
+      onEvents: (events) => {
+        const revoked = events
+          .filter((ev) => ev.type === 'put')
+          .map((ev) => this.#revocationOf(ev.kv))
+          .filter((r) => r !== undefined);
+        if (revoked.length > 0) listener.onRevoked(revoked);
+      },
+      onError: (err) => {
+        listener.onError(err);
+      },
+    });
+  }
+
+  #revocationOf(kv: KeyValue): ConsoleRevocation | undefined {
+    const record = decodeRecord(ConsoleRevokedRecordSchema, kv.value);
+    const loginId = kv.key.slice(this.keys.consoleRevoked.length);
+    return record === undefined || loginId === '' ? undefined : { loginId, expiresAtMs: record.expiresAtMs };
   }
 
   async ping(): Promise<boolean> {

@@ -9,10 +9,16 @@
  * once. `event: reset` (a StreamResetEvent) says the asked revision could not be served (compacted)
  * and the stream carries on from the present. A `: keepalive` comment every 15 s keeps proxies from
  * closing an idle stream. A client that does not read (more than 1 MiB queued) is disconnected.
+ *
+ * At most {@link MAX_EVENT_STREAMS} at once on one coordinator, counted when a request is accepted —
+ * before its etcd watch starts (the first await) — so concurrent opens cannot all pass the check;
+ * one more gets 429 LIMIT_REACHED with `Retry-After`.
  */
 import { TaskIdSchema, type CoordinatorEvent } from '@leasehold/protocol';
 import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import { z } from 'zod';
+import { Slots } from '../core/slots.js';
 import type { TaskEventService } from '../service/events.js';
 import { Credential } from './route-auth.js';
 import { sendError } from './send-error.js';
@@ -27,7 +33,8 @@ export const MAX_EVENT_STREAMS = 256;
 const RevisionText = z.string().regex(/^(0|[1-9][0-9]{0,18})$/, 'must be a revision (decimal)');
 const QuerySchema = z.strictObject({ taskId: TaskIdSchema.optional(), after: RevisionText.optional() });
 
-export function registerEventRoutes(app: FastifyInstance, events: TaskEventService): void {
+export function registerEventRoutes(app: FastifyInstance, events: TaskEventService, log: Logger): void {
+  const streams = new Slots(MAX_EVENT_STREAMS);
   app.get('/v1/events', { config: { credential: Credential.ADMIN } }, async (req, reply) => {
     const query = QuerySchema.safeParse(req.query);
     if (!query.success) return sendError(reply, 'INVALID_MESSAGE', query.error.issues[0]?.message ?? 'bad query');
@@ -36,16 +43,19 @@ export function registerEventRoutes(app: FastifyInstance, events: TaskEventServi
     if (resumeText !== undefined && !RevisionText.safeParse(resumeText).success) {
       return sendError(reply, 'INVALID_MESSAGE', 'Last-Event-ID: not a revision');
     }
-    if (events.subscribers >= MAX_EVENT_STREAMS) {
+    // Counted now, before the first await (the watch below): see the header.
+    const slot = streams.tryTake();
+    if (slot === undefined) {
       void reply.header('retry-after', '5');
-      return sendError(reply, 'UNAVAILABLE', `too many event streams (${MAX_EVENT_STREAMS})`);
+      log.warn({ remote: req.ip, max: MAX_EVENT_STREAMS }, 'event stream refused: too many open');
+      return sendError(reply, 'LIMIT_REACHED', `too many event streams open (${MAX_EVENT_STREAMS})`);
     }
     const raw = reply.raw;
     const state = { open: true };
     const write = (text: string): void => {
       if (!state.open) return;
       if (raw.writableLength > MAX_QUEUED_BYTES) {
-        req.log.warn('event stream client too slow; disconnected');
+        log.warn({ remote: req.ip }, 'event stream client too slow; disconnected');
         stop();
         raw.destroy();
         return;
@@ -61,6 +71,7 @@ export function registerEventRoutes(app: FastifyInstance, events: TaskEventServi
       state.open = false;
       clearInterval(keepalive);
       subscription?.close();
+      slot.release();
     };
     reply.hijack();
     raw.writeHead(200, {
@@ -86,7 +97,7 @@ export function registerEventRoutes(app: FastifyInstance, events: TaskEventServi
         },
       });
     } catch (err) {
-      req.log.warn({ err }, 'event stream could not start');
+      log.warn({ err }, 'event stream could not start');
       stop();
       raw.end();
       return;

@@ -5,7 +5,7 @@
  * ErrorMessage with the HTTP status of its code (400/401/404/409/413/503).
  */
 import { DEFAULT_JSON_LIMITS, jsonLimitProblem, normalizePath } from '@leasehold/protocol';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { LeaseholdError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
@@ -17,8 +17,13 @@ import type { ReadinessReport } from '../service/readiness.js';
 import { registerEventRoutes } from './routes-events.js';
 import { registerTaskRoutes, type TaskApi } from './routes-tasks.js';
 import type { ConsoleHub } from './console/console-hub.js';
-import { registerConsoleRoutes } from './console/routes-console.js';
-import { CONSOLE_COOKIE, readCookie, verifyConsoleSession } from './console/session-cookie.js';
+import { ConsoleRevocations } from './console/console-revocations.js';
+import {
+  DEFAULT_CONSOLE_LOGIN_LIMITS,
+  registerConsoleRoutes,
+  type ConsoleLoginLimits,
+} from './console/routes-console.js';
+import { CONSOLE_COOKIE, decodeConsoleSession, readCookie, type ConsoleSession } from './console/session-cookie.js';
 
 export interface HttpOptions {
   /** Serve HTTPS (fastify's `https` server options); plain HTTP without it. */
@@ -38,6 +43,13 @@ export interface HttpOptions {
   readonly console?: ConsoleHub;
   /** Wall clock (epoch ms) for console session expiry. Default `Date.now`. */
   readonly wallClock?: () => number;
+  /**
+   * Console logouts, shared by the coordinators through etcd (createCoordinator passes them);
+   * default: this process's own.
+   */
+  readonly consoleRevocations?: ConsoleRevocations;
+  /** Console login throttling per client address. Default 5 free attempts, 1 s doubling to 5 min. */
+  readonly consoleLogin?: ConsoleLoginLimits;
 }
 
 export function createHttpServer(options: HttpOptions): FastifyInstance {
@@ -81,13 +93,22 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
 
   const isAdmin = bearerCheck(options.adminKeys);
   const wallClock = options.wallClock ?? Date.now;
+  const revocations =
+    options.consoleRevocations ?? new ConsoleRevocations({ store: undefined, wallClock, log: options.log });
+  /** The live console login a request's cookie names: signed, canonical, unexpired, not logged out. */
+  const consoleSessionOf = (req: FastifyRequest): ConsoleSession | undefined => {
+    const session = decodeConsoleSession(
+      readCookie(req.headers.cookie, CONSOLE_COOKIE),
+      options.adminKeys,
+      wallClock(),
+    );
+    return session !== undefined && revocations.accepts(session.id) ? session : undefined;
+  };
   installRouteAuth(app, {
     checks: {
       admin: (req) => isAdmin(req.headers.authorization),
       // The console's cookie opens only the console's routes; the /v1 API still takes only the key.
-      console: (req) =>
-        isAdmin(req.headers.authorization) ||
-        verifyConsoleSession(readCookie(req.headers.cookie, CONSOLE_COOKIE), options.adminKeys, wallClock()),
+      console: (req) => isAdmin(req.headers.authorization) || consoleSessionOf(req) !== undefined,
     },
     log: options.log,
   });
@@ -104,9 +125,12 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
   });
 
   registerTaskRoutes(app, options.tasks);
-  if (options.events !== undefined) registerEventRoutes(app, options.events);
+  if (options.events !== undefined) registerEventRoutes(app, options.events, options.log);
   registerConsoleRoutes(app, {
     adminKeys: options.adminKeys,
+    sessionOf: consoleSessionOf,
+    revocations,
+    login: options.consoleLogin ?? DEFAULT_CONSOLE_LOGIN_LIMITS,
     tasks: options.tasks,
     hub: options.console,
     secure: options.https !== undefined,

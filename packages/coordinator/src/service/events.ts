@@ -64,10 +64,6 @@ export class TaskEventService {
     this.#ctx = ctx;
   }
 
-  get subscribers(): number {
-    return this.#subs.size;
-  }
-
   /**
    * Task events after `afterRevision` (default: from now), only of `taskId` when given. Resolves
    * once the watch is in place.

@@ -15,7 +15,7 @@ import {
   type Release,
   type Renew,
 } from '@leasehold/protocol';
-import { attemptFailed, completed, policyOf, released } from '../core/lifecycle.js';
+import { attemptFailed, completed, endedBy, policyOf, released } from '../core/lifecycle.js';
 import type { TaskRecord } from '../core/records.js';
 import { errorFrame, failureReply } from '../core/replies.js';
 import type { FinishJob, LeaseOutcome, StoredOwner, StoredTask } from '../store/port.js';
@@ -132,8 +132,15 @@ export class LeaseService {
         }
       }
       const { owner, task } = await this.#ctx.store.ownerAndTask(msg.resource, msg.taskId);
+      // A replay (the reply was lost) only for the session that completed it: to anyone else the
+      // outcome is none of their business, and they are not the holder.
       const result = task?.record.result;
-      if (task?.record.state === 'completed' && result?.token === msg.token && result.resultId === msg.resultId) {
+      if (
+        task?.record.state === 'completed' &&
+        result?.token === msg.token &&
+        result.resultId === msg.resultId &&
+        endedBy(task.record, msg.token, 'completed', session)
+      ) {
         return done;
       }
       if (!this.#sessions.isLive(session))
@@ -218,7 +225,7 @@ export class LeaseService {
       const token = parseToken(msg.token);
       const held = await this.#heldTask(session, msg.resource, token);
       if (held === undefined || held.task.record.taskId !== msg.taskId) {
-        const replay = await this.#failReplay(msg);
+        const replay = await this.#failReplay(session, msg);
         return replay ?? errorFrame('NOT_HOLDER', 'this session does not hold that task and token', msg.id);
       }
       if (!this.#sessions.isLive(session)) {
@@ -235,7 +242,7 @@ export class LeaseService {
         next,
       });
       if (res.kind !== 'done') {
-        const replay = await this.#failReplay(msg);
+        const replay = await this.#failReplay(session, msg);
         return replay ?? errorFrame('NOT_HOLDER', 'the lease changed before the failure was recorded', msg.id);
       }
       forgetGrant(session, msg.resource, token);
@@ -270,11 +277,10 @@ export class LeaseService {
     };
   }
 
-  /** A task.fail already recorded (its reply was lost): the same answer. */
-  async #failReplay(msg: Fail): Promise<CoordinatorMessage | undefined> {
+  /** A task.fail this very session already recorded (its reply was lost): the same answer. */
+  async #failReplay(session: LocalSession, msg: Fail): Promise<CoordinatorMessage | undefined> {
     const task = await this.#ctx.store.task(msg.taskId);
-    const last = task?.record.history?.at(-1);
-    if (task === undefined || last?.token !== msg.token || last.outcome !== 'failed') return undefined;
+    if (task === undefined || !endedBy(task.record, msg.token, 'failed', session)) return undefined;
     return this.#failedReply(msg, task.record);
   }
 

@@ -12,6 +12,7 @@ import { formatToken, RepeatGate, type Hello } from '@leasehold/protocol';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import type { SessionRecord } from '../core/records.js';
 import { SessionEndPlan, type EndAction, type EndObservation } from '../core/session-end.js';
+import { SlotsByKey, type Slot } from '../core/slots.js';
 import { SessionTable, type HeartbeatDecision } from '../core/session-table.js';
 import type { OwnerEntry } from '../core/task-index.js';
 import type { TimerHandle } from '../core/timers.js';
@@ -45,6 +46,8 @@ export interface LocalSession {
 
 export type ExpiredReason = 'deadline' | 'unknown-session' | 'incarnation-mismatch';
 
+type ResumeResult = { ok: true; session: LocalSession } | { ok: false; reason: ExpiredReason };
+
 export interface OpenResult {
   readonly session: LocalSession;
   readonly resumed: boolean;
@@ -56,6 +59,13 @@ export class SessionManager {
   readonly #ctx: ServiceContext;
   readonly #table: SessionTable;
   readonly #sessions = new Map<string, LocalSession>();
+  /**
+   * Sessions per worker id served here (MAX_SESSIONS_PER_WORKER): a slot is taken when a hello is
+   * accepted — before the etcd calls that open or adopt the session — and given back when the
+   * session is forgotten here (ended, moved to a peer, handed off) or the open fails.
+   */
+  readonly #perWorker: SlotsByKey;
+  readonly #slots = new Map<string, Slot>();
   readonly #keepalive: SessionLeaseKeeper;
   #timer: TimerHandle | undefined;
   #timerAtMs = Number.POSITIVE_INFINITY;
@@ -66,6 +76,7 @@ export class SessionManager {
   constructor(ctx: ServiceContext) {
     this.#ctx = ctx;
     this.#table = new SessionTable(ctx.clock, ctx.config.sessionTtlMs);
+    this.#perWorker = new SlotsByKey(ctx.config.maxSessionsPerWorker);
     const leaseMs = leaseTtlSeconds(ctx.config) * 1_000;
     this.#keepalive = ctx.store.leaseKeeper({
       intervalMs: Math.max(50, Math.min(ctx.config.heartbeatIntervalMs, Math.floor(leaseMs / 3))),
@@ -128,12 +139,54 @@ export class SessionManager {
     }
     let previous: OpenResult['previous'];
     if (hello.resumeSessionId !== undefined) {
-      const resumed = await this.#resume(hello, hello.resumeSessionId, channel);
-      if (resumed.ok) return { session: resumed.session, resumed: true };
+      // Resuming a session served here adds none; adopting one from a peer adds one.
+      const slot = this.#sessions.has(hello.resumeSessionId) ? undefined : this.#takeSlot(hello.workerId);
+      let resumed: ResumeResult;
+      try {
+        resumed = await this.#resume(hello, hello.resumeSessionId, channel);
+      } catch (err) {
+        slot?.release();
+        throw err;
+      }
+      if (resumed.ok) {
+        this.#hold(resumed.session, slot);
+        return { session: resumed.session, resumed: true };
+      }
+      slot?.release();
       previous = { sessionId: hello.resumeSessionId, reason: resumed.reason };
     }
-    const session = await this.#create(hello, channel);
+    const slot = this.#takeSlot(hello.workerId);
+    let session: LocalSession;
+    try {
+      session = await this.#create(hello, channel);
+    } catch (err) {
+      slot.release();
+      throw err;
+    }
+    this.#hold(session, slot);
     return { session, resumed: false, ...(previous === undefined ? {} : { previous }) };
+  }
+
+  /** One of the worker's session slots, taken now (synchronously, before any await), or LIMIT_REACHED. */
+  #takeSlot(workerId: string): Slot {
+    const slot = this.#perWorker.tryTake(workerId);
+    if (slot !== undefined) return slot;
+    const max = this.#perWorker.max;
+    const gate = this.#repeats.note(`limit ${workerId}`, this.#ctx.clock.nowMs());
+    if (gate.log) {
+      this.#ctx.log.warn(
+        { workerId, max, repeated: gate.suppressed },
+        'hello refused: too many sessions of this worker',
+      );
+    }
+    throw new CoordinatorError('LIMIT_REACHED', `worker ${workerId} already has ${max} sessions on this coordinator`);
+  }
+
+  /** `session` is served here now: it keeps `slot` (a session that already had one gives it back). */
+  #hold(session: LocalSession, slot: Slot | undefined): void {
+    if (slot === undefined) return;
+    if (this.#slots.has(session.sessionId) || this.#sessions.get(session.sessionId) !== session) slot.release();
+    else this.#slots.set(session.sessionId, slot);
   }
 
   async #create(hello: Hello, channel: WorkerChannel): Promise<LocalSession> {
@@ -155,11 +208,7 @@ export class SessionManager {
     };
   }
 
-  async #resume(
-    hello: Hello,
-    sessionId: string,
-    channel: WorkerChannel,
-  ): Promise<{ ok: true; session: LocalSession } | { ok: false; reason: ExpiredReason }> {
+  async #resume(hello: Hello, sessionId: string, channel: WorkerChannel): Promise<ResumeResult> {
     const local = this.#sessions.get(sessionId);
     if (local !== undefined && !this.#table.isLive(sessionId)) return { ok: false, reason: 'deadline' };
     for (let attempt = 0; attempt < 3; attempt += 1) {
@@ -225,6 +274,8 @@ export class SessionManager {
 
   #forget(session: LocalSession): void {
     if (this.#sessions.get(session.sessionId) !== session) return;
+    this.#slots.get(session.sessionId)?.release();
+    this.#slots.delete(session.sessionId);
     this.#keepalive.remove(session.leaseId);
     this.#table.remove(session.sessionId);
     this.#sessions.delete(session.sessionId);

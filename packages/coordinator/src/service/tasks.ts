@@ -80,7 +80,8 @@ export function taskView(
     ...(task.notBeforeMs === undefined ? {} : { notBeforeMs: task.notBeforeMs }),
     lastEvent: lastEventOf(task),
     ...(task.lastError === undefined ? {} : { lastError: task.lastError }),
-    history: task.history ?? [],
+    // The session that held an attempt is the coordinator's to know (replays), not the API's.
+    history: (task.history ?? []).map(({ sessionId: _session, ...attempt }) => attempt),
     ...(task.createdAtMs === undefined ? {} : { createdAtMs: task.createdAtMs }),
     ...(task.endedAtMs === undefined ? {} : { endedAtMs: task.endedAtMs }),
     ...(task.result === undefined ? {} : { result: task.result }),

@@ -176,6 +176,37 @@ export interface TaskRef {
   readonly modRevision: bigint;
 }
 
+// --- web console ---------------------------------------------------------------------------------
+
+/** A console login ended by logout; refused until `expiresAtMs`, when its cookie expires anyway. */
+export interface ConsoleRevocation {
+  readonly loginId: string;
+  readonly expiresAtMs: number;
+}
+
+export type RevokeConsoleOutcome =
+  { readonly kind: 'revoked'; readonly revision: bigint } | { readonly kind: 'already' };
+
+export interface ConsoleRevocationListener {
+  /** Revocations recorded (by any coordinator), in revision order. */
+  onRevoked(revocations: readonly ConsoleRevocation[]): void;
+  /** The watch is over (compacted, cancelled, failed): read them all again. */
+  onError(err: unknown): void;
+}
+
+/** What the console's logout needs of the store: record a revocation, read and watch them all. */
+export interface ConsoleRevocationStore {
+  /** Record `loginId` as revoked; its key lives `ttlSeconds` (until the cookie expires). */
+  revokeConsoleSession(revocation: ConsoleRevocation, ttlSeconds: number): Promise<RevokeConsoleOutcome>;
+  /** Every revocation recorded, and the revision they were read at. */
+  consoleRevocations(): Promise<{ revocations: ConsoleRevocation[]; revision: bigint }>;
+  /** Revocations recorded from `fromRevision` on. */
+  watchConsoleRevocations(
+    fromRevision: bigint,
+    listener: ConsoleRevocationListener,
+  ): Promise<{ cancel(): Promise<void> }>;
+}
+
 // --- watch ---------------------------------------------------------------------------------------
 
 export type StoreEvent =
@@ -222,7 +253,7 @@ export interface StoreLimits {
   readonly maxSubmitBytesPerCall: number;
 }
 
-export interface LeaseStore {
+export interface LeaseStore extends ConsoleRevocationStore {
   readonly limits: StoreLimits;
 
   // sessions

@@ -588,5 +588,41 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         }
       });
     });
+
+    describe('web console', () => {
+      it('revokeConsoleSession: recorded once (a second logout writes nothing), read back, watched', async () => {
+        const before = await store.consoleRevocations();
+        expect(before.revocations).toEqual([]);
+        const seen: string[] = [];
+        const handle = await store.watchConsoleRevocations(before.revision + 1n, {
+          onRevoked: (revocations) => seen.push(...revocations.map((r) => r.loginId)),
+          onError: () => undefined,
+        });
+        try {
+          const revocation = { loginId: 'AAAAAAAAAAAAAAAA', expiresAtMs: 2_000_000_000_000 };
+          const first = await store.revokeConsoleSession(revocation, 60);
+          expect(first.kind).toBe('revoked');
+          // The key is absent-compared: a second logout of the same login changes nothing.
+          expect(await store.revokeConsoleSession(revocation, 60)).toEqual({ kind: 'already' });
+          expect((await store.consoleRevocations()).revocations).toEqual([revocation]);
+          for (let i = 0; i < 50 && seen.length === 0; i += 1) await target.pass(20);
+          expect(seen).toEqual([revocation.loginId]);
+          // Not in the index's watch range: the task feed never sees the console's keys.
+          expect(store.keys.parse(store.keys.consoleRevocation(revocation.loginId))).toBeUndefined();
+        } finally {
+          await handle.cancel();
+        }
+      });
+
+      it("revokeConsoleSession: the key lives on a lease of the cookie's remaining life", async () => {
+        const revocation = { loginId: 'BBBBBBBBBBBBBBBB', expiresAtMs: 2_000_000_000_000 };
+        await store.revokeConsoleSession(revocation, 1);
+        expect((await store.consoleRevocations()).revocations).toEqual([revocation]);
+        for (let i = 0; i < 200 && (await store.consoleRevocations()).revocations.length > 0; i += 1) {
+          await target.pass(50);
+        }
+        expect((await store.consoleRevocations()).revocations).toEqual([]);
+      });
+    });
   });
 }

@@ -22,6 +22,7 @@ import {
   CLOSE_POLICY_VIOLATION,
   ConnectionPhase,
   decodeWorkerFrame,
+  refuseBinaryFrame,
   routeMessage,
 } from '../core/dispatch.js';
 import { errorFrame, failureReply } from '../core/replies.js';
@@ -71,7 +72,12 @@ export class WorkerConnection implements WorkerChannel {
     this.#identity = identity;
     this.#abuse = new AbuseCounter(deps.maxBadFrames);
     this.#log = deps.log;
-    socket.on('message', (data) => {
+    socket.on('message', (data, isBinary) => {
+      if (isBinary) {
+        const refused = refuseBinaryFrame();
+        this.#refuse(refused.error.code, refused.error, refused.close);
+        return;
+      }
       this.#onFrame(data);
     });
     socket.on('close', () => {

@@ -10,6 +10,12 @@
  * only once its buffer has drained.
  *
  * `close()` (shutdown) ends every stream so the HTTP server can close promptly.
+ *
+ * At most `maxClients` streams, counted when a request is accepted: the route asks
+ * {@link EventStreams.refusal} and calls {@link EventStreams.open} in one synchronous step (no
+ * await between), and `open` counts the stream before it does anything else — so concurrent opens
+ * cannot all pass the check (the coordinator's stream cap could be raced that way: counted only
+ * once its etcd watch had started). `open` past the bound is a broken invariant and throws.
  */
 import type { ServerResponse } from 'node:http';
 import type { SinkRefusalEvent } from '@leasehold/protocol';
@@ -163,13 +169,22 @@ export class EventStreams {
     return this.#open.size;
   }
 
-  /** True when another stream would exceed `maxClients` (or the sink is closing). */
-  get full(): boolean {
-    return this.#closed || this.#open.size >= this.#maxClients;
+  get maxClients(): number {
+    return this.#maxClients;
   }
 
-  /** Take over `res` (headers not yet sent) as an event stream. */
+  /** Why another stream would be refused now: the sink is closing, or `maxClients` are open. */
+  refusal(): 'closing' | 'full' | undefined {
+    if (this.#closed) return 'closing';
+    return this.#open.size >= this.#maxClients ? 'full' : undefined;
+  }
+
+  /**
+   * Take over `res` (headers not yet sent) as an event stream. Call right after {@link refusal}
+   * answered undefined, in the same synchronous step.
+   */
   open(res: ServerResponse, request: StreamRequest): void {
+    if (this.refusal() !== undefined) throw new Error('EventStreams.open past its bound: call refusal() first');
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache, no-transform',

@@ -3,8 +3,9 @@
  *
  * Resume point: the `Last-Event-ID` header (what an EventSource sends when it reconnects), else
  * `?after=SEQ`, else the end of the log (only what happens from now on). Both are decimal seqs;
- * anything else is 400 INVALID_MESSAGE, before the stream starts. More than `maxClients` streams:
- * 503 UNAVAILABLE. Events: see SinkEventSchema in @leasehold/protocol and docs/protocol.md.
+ * anything else is 400 INVALID_MESSAGE, before the stream starts. More than `maxClients` streams
+ * open: 429 LIMIT_REACHED with `Retry-After`, as the coordinator's streams (checked and counted in one synchronous step, see
+ * events/event-streams.ts). Events: see SinkEventSchema in @leasehold/protocol and docs/protocol.md.
  *
  * Also here: the hook that publishes refusals of writes and advances (decided before the store)
  * to the streams, with the route, the code, and the resource / token / worker id of the body
@@ -48,7 +49,13 @@ export function registerEventRoutes(app: FastifyInstance, options: EventRoutesOp
       if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', 'Last-Event-ID must be a decimal seq');
       after = parsed.data;
     }
-    if (streams.full) return sendError(reply, 'UNAVAILABLE', 'too many event streams open');
+    // Checked and counted in this one synchronous step: no await may come between the two.
+    const refused = streams.refusal();
+    if (refused === 'closing') return sendError(reply, 'SHUTTING_DOWN', 'the sink is shutting down');
+    if (refused === 'full') {
+      request.log.warn({ remote: request.ip, max: streams.maxClients }, 'event stream refused: too many open');
+      return sendError(reply, 'LIMIT_REACHED', `too many event streams open (${streams.maxClients})`);
+    }
     void reply.hijack();
     streams.open(reply.raw, { after, remote: request.ip });
     return reply;

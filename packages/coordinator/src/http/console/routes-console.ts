@@ -4,8 +4,9 @@
  * | route                                   | credential | what                                                            |
  * | --------------------------------------- | ---------- | --------------------------------------------------------------- |
  * | `GET /ui`, `GET /ui/assets/:file`       | none       | the page shell, script and style (no data in them)              |
- * | `POST /ui/api/login` `{key}`            | none*      | an admin key in, the session cookie out (204); wrong key: 401   |
- * | `POST /ui/api/logout`                   | none*      | clears the cookie                                               |
+ * | `POST /ui/api/login` `{key}`            | none*      | an admin key in, the session cookie out (204); wrong key: 401;  |
+ * |                                         |            | an address backing off after wrong keys: 429 + Retry-After      |
+ * | `POST /ui/api/logout`                   | none*      | revokes the cookie's login on every coordinator, clears it (204)|
  * | `GET /ui/api/resources?q&state&offset&limit` | console | one window of the filtered resources (server side)            |
  * | `GET /ui/api/resources/:r/timeline`     | console    | the resource's story: grants, takeovers, fences, writes, refusals |
  * | `GET /ui/api/tasks?q&state&offset&limit`| console    | one window of the filtered tasks, latest change first            |
@@ -18,6 +19,11 @@
  * the request comes from (`Origin`, `Sec-Fetch-Site`), this very origin: a page on another site
  * cannot send that header without a CORS preflight, which this server never grants (OPTIONS is
  * 404), and the cookie is `SameSite=Strict` besides.
+ *
+ * Login is limited per client address (core/login-throttle.ts: free attempts, then a doubling
+ * lock; every wrong key and the first refusal of each lock logged). Logout revokes the login for
+ * every coordinator (console-revocations.ts, through etcd) and ends the console streams opened
+ * with it; a stream opened with a cookie also ends when the cookie expires.
  */
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -28,8 +34,19 @@ import { z } from 'zod';
 import type { TaskApi } from '../routes-tasks.js';
 import { Credential } from '../route-auth.js';
 import { sendError } from '../send-error.js';
+import { Slots } from '../../core/slots.js';
+import { LoginThrottle } from '../../core/login-throttle.js';
 import type { ConsoleHub } from './console-hub.js';
-import { CONSOLE_SESSION_MS, issueConsoleSession, sessionCookieHeader } from './session-cookie.js';
+import type { ConsoleRevocations } from './console-revocations.js';
+import {
+  CONSOLE_COOKIE,
+  CONSOLE_SESSION_MS,
+  decodeConsoleSession,
+  issueConsoleSession,
+  readCookie,
+  sessionCookieHeader,
+  type ConsoleSession,
+} from './session-cookie.js';
 
 /** The coordinator package's root (the same from src/http/console and dist/http/console). */
 const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -60,8 +77,25 @@ const PageQuery = z.strictObject({
 });
 const LoginBody = z.strictObject({ key: z.string().min(1).max(1_000) });
 
+/** Console login throttling per client address (see core/login-throttle.ts). */
+export interface ConsoleLoginLimits {
+  readonly freeAttempts: number;
+  readonly backoffMs: number;
+  readonly backoffMaxMs: number;
+}
+
+export const DEFAULT_CONSOLE_LOGIN_LIMITS: ConsoleLoginLimits = Object.freeze({
+  freeAttempts: 5,
+  backoffMs: 1_000,
+  backoffMaxMs: 300_000,
+});
+
 export interface ConsoleRouteOptions {
   readonly adminKeys: readonly string[];
+  /** The live, unrevoked console login a request's cookie names (route auth uses the same). */
+  readonly sessionOf: (req: FastifyRequest) => ConsoleSession | undefined;
+  readonly revocations: ConsoleRevocations;
+  readonly login: ConsoleLoginLimits;
   readonly tasks: Pick<TaskApi, 'cancel' | 'retry'>;
   /** Absent: the page and login work, the data routes answer 503. */
   readonly hub: ConsoleHub | undefined;
@@ -108,17 +142,38 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     return reply.headers(SECURITY_HEADERS).type(CONTENT_TYPE[kind]).send(body);
   });
 
-  app.post('/ui/api/login', { ...open, ...guard }, async (req, reply) => {
+  const throttle = new LoginThrottle({
+    freeAttempts: options.login.freeAttempts,
+    initialMs: options.login.backoffMs,
+    maxMs: options.login.backoffMaxMs,
+  });
+  // Synchronous from the throttle's check to its record: concurrent guesses cannot slip between.
+  app.post('/ui/api/login', { ...open, ...guard }, (req, reply) => {
+    const nowMs = options.wallClock();
+    const gate = throttle.check(req.ip, nowMs);
+    if (!gate.ok) {
+      const seconds = Math.max(1, Math.ceil(gate.retryAfterMs / 1_000));
+      if (gate.first) {
+        log.warn(
+          { remote: req.ip, retryAfterMs: gate.retryAfterMs },
+          'console login refused: backing off after wrong keys',
+        );
+      }
+      void reply.header('retry-after', String(seconds));
+      return sendError(reply, 'LIMIT_REACHED', `too many wrong keys from this address: retry in ${seconds} s`);
+    }
     const body = LoginBody.safeParse(req.body);
     if (!body.success) return sendError(reply, 'INVALID_MESSAGE', 'give {"key": "<admin key>"}');
     // Every key is compared (constant time each), whichever matches.
     let signer: string | undefined;
     for (const entry of ring) if (entry.matches(body.data.key)) signer ??= entry.key;
     if (signer === undefined) {
-      log.warn({ remote: req.ip }, 'console login refused: wrong admin key');
+      const failure = throttle.failed(req.ip, nowMs);
+      log.warn({ remote: req.ip, ...failure }, 'console login refused: wrong admin key');
       return sendError(reply, 'UNAUTHENTICATED', 'wrong admin key');
     }
-    const value = issueConsoleSession(signer, options.wallClock());
+    throttle.succeeded(req.ip);
+    const value = issueConsoleSession(signer, nowMs);
     log.info({ remote: req.ip }, 'console login');
     return reply
       .header('set-cookie', sessionCookieHeader(value, { secure: options.secure, maxAgeMs: CONSOLE_SESSION_MS }))
@@ -126,12 +181,30 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
       .send();
   });
 
-  app.post('/ui/api/logout', { ...open, ...guard }, (_req, reply) =>
-    reply
-      .header('set-cookie', sessionCookieHeader('', { secure: options.secure, maxAgeMs: 0 }))
-      .code(204)
-      .send(),
-  );
+  app.post('/ui/api/logout', { ...open, ...guard }, async (req, reply) => {
+    void reply.header('set-cookie', sessionCookieHeader('', { secure: options.secure, maxAgeMs: 0 }));
+    // The cookie as signed (revoked or not, whether or not the revocations are current here).
+    const session = decodeConsoleSession(
+      readCookie(req.headers.cookie, CONSOLE_COOKIE),
+      options.adminKeys,
+      options.wallClock(),
+    );
+    if (session === undefined) return reply.code(204).send();
+    try {
+      await options.revocations.revoke({ loginId: session.id, expiresAtMs: session.expiresAtMs });
+    } catch (err) {
+      log.warn({ err, remote: req.ip }, 'console logout not recorded for the other coordinators');
+      return sendError(reply, 'UNAVAILABLE', 'logged out here, but not recorded for the other coordinators: retry');
+    }
+    log.info({ remote: req.ip }, 'console logout');
+    return reply.code(204).send();
+  });
+
+  // Streams opened with a cookie, by login id: a logout (here or on a peer) ends them.
+  const byLogin = new Map<string, Set<() => void>>();
+  options.revocations.onRevoked((loginId) => {
+    for (const end of [...(byLogin.get(loginId) ?? [])]) end();
+  });
 
   const withHub = async (reply: FastifyReply): Promise<ConsoleHub | undefined> => {
     if (hub === undefined) {
@@ -196,23 +269,62 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     );
   }
 
-  app.get('/ui/api/stream', consoleRead, async (_req, reply) => {
-    const h = await withHub(reply);
-    if (h === undefined) return reply;
-    if (h.clients >= MAX_CONSOLE_STREAMS) {
+  // Counted when accepted, before the first await (the hub's snapshot on a cold start): a count
+  // read after it let every concurrent open pass (see core/slots.ts).
+  const streams = new Slots(MAX_CONSOLE_STREAMS);
+  app.get('/ui/api/stream', consoleRead, async (req, reply) => {
+    if (hub === undefined) return sendError(reply, 'UNAVAILABLE', 'the console has no data source on this server');
+    const slot = streams.tryTake();
+    if (slot === undefined) {
       void reply.header('retry-after', '5');
-      return sendError(reply, 'UNAVAILABLE', `too many console streams (${MAX_CONSOLE_STREAMS})`);
+      log.warn({ remote: req.ip, max: MAX_CONSOLE_STREAMS }, 'console stream refused: too many open');
+      return sendError(reply, 'LIMIT_REACHED', `too many console streams open (${MAX_CONSOLE_STREAMS})`);
     }
     const raw = reply.raw;
-    let open = true;
+    const login = options.sessionOf(req);
+    // Set by callbacks as well as below (a stream can stop during an await): one object.
+    const stream: {
+      open: boolean;
+      keepalive?: NodeJS.Timeout;
+      expiry?: NodeJS.Timeout;
+      unsubscribe?: () => void;
+    } = { open: true };
     const stop = (): void => {
-      if (!open) return;
-      open = false;
-      clearInterval(keepalive);
-      unsubscribe();
+      if (!stream.open) return;
+      stream.open = false;
+      clearInterval(stream.keepalive);
+      clearTimeout(stream.expiry);
+      stream.unsubscribe?.();
+      const ends = login === undefined ? undefined : byLogin.get(login.id);
+      ends?.delete(end);
+      if (login !== undefined && ends?.size === 0) byLogin.delete(login.id);
+      slot.release();
     };
+    const end = (): void => {
+      stop();
+      raw.end();
+    };
+    // Before the await: a client gone while the hub loads must not leave its slot taken.
+    raw.on('close', stop);
+    try {
+      await hub.ready();
+    } catch (err) {
+      stop();
+      throw err;
+    }
+    if (stream.open && login !== undefined && !options.revocations.accepts(login.id)) {
+      // Logged out while the hub loaded.
+      stop();
+      return sendError(reply, 'UNAUTHENTICATED', 'this console login has ended');
+    }
+    if (!stream.open) {
+      // The client left while the hub loaded: nothing to answer.
+      reply.hijack();
+      raw.destroy();
+      return reply;
+    }
     const write = (text: string): void => {
-      if (!open) return;
+      if (!stream.open) return;
       if (raw.writableLength > MAX_QUEUED_BYTES) {
         log.warn('console stream client too slow; disconnected');
         stop();
@@ -230,19 +342,24 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
       'x-content-type-options': 'nosniff',
     });
     raw.write(': leasehold console\nretry: 1000\n\n');
-    const keepalive = setInterval(() => {
+    stream.keepalive = setInterval(() => {
       write(': keepalive\n\n');
     }, KEEPALIVE_MS);
-    keepalive.unref();
-    const unsubscribe = h.subscribe({
+    stream.keepalive.unref();
+    if (login !== undefined) {
+      // A cookie's stream lasts as long as its login: until logout, or the cookie's expiry.
+      const ends = byLogin.get(login.id) ?? new Set<() => void>();
+      ends.add(end);
+      byLogin.set(login.id, ends);
+      stream.expiry = setTimeout(end, Math.max(0, login.expiresAtMs - options.wallClock()));
+      stream.expiry.unref();
+    }
+    stream.unsubscribe = hub.subscribe({
       send: (event, data) => {
         write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
       },
-      end: () => {
-        stop();
-        raw.end();
-      },
+      end,
     });
-    raw.on('close', stop);
+    return reply;
   });
 }
