@@ -7,7 +7,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateCapabilitySeed, parseCapabilitySigningKey, publicKeyEntryOf, type DecisionPage } from '@leasehold/protocol';
+import {
+  generateCapabilitySeed,
+  parseCapabilitySigningKey,
+  publicKeyEntryOf,
+  type DecisionPage,
+} from '@leasehold/protocol';
 import { openPki } from '@leasehold/cli/pki';
 import { SinkClient } from '@leasehold/sink-client';
 import { Agent, fetch as undiciFetch } from 'undici';

@@ -314,15 +314,12 @@ describe("worker B, with its own valid credential, cannot act for worker A's ses
     // Write for A at the sink: B has no capability for A's token; B's own for A's token is refused.
     const writer = new SinkClient({ url: `https://127.0.0.1:${String(sink.address?.port)}`, tls: { ca } });
     // B signs with a key of its own under the coordinators' key id: it holds nothing that signs.
-    const forged = signCapability(
-      parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`),
-      {
-        resource: grant.resource,
-        token: BigInt(grant.token),
-        workerId: KEYS.b.workerId,
-        incarnation: 'inc-a',
-      },
-    );
+    const forged = signCapability(parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`), {
+      resource: grant.resource,
+      token: BigInt(grant.token),
+      workerId: KEYS.b.workerId,
+      incarnation: 'inc-a',
+    });
     await expect(
       writer.write({
         resource: grant.resource,

@@ -181,7 +181,7 @@ export const OPTIONS: OptionTable = Object.freeze({
   'sink-timeout-ms': { env: 'SINK_TIMEOUT_MS', help: 'deadline of each sink request', default: '2000' },
   'capability-signing-key': {
     env: 'CAPABILITY_SIGNING_KEY',
-    help: "id:<base64url Ed25519 seed> that signs write capabilities (required); sinks get its public key (--check-config prints it)",
+    help: 'id:<base64url Ed25519 seed> that signs write capabilities (required); sinks get its public key (--check-config prints it)',
     secret: true,
   },
   'capability-keys': {
@@ -387,7 +387,7 @@ const RawSchema = z.object({
     .refine((v) => v === undefined, {
       error:
         'shared HMAC capability keys are gone (every verifier could sign with them): set CAPABILITY_SIGNING_KEY ' +
-        "(an Ed25519 seed) and give the sinks its public key as CAPABILITY_PUBLIC_KEYS (docs/security.md, Capabilities)",
+        '(an Ed25519 seed) and give the sinks its public key as CAPABILITY_PUBLIC_KEYS (docs/security.md, Capabilities)',
     }),
   WORKER_CREDENTIALS: credentials.optional(),
   WORKER_KEYS: secretList(false).optional(),

@@ -65,7 +65,16 @@ describe('capabilities', () => {
 
   it('refuses a v1 (HMAC) capability and malformed ones', () => {
     const sig = signCapability(k1, claims).split('.')[2] ?? '';
-    for (const cap of ['', 'v2', 'v2.k1', 'v1.k1.' + sig, 'v2.k1.AAAA', 'v2.k1.!!!', 'v2.nokey.' + sig, 'v3.k1.' + sig]) {
+    for (const cap of [
+      '',
+      'v2',
+      'v2.k1',
+      'v1.k1.' + sig,
+      'v2.k1.AAAA',
+      'v2.k1.!!!',
+      'v2.nokey.' + sig,
+      'v3.k1.' + sig,
+    ]) {
       expect(verifyCapability(ring, cap, claims), cap).toBe(false);
     }
   });
@@ -93,7 +102,9 @@ describe('strict capability encoding', () => {
     // Characters that decode to the same bytes under a lenient decoder.
     const sameBytes = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
       .split('')
-      .filter((c) => c !== last && Buffer.from(sig.slice(0, -1) + c, 'base64url').equals(Buffer.from(sig, 'base64url')));
+      .filter(
+        (c) => c !== last && Buffer.from(sig.slice(0, -1) + c, 'base64url').equals(Buffer.from(sig, 'base64url')),
+      );
     expect(sameBytes.length).toBeGreaterThan(0); // the lenient decoder really is lenient
     for (const variant of [
       ...sameBytes.map((c) => `v2.k2.${sig.slice(0, -1)}${c}`),

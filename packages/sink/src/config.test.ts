@@ -4,7 +4,8 @@ import { HELP_TEXT, loadConfig, redactConfig, wantsHelp } from './config.js';
 
 const ENV = {
   LEASEHOLD_SINK_COORDINATOR_KEYS: 'coordinator-key-aaaaaaaa, coordinator-key-bbbbbbbb',
-  LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'k1:JzxaRvQxEokNM1DdwqYqwm9PjkkkJIJ9YgKG7-v4OCw,k2:WRO1dcl0uncNiLOFS1aBVR48axmOl72JOmxYol4ogyo',
+  LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS:
+    'k1:JzxaRvQxEokNM1DdwqYqwm9PjkkkJIJ9YgKG7-v4OCw,k2:WRO1dcl0uncNiLOFS1aBVR48axmOl72JOmxYol4ogyo',
 };
 
 function problemsOf(env: Record<string, string>, argv: string[] = []): readonly string[] {
@@ -88,11 +89,15 @@ describe('loadConfig', () => {
     expect(
       problemsOf({
         ...ENV,
-        LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'k1:JzxaRvQxEokNM1DdwqYqwm9PjkkkJIJ9YgKG7-v4OCw,k1:WRO1dcl0uncNiLOFS1aBVR48axmOl72JOmxYol4ogyo',
+        LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS:
+          'k1:JzxaRvQxEokNM1DdwqYqwm9PjkkkJIJ9YgKG7-v4OCw,k1:WRO1dcl0uncNiLOFS1aBVR48axmOl72JOmxYol4ogyo',
       }).join(),
     ).toContain('given twice');
     expect(
-      problemsOf({ ...ENV, LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'k1:secret-secret-secret-1-abcdefghijklmnopqrstu' }).join(),
+      problemsOf({
+        ...ENV,
+        LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'k1:secret-secret-secret-1-abcdefghijklmnopqrstu',
+      }).join(),
     ).toContain('32-byte Ed25519 public key');
     expect(problemsOf({ ...ENV, LEASEHOLD_SINK_READ_KEYS: 'coordinator-key-aaaaaaaa' }).join()).toContain(
       'both a coordinator key and a read-only key',
