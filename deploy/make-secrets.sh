@@ -23,7 +23,10 @@
 #                               the operator like ca.key and etcd-ca.key
 #   etcd-health.crt etcd-health.key  CN etcd-health, no etcd user: the Compose etcd healthcheck
 # The sink has no etcd identity at all.
-# Bearer secrets: sink-key (the coordinators' key at the sink) | capability-keys (k1:secret) |
+# Capabilities: capability-signing-key (k1:<Ed25519 seed>: the coordinators' only, it signs each
+#   grant's write capability) | capability-public-keys (k1:<public key>: the sink's, and any
+#   service that checks capabilities with fence-pg; it verifies and cannot sign)
+# Bearer secrets: sink-key (the coordinators' key at the sink) |
 #   admin-keys | worker-credentials (keyId:workerId:secret per line, for the coordinators, always
 #   every <id>.secret of OUT_DIR) | <worker id>.secret (each worker's own) | pg-password | database-url
 # Files are mode 0444 in a 0700 directory: readable by the containers' user (10001) through a
@@ -103,7 +106,20 @@ client etcd-ca etcd-root root
 client etcd-ca etcd-health etcd-health
 
 put sink-key "$(random)"
-put capability-keys "k1:$(random)"
+# The capability key pair: the 32-byte Ed25519 seed (what PKCS#8 DER ends with) and the raw public
+# key (what SPKI DER ends with), both base64url without padding.
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '=' ; }
+if [ ! -e capability-signing-key ]; then
+  rm -f capability-public-keys
+  openssl genpkey -algorithm ed25519 -outform DER -out capability.der 2>/dev/null
+  put capability-signing-key "k1:$(tail -c 32 capability.der | b64url)"
+  openssl pkey -inform DER -in capability.der -pubout -outform DER 2>/dev/null | tail -c 32 > capability.pub
+  rm -f capability.der
+fi
+[ -e capability.pub ] && { put capability-public-keys "k1:$(b64url < capability.pub)"; rm -f capability.pub; }
+[ -e capability-public-keys ] || { echo "make-secrets: capability-public-keys is missing: delete capability-signing-key to make the pair anew" >&2; exit 1; }
+# A shared HMAC key of an older version of this script is not used any more.
+rm -f capability-keys
 put admin-keys "$(random)"
 for id in "${workers[@]}"; do put "$id.secret" "$(random)"; done
 # The coordinators' list: one keyId:workerId:secret line per <id>.secret here (key id = worker id).

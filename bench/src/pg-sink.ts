@@ -17,12 +17,19 @@
  *      BEGIN/UPDATE/COMMIT from the same pool. Target: p50 <= 1.3x.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startLocalPostgres } from '@leasehold/devkit';
 import { fencedTransaction } from '@leasehold/fence-pg';
-import { signCapability, type CapabilityKey } from '@leasehold/protocol';
+import {
+  generateCapabilitySeed,
+  parseCapabilitySigningKey,
+  publicKeyEntryOf,
+  publicKeysOf,
+  signCapability,
+} from '@leasehold/protocol';
 import { FencedService, PostgresFenceStore } from '@leasehold/sink';
 import pg from 'pg';
 import pino from 'pino';
@@ -39,7 +46,7 @@ export interface PgBenchOptions {
 }
 
 const COORDINATOR_KEY = 'bench-coordinator-key-000000001';
-const CAPABILITY_KEY: CapabilityKey = { id: 'bench', secret: 'bench-capability-secret-000001' };
+const CAPABILITY_KEY = parseCapabilitySigningKey(`bench:${generateCapabilitySeed(randomBytes)}`);
 const PAYLOAD = { status: 'done', output: 'abcdefghijklmnopqrstuvwxyz012345' };
 
 async function resetDatabase(url: string): Promise<void> {
@@ -83,7 +90,7 @@ async function measureSinkHttp(url: string, seconds: number, connections: number
       LEASEHOLD_SINK_DATABASE_URL: url,
       LEASEHOLD_SINK_LOG_LEVEL: 'error',
       LEASEHOLD_SINK_COORDINATOR_KEYS: COORDINATOR_KEY,
-      LEASEHOLD_SINK_CAPABILITY_KEYS: `${CAPABILITY_KEY.id}:${CAPABILITY_KEY.secret}`,
+      LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: publicKeyEntryOf(CAPABILITY_KEY),
     },
   });
   try {
@@ -242,7 +249,7 @@ async function measureLatency(url: string, seconds: number): Promise<{ plain: nu
           workerId: 'w',
           incarnation: 'bench',
           resultId: `deposit-${n}`,
-          capabilityKeys: [CAPABILITY_KEY],
+          capabilityPublicKeys: publicKeysOf(CAPABILITY_KEY),
         },
         async (c) => {
           await c.query(update);

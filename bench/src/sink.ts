@@ -13,10 +13,12 @@
  * request (target ≤ 2.5× for 200 B results), both from /proc of each server process; p99 latency;
  * failed writes; peak RSS.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { generateCapabilitySeed } from '@leasehold/protocol';
 import { NodeChild, type ChildMessage } from './infra/child.js';
 import { startNodeDaemon, type NodeDaemon } from './infra/daemon.js';
 import { pinToCpus, rssBytes } from './infra/proc.js';
@@ -112,7 +114,7 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-sink-bench-'));
   const keys: Pick<StackKeys, 'sinkKey' | 'capability'> = {
     sinkKey: 'bench-coordinator-key-000000001',
-    capability: { id: 'bench', secret: 'bench-capability-secret-000001' },
+    capability: `bench:${generateCapabilitySeed(randomBytes)}`,
   };
   const sink = await startSinkProcess(dir, keys, 'sink-suite');
   const hello = await startNodeDaemon({ name: 'hello', script: HELLO_JS, dir, env: {} });

@@ -309,7 +309,13 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
   const network = new ChaosNetwork({ topology, proxies: new Map(), nft, endpoints });
   const sinkClient = new SinkClient({ url: file.sink.url, key: readKey, timeoutMs: 10_000 });
   const etcdNames = file.etcd.endpoints.map((_, i) => byRole('etcd')[i]?.name ?? `etcd-m${i}`);
-  const keys: ChaosSecrets = { sinkKey: readKey, readKey, workerCredentials: new Map(), adminKey, capabilityKeys: '' };
+  const keys: ChaosSecrets = {
+    sinkKey: readKey,
+    readKey,
+    workerCredentials: new Map(),
+    adminKey,
+    capabilitySigningKey: '',
+  };
 
   return {
     dir,

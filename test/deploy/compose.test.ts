@@ -178,8 +178,8 @@ describe('deploy/compose.yaml', () => {
       'a _FILE of a secret not given to the service',
       (t: string) =>
         t.replace(
-          'secrets: [sink.crt, sink.key, sink-key, capability-keys, database-url]',
-          'secrets: [sink.crt, sink.key, sink-key, capability-keys]',
+          'secrets: [sink.crt, sink.key, sink-key, capability-public-keys, database-url]',
+          'secrets: [sink.crt, sink.key, sink-key, capability-public-keys]',
         ),
       /database-url is not one of its secrets/,
     ],
@@ -198,8 +198,8 @@ describe('deploy/compose.yaml', () => {
       'the sink given an etcd identity',
       (t: string) =>
         t.replace(
-          'secrets: [sink.crt, sink.key, sink-key, capability-keys, database-url]',
-          'secrets: [sink.crt, sink.key, sink-key, capability-keys, database-url, coordinator-a-etcd.key]',
+          'secrets: [sink.crt, sink.key, sink-key, capability-public-keys, database-url]',
+          'secrets: [sink.crt, sink.key, sink-key, capability-public-keys, database-url, coordinator-a-etcd.key]',
         ),
       /the sink is given etcd secrets/,
     ],

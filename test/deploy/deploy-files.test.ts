@@ -235,7 +235,7 @@ describe('drift: deploy files against the option tables', () => {
     [
       'a secret inline in an env file',
       'deploy/env/sink.env.example',
-      (t: string) => `${t}LEASEHOLD_SINK_CAPABILITY_KEYS=k1:abcdefghijklmnopqrst\n`,
+      (t: string) => `${t}LEASEHOLD_SINK_COORDINATOR_KEYS=abcdefghijklmnopqrstuvwx\n`,
       /gives a secret inline/,
     ],
   ])('reports %s', (_what, path, edit, problem) => {

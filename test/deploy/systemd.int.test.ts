@@ -211,8 +211,11 @@ function unitEnvironment(unit: UnitFile, dir: string): Record<string, string> {
 function credentialValue(name: string): string {
   const random = () => execFileSync('openssl', ['rand', '-base64', '24'], { encoding: 'utf8' }).trim();
   switch (name) {
-    case 'capability-keys':
-      return `k1:${random()}`;
+    // A fixed Ed25519 pair (seed, public key): --check-config parses both.
+    case 'capability-signing-key':
+      return 'k1:oDpY4fdCo0gPGUyVYPiMJ00T2AzGzkHPz0Ic5SeAJ4Q';
+    case 'capability-public-keys':
+      return 'k1:pvWG7UtABZERLViHFlLTAKyg1XCMJFG_zZOOP0MyNqU';
     case 'worker-credentials':
       // The worker-1 example's identity: keyId:workerId:secret.
       return `host-a-1:host-a-1:${random()}`;

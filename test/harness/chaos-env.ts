@@ -14,6 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { openPki, type CertFiles } from '@leasehold/cli/pki';
+import { generateCapabilitySeed, parseCapabilitySigningKey, publicKeyEntryOf } from '@leasehold/protocol';
 import { findLibfaketime } from '@leasehold/devkit';
 
 export interface ChaosSecrets {
@@ -25,7 +26,8 @@ export interface ChaosSecrets {
   readonly workerCredentials: ReadonlyMap<string, { readonly keyId: string; readonly secret: string }>;
   readonly adminKey: string;
   /** `id:secret` capability keys. */
-  readonly capabilityKeys: string;
+  /** The coordinators' capability signing key, `id:<Ed25519 seed>` (the sinks get its public key). */
+  readonly capabilitySigningKey: string;
 }
 
 const secret = (): string => randomBytes(24).toString('base64url');
@@ -36,7 +38,7 @@ export function newSecrets(workerNames: readonly string[]): ChaosSecrets {
     readKey: secret(),
     workerCredentials: new Map(workerNames.map((name) => [name, { keyId: `k-${name}`, secret: secret() }])),
     adminKey: secret(),
-    capabilityKeys: `k1:${secret()}`,
+    capabilitySigningKey: `k1:${generateCapabilitySeed(randomBytes)}`,
   };
 }
 
@@ -120,7 +122,7 @@ export function sinkEnv(
       : { LEASEHOLD_SINK_STORE: 'postgres', LEASEHOLD_SINK_DATABASE_URL: o.store.url }),
     LEASEHOLD_SINK_COORDINATOR_KEYS: s.sinkKey,
     LEASEHOLD_SINK_READ_KEYS: s.readKey,
-    LEASEHOLD_SINK_CAPABILITY_KEYS: s.capabilityKeys,
+    LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: publicKeyEntryOf(parseCapabilitySigningKey(s.capabilitySigningKey)),
     LEASEHOLD_SINK_LOG_LEVEL: 'info',
   };
 }
@@ -159,7 +161,7 @@ export function coordinatorEnv(
     LEASEHOLD_COORDINATOR_PREFIX: o.prefix,
     LEASEHOLD_COORDINATOR_SINK_URL: o.sinkUrl,
     LEASEHOLD_COORDINATOR_SINK_KEY: s.sinkKey,
-    LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: s.capabilityKeys,
+    LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: s.capabilitySigningKey,
     LEASEHOLD_COORDINATOR_WORKER_CREDENTIALS: credentialRing(s),
     LEASEHOLD_COORDINATOR_ADMIN_KEYS: s.adminKey,
     LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(o.sessionTtlMs),

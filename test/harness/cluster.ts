@@ -7,7 +7,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { DecisionPage } from '@leasehold/protocol';
+import {
+  generateCapabilitySeed,
+  parseCapabilitySigningKey,
+  publicKeyEntryOf,
+  type DecisionPage,
+} from '@leasehold/protocol';
 import { openPki } from '@leasehold/cli/pki';
 import { SinkClient } from '@leasehold/sink-client';
 import { Agent, fetch as undiciFetch } from 'undici';
@@ -16,7 +21,8 @@ import { BIN, Service } from './service.js';
 
 export interface ClusterKeys {
   readonly sinkCoordinatorKey: string;
-  readonly capabilityKeys: string;
+  /** The coordinators' capability signing key, `id:<Ed25519 seed>` (the sinks get its public key). */
+  readonly capabilitySigningKey: string;
   readonly workerKey: string;
   readonly adminKey: string;
 }
@@ -67,7 +73,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-cluster-'));
   const keys: ClusterKeys = {
     sinkCoordinatorKey: secret(),
-    capabilityKeys: `k1:${secret()}`,
+    capabilitySigningKey: `k1:${generateCapabilitySeed(randomBytes)}`,
     workerKey: secret(),
     adminKey: secret(),
   };
@@ -92,7 +98,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       env: {
         LEASEHOLD_SINK_DB_PATH: join(dir, 'sink.db'),
         LEASEHOLD_SINK_COORDINATOR_KEYS: keys.sinkCoordinatorKey,
-        LEASEHOLD_SINK_CAPABILITY_KEYS: keys.capabilityKeys,
+        LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: publicKeyEntryOf(parseCapabilitySigningKey(keys.capabilitySigningKey)),
         LEASEHOLD_SINK_PORT: '0',
         LEASEHOLD_SINK_LOG_LEVEL: 'info',
         LEASEHOLD_SINK_TLS_CERT: sinkCert.cert,
@@ -120,7 +126,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
           LEASEHOLD_COORDINATOR_PORT: '0',
           LEASEHOLD_COORDINATOR_SINK_URL: sink.url,
           LEASEHOLD_COORDINATOR_SINK_KEY: keys.sinkCoordinatorKey,
-          LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: keys.capabilityKeys,
+          LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: keys.capabilitySigningKey,
           LEASEHOLD_COORDINATOR_TLS_CERT: server.cert,
           LEASEHOLD_COORDINATOR_TLS_KEY: server.key,
           LEASEHOLD_COORDINATOR_TLS_CLIENT_CA: pki.ca,

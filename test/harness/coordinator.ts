@@ -21,7 +21,10 @@ import {
 import {
   CoordinatorMessageSchema,
   PROTOCOL_VERSION,
-  type CapabilityKey,
+  generateCapabilitySeed,
+  parseCapabilitySigningKey,
+  publicKeysOf,
+  type CapabilitySigningKey,
   type CoordinatorMessage,
   type Welcome,
 } from '@leasehold/protocol';
@@ -36,9 +39,23 @@ import { BIN, Service } from './service.js';
 
 const secret = (): string => randomBytes(18).toString('base64url');
 
+function newStackKeys(): StackKeys {
+  const capabilityText = `k1:${generateCapabilitySeed(randomBytes)}`;
+  return {
+    sinkKey: secret(),
+    capability: parseCapabilitySigningKey(capabilityText),
+    capabilityText,
+    workerKey: secret(),
+    adminKey: secret(),
+  };
+}
+
 export interface StackKeys {
   readonly sinkKey: string;
-  readonly capability: CapabilityKey;
+  /** The coordinators' capability signing key (the sink holds its public key only). */
+  readonly capability: CapabilitySigningKey;
+  /** Its `id:<seed>` form, for LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY. */
+  readonly capabilityText: string;
   readonly workerKey: string;
   readonly adminKey: string;
 }
@@ -54,12 +71,7 @@ export interface StackOptions {
 
 /** etcd + a real in-process sink + the environment a coordinator needs to use them. */
 export class Stack {
-  readonly keys: StackKeys = {
-    sinkKey: secret(),
-    capability: { id: 'k1', secret: secret() },
-    workerKey: secret(),
-    adminKey: secret(),
-  };
+  readonly keys: StackKeys = newStackKeys();
   readonly dir = mkdtempSync(join(tmpdir(), 'leasehold-coord-test-'));
   readonly opts: StackOptions;
   sink!: Sink;
@@ -85,7 +97,7 @@ export class Stack {
       shutdownTimeoutMs: 2000,
       coordinatorKeys: [stack.keys.sinkKey],
       readKeys: [],
-      capabilityKeys: [stack.keys.capability],
+      capabilityPublicKeys: publicKeysOf(stack.keys.capability),
     });
     stack.sinkClient = new SinkClient({ url: stack.sinkUrl, key: stack.keys.sinkKey, timeoutMs: 5000 });
     return stack;
@@ -107,7 +119,7 @@ export class Stack {
       LEASEHOLD_COORDINATOR_PORT: '0',
       LEASEHOLD_COORDINATOR_SINK_URL: this.sinkUrl,
       LEASEHOLD_COORDINATOR_SINK_KEY: this.keys.sinkKey,
-      LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: `${this.keys.capability.id}:${this.keys.capability.secret}`,
+      LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: this.keys.capabilityText,
       LEASEHOLD_COORDINATOR_WORKER_KEYS: this.keys.workerKey,
       LEASEHOLD_COORDINATOR_ADMIN_KEYS: this.keys.adminKey,
       LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(ttl),

@@ -4,13 +4,24 @@
  * database. The worked example of docs/fence-pg: an account balance updated by workers.
  */
 import { fencedTransaction, type FencedTransactionOutcome } from '@leasehold/fence-pg';
-import { signCapability, type CapabilityKey, type JsonValue } from '@leasehold/protocol';
+import { randomBytes } from 'node:crypto';
+import {
+  generateCapabilitySeed,
+  parseCapabilityPublicKeys,
+  parseCapabilitySigningKey,
+  publicKeyEntryOf,
+  signCapability,
+  type JsonValue,
+} from '@leasehold/protocol';
 import { PostgresFenceStore } from '@leasehold/sink';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
 
-const KEY: CapabilityKey = { id: 'k1', secret: 'capability-secret-for-fence-pg-01' };
+/** The coordinator's signing key: only the grants below are signed with it. */
+const KEY = parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`);
+/** What the process calling fencedTransaction holds: the public key, nothing that signs. */
+const PUBLIC_KEYS = parseCapabilityPublicKeys(publicKeyEntryOf(KEY));
 const ACCOUNT = 'account/alice';
 
 let server: PostgresHandle;
@@ -66,7 +77,7 @@ function deposit(
       workerId,
       incarnation,
       capability: signCapability(KEY, { resource: ACCOUNT, token, workerId, incarnation }),
-      capabilityKeys: [KEY],
+      capabilityPublicKeys: PUBLIC_KEYS,
       ...(resultId === undefined ? {} : { resultId }),
     },
     async (client) => {
@@ -152,12 +163,37 @@ describe('fencedTransaction', () => {
         workerId: 'w',
         incarnation: 'i',
         capability: signCapability(KEY, { resource: ACCOUNT, token: 3n, workerId: 'w', incarnation: 'i' }),
-        capabilityKeys: [KEY],
+        capabilityPublicKeys: PUBLIC_KEYS,
       },
       async () => ({}),
     );
     await expect(call).rejects.toMatchObject({ code: 'FORBIDDEN' });
     expect((await sinks[0]!.decisions(0, 10)).decisions).toHaveLength(1);
+  });
+
+  it('the caller holds only public keys: a capability it makes itself is FORBIDDEN', async () => {
+    // Before Ed25519, the caller held the sink's HMAC keys and could sign a capability for any
+    // token. Now the best it can do is sign with a key of its own under the coordinator's key id.
+    await advance(4n);
+    const own = parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`);
+    for (const k of PUBLIC_KEYS) expect(k.key.type).toBe('public');
+    const call = fencedTransaction(
+      pool,
+      {
+        resource: ACCOUNT,
+        token: 4n,
+        workerId: 'w',
+        incarnation: 'i',
+        capability: signCapability(own, { resource: ACCOUNT, token: 4n, workerId: 'w', incarnation: 'i' }),
+        capabilityPublicKeys: PUBLIC_KEYS,
+      },
+      async (client) => {
+        await client.query("UPDATE accounts SET balance = 0 WHERE id = 'alice'");
+        return {};
+      },
+    );
+    await expect(call).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    expect(await balance()).toBe(100n);
   });
 
   it('a callback that throws rolls everything back and its error goes up unchanged', async () => {
@@ -172,7 +208,7 @@ describe('fencedTransaction', () => {
         incarnation: 'i',
         resultId: 'task:z',
         capability: signCapability(KEY, { resource: ACCOUNT, token: 4n, workerId: 'w', incarnation: 'i' }),
-        capabilityKeys: [KEY],
+        capabilityPublicKeys: PUBLIC_KEYS,
       },
       async (client) => {
         await client.query("UPDATE accounts SET balance = 0 WHERE id = 'alice'");

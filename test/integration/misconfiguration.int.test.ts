@@ -1,10 +1,11 @@
 /**
  * Each misconfiguration an operator can make between a coordinator and its sink either fails at
  * start or shows in /readyz with a message naming the setting — never "ready" while no task can be
- * granted. One table, a real etcd and a real sink (capability keys k1), coordinators in process;
+ * granted. One table, a real etcd and a real sink (capability public key k1), coordinators in process;
  * then the worker process: credentials refused by every coordinator, and a sink that does not answer.
  */
-import { ConfigError } from '@leasehold/protocol';
+import { randomBytes } from 'node:crypto';
+import { ConfigError, generateCapabilitySeed } from '@leasehold/protocol';
 import { loadConfig } from '@leasehold/coordinator';
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,18 +54,23 @@ const CASES: Case[] = [
     problem: /SINK_KEY/,
   },
   {
-    name: 'capability keys with another secret than the sink',
-    env: () => ({ [`${P}CAPABILITY_KEYS`]: 'k1:another-capability-secret-000' }),
+    name: 'a capability signing key whose public key the sink does not hold (same key id)',
+    env: () => ({ [`${P}CAPABILITY_SIGNING_KEY`]: `k1:${generateCapabilitySeed(randomBytes)}` }),
     ready: false,
     sink: 'capability-mismatch',
-    problem: /CAPABILITY_KEYS.*secret|secret.*CAPABILITY_KEYS/,
+    problem: /public key k1 is another key.*CAPABILITY_PUBLIC_KEYS/,
   },
   {
     name: 'a capability key id the sink does not know',
-    env: () => ({ [`${P}CAPABILITY_KEYS`]: `k9:${stack.keys.capability.secret}` }),
+    env: () => ({ [`${P}CAPABILITY_SIGNING_KEY`]: `k9:${generateCapabilitySeed(randomBytes)}` }),
     ready: false,
     sink: 'capability-mismatch',
-    problem: /no capability key with id k9/,
+    problem: /no capability public key with id k9: add k9:\S+ to its CAPABILITY_PUBLIC_KEYS/,
+  },
+  {
+    name: 'the removed shared HMAC capability keys',
+    env: () => ({ [`${P}CAPABILITY_KEYS`]: 'k1:another-capability-secret-000' }),
+    refusedAtStart: /CAPABILITY_KEYS.*CAPABILITY_SIGNING_KEY/s,
   },
   {
     name: 'a sink URL nothing answers on (ready, degraded: it may be an outage)',

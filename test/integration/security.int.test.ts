@@ -4,6 +4,7 @@
  * HTTPS/WSS), per-worker credentials, and a second worker that holds its own valid credential
  * trying every way to act for the first worker's session.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +12,14 @@ import { openPki, type Pki } from '@leasehold/cli/pki';
 import { LeaseholdClient } from '@leasehold/client';
 import { createCoordinator, loadConfig, type Coordinator } from '@leasehold/coordinator';
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
-import { PROTOCOL_VERSION, signCapability, type CoordinatorMessage } from '@leasehold/protocol';
+import {
+  generateCapabilitySeed,
+  parseCapabilitySigningKey,
+  PROTOCOL_VERSION,
+  publicKeysOf,
+  signCapability,
+  type CoordinatorMessage,
+} from '@leasehold/protocol';
 import { createSink, type Sink } from '@leasehold/sink';
 import { SinkClient } from '@leasehold/sink-client';
 import { Worker } from '@leasehold/worker';
@@ -24,7 +32,7 @@ const PREFIX = 'sec/';
 const KEYS = {
   admin: 'Adm1nKey-9f8e7d6c5b4a3210zz',
   sink: 'S1nkKey-0a1b2c3d4e5f6a7b8c9d',
-  capability: { id: 'k1', secret: 'Cap4bility-Secret-77aa88bb99' },
+  capability: 'k1:VL7-wbTZKX3Jo65zueWXfKFkAlgx-7N6RRvKHUfpKH0',
   a: { keyId: 'key-a', workerId: 'worker-a', secret: 'A-secret-1q2w3e4r5t6y7u8i9o' },
   b: { keyId: 'key-b', workerId: 'worker-b', secret: 'B-secret-0p9o8i7u6y5t4r3e2w' },
   etcdPassword: 'Etcd-Passw0rd-for-leasehold-1',
@@ -92,7 +100,7 @@ beforeAll(async () => {
       shutdownTimeoutMs: 2_000,
       coordinatorKeys: [KEYS.sink],
       readKeys: [],
-      capabilityKeys: [KEYS.capability],
+      capabilityPublicKeys: publicKeysOf(parseCapabilitySigningKey(KEYS.capability)),
       tls: { certFile: service.cert, keyFile: service.key },
     },
     { processMetrics: false, logger: pino({ level: 'silent' }) },
@@ -115,7 +123,7 @@ beforeAll(async () => {
     LEASEHOLD_COORDINATOR_SINK_URL: `https://127.0.0.1:${String(sink.address?.port)}`,
     LEASEHOLD_COORDINATOR_SINK_KEY: KEYS.sink,
     LEASEHOLD_COORDINATOR_SINK_CA: pki.ca,
-    LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: `${KEYS.capability.id}:${KEYS.capability.secret}`,
+    LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: KEYS.capability,
     LEASEHOLD_COORDINATOR_WORKER_CREDENTIALS: [KEYS.a, KEYS.b]
       .map((c) => `${c.keyId}:${c.workerId}:${c.secret}`)
       .join(','),
@@ -305,15 +313,13 @@ describe("worker B, with its own valid credential, cannot act for worker A's ses
     expect(replay.type === 'lease.granted' ? replay.token : 'none').not.toBe(grant.token);
     // Write for A at the sink: B has no capability for A's token; B's own for A's token is refused.
     const writer = new SinkClient({ url: `https://127.0.0.1:${String(sink.address?.port)}`, tls: { ca } });
-    const forged = signCapability(
-      { id: 'k1', secret: 'not-the-capability-secret-0000' },
-      {
-        resource: grant.resource,
-        token: BigInt(grant.token),
-        workerId: KEYS.b.workerId,
-        incarnation: 'inc-a',
-      },
-    );
+    // B signs with a key of its own under the coordinators' key id: it holds nothing that signs.
+    const forged = signCapability(parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`), {
+      resource: grant.resource,
+      token: BigInt(grant.token),
+      workerId: KEYS.b.workerId,
+      incarnation: 'inc-a',
+    });
     await expect(
       writer.write({
         resource: grant.resource,

@@ -22,7 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const pgBin = findPostgresBinDir();
 const KEYS = {
   LEASEHOLD_SINK_COORDINATOR_KEYS: 'coordinator-key-pg-tls-0123456789',
-  LEASEHOLD_SINK_CAPABILITY_KEYS: 'k1:capability-secret-pg-tls-0123',
+  LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'k1:pvWG7UtABZERLViHFlLTAKyg1XCMJFG_zZOOP0MyNqU',
 };
 let dir: string;
 let pki: Pki;

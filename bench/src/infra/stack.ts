@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { CapabilityKey } from '@leasehold/protocol';
+import { generateCapabilitySeed, parseCapabilitySigningKey, publicKeyEntryOf } from '@leasehold/protocol';
 import { startNodeDaemon, type NodeDaemon } from './daemon.js';
 import type { Etcd } from './etcd.js';
 
@@ -21,7 +21,8 @@ const secret = (): string => randomBytes(18).toString('base64url');
 
 export interface StackKeys {
   readonly sinkKey: string;
-  readonly capability: CapabilityKey;
+  /** The coordinator's capability signing key, `id:<seed>` (the sink gets its public key). */
+  readonly capability: string;
   readonly workerKey: string;
   readonly adminKey: string;
 }
@@ -65,7 +66,7 @@ export async function startSinkProcess(
       LEASEHOLD_SINK_SYNCHRONOUS: 'FULL',
       LEASEHOLD_SINK_LOG_LEVEL: 'error',
       LEASEHOLD_SINK_COORDINATOR_KEYS: keys.sinkKey,
-      LEASEHOLD_SINK_CAPABILITY_KEYS: `${keys.capability.id}:${keys.capability.secret}`,
+      LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: publicKeyEntryOf(parseCapabilitySigningKey(keys.capability)),
     },
   });
 }
@@ -74,7 +75,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const dir = mkdtempSync(join(tmpdir(), `leasehold-bench-${opts.name}-`));
   const keys: StackKeys = {
     sinkKey: secret(),
-    capability: { id: 'k1', secret: secret() },
+    capability: `k1:${generateCapabilitySeed(randomBytes)}`,
     workerKey: secret(),
     adminKey: secret(),
   };
@@ -93,7 +94,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
         LEASEHOLD_COORDINATOR_PREFIX: prefix,
         LEASEHOLD_COORDINATOR_SINK_URL: sink.url,
         LEASEHOLD_COORDINATOR_SINK_KEY: keys.sinkKey,
-        LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: `${keys.capability.id}:${keys.capability.secret}`,
+        LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: keys.capability,
         LEASEHOLD_COORDINATOR_WORKER_KEYS: keys.workerKey,
         LEASEHOLD_COORDINATOR_ADMIN_KEYS: keys.adminKey,
         LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),

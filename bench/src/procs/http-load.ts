@@ -8,7 +8,7 @@
  * When the prepared grants run out it starts over with new result ids (`reused` counts those).
  */
 import autocannon, { type Instance } from 'autocannon';
-import { signCapability } from '@leasehold/protocol';
+import { parseCapabilitySigningKey, signCapability } from '@leasehold/protocol';
 import { serve, type Counters } from './protocol.js';
 
 interface Params {
@@ -19,7 +19,8 @@ interface Params {
     readonly prefix: string;
     readonly count: number;
     readonly token: string;
-    readonly key: { readonly id: string; readonly secret: string };
+    /** The capability signing key, `id:<seed>`. */
+    readonly key: string;
     readonly payloadBytes: number;
   };
 }
@@ -34,11 +35,12 @@ const statuses = new Map<number, number>();
 function writeBodies(w: NonNullable<Params['write']>): string[] {
   // ~payloadBytes of result JSON: a status and an opaque output string.
   const filler = 'x'.repeat(Math.max(0, w.payloadBytes - 40));
+  const key = parseCapabilitySigningKey(w.key);
   return Array.from({ length: w.count }, (_, i) => {
     const resource = `${w.prefix}${i}`;
     const workerId = `lg-${i}`;
     const incarnation = `inc-${i}`;
-    const capability = signCapability(w.key, { resource, token: BigInt(w.token), workerId, incarnation });
+    const capability = signCapability(key, { resource, token: BigInt(w.token), workerId, incarnation });
     return JSON.stringify({
       resource,
       token: w.token,

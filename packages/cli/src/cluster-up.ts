@@ -10,6 +10,7 @@ import { SinkClient } from '@leasehold/sink-client';
 import { LeaseholdClient, type TaskView } from '@leasehold/client';
 import {
   BINARIES,
+  capabilityPublicKeys,
   freePort,
   loadOrCreateState,
   ManagedProcess,
@@ -186,7 +187,7 @@ async function startServices(
           LEASEHOLD_SINK_PORT: String(port),
           ...storeEnv,
           LEASEHOLD_SINK_COORDINATOR_KEYS: state.keys.sink,
-          LEASEHOLD_SINK_CAPABILITY_KEYS: state.keys.capability,
+          LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: capabilityPublicKeys(state),
           ...serverTls('LEASEHOLD_SINK_', ids?.sink),
         },
         1 + i * 4,
@@ -204,7 +205,7 @@ async function startServices(
         LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: etcd.url,
         LEASEHOLD_COORDINATOR_SINK_URL: sink,
         LEASEHOLD_COORDINATOR_SINK_KEY: state.keys.sink,
-        LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: state.keys.capability,
+        LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: state.keys.capability,
         LEASEHOLD_COORDINATOR_WORKER_CREDENTIALS: credentials,
         LEASEHOLD_COORDINATOR_ADMIN_KEYS: state.keys.admin,
         LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),

@@ -10,6 +10,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { generateCapabilitySeed, parseCapabilitySigningKey, publicKeyEntryOf } from '@leasehold/protocol';
 import { prettyFactory } from 'pino-pretty';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { z } from 'zod';
@@ -41,6 +42,7 @@ const StateSchema = z.object({
   }),
   keys: z.object({
     sink: z.string(),
+    /** The coordinator's capability signing key, `id:<Ed25519 seed>` (the sinks get its public key). */
     capability: z.string(),
     admin: z.string(),
     /** Each worker's own credential secret, by worker id (its key id is its worker id). */
@@ -65,6 +67,28 @@ export async function freePort(): Promise<number> {
 }
 
 const secret = () => randomBytes(24).toString('base64url');
+const newCapabilityKey = () => `k2:${generateCapabilitySeed(randomBytes)}`;
+
+/**
+ * A data dir of a version before 0.2 holds a shared HMAC capability key (`k1:<secret>`); capabilities
+ * are Ed25519 now: replace it with a signing key (a new key id, so a grant signed before is refused
+ * cleanly rather than checked against the wrong key) and save. Tasks in flight are granted again.
+ */
+function upgradeCapabilityKey(dataDir: string, state: ClusterState): ClusterState {
+  try {
+    parseCapabilitySigningKey(state.keys.capability);
+    return state;
+  } catch {
+    state.keys.capability = newCapabilityKey();
+    saveState(dataDir, state);
+    return state;
+  }
+}
+
+/** `id:<public key>` of the cluster's signing key: what the sinks verify capabilities with. */
+export function capabilityPublicKeys(state: ClusterState): string {
+  return publicKeyEntryOf(parseCapabilitySigningKey(state.keys.capability));
+}
 
 /**
  * Load the cluster's state, or create it (fresh ports and keys) on the first run. `tls` applies to
@@ -75,7 +99,7 @@ export async function loadOrCreateState(dataDir: string, tls = true): Promise<Cl
   const file = join(dataDir, 'cluster.json');
   if (existsSync(file)) {
     const parsed = StateSchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
-    if (parsed.success) return parsed.data;
+    if (parsed.success) return upgradeCapabilityKey(dataDir, parsed.data);
     throw new Error(
       `${file} is not a leasehold cluster state file (of this version); move it away or pass another --data-dir`,
     );
@@ -89,7 +113,7 @@ export async function loadOrCreateState(dataDir: string, tls = true): Promise<Cl
       sink: await freePort(),
       coordinator: await freePort(),
     },
-    keys: { sink: secret(), capability: `k1:${secret()}`, admin: secret(), workers: {} },
+    keys: { sink: secret(), capability: newCapabilityKey(), admin: secret(), workers: {} },
     runs: 0,
   };
   saveState(dataDir, state);

@@ -5,7 +5,7 @@ import { ENV_PREFIX, loadConfig, redactConfig } from './config.js';
 const base = {
   [`${ENV_PREFIX}SINK_URL`]: 'http://127.0.0.1:7500',
   [`${ENV_PREFIX}SINK_KEY`]: 'sink-key-0123456789',
-  [`${ENV_PREFIX}CAPABILITY_KEYS`]: 'k1:capability-secret-0001',
+  [`${ENV_PREFIX}CAPABILITY_SIGNING_KEY`]: 'k1:oDpY4fdCo0gPGUyVYPiMJ00T2AzGzkHPz0Ic5SeAJ4Q',
   [`${ENV_PREFIX}WORKER_KEYS`]: 'worker-key-0123456789',
   [`${ENV_PREFIX}ADMIN_KEYS`]: 'admin-key-01234567890',
 };
@@ -49,7 +49,7 @@ describe('loadConfig', () => {
         {
           [`${ENV_PREFIX}SESSION_TTL_MS`]: '900',
           [`${ENV_PREFIX}HEARTBEAT_INTERVAL_MS`]: '400',
-          [`${ENV_PREFIX}CAPABILITY_KEYS`]: 'bad',
+          [`${ENV_PREFIX}CAPABILITY_SIGNING_KEY`]: 'bad',
         },
         ['--nope'],
       );
@@ -63,7 +63,7 @@ describe('loadConfig', () => {
         'SINK_KEY',
         'WORKER_KEYS',
         'ADMIN_KEYS',
-        'CAPABILITY_KEYS',
+        'CAPABILITY_SIGNING_KEY',
         'HEARTBEAT_INTERVAL_MS',
       ]) {
         expect(problems).toContain(what);
@@ -83,9 +83,17 @@ describe('loadConfig', () => {
     expect(loadConfig({ ...base, [`${ENV_PREFIX}SESSION_TTL_MS`]: '30000' }).etcdLeaseMarginMs).toBe(30_000);
   });
 
-  it('redacts secrets', () => {
-    const text = JSON.stringify(redactConfig(loadConfig(base)));
+  it('redacts secrets, and shows the public key that sinks need', () => {
+    const config = loadConfig(base);
+    const text = JSON.stringify(redactConfig(config));
     for (const secret of Object.values(base).slice(1)) expect(text).not.toContain(secret.split(':').at(-1));
+    expect(text).toContain(config.capabilitySigningKey.publicKeyText);
+  });
+
+  it('refuses the removed shared HMAC capability keys, naming what replaces them', () => {
+    expect(() => loadConfig({ ...base, [`${ENV_PREFIX}CAPABILITY_KEYS`]: 'k1:capability-secret-0001' })).toThrow(
+      /CAPABILITY_KEYS.*CAPABILITY_SIGNING_KEY/s,
+    );
   });
 });
 

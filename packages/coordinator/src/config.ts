@@ -12,7 +12,7 @@ import {
   formatHelp,
   MAX_ATTEMPTS_LIMIT,
   MAX_BACKOFF_MS,
-  parseCapabilityKeys,
+  parseCapabilitySigningKey,
   resolveRetryPolicy,
   RetryPolicySchema,
   splitList,
@@ -23,7 +23,7 @@ import {
   wantsHelp,
   weakSecretProblem,
   WorkerIdSchema,
-  type CapabilityKey,
+  type CapabilitySigningKey,
   type OptionTable,
   type RetryPolicy,
   type TracingConfig,
@@ -80,8 +80,11 @@ export interface CoordinatorConfig {
     /** CA that issued the sink's certificate (pinned: nothing else is trusted). */
     readonly caFile: string | undefined;
   };
-  /** The first key signs capabilities. */
-  readonly capabilityKeys: readonly CapabilityKey[];
+  /**
+   * The Ed25519 key that signs write capabilities. Only coordinators hold it: sinks and fence-pg
+   * verify with its public key (`publicKeyText`), so no verifier can make a capability.
+   */
+  readonly capabilitySigningKey: CapabilitySigningKey;
   /** Per-worker credentials (the secure mode): each binds a key id and secret to one worker id. */
   readonly workerCredentials: readonly WorkerCredential[];
   /** INSECURE dev mode: shared bearer keys; the worker id is whatever the worker claims. */
@@ -176,7 +179,16 @@ export const OPTIONS: OptionTable = Object.freeze({
   'sink-key': { env: 'SINK_KEY', help: 'coordinator bearer key at the sink (required)', secret: true },
   'sink-ca': { env: 'SINK_CA', help: "CA file (PEM) that issued the sink's certificate (pinned)" },
   'sink-timeout-ms': { env: 'SINK_TIMEOUT_MS', help: 'deadline of each sink request', default: '2000' },
-  'capability-keys': { env: 'CAPABILITY_KEYS', help: 'id:secret,... (first signs) (required)', secret: true },
+  'capability-signing-key': {
+    env: 'CAPABILITY_SIGNING_KEY',
+    help: 'id:<base64url Ed25519 seed> that signs write capabilities (required); sinks get its public key (--check-config prints it)',
+    secret: true,
+  },
+  'capability-keys': {
+    env: 'CAPABILITY_KEYS',
+    help: 'REMOVED in 0.2 (shared HMAC secrets): use capability-signing-key',
+    secret: true,
+  },
   'worker-credentials': {
     env: 'WORKER_CREDENTIALS',
     help: 'per-worker credentials keyId:workerId:secret, comma- or line-separated',
@@ -358,20 +370,25 @@ const RawSchema = z.object({
   }),
   SINK_CA: z.string().min(1).optional(),
   SINK_TIMEOUT_MS: int(50, 60_000),
-  CAPABILITY_KEYS: z.string().transform((text, ctx) => {
+  CAPABILITY_SIGNING_KEY: z.string().transform((text, ctx) => {
     try {
-      const keys = parseCapabilityKeys(text);
-      if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'at least one key' });
-      for (const k of keys) {
-        const problem = weakSecretProblem(k.secret);
-        if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `key ${k.id}: the secret ${problem}` });
-      }
-      return keys;
+      const key = parseCapabilitySigningKey(text);
+      const problem = weakSecretProblem(text.slice(text.indexOf(':') + 1).trim());
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `the seed ${problem}` });
+      return key;
     } catch (err) {
       ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
       return z.NEVER;
     }
   }),
+  CAPABILITY_KEYS: z
+    .string()
+    .optional()
+    .refine((v) => v === undefined, {
+      error:
+        'shared HMAC capability keys are gone (every verifier could sign with them): set CAPABILITY_SIGNING_KEY ' +
+        '(an Ed25519 seed) and give the sinks its public key as CAPABILITY_PUBLIC_KEYS (docs/security.md, Capabilities)',
+    }),
   WORKER_CREDENTIALS: credentials.optional(),
   WORKER_KEYS: secretList(false).optional(),
   ADMIN_KEYS: secretList(true),
@@ -514,7 +531,7 @@ export function loadConfig(
       insecurePlaintext: c.INSECURE_PLAINTEXT,
     },
     sink: { url: c.SINK_URL.replace(/\/+$/, ''), key: c.SINK_KEY, timeoutMs: c.SINK_TIMEOUT_MS, caFile: c.SINK_CA },
-    capabilityKeys: Object.freeze(c.CAPABILITY_KEYS.map((k) => Object.freeze(k))),
+    capabilitySigningKey: c.CAPABILITY_SIGNING_KEY,
     workerCredentials: Object.freeze(c.WORKER_CREDENTIALS ?? []),
     sharedWorkerKeys: Object.freeze(c.WORKER_KEYS ?? []),
     adminKeys: Object.freeze(c.ADMIN_KEYS),
@@ -557,7 +574,11 @@ export function redactConfig(config: CoordinatorConfig): Record<string, unknown>
     ...config,
     etcd: { ...config.etcd, password: config.etcd.password === undefined ? undefined : '[redacted]' },
     sink: { ...config.sink, key: '[redacted]' },
-    capabilityKeys: config.capabilityKeys.map((k) => ({ id: k.id, secret: '[redacted]' })),
+    capabilitySigningKey: {
+      id: config.capabilitySigningKey.id,
+      secret: '[redacted]',
+      publicKey: config.capabilitySigningKey.publicKeyText,
+    },
     workerCredentials: config.workerCredentials.map((w) => ({
       keyId: w.keyId,
       workerId: w.workerId,

@@ -151,7 +151,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     keepalive: () => sessions.keepaliveConnected,
     etcdReachable: () => !ctx.state.etcdUnreachable,
     fenceTarget,
-    signingKey: config.capabilityKeys[0],
+    signingKey: config.capabilitySigningKey,
     metrics,
     nowMs: () => performance.now(),
   });

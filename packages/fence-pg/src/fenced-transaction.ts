@@ -3,7 +3,8 @@
  * check and the idempotency check commit in ONE PostgreSQL transaction, or none of it does.
  *
  * One call = one transaction (READ COMMITTED, synchronous_commit=on):
- *   check    the capability (HMAC over resource, token, worker id, incarnation; before any SQL)
+ *   check    the capability (the coordinator's Ed25519 signature over resource, token, worker id,
+ *            incarnation, verified with public keys only; before any SQL)
  *   BEGIN
  *   lock     leasehold.fences(resource) FOR UPDATE (an absent row is created at fence 0 and locked,
  *            so a never-advanced resource is ordered too), and read the result stored under
@@ -31,7 +32,7 @@ import {
   decideWrite,
   verifyCapability,
   LeaseholdError,
-  type CapabilityKey,
+  type CapabilityPublicKey,
   type JsonValue,
 } from '@leasehold/protocol';
 import pg from 'pg';
@@ -51,8 +52,11 @@ export interface FencedTransactionRequest {
    * Without it, nothing is stored and every call at the fence runs and commits.
    */
   readonly resultId?: string;
-  /** Keys that verify capabilities (the sink's CAPABILITY_KEYS). */
-  readonly capabilityKeys: readonly CapabilityKey[];
+  /**
+   * Public keys that verify capabilities (the sink's `CAPABILITY_PUBLIC_KEYS`; read them with
+   * `parseCapabilityPublicKeys` from `@leasehold/protocol`). Nothing here can sign a capability.
+   */
+  readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
   /** Attempts on deadlock / serialization failure. Default 5. */
   readonly maxAttempts?: number;
   /** Wall clock for the stored timestamps. Default Date.now. */
@@ -149,7 +153,7 @@ export async function fencedTransaction<T extends JsonValue | undefined>(
   callback: FencedCallback<T>,
 ): Promise<FencedTransactionOutcome<T>> {
   const { resource, token, workerId, incarnation } = request;
-  if (!verifyCapability(request.capabilityKeys, request.capability, { resource, token, workerId, incarnation })) {
+  if (!verifyCapability(request.capabilityPublicKeys, request.capability, { resource, token, workerId, incarnation })) {
     throw new LeaseholdError('FORBIDDEN', 'capability does not match (resource, token, workerId, incarnation)');
   }
   const maxAttempts = Math.max(1, request.maxAttempts ?? 5);

@@ -1,28 +1,52 @@
-import { createHmac } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, randomBytes, verify } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { parseCapabilityKeys, signCapability, verifyCapability } from './capability.js';
+import {
+  generateCapabilitySeed,
+  parseCapabilityPublicKeys,
+  parseCapabilitySigningKey,
+  publicKeyEntryOf,
+  publicKeysOf,
+  signCapability,
+  verifyCapability,
+} from './capability.js';
 
-const k1 = { id: 'k1', secret: 'a-secret-of-enough-length' };
-const k2 = { id: 'k2', secret: 'another-secret-long-enough' };
+const k1 = parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`);
+const k2 = parseCapabilitySigningKey(`k2:${generateCapabilitySeed(randomBytes)}`);
+const ring = parseCapabilityPublicKeys(`${publicKeyEntryOf(k2)},${publicKeyEntryOf(k1)}`);
 const claims = { resource: 'orders/42', token: 17n, workerId: 'w1', incarnation: 'i1' };
 
+/** The group order of Ed25519, little-endian in a signature's S half. */
+const L = 2n ** 252n + 27742317777372353535851937790883648493n;
+
 describe('capabilities', () => {
-  it('signs HMAC-SHA256 over the length-prefixed claims (the wire form peers verify)', () => {
-    const canonical = ['v1', 'orders/42', '17', 'w1', 'i1'].map((p) => `${p.length}:${p}`).join('|');
-    const expected = createHmac('sha256', k1.secret).update(canonical).digest('base64url');
-    expect(canonical).toBe('2:v1|9:orders/42|2:17|2:w1|2:i1');
-    expect(signCapability(k1, claims)).toBe(`v1.k1.${expected}`);
+  it('is an Ed25519 signature over the length-prefixed claims (the wire form peers verify)', () => {
+    const canonical = ['v2', 'orders/42', '17', 'w1', 'i1'].map((p) => `${p.length}:${p}`).join('|');
+    expect(canonical).toBe('2:v2|9:orders/42|2:17|2:w1|2:i1');
+    const cap = signCapability(k1, claims);
+    const [version, id, sig] = cap.split('.');
+    expect([version, id]).toEqual(['v2', 'k1']);
+    expect(verify(null, Buffer.from(canonical), k1.publicKey, Buffer.from(sig ?? '', 'base64url'))).toBe(true);
+  });
+
+  it('is deterministic: a replayed grant gets the same capability', () => {
+    expect(signCapability(k1, claims)).toBe(signCapability(k1, { ...claims }));
+  });
+
+  it('verifies with public keys only: a verifier holds nothing that signs', () => {
+    // The ring holds public KeyObjects: there is no private key in it to sign with.
+    for (const k of ring) expect(k.key.type).toBe('public');
+    expect(verifyCapability(ring, signCapability(k1, claims), claims)).toBe(true);
   });
 
   it('verifies a capability signed with any live key (rotation)', () => {
-    const old = signCapability(k1, claims);
-    const fresh = signCapability(k2, claims);
-    expect(verifyCapability([k2, k1], old, claims)).toBe(true);
-    expect(verifyCapability([k2, k1], fresh, claims)).toBe(true);
+    expect(verifyCapability(ring, signCapability(k1, claims), claims)).toBe(true);
+    expect(verifyCapability(ring, signCapability(k2, claims), claims)).toBe(true);
   });
 
-  it('refuses a capability after its key is retired', () => {
-    expect(verifyCapability([k2], signCapability(k1, claims), claims)).toBe(false);
+  it('refuses a capability after its key is retired, and a key id that names another key', () => {
+    expect(verifyCapability(publicKeysOf(k2), signCapability(k1, claims), claims)).toBe(false);
+    const renamed = signCapability(k1, claims).replace('.k1.', '.k2.');
+    expect(verifyCapability(ring, renamed, claims)).toBe(false);
   });
 
   it.each([
@@ -31,55 +55,83 @@ describe('capabilities', () => {
     ['worker', { ...claims, workerId: 'w2' }],
     ['incarnation', { ...claims, incarnation: 'i2' }],
   ])('binds the %s', (_what, other) => {
-    expect(verifyCapability([k1], signCapability(k1, claims), other)).toBe(false);
+    expect(verifyCapability(ring, signCapability(k1, claims), other)).toBe(false);
   });
 
   it('is not fooled by field boundaries', () => {
     const a = signCapability(k1, { ...claims, resource: 'a', workerId: 'bc' });
-    expect(verifyCapability([k1], a, { ...claims, resource: 'ab', workerId: 'c' })).toBe(false);
+    expect(verifyCapability(ring, a, { ...claims, resource: 'ab', workerId: 'c' })).toBe(false);
   });
 
-  it.each(['', 'v1', 'v1.k1', 'v2.k1.AAAA', 'v1.k1.AAAA', 'v1.k1.!!!', 'v1.nokey.AAAA'])(
-    'refuses malformed %j',
-    (cap) => {
-      expect(verifyCapability([k1], cap, claims)).toBe(false);
-    },
-  );
+  it('refuses a v1 (HMAC) capability and malformed ones', () => {
+    const sig = signCapability(k1, claims).split('.')[2] ?? '';
+    for (const cap of [
+      '',
+      'v2',
+      'v2.k1',
+      'v1.k1.' + sig,
+      'v2.k1.AAAA',
+      'v2.k1.!!!',
+      'v2.nokey.' + sig,
+      'v3.k1.' + sig,
+    ]) {
+      expect(verifyCapability(ring, cap, claims), cap).toBe(false);
+    }
+  });
 
-  it('parses a key ring and rejects weak entries', () => {
-    expect(parseCapabilityKeys('k1:a-secret-of-enough-length, k2:another-secret-long-enough')).toEqual([k1, k2]);
-    expect(() => parseCapabilityKeys('k1:short')).toThrow(/16/);
-    expect(() => parseCapabilityKeys('bad id:a-secret-of-enough-length')).toThrow();
+  it('parses keys and rejects bad entries with a clear message', () => {
+    expect(() => parseCapabilitySigningKey('k1:short')).toThrow(/32-byte Ed25519 seed/);
+    expect(() => parseCapabilitySigningKey(`bad id:${generateCapabilitySeed(randomBytes)}`)).toThrow(/id:key/);
+    expect(() => parseCapabilityPublicKeys('k1:AAAA')).toThrow(/32-byte Ed25519 public key/);
+    expect(() => parseCapabilityPublicKeys(`${publicKeyEntryOf(k1)},${publicKeyEntryOf(k1)}`)).toThrow(/twice/);
+    // The public form derived from a seed is the raw key openssl or any Ed25519 library prints.
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+    const seed = privateKey.export({ format: 'der', type: 'pkcs8' }).subarray(-32).toString('base64url');
+    const parsed = parseCapabilitySigningKey(`k9:${seed}`);
+    expect(parsed.publicKeyText).toBe(publicKey.export({ format: 'jwk' }).x);
+    expect(createPublicKey(parsed.privateKey).export({ format: 'jwk' }).x).toBe(parsed.publicKeyText);
   });
 });
 
 describe('strict capability encoding', () => {
-  it('accepts only the canonical base64url of the MAC: no junk, padding, whitespace or alternative last character', () => {
+  it('accepts only the canonical base64url of the signature: no junk, padding, whitespace or alternative last character', () => {
     const good = signCapability(k2, claims);
-    expect(verifyCapability([k2], good, claims)).toBe(true);
-    const mac = good.split('.')[2] ?? '';
-    const last = mac.at(-1) ?? '';
+    expect(verifyCapability(ring, good, claims)).toBe(true);
+    const sig = good.split('.')[2] ?? '';
+    const last = sig.at(-1) ?? '';
     // Characters that decode to the same bytes under a lenient decoder.
-    const sameBytes = 'AEIMQUYcgkosw048'.includes(last)
-      ? 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
-          .split('')
-          .filter(
-            (c) => c !== last && Buffer.from(mac.slice(0, -1) + c, 'base64url').equals(Buffer.from(mac, 'base64url')),
-          )
-      : [];
+    const sameBytes = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+      .split('')
+      .filter(
+        (c) => c !== last && Buffer.from(sig.slice(0, -1) + c, 'base64url').equals(Buffer.from(sig, 'base64url')),
+      );
     expect(sameBytes.length).toBeGreaterThan(0); // the lenient decoder really is lenient
     for (const variant of [
-      ...sameBytes.map((c) => `v1.k2.${mac.slice(0, -1)}${c}`),
+      ...sameBytes.map((c) => `v2.k2.${sig.slice(0, -1)}${c}`),
       `${good}=`,
       `${good}==`,
       `${good} `,
-      `v1.k2.${mac.slice(0, 20)}*${mac.slice(20)}`,
-      `v1.k2.${mac.slice(0, 20)}.${mac.slice(20)}`,
-      `v1.k2.${mac}A`,
-      `v1.k2.${mac.slice(0, -1)}`,
-      `v1.k2.${Buffer.from(mac, 'base64url').toString('base64')}`,
+      ` ${good}`,
+      `v2.k2.${sig.slice(0, 20)}*${sig.slice(20)}`,
+      `v2.k2.${sig.slice(0, 20)}.${sig.slice(20)}`,
+      `v2.k2.${sig}A`,
+      `v2.k2.${sig.slice(0, -1)}`,
+      `v2.k2.${Buffer.from(sig, 'base64url').toString('base64')}`,
+      `V2.k2.${sig}`,
     ]) {
-      expect(verifyCapability([k2], variant, claims), variant).toBe(false);
+      expect(verifyCapability(ring, variant, claims), variant).toBe(false);
     }
+  });
+
+  it('refuses the malleated signature (S + L): one valid capability per grant', () => {
+    const good = signCapability(k1, claims);
+    const raw = Buffer.from(good.split('.')[2] ?? '', 'base64url');
+    const s = BigInt(`0x${Buffer.from(raw.subarray(32)).reverse().toString('hex')}`);
+    const malleated = s + L;
+    expect(malleated < 2n ** 256n).toBe(true);
+    const sBytes = Buffer.from(malleated.toString(16).padStart(64, '0'), 'hex').reverse();
+    const other = Buffer.concat([raw.subarray(0, 32), sBytes]).toString('base64url');
+    expect(other).not.toBe(good.split('.')[2]);
+    expect(verifyCapability(ring, `v2.k1.${other}`, claims)).toBe(false);
   });
 });

@@ -30,8 +30,17 @@ export type { ResourceId, TaskId, ResultId, WorkerId } from './ids.js';
 export { PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, isCompatibleProtocolVersion } from './protocol-version.js';
 export { canonicalJson, canonicalJsonOfParsed } from './canonical-json.js';
 export type { JsonValue } from './canonical-json.js';
-export { signCapability, verifyCapability, parseCapabilityKeys } from './capability.js';
-export type { CapabilityKey, CapabilityClaims } from './capability.js';
+export {
+  CAPABILITY_VERSION,
+  generateCapabilitySeed,
+  parseCapabilityPublicKeys,
+  parseCapabilitySigningKey,
+  publicKeyEntryOf,
+  publicKeysOf,
+  signCapability,
+  verifyCapability,
+} from './capability.js';
+export type { CapabilityClaims, CapabilityPublicKey, CapabilitySigningKey } from './capability.js';
 
 export * from './messages/common.js';
 export * from './messages/session.js';

@@ -4,7 +4,8 @@ import { HELP_TEXT, loadConfig, redactConfig, wantsHelp } from './config.js';
 
 const ENV = {
   LEASEHOLD_SINK_COORDINATOR_KEYS: 'coordinator-key-aaaaaaaa, coordinator-key-bbbbbbbb',
-  LEASEHOLD_SINK_CAPABILITY_KEYS: 'k1:secret-secret-secret-1,k2:secret-secret-secret-2',
+  LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS:
+    'k1:JzxaRvQxEokNM1DdwqYqwm9PjkkkJIJ9YgKG7-v4OCw,k2:WRO1dcl0uncNiLOFS1aBVR48axmOl72JOmxYol4ogyo',
 };
 
 function problemsOf(env: Record<string, string>, argv: string[] = []): readonly string[] {
@@ -31,11 +32,11 @@ describe('loadConfig', () => {
       logLevel: 'info',
       coordinatorKeys: ['coordinator-key-aaaaaaaa', 'coordinator-key-bbbbbbbb'],
       readKeys: [],
-      capabilityKeys: [
-        { id: 'k1', secret: 'secret-secret-secret-1' },
-        { id: 'k2', secret: 'secret-secret-secret-2' },
-      ],
     });
+    expect(config.capabilityPublicKeys.map((k) => [k.id, k.key.type])).toEqual([
+      ['k1', 'public'],
+      ['k2', 'public'],
+    ]);
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.coordinatorKeys)).toBe(true);
   });
@@ -67,7 +68,7 @@ describe('loadConfig', () => {
         LEASEHOLD_SINK_PORT: '70000',
         LEASEHOLD_SINK_SYNCHRONOUS: 'OFF',
         LEASEHOLD_SINK_BODY_LIMIT_BYTES: '12abc',
-        LEASEHOLD_SINK_CAPABILITY_KEYS: 'no-colon',
+        LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'no-colon',
       },
       ['--decision-retention', '-5', '--bogus', '--log-level'],
     );
@@ -79,7 +80,7 @@ describe('loadConfig', () => {
     expect(text).toContain('LEASEHOLD_SINK_SYNCHRONOUS');
     expect(text).toContain('LEASEHOLD_SINK_BODY_LIMIT_BYTES: must be a non-negative decimal integer');
     expect(text).toContain('LEASEHOLD_SINK_COORDINATOR_KEYS: is required');
-    expect(text).toContain('LEASEHOLD_SINK_CAPABILITY_KEYS: capability keys must look like id:secret');
+    expect(text).toContain('LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: capability public keys must look like id:key');
     expect(problems.length).toBeGreaterThanOrEqual(6);
   });
 
@@ -88,12 +89,25 @@ describe('loadConfig', () => {
     expect(
       problemsOf({
         ...ENV,
-        LEASEHOLD_SINK_CAPABILITY_KEYS: 'k1:secret-secret-secret-1,k1:secret-secret-secret-2',
+        LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS:
+          'k1:JzxaRvQxEokNM1DdwqYqwm9PjkkkJIJ9YgKG7-v4OCw,k1:WRO1dcl0uncNiLOFS1aBVR48axmOl72JOmxYol4ogyo',
       }).join(),
-    ).toContain('unique');
+    ).toContain('given twice');
+    expect(
+      problemsOf({
+        ...ENV,
+        LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'k1:secret-secret-secret-1-abcdefghijklmnopqrstu',
+      }).join(),
+    ).toContain('32-byte Ed25519 public key');
     expect(problemsOf({ ...ENV, LEASEHOLD_SINK_READ_KEYS: 'coordinator-key-aaaaaaaa' }).join()).toContain(
       'both a coordinator key and a read-only key',
     );
+  });
+
+  it('refuses the removed shared HMAC keys with a message that says what replaces them', () => {
+    const text = problemsOf({ ...ENV, LEASEHOLD_SINK_CAPABILITY_KEYS: 'k1:secret-secret-secret-1' }).join();
+    expect(text).toContain('LEASEHOLD_SINK_CAPABILITY_KEYS');
+    expect(text).toContain('CAPABILITY_PUBLIC_KEYS');
   });
 
   it('does not take secrets from flags (visible in ps), and reads them from files', () => {
@@ -136,7 +150,7 @@ describe('loadConfig', () => {
     const text = JSON.stringify(redactConfig(loadConfig(ENV, [])));
     expect(text).not.toContain('secret-secret');
     expect(text).not.toContain('coordinator-key-aaaaaaaa');
-    expect(text).toContain('"capabilityKeyIds":["k1","k2"]');
+    expect(text).toContain('"capabilityPublicKeyIds":["k1","k2"]');
   });
 
   it('knows --help', () => {
@@ -149,7 +163,7 @@ describe('loadConfig', () => {
 describe('test-only sabotage switch', () => {
   const base = {
     LEASEHOLD_SINK_COORDINATOR_KEYS: 'coordinator-key-0123456789',
-    LEASEHOLD_SINK_CAPABILITY_KEYS: 'k1:capability-secret-0123456789',
+    LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'k1:JzxaRvQxEokNM1DdwqYqwm9PjkkkJIJ9YgKG7-v4OCw',
   };
 
   it('is off by default', () => {

@@ -8,7 +8,7 @@ import {
   collectOptions,
   ConfigError,
   formatHelp,
-  parseCapabilityKeys,
+  parseCapabilityPublicKeys,
   splitList,
   wantsHelp,
   weakSecretProblem,
@@ -16,7 +16,7 @@ import {
   TRACING_RAW_SHAPE,
   tracingConfigOf,
   tracingProblems,
-  type CapabilityKey,
+  type CapabilityPublicKey,
   type OptionTable,
   type TracingConfig,
 } from '@leasehold/protocol';
@@ -72,8 +72,8 @@ export interface SinkConfig {
   readonly coordinatorKeys: readonly string[];
   /** Extra bearer keys that may only read (resources, results, decisions). */
   readonly readKeys: readonly string[];
-  /** Capability keys (`id:secret`); all verify write capabilities. */
-  readonly capabilityKeys: readonly CapabilityKey[];
+  /** Ed25519 public keys (`id:key`) that verify write capabilities; the sink holds nothing that signs. */
+  readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
   /**
    * TEST ONLY. `skip-fence` accepts writes whatever their token (the fence check is skipped), so
    * the chaos checker can prove it detects stale writes. Refused unless LEASEHOLD_ALLOW_SABOTAGE=1.
@@ -136,9 +136,14 @@ export const OPTIONS: OptionTable = Object.freeze({
     secret: true,
   },
   'read-keys': { env: 'READ_KEYS', help: 'bearer keys that may only read', secret: true },
+  'capability-public-keys': {
+    env: 'CAPABILITY_PUBLIC_KEYS',
+    help: "id:key,... Ed25519 public keys that verify write capabilities (required; the coordinators' signing keys)",
+    fromFile: true,
+  },
   'capability-keys': {
     env: 'CAPABILITY_KEYS',
-    help: 'id:secret,... keys that verify write capabilities (required)',
+    help: 'REMOVED in 0.2 (shared HMAC secrets): use capability-public-keys',
     secret: true,
   },
   'test-sabotage': { env: 'TEST_SABOTAGE', help: 'TEST ONLY: skip-fence (needs LEASEHOLD_ALLOW_SABOTAGE=1)' },
@@ -181,17 +186,10 @@ const keyList = (required: boolean) =>
         .min(required ? 1 : 0, 'at least one key is required'),
     );
 
-const capabilityKeys = z.string(requiredString).transform((text, ctx): CapabilityKey[] => {
+const capabilityPublicKeys = z.string(requiredString).transform((text, ctx): CapabilityPublicKey[] => {
   try {
-    const keys = parseCapabilityKeys(text);
-    if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'at least one capability key is required' });
-    for (const k of keys) {
-      const problem = weakSecretProblem(k.secret);
-      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `key ${k.id}: the secret ${problem}` });
-    }
-    if (new Set(keys.map((k) => k.id)).size !== keys.length) {
-      ctx.addIssue({ code: 'custom', message: 'capability key ids must be unique' });
-    }
+    const keys = parseCapabilityPublicKeys(text);
+    if (keys.length === 0) ctx.addIssue({ code: 'custom', message: 'at least one capability public key is required' });
     return keys;
   } catch (err) {
     ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
@@ -233,7 +231,15 @@ const RawSchema = z
     ...TRACING_RAW_SHAPE,
     COORDINATOR_KEYS: keyList(true),
     READ_KEYS: keyList(false).default([]),
-    CAPABILITY_KEYS: capabilityKeys,
+    CAPABILITY_PUBLIC_KEYS: capabilityPublicKeys,
+    CAPABILITY_KEYS: z
+      .string()
+      .optional()
+      .refine((v) => v === undefined, {
+        error:
+          'shared HMAC capability keys are gone (a verifier could sign with them): give the sink the ' +
+          "coordinators' Ed25519 public keys as CAPABILITY_PUBLIC_KEYS instead (docs/security.md, Capabilities)",
+      }),
     TEST_SABOTAGE: z.enum(['skip-fence']).optional(),
   })
   .refine((c) => !c.READ_KEYS.some((k) => c.COORDINATOR_KEYS.includes(k)), {
@@ -339,19 +345,19 @@ export function loadConfig(
     tracing: Object.freeze(tracingConfigOf(c)),
     coordinatorKeys: Object.freeze([...c.COORDINATOR_KEYS]),
     readKeys: Object.freeze([...c.READ_KEYS]),
-    capabilityKeys: Object.freeze(c.CAPABILITY_KEYS.map((k) => Object.freeze({ ...k }))),
+    capabilityPublicKeys: Object.freeze(c.CAPABILITY_PUBLIC_KEYS.map((k) => Object.freeze({ ...k }))),
     testSabotage: c.TEST_SABOTAGE,
   });
 }
 
 /** The config for logging: secrets replaced by counts and key ids. */
 export function redactConfig(config: SinkConfig): Record<string, unknown> {
-  const { coordinatorKeys, readKeys, capabilityKeys, databaseUrl, ...rest } = config;
+  const { coordinatorKeys, readKeys, capabilityPublicKeys, databaseUrl, ...rest } = config;
   return {
     ...rest,
     databaseUrl: databaseUrl === undefined ? undefined : redactDatabaseUrl(databaseUrl),
     coordinatorKeys: `${coordinatorKeys.length} key(s)`,
     readKeys: `${readKeys.length} key(s)`,
-    capabilityKeyIds: capabilityKeys.map((k) => k.id),
+    capabilityPublicKeyIds: capabilityPublicKeys.map((k) => k.id),
   };
 }

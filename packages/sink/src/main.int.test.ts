@@ -36,13 +36,13 @@ describe('leasehold-sink daemon', () => {
     const run = await runSinkToExit(['--help']);
     expect(run.code).toBe(0);
     expect(run.output).toContain('Usage: leasehold-sink');
-    expect(run.output).toContain('LEASEHOLD_SINK_CAPABILITY_KEYS');
+    expect(run.output).toContain('LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS');
   });
 
   it('exits 2 listing every configuration problem', async () => {
     const run = await runSinkToExit(['--port', 'abc', '--synchronous', 'OFF', '--nope'], {
       LEASEHOLD_SINK_COORDINATOR_KEYS: '',
-      LEASEHOLD_SINK_CAPABILITY_KEYS: 'bad',
+      LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'bad',
     });
     expect(run.code).toBe(2);
     expect(run.output).toContain('invalid configuration');
@@ -51,7 +51,7 @@ describe('leasehold-sink daemon', () => {
       '--synchronous',
       '--nope',
       'LEASEHOLD_SINK_COORDINATOR_KEYS',
-      'LEASEHOLD_SINK_CAPABILITY_KEYS',
+      'LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS',
     ]) {
       expect(run.output).toContain(needle);
     }

@@ -68,7 +68,7 @@ export type SinkOptions = Pick<
   | 'shutdownTimeoutMs'
   | 'coordinatorKeys'
   | 'readKeys'
-  | 'capabilityKeys'
+  | 'capabilityPublicKeys'
 > &
   Partial<
     Pick<
@@ -185,7 +185,7 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     logger: root.child({ component: 'sink.http' }),
     coordinatorKeys: config.coordinatorKeys,
     readKeys: config.readKeys,
-    capabilityKeys: config.capabilityKeys,
+    capabilityPublicKeys: config.capabilityPublicKeys,
     bodyLimitBytes: config.bodyLimitBytes,
     isClosing: () => closing,
     events: { streams: events, refusals },

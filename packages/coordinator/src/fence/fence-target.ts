@@ -6,7 +6,7 @@
  * {@link SinkUnavailableError} means nothing is known (the advance may or may not have happened),
  * which the caller treats exactly like a refusal: no grant is sent.
  */
-import { formatToken, LeaseholdError, signCapability, type CapabilityKey } from '@leasehold/protocol';
+import { formatToken, LeaseholdError, signCapability, type CapabilitySigningKey } from '@leasehold/protocol';
 import { randomBytes } from 'node:crypto';
 import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { SinkUnavailableError } from '../errors.js';
@@ -27,7 +27,7 @@ export type SinkProbe =
   | { readonly state: 'unreachable'; readonly detail: string }
   /** The sink refused the coordinator key (SINK_KEY). */
   | { readonly state: 'unauthenticated'; readonly detail: string }
-  /** The sink would refuse the capabilities this coordinator signs (CAPABILITY_KEYS differ). */
+  /** The sink would refuse the capabilities this coordinator signs (its public key is not in CAPABILITY_PUBLIC_KEYS). */
   | { readonly state: 'capability-mismatch'; readonly detail: string };
 
 export interface FenceTarget {
@@ -39,7 +39,7 @@ export interface FenceTarget {
    * Readiness: an authenticated no-op at the sink (proves the coordinator key) carrying a capability
    * signed with `key` (the sink says whether it would accept it). Never throws.
    */
-  probe?(key: CapabilityKey): Promise<SinkProbe>;
+  probe?(key: CapabilitySigningKey): Promise<SinkProbe>;
   /** Release connections (optional). */
   close?(): void;
 }
@@ -93,7 +93,7 @@ export class SinkFenceTarget implements FenceTarget {
     }
   }
 
-  async probe(key: CapabilityKey): Promise<SinkProbe> {
+  async probe(key: CapabilitySigningKey): Promise<SinkProbe> {
     const claims = {
       resource: 'leasehold.probe',
       token: 1n,
@@ -108,8 +108,8 @@ export class SinkFenceTarget implements FenceTarget {
         state: 'capability-mismatch',
         detail:
           res.capability === 'unknown-key'
-            ? `the sink has no capability key with id ${res.keyId}: CAPABILITY_KEYS differ between coordinator and sink`
-            : `the sink's capability key ${res.keyId} has another secret: CAPABILITY_KEYS differ between coordinator and sink`,
+            ? `the sink has no capability public key with id ${res.keyId}: add ${key.id}:${key.publicKeyText} to its CAPABILITY_PUBLIC_KEYS`
+            : `the sink's capability public key ${res.keyId} is another key: this coordinator signs with ${key.id}:${key.publicKeyText} (the sink's CAPABILITY_PUBLIC_KEYS)`,
       };
     } catch (err) {
       if (err instanceof LeaseholdError && (err.code === 'UNAUTHENTICATED' || err.code === 'FORBIDDEN')) {

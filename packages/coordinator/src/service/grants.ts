@@ -394,9 +394,7 @@ export class GrantService {
     fresh: boolean,
   ): CoordinatorMessage {
     const ctx = this.#ctx;
-    const [key] = ctx.config.capabilityKeys;
-    if (key === undefined) throw new Error('no capability key configured');
-    const capability = signCapability(key, {
+    const capability = signCapability(ctx.config.capabilitySigningKey, {
       resource: grant.resource,
       token: grant.token,
       workerId: session.workerId,

@@ -4,7 +4,8 @@
  * Unready (503) on what only an operator can fix or what makes this coordinator useless while its
  * peers may be fine: etcd unreachable from here, the index not built, the lease keepalive stream
  * down — and on misconfiguration the sink proves: the sink refuses the coordinator key
- * (SINK_KEY), or would refuse the capabilities it signs (CAPABILITY_KEYS differ). Each comes with a
+ * (SINK_KEY), or would refuse the capabilities it signs (its public key is not in the sink's
+ * CAPABILITY_PUBLIC_KEYS). Each comes with a
  * message naming the setting.
  *
  * **A sink outage does not make coordinators unready**: every coordinator shares the sink, so an
@@ -15,7 +16,7 @@
  *
  * The sink probe is cached for {@link PROBE_TTL_MS}: readiness checks come every few seconds.
  */
-import type { CapabilityKey } from '@leasehold/protocol';
+import type { CapabilitySigningKey } from '@leasehold/protocol';
 import type { FenceTarget, SinkProbe } from '../fence/fence-target.js';
 import type { Metrics } from '../metrics.js';
 
@@ -36,7 +37,7 @@ export interface ReadinessInputs {
   readonly keepalive: () => boolean;
   readonly etcdReachable: () => boolean;
   readonly fenceTarget: FenceTarget;
-  readonly signingKey: CapabilityKey | undefined;
+  readonly signingKey: CapabilitySigningKey;
   readonly metrics: Metrics;
   readonly nowMs: () => number;
 }
@@ -75,7 +76,7 @@ export class Readiness {
     const target = this.#in.fenceTarget;
     const key = this.#in.signingKey;
     const result =
-      target.probe !== undefined && key !== undefined
+      target.probe !== undefined
         ? target.probe(key)
         : target
             .ping()

@@ -29,7 +29,8 @@ import { createServices, type Services } from '../services.js';
 import { settle } from './settle.js';
 
 export const TEST_KEYS = {
-  capability: 'k1:capability-secret-for-service-tests',
+  /** `id:<Ed25519 seed>`: signs the capabilities of the service tests. */
+  capability: 'k1:QB_-qbJZ48ZusN7G4Myyu_9kSJcCfj8MXniWvq2DmFs',
   worker: 'worker-key-for-service-tests-0001',
   admin: 'admin-key-for-service-tests-00001',
   sink: 'sink-key-for-service-tests-000001',
@@ -40,7 +41,7 @@ export function testConfig(env: Record<string, string> = {}): CoordinatorConfig 
     {
       LEASEHOLD_COORDINATOR_SINK_URL: 'http://127.0.0.1:1',
       LEASEHOLD_COORDINATOR_SINK_KEY: TEST_KEYS.sink,
-      LEASEHOLD_COORDINATOR_CAPABILITY_KEYS: TEST_KEYS.capability,
+      LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: TEST_KEYS.capability,
       LEASEHOLD_COORDINATOR_WORKER_KEYS: TEST_KEYS.worker,
       LEASEHOLD_COORDINATOR_ADMIN_KEYS: TEST_KEYS.admin,
       LEASEHOLD_COORDINATOR_SESSION_TTL_MS: '3000',

@@ -34,7 +34,7 @@ export const GrantSchema = z.object({
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
   token: TokenSchema,
-  /** Write capability for the sink: HMAC over (resource, token, workerId, incarnation). */
+  /** Write capability for the sink: the coordinator's Ed25519 signature over (resource, token, workerId, incarnation). */
   capability: z.string().min(1).max(512),
   ttlMs: z.number().int().positive(),
   payload: JsonValueSchema,

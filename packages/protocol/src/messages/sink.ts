@@ -48,7 +48,7 @@ export const WriteRequestSchema = z.strictObject({
   resultId: ResultIdSchema,
   workerId: WorkerIdSchema,
   incarnation: IncarnationSchema,
-  /** From the grant: `v1.<keyId>.<base64url HMAC-SHA256>`. */
+  /** From the grant: `v2.<keyId>.<base64url Ed25519 signature>`. */
   capability: z.string().min(1).max(512),
   payload: JsonValueSchema,
 });

@@ -12,7 +12,7 @@ import {
   jsonLimitProblem,
   LeaseholdError,
   normalizePath,
-  type CapabilityKey,
+  type CapabilityPublicKey,
 } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { SinkMetrics } from '../metrics.js';
@@ -37,7 +37,8 @@ export interface HttpAppOptions {
   readonly logger: Logger;
   readonly coordinatorKeys: readonly string[];
   readonly readKeys: readonly string[];
-  readonly capabilityKeys: readonly CapabilityKey[];
+  /** Public keys that verify write capabilities (the sink can check them, never make them). */
+  readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
   readonly bodyLimitBytes: number;
   /** True once shutdown began: new requests get 503 SHUTTING_DOWN. */
   readonly isClosing: () => boolean;
@@ -105,8 +106,8 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     readOnly: createKeyRing(options.readKeys),
   });
   if (options.events !== undefined) installRefusalPublishing(app, options.events.refusals);
-  registerFenceRoutes(app, { service, capabilityKeys: options.capabilityKeys });
-  registerWriteRoutes(app, { service, capabilityKeys: options.capabilityKeys, metrics });
+  registerFenceRoutes(app, { service, capabilityPublicKeys: options.capabilityPublicKeys });
+  registerWriteRoutes(app, { service, capabilityPublicKeys: options.capabilityPublicKeys, metrics });
   registerReadRoutes(app, { service });
   if (options.events !== undefined) registerEventRoutes(app, { streams: options.events.streams });
 

@@ -65,7 +65,7 @@ describe('HTTP auth, health and metrics', () => {
     expect((await sink.app.inject({ url: '/v1/decisions', headers: bearer(READ_KEY) })).statusCode).toBe(200);
   });
 
-  it('writes need a capability for (resource, token, workerId, incarnation) under a live key', async () => {
+  it('writes need a capability for (resource, token, workerId, incarnation) under a live public key', async () => {
     await advance(bearer(COORDINATOR_KEY), '1');
     const forWorker = signCapability(OLD_CAPABILITY_KEY, {
       resource: 'r',
@@ -77,6 +77,8 @@ describe('HTTP auth, health and metrics', () => {
     expect((await write(sign('r', 1n, 'other-worker'))).json()).toMatchObject({ code: 'FORBIDDEN' });
     expect((await write(sign('r', 2n, 'w'))).statusCode).toBe(403);
     expect((await write('v1.k9.AAAA')).statusCode).toBe(403);
+    // A v1 capability (HMAC) is never accepted, whatever its MAC.
+    expect((await write(`v1.k2.${'A'.repeat(43)}`)).statusCode).toBe(403);
     // The correct token alone is not enough, but a capability from the older key still verifies.
     const ok = await write(forWorker);
     expect(ok.statusCode).toBe(200);

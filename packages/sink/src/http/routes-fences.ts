@@ -14,7 +14,7 @@ import {
   parseToken,
   ProbeRequestSchema,
   verifyCapability,
-  type CapabilityKey,
+  type CapabilityPublicKey,
   type ProbeResponse,
   type AdvanceBatchItemResult,
   type AdvanceBatchResponse,
@@ -29,8 +29,8 @@ import { markDecision, traced } from './tracing.js';
 
 export interface FenceRoutesOptions {
   readonly service: FencedService;
-  /** The keys capabilities are verified with (for the probe). */
-  readonly capabilityKeys: readonly CapabilityKey[];
+  /** The public keys capabilities are verified with (for the probe). */
+  readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
 }
 
 const coordinatorOnly = { config: { credential: Credential.COORDINATOR } };
@@ -84,13 +84,13 @@ export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOp
   app.post('/v1/probe', coordinatorOnly, (request, reply) => {
     const parsed = ProbeRequestSchema.safeParse(request.body);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
-    return reply.send(probeCapability(options.capabilityKeys, parsed.data));
+    return reply.send(probeCapability(options.capabilityPublicKeys, parsed.data));
   });
 }
 
 /** The coordinator's readiness probe: would this sink accept capabilities it signs? */
 function probeCapability(
-  keys: readonly CapabilityKey[],
+  keys: readonly CapabilityPublicKey[],
   body: ReturnType<typeof ProbeRequestSchema.parse>,
 ): ProbeResponse {
   const keyId = body.capability.split('.')[1] ?? '';

@@ -6,13 +6,13 @@
  *   body not a JSON object                -> 400 INVALID_MESSAGE
  *   no `capability` string                -> 401 UNAUTHENTICATED
  *   schema (ids, token, payload)          -> 400 INVALID_MESSAGE
- *   capability does not verify for (resource, token, workerId, incarnation) under any live key
+ *   capability does not verify for (resource, token, workerId, incarnation) under any live public key
  *                                         -> 403 FORBIDDEN (a correct token alone is not enough)
  * Then the fence rule decides, inside one group-commit transaction, and the reply follows the commit.
  *
  * Hot path: a valid body is recognised by `checkWriteHead` (no zod) and a capability that verified
  * before for the same claims is found in a bounded cache (`CapabilityVerifier`); everything else
- * takes the full schema and a full HMAC check, with the same refusals as before.
+ * takes the full schema and a full Ed25519 check, with the same refusals as before.
  */
 import {
   WriteRequestSchema,
@@ -20,7 +20,7 @@ import {
   canonicalJson,
   formatToken,
   parseToken,
-  type CapabilityKey,
+  type CapabilityPublicKey,
   type JsonValue,
   type WriteResponse,
 } from '@leasehold/protocol';
@@ -35,7 +35,7 @@ import { checkWriteHead, WriteHeadSchema, type WriteHead } from './write-body.js
 
 export interface WriteRoutesOptions {
   readonly service: FencedService;
-  readonly capabilityKeys: readonly CapabilityKey[];
+  readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
   readonly metrics: SinkMetrics;
   /** Successful capability checks remembered (exact capability string + claims); 0 disables. */
   readonly capabilityCacheEntries?: number;
@@ -57,7 +57,7 @@ function headOf(body: Record<string, unknown>): WriteHead | undefined {
 
 export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOptions): void {
   const { service, metrics } = options;
-  const capabilities = new CapabilityVerifier(options.capabilityKeys, options.capabilityCacheEntries);
+  const capabilities = new CapabilityVerifier(options.capabilityPublicKeys, options.capabilityCacheEntries);
 
   const route = { config: { credential: Credential.CAPABILITY } };
   app.post('/v1/writes', route, (request, reply) =>

@@ -5,7 +5,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { signCapability, type CapabilityKey } from '@leasehold/protocol';
+import {
+  parseCapabilitySigningKey,
+  publicKeyEntryOf,
+  publicKeysOf,
+  signCapability,
+  type CapabilitySigningKey,
+} from '@leasehold/protocol';
 import type { FenceOp, OpDecision } from '../core/ops.js';
 import type { FenceStore } from '../store/port.js';
 import type { SinkOptions } from '../sink.js';
@@ -13,14 +19,20 @@ import type { SinkOptions } from '../sink.js';
 export const COORDINATOR_KEY = 'coordinator-key-for-tests-000001';
 export const OLD_COORDINATOR_KEY = 'coordinator-key-for-tests-000000';
 export const READ_KEY = 'read-only-key-for-tests-00000001';
-export const CAPABILITY_KEY: CapabilityKey = { id: 'k2', secret: 'capability-secret-for-tests-0002' };
-export const OLD_CAPABILITY_KEY: CapabilityKey = { id: 'k1', secret: 'capability-secret-for-tests-0001' };
+/** The coordinator's signing key of the tests (the sink holds only its public key). */
+export const CAPABILITY_KEY: CapabilitySigningKey = parseCapabilitySigningKey(
+  'k2:MHFpeI7Son9y_BBYmdRq9bsw0sz24boOU-j7BJgwGh8',
+);
+/** An older signing key whose public key the sink still holds (rotation). */
+export const OLD_CAPABILITY_KEY: CapabilitySigningKey = parseCapabilitySigningKey(
+  'k1:VL7-wbTZKX3Jo65zueWXfKFkAlgx-7N6RRvKHUfpKH0',
+);
 export const INCARNATION = 'inc-1';
 
 export const TEST_ENV: Readonly<Record<string, string>> = {
   LEASEHOLD_SINK_COORDINATOR_KEYS: `${COORDINATOR_KEY},${OLD_COORDINATOR_KEY}`,
   LEASEHOLD_SINK_READ_KEYS: READ_KEY,
-  LEASEHOLD_SINK_CAPABILITY_KEYS: `${CAPABILITY_KEY.id}:${CAPABILITY_KEY.secret},${OLD_CAPABILITY_KEY.id}:${OLD_CAPABILITY_KEY.secret}`,
+  LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: `${publicKeyEntryOf(CAPABILITY_KEY)},${publicKeyEntryOf(OLD_CAPABILITY_KEY)}`,
 };
 
 export function testOptions(dbPath: string, overrides: Partial<SinkOptions> = {}): SinkOptions {
@@ -36,7 +48,7 @@ export function testOptions(dbPath: string, overrides: Partial<SinkOptions> = {}
     shutdownTimeoutMs: 5000,
     coordinatorKeys: [COORDINATOR_KEY, OLD_COORDINATOR_KEY],
     readKeys: [READ_KEY],
-    capabilityKeys: [CAPABILITY_KEY, OLD_CAPABILITY_KEY],
+    capabilityPublicKeys: [...publicKeysOf(CAPABILITY_KEY), ...publicKeysOf(OLD_CAPABILITY_KEY)],
     ...overrides,
   };
 }
