@@ -103,7 +103,9 @@ describe('checkWriteHead', () => {
         workerId: id,
         incarnation: id,
         capability: fc.oneof(fc.string({ maxLength: 600 }), near),
-        payload: fc.jsonValue(),
+        // A body with a `__proto__` key never gets here: the app's JSON parser refuses it (400,
+        // protoAction 'error'); zod would rebuild it with another prototype and fail the comparison.
+        payload: fc.jsonValue().filter((v) => !JSON.stringify(v).includes('"__proto__"')),
         extra: fc.integer(),
       },
       { requiredKeys: ['resource', 'token', 'resultId', 'workerId', 'incarnation', 'capability', 'payload'] },
