@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SinkClient } from '@leasehold/sink-client';
-import { drive, newLedger, verify } from './testing/crash-ledger.js';
+import { drive, loadUntil, newLedger, verify } from './testing/crash-ledger.js';
 import { COORDINATOR_KEY, tempDir, type TempDir } from './testing/fixtures.js';
 import { spawnSink } from './testing/spawn-sink.js';
 
@@ -26,7 +26,7 @@ describe('crash safety of the built sink (SIGKILL at random moments)', () => {
     dir.remove();
   });
 
-  it(`keeps every acknowledged write and every fence across ${KILLS} kills`, { timeout: 120_000 }, async () => {
+  it(`keeps every acknowledged write and every fence across ${KILLS} kills`, { timeout: 180_000 }, async () => {
     const dbPath = dir.file('sink.db');
     const ledger = newLedger();
     let killedWithWork = 0;
@@ -38,7 +38,7 @@ describe('crash safety of the built sink (SIGKILL at random moments)', () => {
         if (round === KILLS) break;
         const ackedBefore = ledger.acked.size;
         const drivers = RESOURCES.map((r) => drive([client], r, round, ledger));
-        await new Promise((resolve) => setTimeout(resolve, 60 + Math.random() * 340));
+        await loadUntil(ledger, ackedBefore, 60 + Math.random() * 340, 25);
         sink.kill('SIGKILL');
         const exit = await sink.exited;
         expect(exit.signal).toBe('SIGKILL');

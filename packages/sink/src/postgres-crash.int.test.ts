@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../../../test/harness/postgres.js';
 import { SinkClient } from '@leasehold/sink-client';
-import { drive, newLedger, verify, type Ledger } from './testing/crash-ledger.js';
+import { drive, loadUntil, newLedger, verify, type Ledger } from './testing/crash-ledger.js';
 import { COORDINATOR_KEY, INCARNATION, sign, tempDir, type TempDir } from './testing/fixtures.js';
 import { spawnSink, type SpawnedSink } from './testing/spawn-sink.js';
 
@@ -68,15 +68,16 @@ async function ready(replica: Replica): Promise<boolean> {
 }
 
 const loadFor = async (clients: SinkClient[], round: number, ledger: Ledger, ms: number) => {
+  const ackedBefore = ledger.acked.size;
   const drivers = RESOURCES.map((r) => drive(clients, r, round, ledger));
-  await new Promise((resolve) => setTimeout(resolve, ms));
+  await loadUntil(ledger, ackedBefore, ms, 25);
   return drivers;
 };
 
 describe('PostgreSQL sink under faults', () => {
   it(
     `two replicas keep every acknowledged write and every fence across ${KILLS} SIGKILLs`,
-    { timeout: 90_000 },
+    { timeout: 180_000 },
     async () => {
       const url = await server.createDatabase();
       const ledger = newLedger();

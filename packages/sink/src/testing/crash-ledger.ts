@@ -39,6 +39,30 @@ export function newLedger(): Ledger {
 }
 
 /**
+ * Load for at least `minMs` (a random kill point) and until at least `minNewAcks` more writes were
+ * acknowledged than `ackedBefore`: a kill then always lands on a sink that was doing work, however
+ * slow the machine (a fixed window alone made the "enough work happened" checks depend on speed).
+ */
+export async function loadUntil(
+  ledger: Ledger,
+  ackedBefore: number,
+  minMs: number,
+  minNewAcks: number,
+  timeoutMs = 30_000,
+): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, minMs));
+  const deadline = Date.now() + timeoutMs;
+  while (ledger.acked.size - ackedBefore < minNewAcks) {
+    if (Date.now() > deadline) {
+      throw new Error(
+        `only ${ledger.acked.size - ackedBefore} of ${minNewAcks} writes acknowledged in ${timeoutMs} ms`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/**
  * One driver per resource: advance to the next token, then write a few results concurrently; each
  * request goes to one of `clients` (replicas of one store) at random. Returns at the first failure.
  */
