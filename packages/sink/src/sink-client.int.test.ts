@@ -13,9 +13,11 @@ import { COORDINATOR_KEY, INCARNATION, READ_KEY, tempDir, testOptions, type Temp
 import { clientTarget } from './testing/targets.js';
 import { SinkClient } from '@leasehold/sink-client';
 
-async function listeningSink(): Promise<{ sink: Sink; url: string; dir: TempDir }> {
+async function listeningSink(
+  overrides: Parameters<typeof testOptions>[1] = {},
+): Promise<{ sink: Sink; url: string; dir: TempDir }> {
   const dir = tempDir();
-  const sink = await createSink(testOptions(dir.file('sink.db')), {
+  const sink = await createSink(testOptions(dir.file('sink.db'), overrides), {
     logger: pino({ level: 'silent' }),
     processMetrics: false,
   });
@@ -23,8 +25,8 @@ async function listeningSink(): Promise<{ sink: Sink; url: string; dir: TempDir 
   return { sink, url: `http://127.0.0.1:${sink.address.port}`, dir };
 }
 
-describeFenceContract('HTTP client against a listening sink', async () => {
-  const { sink, url, dir } = await listeningSink();
+describeFenceContract('HTTP client against a listening sink', async (options) => {
+  const { sink, url, dir } = await listeningSink(options);
   const client = new SinkClient({ url, key: COORDINATOR_KEY, maxSockets: 32 });
   return clientTarget(client, async () => {
     void client.close();

@@ -61,7 +61,7 @@ describe('HTTP auth, health and metrics', () => {
     expect(refused.json()).toMatchObject({ code: 'FORBIDDEN' });
     const read = await sink.app.inject({ url: '/v1/resources/r', headers: bearer(READ_KEY) });
     expect(read.statusCode).toBe(200);
-    expect(read.json()).toEqual({ resource: 'r', fence: '0', results: [] });
+    expect(read.json()).toEqual({ resource: 'r', fence: '0', results: [], next: '0', hasMore: false });
     expect((await sink.app.inject({ url: '/v1/decisions', headers: bearer(READ_KEY) })).statusCode).toBe(200);
   });
 
