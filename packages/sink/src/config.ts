@@ -117,7 +117,7 @@ export const OPTIONS: OptionTable = Object.freeze({
   'body-limit-bytes': { env: 'BODY_LIMIT_BYTES', help: 'largest request body', default: '1048576' },
   'read-page-max-bytes': {
     env: 'READ_PAGE_MAX_BYTES',
-    help: 'largest page of a read (a resource\'s results, decisions); a bigger single result comes alone',
+    help: "largest page of a read (a resource's results, decisions); a bigger single result comes alone",
     default: '4194304',
   },
   'max-json-depth': { env: 'MAX_JSON_DEPTH', help: 'deepest JSON nesting accepted in a body', default: '64' },

@@ -98,7 +98,13 @@ describe('SinkClient pages', () => {
     expect((await sink.service.advance({ resource, token })).ok).toBe(true);
     await Promise.all(
       Array.from({ length: count }, (_, i) =>
-        sink.service.write({ resource, token, resultId: `r-${String(i).padStart(4, '0')}`, workerId: 'w', payload: payload(i) }),
+        sink.service.write({
+          resource,
+          token,
+          resultId: `r-${String(i).padStart(4, '0')}`,
+          workerId: 'w',
+          payload: payload(i),
+        }),
       ),
     );
   }
@@ -113,7 +119,8 @@ describe('SinkClient pages', () => {
       ids.push(...page.results.map((r) => r.resultId));
       expect(page.fence).toBe(2n);
       // A result stored while the walk is on its first page is in a later one.
-      if (pages.length === 1) await sink.service.write({ resource: 'it/r', token: 2n, resultId: 'late', workerId: 'w', payload: 0 });
+      if (pages.length === 1)
+        await sink.service.write({ resource: 'it/r', token: 2n, resultId: 'late', workerId: 'w', payload: 0 });
     }
     expect(pages).toEqual([10, 10, 6]);
     expect(ids.at(-1)).toBe('late');
@@ -161,7 +168,14 @@ describe('SinkClient against other servers', () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
-  const result = (i: number) => ({ resource: 'r', resultId: `x${i}`, token: '1', workerId: 'w', payload: i, writtenAtMs: 1 });
+  const result = (i: number) => ({
+    resource: 'r',
+    resultId: `x${i}`,
+    token: '1',
+    workerId: 'w',
+    payload: i,
+    writtenAtMs: 1,
+  });
 
   it('a sink from before paging (every result, no cursor) is one last page', async () => {
     reply = (res) => {
@@ -180,7 +194,10 @@ describe('SinkClient against other servers', () => {
     let written = 0;
     for (const chunked of [false, true]) {
       reply = (res) => {
-        res.writeHead(200, { 'content-type': 'application/json', ...(chunked ? {} : { 'content-length': body.length * 1000 }) });
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          ...(chunked ? {} : { 'content-length': body.length * 1000 }),
+        });
         // A long reply: the client must stop reading it.
         const pump = () => {
           while (written < 1000 && res.write(body)) written++;

@@ -164,7 +164,12 @@ describe('HTTP auth, health and metrics', () => {
 describe('reads bounded by count and bytes', () => {
   const auth = bearer(COORDINATOR_KEY);
 
-  async function writeMany(s: Sink, resource: string, token: bigint, items: readonly { id: string; payload: unknown }[]) {
+  async function writeMany(
+    s: Sink,
+    resource: string,
+    token: bigint,
+    items: readonly { id: string; payload: unknown }[],
+  ) {
     const advance = await s.app.inject({
       method: 'POST',
       url: '/v1/fences/advance',
@@ -197,7 +202,10 @@ describe('reads bounded by count and bytes', () => {
   it('1009 results of 8 KiB (8 MB) come in pages of at most 1000 results and 4 MiB, each result once', async () => {
     const { sink, cleanup } = await openInjectSink();
     try {
-      const items = Array.from({ length: 1009 }, (_, i) => ({ id: `task:${i}`, payload: { n: i, pad: 'p'.repeat(8000) } }));
+      const items = Array.from({ length: 1009 }, (_, i) => ({
+        id: `task:${i}`,
+        payload: { n: i, pad: 'p'.repeat(8000) },
+      }));
       await writeMany(sink, 'big/r', 3n, items);
       const seen: string[] = [];
       const sizes: number[] = [];
@@ -227,7 +235,10 @@ describe('reads bounded by count and bytes', () => {
     try {
       // Long ids: ~750 bytes a decision, so 1000 of them would be ~750 kB.
       const resource = `r/${'a'.repeat(190)}`;
-      const items = Array.from({ length: 300 }, (_, i) => ({ id: `${String(i).padStart(4, '0')}-${'b'.repeat(190)}`, payload: i }));
+      const items = Array.from({ length: 300 }, (_, i) => ({
+        id: `${String(i).padStart(4, '0')}-${'b'.repeat(190)}`,
+        payload: i,
+      }));
       await writeMany(sink, resource, 1n, items);
       const seqs: number[] = [];
       let after = 0;

@@ -121,8 +121,12 @@ describe('PostgresFenceStore', () => {
       );
       expect([first.hasMore, second.hasMore]).toEqual([true, false]);
       // New results come after the migrated ones.
-      await upgraded.applyBatch([{ kind: 'write', resource: 'old/r', token: 2n, resultId: 'new', workerId: 'w', payload: '1' }]);
-      expect((await service.resourcePage('old/r', { after: second.next })).results.map((r) => r.resultId)).toEqual(['new']);
+      await upgraded.applyBatch([
+        { kind: 'write', resource: 'old/r', token: 2n, resultId: 'new', workerId: 'w', payload: '1' },
+      ]);
+      expect((await service.resourcePage('old/r', { after: second.next })).results.map((r) => r.resultId)).toEqual([
+        'new',
+      ]);
       expect(await query('SELECT version FROM leasehold.schema_version')).toEqual([{ version: FENCE_SCHEMA_VERSION }]);
     } finally {
       await upgraded.close();

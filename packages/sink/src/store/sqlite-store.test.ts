@@ -139,7 +139,7 @@ describe('SqliteFenceStore', () => {
     await reopened.close();
   });
 
-  it("a page reads by the (resource, seq) index: a range scan, no full scan, no sort", async () => {
+  it('a page reads by the (resource, seq) index: a range scan, no full scan, no sort', async () => {
     const path = dir.file('plan.db');
     await new SqliteFenceStore({ path }).close();
     const db = new Database(path, { readonly: true });

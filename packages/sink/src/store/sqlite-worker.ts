@@ -17,14 +17,7 @@ export interface WorkerError {
   readonly foundVersion?: number;
 }
 
-export type WorkerMethod =
-  | 'applyBatch'
-  | 'fenceOf'
-  | 'resourcePage'
-  | 'resultOf'
-  | 'decisions'
-  | 'lastSeq'
-  | 'close';
+export type WorkerMethod = 'applyBatch' | 'fenceOf' | 'resourcePage' | 'resultOf' | 'decisions' | 'lastSeq' | 'close';
 
 export interface WorkerCall {
   readonly id: number;

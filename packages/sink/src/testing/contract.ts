@@ -97,7 +97,13 @@ function wireBytes(resource: string, r: ContractResult): number {
 }
 
 /** Writes at `token`, in chunks fired together (group commit), in `ids` order per chunk. */
-async function writeAll(target: ContractTarget, resource: string, token: bigint, ids: readonly string[], payload: (id: string) => JsonValue) {
+async function writeAll(
+  target: ContractTarget,
+  resource: string,
+  token: bigint,
+  ids: readonly string[],
+  payload: (id: string) => JsonValue,
+) {
   for (let at = 0; at < ids.length; at += 250) {
     const chunk = ids.slice(at, at + 250);
     const answers = await Promise.all(chunk.map((id) => target.write(step(resource, token, id, payload(id)))));
@@ -297,12 +303,34 @@ export function describeFenceContract(name: string, open: (options: ContractOpti
     });
 
     describe('resource pages', () => {
-      const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(4, '0')}`);
+      const ids = (prefix: string, n: number) =>
+        Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(4, '0')}`);
 
       it('pages results in the order they were stored, each page with the fence; a walk returns each once', async () => {
         await target.advance('p/a', 4n);
         // Stored order differs from id order: an id-ordered view would fail the order check.
-        const order = ['m', 'c', 'x', 'a', 'q', 'b', 'z', 'k', 'd', 'y', 'e', 'p', 'f', 'o', 'g', 'n', 'h', 'w', 'i', 'l'];
+        const order = [
+          'm',
+          'c',
+          'x',
+          'a',
+          'q',
+          'b',
+          'z',
+          'k',
+          'd',
+          'y',
+          'e',
+          'p',
+          'f',
+          'o',
+          'g',
+          'n',
+          'h',
+          'w',
+          'i',
+          'l',
+        ];
         for (const id of order) expect(await target.write(step('p/a', 4n, id, { id }))).toMatchObject({ ok: true });
         const pages: ContractPage[] = [];
         let after: string | undefined;
@@ -328,8 +356,17 @@ export function describeFenceContract(name: string, open: (options: ContractOpti
           hasMore: false,
         });
         // limit 0: the fence and whether there are results, nothing else.
-        expect(await target.resourcePage('p/a', { limit: 0 })).toMatchObject({ fence: 4n, results: [], next: '0', hasMore: true });
-        expect(await target.resourcePage('p/never', { limit: 0 })).toMatchObject({ fence: 0n, results: [], hasMore: false });
+        expect(await target.resourcePage('p/a', { limit: 0 })).toMatchObject({
+          fence: 4n,
+          results: [],
+          next: '0',
+          hasMore: true,
+        });
+        expect(await target.resourcePage('p/never', { limit: 0 })).toMatchObject({
+          fence: 0n,
+          results: [],
+          hasMore: false,
+        });
       });
 
       it('a walk while writes land returns every result exactly once in stored order, and each page the fence of its moment', async () => {
@@ -398,7 +435,8 @@ export function describeFenceContract(name: string, open: (options: ContractOpti
         target = await open({ readPageMaxBytes: budget });
         await target.advance('p/e', 5n);
         const big = (id: string) => (id === 'r-0004' ? 'B'.repeat(60_000) : 's'.repeat(20_000));
-        for (const id of ids('r', 10)) expect(await target.write(step('p/e', 5n, id, big(id)))).toMatchObject({ ok: true });
+        for (const id of ids('r', 10))
+          expect(await target.write(step('p/e', 5n, id, big(id)))).toMatchObject({ ok: true });
         const pages: ContractPage[] = [];
         let after = '0';
         for (;;) {
@@ -407,7 +445,8 @@ export function describeFenceContract(name: string, open: (options: ContractOpti
           expect(pages.length, 'the walk makes progress').toBeLessThan(20);
           const bytes = page.results.reduce((n, r) => n + wireBytes('p/e', r), 0);
           if (page.results.length > 1) expect(bytes).toBeLessThanOrEqual(budget);
-          if (page.results.length > 1 && page.bodyBytes !== undefined) expect(page.bodyBytes).toBeLessThanOrEqual(budget);
+          if (page.results.length > 1 && page.bodyBytes !== undefined)
+            expect(page.bodyBytes).toBeLessThanOrEqual(budget);
           if (!page.hasMore) break;
           after = page.next;
         }
