@@ -4,7 +4,7 @@
  * a data directory (from /proc: auto-compaction has no gauge). Read-only; it signals nothing.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 
 export interface EtcdClientTls {
@@ -17,7 +17,7 @@ export interface EtcdClientTls {
 export function etcdGauge(clientUrl: string, name: string, tls?: EtcdClientTls): Promise<number> {
   const url = new URL('/metrics', clientUrl);
   return new Promise((resolve, reject) => {
-    const done = (res: import('node:http').IncomingMessage) => {
+    const done = (res: IncomingMessage) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
@@ -56,7 +56,8 @@ export function etcdProcessFlags(dataDir: string): Map<string, string> {
       const m = /^--([^=]+)(?:=(.*))?$/.exec(argv[i] ?? '');
       if (m === null) continue;
       if (m[2] !== undefined) flags.set(m[1] ?? '', m[2]);
-      else if (argv[i + 1] !== undefined && !(argv[i + 1] ?? '').startsWith('--')) flags.set(m[1] ?? '', argv[++i] ?? '');
+      else if (argv[i + 1] !== undefined && !(argv[i + 1] ?? '').startsWith('--'))
+        flags.set(m[1] ?? '', argv[++i] ?? '');
       else flags.set(m[1] ?? '', '');
     }
     if (flags.get('data-dir') === dataDir) return flags;

@@ -368,7 +368,7 @@ export class PostgresFenceStore implements FenceStore {
       query.limit + 1,
     ]);
     const taken = pageLength(
-      sizes.rows.map((r) => resultJsonBytes(resource.length, Number(r.bytes))),
+      sizes.rows.map((r) => resultJsonBytes(resource.length, r.bytes)),
       query,
     );
     const last = sizes.rows[taken - 1];
