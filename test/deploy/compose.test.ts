@@ -2,7 +2,8 @@
  * deploy/compose.yaml without a Docker engine: valid against the vendored Compose Specification
  * schema (after YAML merge keys), the topology the deployment needs (3 etcd members, 2 sinks on
  * PostgreSQL, 2 coordinators, 3 workers), healthchecks with service_healthy dependencies, our
- * containers hardened, and every secret a Compose secret file read through a `*_FILE` option.
+ * containers hardened, every secret a Compose secret file read through a `*_FILE` option, and
+ * every etcd member with leasehold's backend quota and auto-compaction (etcd-space.ts).
  * Each check is shown to fail on a planted copy.
  */
 import { readFileSync } from 'node:fs';
@@ -17,6 +18,7 @@ import {
   serviceOf,
   text,
 } from './deploy-files.js';
+import { etcdSpaceProblems, flagOfEnv } from './etcd-space.js';
 import { composeProblems } from './schemas.js';
 
 type Obj = Record<string, unknown>;
@@ -82,6 +84,12 @@ export function composeFileProblems(doc: Obj): string[] {
       if (e.ETCD_CLIENT_CERT_AUTH !== 'true') problems.push(`${name}: client certificates not required`);
       if (e.ETCD_TRUSTED_CA_FILE !== '/run/secrets/etcd-ca.crt')
         problems.push(`${name}: trusts another CA than etcd's`);
+      const settings = new Map<string, string>();
+      for (const [k, v] of Object.entries(e)) {
+        const flag = flagOfEnv(k);
+        if (flag !== undefined && v !== undefined) settings.set(flag, v);
+      }
+      problems.push(...etcdSpaceProblems(name, settings));
     }
     const service = ours(svc);
     if (service === undefined) continue;
@@ -193,6 +201,16 @@ describe('deploy/compose.yaml', () => {
       (t: string) =>
         t.replace('ETCD_TRUSTED_CA_FILE: /run/secrets/etcd-ca.crt', 'ETCD_TRUSTED_CA_FILE: /run/secrets/ca.crt'),
       /trusts another CA than etcd's/,
+    ],
+    [
+      'etcd compacting by revision count',
+      (t: string) => t.replace('ETCD_AUTO_COMPACTION_MODE: periodic', 'ETCD_AUTO_COMPACTION_MODE: revision'),
+      /etcd-1: etcd --auto-compaction-mode is revision, expected periodic/,
+    ],
+    [
+      'etcd without a stated quota',
+      (t: string) => t.replace("  ETCD_QUOTA_BACKEND_BYTES: '2147483648'\n", ''),
+      /etcd-3: etcd without --quota-backend-bytes/,
     ],
     [
       'the sink given an etcd identity',

@@ -3,13 +3,15 @@
  * schemas (an unknown or misspelt field fails), the kustomization lists exactly the manifests and
  * the secret files each pod mounts, and every pod follows the policy: non-root, read-only root
  * filesystem, no capabilities, RuntimeDefault seccomp, requests and limits, /healthz and /readyz
- * probes on our HTTP services, secrets only as mounted files read through `*_FILE` options. Each
- * check is shown to fail on a planted copy.
+ * probes on our HTTP services, secrets only as mounted files read through `*_FILE` options; etcd
+ * with leasehold's backend quota and auto-compaction, and the memory and volume that quota needs
+ * (etcd-space.ts). Each check is shown to fail on a planted copy.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEPLOY_DIR, envEntries, parseYamlDocuments, resolveEnvName, serviceOf, text } from './deploy-files.js';
+import { etcdRoomProblems, etcdSpaceProblems, flagOfEnv } from './etcd-space.js';
 import { kubernetesProblems } from './schemas.js';
 
 const K8S = join(DEPLOY_DIR, 'k8s');
@@ -124,6 +126,26 @@ export function podProblems(o: Obj, secrets: Map<string, string[]>): string[] {
   return problems;
 }
 
+/** The etcd StatefulSet: its space settings, and room for them. */
+export function etcdProblems(o: Obj): string[] {
+  const container = list(at(o, 'spec', 'template', 'spec', 'containers')).find((c) => text(c.name) === 'etcd');
+  if (container === undefined) return ['StatefulSet/etcd: no etcd container'];
+  const settings = new Map<string, string>();
+  for (const [k, v] of envEntries(container.env)) {
+    const flag = flagOfEnv(k);
+    if (flag !== undefined && v !== undefined) settings.set(flag, v);
+  }
+  const claim = list(at(o, 'spec', 'volumeClaimTemplates'))[0];
+  return [
+    ...etcdSpaceProblems('StatefulSet/etcd', settings),
+    ...etcdRoomProblems(
+      'StatefulSet/etcd',
+      text(at(container, 'resources', 'limits', 'memory')),
+      text(at(claim, 'spec', 'resources', 'requests', 'storage')),
+    ),
+  ];
+}
+
 describe('deploy/k8s', () => {
   it('every YAML document parses, and every object is valid against the vendored strict schema of its kind', () => {
     expect(objects.length).toBeGreaterThan(0);
@@ -167,6 +189,33 @@ describe('deploy/k8s', () => {
       }
     }
     for (const f of manifestFiles) expect(existsSync(join(K8S, f))).toBe(true);
+  });
+
+  it("etcd runs with leasehold's quota and auto-compaction, with memory and volume for that quota", () => {
+    const etcd = objects.find(({ o }) => o.kind === 'StatefulSet' && at(o, 'metadata', 'name') === 'etcd')?.o ?? {};
+    expect(etcdProblems(etcd)).toEqual([]);
+  });
+
+  const etcdText = readFileSync(join(K8S, 'etcd.yaml'), 'utf8');
+  const etcdSet = (source: string) => read('etcd.yaml', source).find((o) => o.kind === 'StatefulSet') ?? {};
+  it.each([
+    [
+      'history kept by revision count',
+      (t: string) =>
+        t.replace('ETCD_AUTO_COMPACTION_RETENTION, value: 5m }', "ETCD_AUTO_COMPACTION_RETENTION, value: '10000' }"),
+      /--auto-compaction-retention is 10000, expected 5m/,
+    ],
+    [
+      'no quota',
+      (t: string) => t.replace("            - { name: ETCD_QUOTA_BACKEND_BYTES, value: '2147483648' }\n", ''),
+      /without --quota-backend-bytes/,
+    ],
+    ['a memory limit below the quota', (t: string) => t.replace('memory: 3Gi }', 'memory: 1Gi }'), /memory limit 1Gi/],
+    ['a volume too small to defragment', (t: string) => t.replace('storage: 8Gi', 'storage: 4Gi'), /volume 4Gi/],
+  ])('the etcd policy reports %s', (_what, plant, problem) => {
+    const planted = plant(etcdText);
+    expect(planted).not.toBe(etcdText);
+    expect(etcdProblems(etcdSet(planted)).join('\n')).toMatch(problem);
   });
 
   // The checks are not vacuous: planted mistakes are reported.

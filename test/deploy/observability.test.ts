@@ -63,6 +63,18 @@ async function exposedNames(): Promise<Set<string>> {
   return names;
 }
 
+/**
+ * Metrics the coordinator gains in the same change as the rules and panels that name them (issue
+ * 23, item 4: etcd's space as the coordinators see it), not in its registry on this branch yet.
+ * They count as exposed until the registry has them; from then on the tripwire below fails: delete
+ * the entries.
+ */
+const ANNOUNCED: readonly string[] = [
+  'leasehold_coordinator_etcd_db_size_bytes',
+  'leasehold_coordinator_etcd_quota_bytes',
+  'leasehold_coordinator_etcd_quota_used_ratio',
+];
+
 const namesIn = (text: string): string[] => [
   ...new Set([...text.matchAll(/\bleasehold_[a-z0-9_]+/g)].map((m) => m[0])),
 ];
@@ -91,12 +103,19 @@ describe('alert rules', () => {
       'LeaseholdEtcdUnreachable',
       'LeaseholdSinkUnreachable',
       'LeaseholdNoGrantsWhileTasksPend',
+      'LeaseholdEtcdSpaceFilling',
+      'LeaseholdEtcdSpaceAlmostFull',
     ]);
   });
 
   it('name only metrics the services expose', async () => {
     const exposed = await exposedNames();
-    expect(namesIn(alerts).filter((n) => !exposed.has(n))).toEqual([]);
+    expect(namesIn(alerts).filter((n) => !exposed.has(n) && !ANNOUNCED.includes(n))).toEqual([]);
+  });
+
+  it('announced metrics are not registered yet (tripwire: once they are, delete them from ANNOUNCED)', async () => {
+    const exposed = await exposedNames();
+    expect(ANNOUNCED.filter((n) => exposed.has(n))).toEqual([]);
   });
 });
 
@@ -126,11 +145,24 @@ describe('dashboard', () => {
     const missing = dashboard.panels.flatMap((p) =>
       (p.targets ?? []).flatMap((t) =>
         namesIn(t.expr)
-          .filter((n) => !exposed.has(n))
+          .filter((n) => !exposed.has(n) && !ANNOUNCED.includes(n))
           .map((n) => `${p.title}: ${n}`),
       ),
     );
     expect(missing).toEqual([]);
+  });
+
+  it("shows etcd's space against its quota, with the alerts' thresholds", () => {
+    const panel = dashboard.panels.find((p) => p.title === 'etcd quota used') as
+      (Panel & { fieldConfig: { defaults: { thresholds: { steps: { value: number | null }[] } } } }) | undefined;
+    expect(panel?.targets?.map((t) => t.expr)).toEqual(['max(leasehold_coordinator_etcd_quota_used_ratio)']);
+    expect(panel?.fieldConfig.defaults.thresholds.steps.map((s) => s.value)).toEqual([null, 0.8, 0.95]);
+    const sizes = dashboard.panels.find((p) => p.title.startsWith('etcd space'));
+    expect(sizes?.targets?.map((t) => namesIn(t.expr)[0])).toEqual([
+      'leasehold_coordinator_etcd_db_size_bytes',
+      'leasehold_coordinator_etcd_quota_bytes',
+      'leasehold_coordinator_etcd_quota_bytes',
+    ]);
   });
 
   it('shows every service', () => {

@@ -7,7 +7,9 @@
  * - the first run migrates it: the shared certificates are removed, etcd gets its users, roles and
  *   auth, the demo runs to the end (the coordinator works under its role), nothing complains;
  * - a second run changes no user or role (idempotent) and, while it runs, the sink's files cannot
- *   talk to etcd at all, the coordinator's reach only its prefix, and the old keys are still there.
+ *   talk to etcd at all, the coordinator's reach only its prefix, and the old keys are still there;
+ *   and its etcd runs with leasehold's space settings (test/deploy/etcd-space.ts): the quota as etcd
+ *   reports it in /metrics, the auto-compaction flags of the etcd process.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,7 +19,9 @@ import { fileURLToPath } from 'node:url';
 import { openPki } from '@leasehold/cli/pki';
 import { findEtcdBinary, freePorts, stopProcess, track, waitForHealth } from '@leasehold/devkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ETCD_QUOTA_BYTES, etcdSpaceProblems } from '../deploy/etcd-space.js';
 import { etcdAs, etcdOutcome } from '../harness/etcd-access.js';
+import { etcdGauge, etcdProcessFlags } from '../harness/etcd-settings.js';
 import { waitFor } from '../harness/service.js';
 
 const CLI = fileURLToPath(new URL('../../packages/cli/dist/leasehold-main.js', import.meta.url));
@@ -113,7 +117,7 @@ describe.skipIf(etcdBin === undefined)('leasehold cluster up: one identity per s
       expect(existsSync(join(pki, `${legacy}.key`)), legacy).toBe(false);
   }, 200_000);
 
-  it("runs again without changing a user or role; the sink's files cannot talk to etcd, the coordinator's only to its prefix", async () => {
+  it("runs again without changing a user or role; the sink's files cannot talk to etcd, the coordinator's only to its prefix; etcd has the quota and auto-compaction", async () => {
     const child = spawn(process.execPath, [CLI, ...upArgs], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     track(child);
     let out = '';
@@ -141,6 +145,15 @@ describe.skipIf(etcdBin === undefined)('leasehold cluster up: one identity per s
         sink.close();
         coordinator.close();
       }
+
+      // etcd's space settings, from etcd itself: the quota in force, and the process's flags.
+      const root = {
+        ca: readFileSync(etcdCa),
+        cert: readFileSync(join(pki, 'etcd', 'root.crt')),
+        key: readFileSync(join(pki, 'etcd', 'root.key')),
+      };
+      expect(await etcdGauge(etcdUrl, 'etcd_server_quota_backend_bytes', root)).toBe(ETCD_QUOTA_BYTES);
+      expect(etcdSpaceProblems('cluster up', etcdProcessFlags(join(dataDir, 'etcd')))).toEqual([]);
     } finally {
       // cluster up stops its processes in order on SIGTERM (workers, coordinator, sink, etcd).
       await stopProcess(child, 30_000);

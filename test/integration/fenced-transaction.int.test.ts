@@ -150,7 +150,7 @@ describe('fencedTransaction', () => {
     expect(await deposit(4n, 1, undefined)).toMatchObject({ ok: true, outcome: 'written' });
     expect(await deposit(4n, 1, undefined)).toMatchObject({ ok: true, outcome: 'written' });
     expect(await balance()).toBe(102n);
-    expect((await sinks[0]!.resourceOf(ACCOUNT)).results).toEqual([]);
+    expect((await sinks[0]!.resourcePage(ACCOUNT, { after: 0n, limit: 1000, maxBytes: 1 << 22 })).results).toEqual([]);
   });
 
   it('refuses a capability that does not match (FORBIDDEN) before touching the database', async () => {

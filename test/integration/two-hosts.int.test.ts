@@ -7,7 +7,9 @@
  * covers installing them). Blocks tagged `daemon` run in the background for the rest of the walk;
  * the others must exit 0. The walk ends with the task completed by worker billing-1, with etcd
  * authentication and RBAC on (step 3b, `leasehold etcd-rbac`): the coordinator works as its own
- * etcd user, confined to its prefix; after the walk, the sink's files are refused by etcd.
+ * etcd user, confined to its prefix; after the walk, the sink's files are refused by etcd, and etcd
+ * runs with leasehold's space settings (test/deploy/etcd-space.ts): the quota as etcd reports it in
+ * /metrics, the auto-compaction flags of the etcd process.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
@@ -16,7 +18,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NetnsLab, probeNetns } from '@leasehold/devkit';
+import { ETCD_QUOTA_BYTES, etcdSpaceProblems } from '../deploy/etcd-space.js';
 import { etcdAs, etcdOutcome } from '../harness/etcd-access.js';
+import { etcdGauge, etcdProcessFlags } from '../harness/etcd-settings.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = join(REPO, 'docs', 'operations.md');
@@ -170,5 +174,14 @@ describe.skipIf(skip !== undefined)(`docs/operations.md, two hosts step by step$
       sink.close();
       coordinator.close();
     }
+
+    // etcd's space settings as the walkthrough gave them, from etcd itself.
+    const rootTls = {
+      ca: readFileSync(join(etc, 'etcd-ca.crt')),
+      cert: readFileSync(join(etc, 'etcd-root.crt')),
+      key: readFileSync(join(etc, 'etcd-root.key')),
+    };
+    expect(await etcdGauge(etcdUrl[0] ?? '', 'etcd_server_quota_backend_bytes', rootTls)).toBe(ETCD_QUOTA_BYTES);
+    expect(etcdSpaceProblems('walkthrough', etcdProcessFlags(`${root}/var/etcd`))).toEqual([]);
   }, 180_000);
 });

@@ -5,7 +5,7 @@
  * {@link applyEtcdRbac} as root on every start (idempotent; an etcd data dir from before RBAC is
  * migrated in place), so the coordinator's user may touch only its prefix and nobody else has a
  * user. `--plaintext` (debugging) has neither TLS nor auth. The HTTP JSON gateway is off with TLS
- * (gRPC only; `/health` stays).
+ * (gRPC only; `/health` stays). Quota and auto-compaction: {@link etcdSpaceArgs}.
  */
 import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
@@ -16,6 +16,34 @@ import type { LocalIdentities } from './local-identities.js';
 
 /** The key prefix of the cluster's coordinator, and so of its etcd role. */
 export const CLUSTER_PREFIX = 'leasehold/';
+
+/**
+ * etcd's space settings, the same wherever leasehold runs etcd (this file, deploy/compose.yaml,
+ * deploy/k8s/etcd.yaml, the two-host walkthrough; test/deploy checks that they agree, and the
+ * integration tests read them back from the running etcd). Why these values: docs/deploy.md, "etcd:
+ * quota, compaction, defragmentation".
+ *
+ * - Backend quota 2 GiB, stated rather than implied (etcd's own default): the alerts' ratio and the
+ *   runbook have a number that no etcd upgrade moves, and it leaves room for a defragmentation's
+ *   copy on the 8 GiB volumes of the examples. Past it etcd raises NOSPACE and refuses every write.
+ * - Periodic auto-compaction, 5 minutes: etcd keeps between 5 and 10 minutes of history whatever
+ *   the write rate (a revision count would shrink to seconds under load, just when a restarting
+ *   coordinator's snapshot read takes longest), so a watch-fed coordinator resumes its watch after a
+ *   snapshot or a reconnect of less than 5 minutes without being compacted under its feet. The
+ *   interval Kubernetes' API server uses for its own etcd.
+ */
+export const ETCD_QUOTA_BACKEND_BYTES = 2 * 1024 * 1024 * 1024;
+export const ETCD_AUTO_COMPACTION_MODE = 'periodic';
+export const ETCD_AUTO_COMPACTION_RETENTION = '5m';
+
+/** The flags of {@link ETCD_QUOTA_BACKEND_BYTES} and the auto-compaction settings. */
+export function etcdSpaceArgs(): string[] {
+  return [
+    '--quota-backend-bytes', String(ETCD_QUOTA_BACKEND_BYTES),
+    '--auto-compaction-mode', ETCD_AUTO_COMPACTION_MODE,
+    '--auto-compaction-retention', ETCD_AUTO_COMPACTION_RETENTION,
+  ]; // prettier-ignore
+}
 
 function findEtcd(): string | undefined {
   const explicit = process.env.ETCD_BIN;
@@ -71,6 +99,7 @@ export async function startLocalEtcd(
         '--initial-cluster', `leasehold-local=${peer}`,
         '--election-timeout', '500', '--heartbeat-interval', '50',
         '--logger', 'zap', '--log-level', 'warn',
+        ...etcdSpaceArgs(),
         ...tlsArgs,
       ], // prettier-ignore
       {},
@@ -78,8 +107,12 @@ export async function startLocalEtcd(
       process.stdout,
     ),
   );
+  const space =
+    `etcd: backend quota ${ETCD_QUOTA_BACKEND_BYTES / 1024 ** 3} GiB, history auto-compacted ` +
+    `(${ETCD_AUTO_COMPACTION_MODE}, ${ETCD_AUTO_COMPACTION_RETENTION}); see docs/deploy.md for NOSPACE`;
   if (ids === undefined) {
     await waitHealthy(client, 20_000, '/health');
+    say(space);
     return client;
   }
   const root = {
@@ -93,6 +126,7 @@ export async function startLocalEtcd(
     { prefix: CLUSTER_PREFIX, role: DEFAULT_ROLE, coordinatorUsers: [ids.coordinator.etcdUser] },
     { timeoutMs: 20_000 },
   );
+  say(space);
   for (const change of changes) if (change.kind !== 'enable-auth') say(`etcd: ${describeChange(change)}`);
   say(
     `etcd: authentication on; user ${ids.coordinator.etcdUser} (role ${DEFAULT_ROLE}) may use ${CLUSTER_PREFIX} only; ` +

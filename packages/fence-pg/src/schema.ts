@@ -6,7 +6,8 @@
  *                             application_id + user_version)
  *   leasehold.fences          resource -> fence (BIGINT, only grows; 0 = never advanced)
  *   leasehold.results         (resource, result_id) -> token, worker id, canonical JSON payload (TEXT:
- *                             byte-exact, so "same payload" stays string equality)
+ *                             byte-exact, so "same payload" stays string equality); `seq`, an
+ *                             identity column: the result's position in the append order
  *   leasehold.decisions       the decision log; `seq` is an identity column (see below)
  *
  * Locking rule (what makes several writers safe): whoever decides anything about a resource holds
@@ -60,6 +61,14 @@ const MIGRATIONS: readonly string[] = [
     worker_id    TEXT,
     at_ms        BIGINT NOT NULL
   );
+  `,
+  // 2: every result gets `seq`, its position in the append order (the cursor of the sink's paged
+  // resource view). Allocated by the INSERT, i.e. under the resource's fence-row lock (the locking
+  // rule above), so for ONE resource seq order is commit order, like decisions.seq; existing rows
+  // are numbered once (a table rewrite under an exclusive lock: plan it for a large table).
+  `
+  ALTER TABLE leasehold.results ADD COLUMN seq BIGINT GENERATED ALWAYS AS IDENTITY;
+  CREATE UNIQUE INDEX results_by_seq ON leasehold.results (resource, seq);
   `,
 ];
 

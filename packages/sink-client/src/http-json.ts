@@ -5,6 +5,9 @@
  *
  * TLS: pass `tls.ca` to pin the server's CA (only certificates it issued are trusted), and
  * `tls.cert` / `tls.key` for a client certificate (mTLS).
+ *
+ * Every reply is read into memory up to `maxResponseBytes` (default 65 MiB); a longer one is cut
+ * off unread and refused as PAYLOAD_TOO_LARGE (not retryable: the same request gets the same reply).
  */
 import { LeaseholdError } from '@leasehold/protocol';
 import { Agent, request } from 'undici';
@@ -29,7 +32,15 @@ export interface JsonHttpOptions {
   readonly tls?: TlsClientOptions;
   /** Who answers, for error messages (`sink`, `coordinator`). */
   readonly peer: string;
+  /** Longest reply body read. Default {@link DEFAULT_MAX_RESPONSE_BYTES}. */
+  readonly maxResponseBytes?: number;
 }
+
+/**
+ * 65 MiB: the sink's largest page or result (its body limit is at most 64 MiB, a page at most its
+ * READ_PAGE_MAX_BYTES, itself at most 64 MiB) plus room for the envelope.
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES = 65 * 1024 * 1024;
 
 export interface JsonReply {
   readonly status: number;
@@ -89,10 +100,30 @@ export class JsonHttp {
     } catch (err) {
       throw unavailable(`${what}: ${describe(err, timeoutMs)}`, err);
     }
+    const maxBytes = this.#o.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+    const tooLarge = () =>
+      new LeaseholdError('PAYLOAD_TOO_LARGE', `${what}: reply larger than ${maxBytes} bytes`, { retryable: false });
+    const declared = Number(res.headers['content-length'] ?? Number.NaN);
+    if (declared > maxBytes) {
+      res.body.destroy();
+      throw tooLarge();
+    }
     let text: string;
     try {
-      text = await res.body.text();
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      for await (const chunk of res.body) {
+        const buffer = chunk as Buffer;
+        bytes += buffer.length;
+        if (bytes > maxBytes) {
+          res.body.destroy();
+          throw tooLarge();
+        }
+        chunks.push(buffer);
+      }
+      text = Buffer.concat(chunks, bytes).toString('utf8');
     } catch (err) {
+      if (err instanceof LeaseholdError) throw err;
       throw unavailable(`${what}: response failed: ${describe(err, timeoutMs)}`, err);
     }
     let body: unknown;

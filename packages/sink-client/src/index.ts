@@ -9,7 +9,9 @@ export type {
   WriteArgs,
   ClientStoredResult,
   ClientResourceView,
+  ClientResourcePage,
+  ResourcePageOptions,
   SinkHealth,
 } from './sink-client.js';
-export { JsonHttp } from './http-json.js';
+export { DEFAULT_MAX_RESPONSE_BYTES, JsonHttp } from './http-json.js';
 export type { JsonHttpOptions, JsonReply, JsonRequest, TlsClientOptions } from './http-json.js';

@@ -5,6 +5,9 @@
  *   `{ ok: false, code, fence }`. Tokens and fences are bigints.
  * - Transport failures and 5xx throw LeaseholdError('UNAVAILABLE' / 'SHUTTING_DOWN', retryable).
  * - Other refusals (400, 401, 403, 413, 404 on a route) throw LeaseholdError with the body's code.
+ * - Reads are paged and bounded: `resourcePage` (one page, at most 1000 results within the sink's
+ *   page byte budget), `resourcePages` (an async iterator over every page), `getFence` (no
+ *   results at all); every reply is read up to `maxResponseBytes`.
  *
  * Tracing (`@opentelemetry/api`; no-ops unless the process registered an SDK): a write is a
  * `leasehold.sink.write` client span, an advance a `leasehold.fence.advance` one, children of the
@@ -45,6 +48,8 @@ export interface SinkClientOptions {
   readonly maxSockets?: number;
   /** For an `https://` sink: the CA to pin, and a client certificate for mTLS. */
   readonly tls?: TlsClientOptions;
+  /** Longest reply read (a longer one is PAYLOAD_TOO_LARGE). Default 65 MiB: any page or result a sink sends. */
+  readonly maxResponseBytes?: number;
 }
 
 export type AdvanceResult =
@@ -84,12 +89,30 @@ export interface ClientResourceView {
   readonly results: readonly ClientStoredResult[];
 }
 
+/** One page of a resource's results (`GET /v1/resources/:resource?after=&limit=`). */
+export interface ClientResourcePage extends ClientResourceView {
+  /** Pass as `after` to continue after this page (the request's `after` when it is empty). */
+  readonly next: string;
+  /** More results existed after `next` when the page was read. */
+  readonly hasMore: boolean;
+}
+
+export interface ResourcePageOptions {
+  /** A previous page's `next` (default "0": from the first result). */
+  readonly after?: string;
+  /** At most this many results, 0..1000 (default 1000; 0 = the fence alone). */
+  readonly limit?: number;
+}
+
 export interface SinkHealth {
   readonly live: boolean;
   readonly ready: boolean;
 }
 
 const WRITE_REFUSALS = new Set(['STALE_TOKEN', 'FENCE_CONFLICT', 'RESULT_CONFLICT']);
+
+/** A page as new sinks send it; a sink from before paging sends no `next` / `hasMore` (all results). */
+const ResourcePageReplySchema = ResourceViewSchema.partial({ next: true, hasMore: true });
 
 const tracer = trace.getTracer('@leasehold/sink-client');
 
@@ -110,6 +133,7 @@ export class SinkClient {
       connections: options.maxSockets ?? 16,
       peer: 'sink',
       ...(options.tls === undefined ? {} : { tls: options.tls }),
+      ...(options.maxResponseBytes === undefined ? {} : { maxResponseBytes: options.maxResponseBytes }),
     });
     this.#key = options.key;
   }
@@ -199,10 +223,58 @@ export class SinkClient {
     }
   }
 
+  /**
+   * One page of a resource's results, in the order they were stored, with the fence as of this
+   * page. A sink from before paging answers with every result and no cursor: that is one last page.
+   */
+  async resourcePage(resource: string, options: ResourcePageOptions = {}): Promise<ClientResourcePage> {
+    const query = new URLSearchParams();
+    if (options.after !== undefined) query.set('after', options.after);
+    if (options.limit !== undefined) query.set('limit', String(options.limit));
+    const search = query.toString();
+    const reply = await this.#get(`${sinkResourcePath(resource)}${search === '' ? '' : `?${search}`}`);
+    const body = this.#expect(reply, ResourcePageReplySchema);
+    return {
+      resource: body.resource,
+      fence: parseFence(body.fence),
+      results: body.results.map(toClientResult),
+      next: body.next ?? options.after ?? '0',
+      hasMore: body.hasMore ?? false,
+    };
+  }
+
+  /**
+   * Every page of a resource's results, from `options.after` (default the first) to the last,
+   * fetched one at a time as the loop asks: results stored during the walk come in later pages,
+   * each result exactly once.
+   */
+  async *resourcePages(resource: string, options: ResourcePageOptions = {}): AsyncGenerator<ClientResourcePage> {
+    let page = await this.resourcePage(resource, options);
+    yield page;
+    while (page.hasMore) {
+      page = await this.resourcePage(resource, { ...options, after: page.next });
+      yield page;
+    }
+  }
+
+  /** The fence of a resource (0n if never advanced), without reading any result. */
+  async getFence(resource: string): Promise<bigint> {
+    return (await this.resourcePage(resource, { limit: 0 })).fence;
+  }
+
+  /**
+   * Every result of a resource in one array, and the fence of the last page: a walk over
+   * {@link resourcePages}, so it holds all of them in memory. Kept for callers from before paging;
+   * prefer `resourcePages`, `getFence` or `getResult`.
+   */
   async getResource(resource: string): Promise<ClientResourceView> {
-    const reply = await this.#get(sinkResourcePath(resource));
-    const body = this.#expect(reply, ResourceViewSchema);
-    return { resource: body.resource, fence: parseFence(body.fence), results: body.results.map(toClientResult) };
+    const results: ClientStoredResult[] = [];
+    let fence = 0n;
+    for await (const page of this.resourcePages(resource)) {
+      results.push(...page.results);
+      fence = page.fence;
+    }
+    return { resource, fence, results };
   }
 
   /** The stored result, or undefined if there is none. */

@@ -19,7 +19,7 @@ function problemsOf(env: Record<string, string>, argv: string[] = []): readonly 
 }
 
 describe('loadConfig', () => {
-  it('applies defaults: loopback, FULL durability, a 1 MiB body limit', () => {
+  it('applies defaults: loopback, FULL durability, a 1 MiB body limit, 4 MiB read pages', () => {
     const config = loadConfig(ENV, []);
     expect(config).toMatchObject({
       host: '127.0.0.1',
@@ -29,6 +29,7 @@ describe('loadConfig', () => {
       synchronous: 'FULL',
       decisionRetention: 1_000_000,
       bodyLimitBytes: 1_048_576,
+      readPageMaxBytes: 4_194_304,
       logLevel: 'info',
       coordinatorKeys: ['coordinator-key-aaaaaaaa', 'coordinator-key-bbbbbbbb'],
       readKeys: [],
@@ -68,6 +69,7 @@ describe('loadConfig', () => {
         LEASEHOLD_SINK_PORT: '70000',
         LEASEHOLD_SINK_SYNCHRONOUS: 'OFF',
         LEASEHOLD_SINK_BODY_LIMIT_BYTES: '12abc',
+        LEASEHOLD_SINK_READ_PAGE_MAX_BYTES: '1000',
         LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'no-colon',
       },
       ['--decision-retention', '-5', '--bogus', '--log-level'],
@@ -79,6 +81,7 @@ describe('loadConfig', () => {
     expect(text).toMatch(/LEASEHOLD_SINK_PORT: .*65535/);
     expect(text).toContain('LEASEHOLD_SINK_SYNCHRONOUS');
     expect(text).toContain('LEASEHOLD_SINK_BODY_LIMIT_BYTES: must be a non-negative decimal integer');
+    expect(text).toMatch(/LEASEHOLD_SINK_READ_PAGE_MAX_BYTES: .*65536/);
     expect(text).toContain('LEASEHOLD_SINK_COORDINATOR_KEYS: is required');
     expect(text).toContain('LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: capability public keys must look like id:key');
     expect(problems.length).toBeGreaterThanOrEqual(6);

@@ -53,6 +53,8 @@ export interface SinkConfig {
   /** Keep at least this many newest decision-log entries; 0 keeps all. */
   readonly decisionRetention: number;
   readonly bodyLimitBytes: number;
+  /** Byte budget of one read page (`GET /v1/resources/:resource`, `/v1/decisions`); one larger result comes alone. */
+  readonly readPageMaxBytes: number;
   /** Deepest JSON nesting accepted in a body. */
   readonly maxJsonDepth: number;
   readonly maxBatchOps: number;
@@ -113,6 +115,11 @@ export const OPTIONS: OptionTable = Object.freeze({
   'store-thread': { env: 'STORE_THREAD', help: 'true|false: SQLite in a worker thread', default: 'true' },
   'decision-retention': { env: 'DECISION_RETENTION', help: 'newest decisions kept, 0 = all', default: '1000000' },
   'body-limit-bytes': { env: 'BODY_LIMIT_BYTES', help: 'largest request body', default: '1048576' },
+  'read-page-max-bytes': {
+    env: 'READ_PAGE_MAX_BYTES',
+    help: "largest page of a read (a resource's results, decisions); a bigger single result comes alone",
+    default: '4194304',
+  },
   'max-json-depth': { env: 'MAX_JSON_DEPTH', help: 'deepest JSON nesting accepted in a body', default: '64' },
   'max-batch-ops': { env: 'MAX_BATCH_OPS', help: 'ops per group commit', default: '2000' },
   'shutdown-timeout-ms': { env: 'SHUTDOWN_TIMEOUT_MS', help: 'time to drain on SIGTERM', default: '10000' },
@@ -220,6 +227,7 @@ const RawSchema = z
     STORE_THREAD: z.enum(['true', 'false']).transform((v) => v === 'true'),
     DECISION_RETENTION: int(0, Number.MAX_SAFE_INTEGER),
     BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024),
+    READ_PAGE_MAX_BYTES: int(64 * 1024, 64 * 1024 * 1024),
     MAX_JSON_DEPTH: int(2, 1_000),
     MAX_BATCH_OPS: int(1, 100_000),
     SHUTDOWN_TIMEOUT_MS: int(100, 600_000),
@@ -334,6 +342,7 @@ export function loadConfig(
     storeThread: c.STORE_THREAD,
     decisionRetention: c.DECISION_RETENTION,
     bodyLimitBytes: c.BODY_LIMIT_BYTES,
+    readPageMaxBytes: c.READ_PAGE_MAX_BYTES,
     maxJsonDepth: c.MAX_JSON_DEPTH,
     maxBatchOps: c.MAX_BATCH_OPS,
     shutdownTimeoutMs: c.SHUTDOWN_TIMEOUT_MS,

@@ -28,7 +28,14 @@ export type {
   BatchPlan,
 } from './core/ops.js';
 
-export type { FenceStore, StoredResultRow, DecisionRow, DecisionPageRows, ResourceRows } from './store/port.js';
+export type {
+  FenceStore,
+  StoredResultRow,
+  DecisionRow,
+  DecisionPageRows,
+  ResourcePageRows,
+  ResultPageQuery,
+} from './store/port.js';
 export { SqliteFenceStore } from './store/sqlite-store.js';
 export { ThreadedSqliteStore } from './store/threaded-sqlite-store.js';
 export type { SqliteStoreOptions } from './store/sqlite-store.js';
@@ -36,8 +43,8 @@ export { PostgresFenceStore } from './store/postgres-store.js';
 export type { PostgresStoreOptions } from './store/postgres-store.js';
 export { SCHEMA_VERSION, APPLICATION_ID } from './store/migrations.js';
 
-export { FencedService } from './service/fenced-service.js';
-export type { AdvanceInput, WriteInput, FencedServiceOptions } from './service/fenced-service.js';
+export { FencedService, DEFAULT_READ_PAGE_MAX_BYTES } from './service/fenced-service.js';
+export type { AdvanceInput, WriteInput, FencedServiceOptions, ResourcePageInput } from './service/fenced-service.js';
 export { createMetrics } from './metrics.js';
 export type { SinkMetrics, MetricsOptions } from './metrics.js';
 export { buildHttpApp } from './http/app.js';

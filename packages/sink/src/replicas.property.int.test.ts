@@ -230,9 +230,11 @@ async function check(open: () => Promise<Replicas>, waves: Op[][]): Promise<void
     expect(regressions).toEqual([]);
     // 6. final state
     for (const r of RESOURCES) {
-      const view = await replicas.reader.resourceOf(r);
+      const view = await replicas.reader.resourcePage(r, { after: 0n, limit: 1000, maxBytes: 1 << 22 });
       expect(view.fence).toBe(model.fenceOf(r));
-      expect(view.results.map((x) => [x.resultId, x.payload])).toEqual(
+      // In stored order; the model keeps them by id.
+      const byId = [...view.results].sort((a, b) => RESULT_IDS.indexOf(a.resultId) - RESULT_IDS.indexOf(b.resultId));
+      expect(byId.map((x) => [x.resultId, x.payload])).toEqual(
         RESULT_IDS.flatMap((id) => {
           const stored = model.resultOf(r, id);
           return stored === undefined ? [] : [[id, stored.payload]];

@@ -2,10 +2,11 @@
  * The typed client against a real listening sink: the fence contract over HTTP, refusals as data,
  * other errors as coded LeaseholdErrors, transport failures and timeouts as retryable UNAVAILABLE.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { JsonValue } from '@leasehold/protocol';
 import { LeaseholdError } from './errors.js';
 import { createSink, type Sink } from './sink.js';
 import { describeFenceContract } from './testing/contract.js';
@@ -13,9 +14,11 @@ import { COORDINATOR_KEY, INCARNATION, READ_KEY, tempDir, testOptions, type Temp
 import { clientTarget } from './testing/targets.js';
 import { SinkClient } from '@leasehold/sink-client';
 
-async function listeningSink(): Promise<{ sink: Sink; url: string; dir: TempDir }> {
+async function listeningSink(
+  overrides: Parameters<typeof testOptions>[1] = {},
+): Promise<{ sink: Sink; url: string; dir: TempDir }> {
   const dir = tempDir();
-  const sink = await createSink(testOptions(dir.file('sink.db')), {
+  const sink = await createSink(testOptions(dir.file('sink.db'), overrides), {
     logger: pino({ level: 'silent' }),
     processMetrics: false,
   });
@@ -23,8 +26,8 @@ async function listeningSink(): Promise<{ sink: Sink; url: string; dir: TempDir 
   return { sink, url: `http://127.0.0.1:${sink.address.port}`, dir };
 }
 
-describeFenceContract('HTTP client against a listening sink', async () => {
-  const { sink, url, dir } = await listeningSink();
+describeFenceContract('HTTP client against a listening sink', async (options) => {
+  const { sink, url, dir } = await listeningSink(options);
   const client = new SinkClient({ url, key: COORDINATOR_KEY, maxSockets: 32 });
   return clientTarget(client, async () => {
     void client.close();
@@ -75,6 +78,145 @@ describe('SinkClient errors', () => {
     const err = await client.advance('r', 1n).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LeaseholdError);
     expect(err).toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+    void client.close();
+  });
+});
+
+describe('SinkClient pages', () => {
+  let sink: Sink;
+  let url: string;
+  let dir: TempDir;
+  beforeEach(async () => {
+    ({ sink, url, dir } = await listeningSink());
+  });
+  afterEach(async () => {
+    await sink.close();
+    dir.remove();
+  });
+
+  async function store(resource: string, token: bigint, count: number, payload: (i: number) => JsonValue = (i) => i) {
+    expect((await sink.service.advance({ resource, token })).ok).toBe(true);
+    await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        sink.service.write({
+          resource,
+          token,
+          resultId: `r-${String(i).padStart(4, '0')}`,
+          workerId: 'w',
+          payload: payload(i),
+        }),
+      ),
+    );
+  }
+
+  it('resourcePages iterates every page lazily, results landing during the walk included; getResource walks them all', async () => {
+    await store('it/r', 2n, 25);
+    const client = new SinkClient({ url, key: READ_KEY });
+    const pages: number[] = [];
+    const ids: string[] = [];
+    for await (const page of client.resourcePages('it/r', { limit: 10 })) {
+      pages.push(page.results.length);
+      ids.push(...page.results.map((r) => r.resultId));
+      expect(page.fence).toBe(2n);
+      // A result stored while the walk is on its first page is in a later one.
+      if (pages.length === 1)
+        await sink.service.write({ resource: 'it/r', token: 2n, resultId: 'late', workerId: 'w', payload: 0 });
+    }
+    expect(pages).toEqual([10, 10, 6]);
+    expect(ids.at(-1)).toBe('late');
+    expect(new Set(ids).size).toBe(26);
+    const whole = await client.getResource('it/r');
+    expect(whole.results.map((r) => r.resultId)).toEqual(ids);
+    expect(whole.fence).toBe(2n);
+    // Resuming from a cursor.
+    const second = await client.resourcePage('it/r', { limit: 10 });
+    expect((await client.resourcePage('it/r', { after: second.next, limit: 1 })).results[0]?.resultId).toBe('r-0010');
+    void client.close();
+  });
+
+  it('getFence reads the fence and no result', async () => {
+    await store('f/r', 9n, 3, () => 'x'.repeat(30_000));
+    const client = new SinkClient({ url, key: READ_KEY, maxResponseBytes: 2048 });
+    expect(await client.getFence('f/r')).toBe(9n);
+    expect(await client.getFence('f/never')).toBe(0n);
+    // The same small reply limit refuses a page of results: getFence read none of them.
+    await expect(client.resourcePage('f/r')).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE', retryable: false });
+    void client.close();
+  });
+
+  it('a bad cursor or limit is INVALID_MESSAGE from the sink', async () => {
+    const client = new SinkClient({ url, key: READ_KEY });
+    await expect(client.resourcePage('r', { after: 'x' })).rejects.toMatchObject({ code: 'INVALID_MESSAGE' });
+    await expect(client.resourcePage('r', { limit: 1001 })).rejects.toMatchObject({ code: 'INVALID_MESSAGE' });
+    void client.close();
+  });
+});
+
+describe('SinkClient against other servers', () => {
+  let server: Server;
+  let url: string;
+  let reply: (res: ServerResponse) => void;
+  beforeEach(async () => {
+    server = createServer((_req, res) => {
+      reply(res);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterEach(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const result = (i: number) => ({
+    resource: 'r',
+    resultId: `x${i}`,
+    token: '1',
+    workerId: 'w',
+    payload: i,
+    writtenAtMs: 1,
+  });
+
+  it('a sink from before paging (every result, no cursor) is one last page', async () => {
+    reply = (res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ resource: 'r', fence: '4', results: [result(1), result(2)] }));
+    };
+    const client = new SinkClient({ url, key: COORDINATOR_KEY });
+    expect(await client.resourcePage('r')).toMatchObject({ fence: 4n, next: '0', hasMore: false });
+    expect((await client.getResource('r')).results.map((r) => r.resultId)).toEqual(['x1', 'x2']);
+    expect(await client.getFence('r')).toBe(4n);
+    void client.close();
+  });
+
+  it('a reply over maxResponseBytes is PAYLOAD_TOO_LARGE, with or without a content-length', async () => {
+    const body = JSON.stringify({ resource: 'r', fence: '4', results: [result(1)], next: '1', hasMore: false });
+    let written = 0;
+    for (const chunked of [false, true]) {
+      reply = (res) => {
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          ...(chunked ? {} : { 'content-length': body.length * 1000 }),
+        });
+        // A long reply: the client must stop reading it.
+        const pump = () => {
+          while (written < 1000 && res.write(body)) written++;
+          if (written < 1000 && !res.destroyed) res.once('drain', pump);
+          else res.end();
+        };
+        written = 0;
+        pump();
+      };
+      const client = new SinkClient({ url, key: COORDINATOR_KEY, maxResponseBytes: 4096 });
+      await expect(client.resourcePage('r')).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE', retryable: false });
+      void client.close();
+    }
+    const client = new SinkClient({ url, key: COORDINATOR_KEY, maxResponseBytes: body.length * 1000 });
+    reply = (res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(body);
+    };
+    expect((await client.resourcePage('r')).results).toHaveLength(1);
     void client.close();
   });
 });

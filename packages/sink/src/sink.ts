@@ -83,6 +83,7 @@ export type SinkOptions = Pick<
       | 'eventsMaxClients'
       | 'eventsMaxBufferedBytes'
       | 'eventsRefusalsPerSecond'
+      | 'readPageMaxBytes'
     >
   >;
 
@@ -144,6 +145,7 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     logger: root.child({ component: 'sink.service' }),
     metrics,
     maxBatchOps: config.maxBatchOps,
+    readPageMaxBytes: config.readPageMaxBytes,
   });
   const feed = new DecisionFeed({
     source: service,

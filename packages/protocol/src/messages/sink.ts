@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { IncarnationSchema, ResourceIdSchema, ResultIdSchema, WorkerIdSchema } from '../ids.js';
-import { FenceSchema, TokenSchema } from '../token.js';
+import { FENCE_PATTERN, FenceSchema, TokenSchema } from '../token.js';
 import { JsonValueSchema } from './common.js';
 
 /** POST /v1/fences/advance (coordinator key). Advance only grows the fence; the same token again is a no-op success. */
@@ -74,11 +74,50 @@ export const StoredResultSchema = z.object({
 });
 export type StoredResult = z.infer<typeof StoredResultSchema>;
 
-/** GET /v1/resources/:resource */
+/** Most results one page of `GET /v1/resources/:resource` holds (and the default `limit`). */
+export const RESOURCE_PAGE_MAX_RESULTS = 1000;
+
+/**
+ * Cursor of a resource's results: the decimal position of a result in the resource's append order
+ * (`"0"` = before the first). Results are append-only and never move, so a cursor stays valid
+ * however many results land after it. Treat it as opaque: pass back what `next` gave you.
+ */
+export const ResultCursorSchema = z
+  .string()
+  .regex(new RegExp(FENCE_PATTERN), 'must be a cursor from a previous page ("next"), or "0"')
+  .describe('Position in a resource\'s results: pass a page\'s `next` as `after` to continue; "0" = from the start.');
+
+/**
+ * The query of `GET /v1/resources/:resource` (strict: another parameter is 400 INVALID_MESSAGE).
+ * `after`: results after this cursor (default "0": from the first); `limit`: at most this many
+ * results, 0..1000 (default 1000; 0 = only the fence and whether results exist).
+ */
+export const ResourcePageQuerySchema = z.strictObject({
+  after: ResultCursorSchema.default('0'),
+  limit: z
+    .string()
+    .regex(/^(0|[1-9][0-9]{0,3})$/, 'must be a decimal integer 0..1000')
+    .transform(Number)
+    .pipe(z.number().int().min(0).max(RESOURCE_PAGE_MAX_RESULTS))
+    .default(RESOURCE_PAGE_MAX_RESULTS),
+});
+export type ResourcePageQuery = z.infer<typeof ResourcePageQuerySchema>;
+
+/**
+ * GET /v1/resources/:resource[?after=CURSOR&limit=N]: one page of a resource's results, in the
+ * order they were stored, with the fence as of this page. A page holds at most `limit` results and
+ * stays within the sink's page byte budget (`READ_PAGE_MAX_BYTES`): large results make it shorter,
+ * and a single result larger than the budget comes alone. A request without a query is the first
+ * page (old clients see at most 1000 results and may ignore `next`).
+ */
 export const ResourceViewSchema = z.object({
   resource: ResourceIdSchema,
   fence: FenceSchema,
   results: z.array(StoredResultSchema),
+  /** Pass as `after` for the results stored after this page's last one (the request's `after` when the page is empty). */
+  next: ResultCursorSchema,
+  /** True when more results existed after `next` as this page was read. */
+  hasMore: z.boolean(),
 });
 export type ResourceView = z.infer<typeof ResourceViewSchema>;
 

@@ -317,6 +317,34 @@ const cases: Case[] = [
     status: 400,
     code: 'INVALID_MESSAGE',
   },
+  ...['abc', '-1', '01', '1.5', '', '9223372036854775808', '0x10'].map((after): Case => ({
+    name: `resource page after=${JSON.stringify(after)}`,
+    url: `/v1/resources/res?after=${encodeURIComponent(after)}`,
+    headers: AUTH,
+    status: 400,
+    code: 'INVALID_MESSAGE',
+  })),
+  ...['-1', '1001', '1.5', 'abc', '', '0010'].map((limit): Case => ({
+    name: `resource page limit=${JSON.stringify(limit)}`,
+    url: `/v1/resources/res?limit=${encodeURIComponent(limit)}`,
+    headers: AUTH,
+    status: 400,
+    code: 'INVALID_MESSAGE',
+  })),
+  {
+    name: 'resource page unknown parameter',
+    url: '/v1/resources/res?cursor=1',
+    headers: AUTH,
+    status: 400,
+    code: 'INVALID_MESSAGE',
+  },
+  {
+    name: 'resource page repeated parameter',
+    url: '/v1/resources/res?after=0&after=1',
+    headers: AUTH,
+    status: 400,
+    code: 'INVALID_MESSAGE',
+  },
   // Too large.
   {
     name: 'write body over the limit',

@@ -61,7 +61,7 @@ describe('HTTP auth, health and metrics', () => {
     expect(refused.json()).toMatchObject({ code: 'FORBIDDEN' });
     const read = await sink.app.inject({ url: '/v1/resources/r', headers: bearer(READ_KEY) });
     expect(read.statusCode).toBe(200);
-    expect(read.json()).toEqual({ resource: 'r', fence: '0', results: [] });
+    expect(read.json()).toEqual({ resource: 'r', fence: '0', results: [], next: '0', hasMore: false });
     expect((await sink.app.inject({ url: '/v1/decisions', headers: bearer(READ_KEY) })).statusCode).toBe(200);
   });
 
@@ -158,5 +158,106 @@ describe('HTTP auth, health and metrics', () => {
     }
     await closing;
     await expect(sink.service.advance({ resource: 'r', token: 1n })).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
+  });
+});
+
+describe('reads bounded by count and bytes', () => {
+  const auth = bearer(COORDINATOR_KEY);
+
+  async function writeMany(
+    s: Sink,
+    resource: string,
+    token: bigint,
+    items: readonly { id: string; payload: unknown }[],
+  ) {
+    const advance = await s.app.inject({
+      method: 'POST',
+      url: '/v1/fences/advance',
+      payload: { resource, token: String(token) },
+      headers: auth,
+    });
+    expect(advance.statusCode).toBe(200);
+    for (let at = 0; at < items.length; at += 200) {
+      const replies = await Promise.all(
+        items.slice(at, at + 200).map((item) =>
+          s.app.inject({
+            method: 'POST',
+            url: '/v1/writes',
+            payload: {
+              resource,
+              token: String(token),
+              resultId: item.id,
+              workerId: 'w',
+              incarnation: INCARNATION,
+              capability: sign(resource, token, 'w'),
+              payload: item.payload as never,
+            },
+          }),
+        ),
+      );
+      expect(replies.filter((r) => r.statusCode !== 200).map((r) => r.body)).toEqual([]);
+    }
+  }
+
+  it('1009 results of 8 KiB (8 MB) come in pages of at most 1000 results and 4 MiB, each result once', async () => {
+    const { sink, cleanup } = await openInjectSink();
+    try {
+      const items = Array.from({ length: 1009 }, (_, i) => ({
+        id: `task:${i}`,
+        payload: { n: i, pad: 'p'.repeat(8000) },
+      }));
+      await writeMany(sink, 'big/r', 3n, items);
+      const seen: string[] = [];
+      const sizes: number[] = [];
+      let query = '';
+      for (;;) {
+        const res = await sink.app.inject({ url: `/v1/resources/big%2Fr${query}`, headers: auth });
+        expect(res.statusCode).toBe(200);
+        const page = res.json<{ fence: string; results: { resultId: string }[]; next: string; hasMore: boolean }>();
+        expect(page.fence).toBe('3');
+        expect(page.results.length).toBeLessThanOrEqual(1000);
+        sizes.push(res.rawPayload.length);
+        seen.push(...page.results.map((r) => r.resultId));
+        if (!page.hasMore) break;
+        query = `?after=${page.next}`;
+      }
+      expect(sizes.length).toBeGreaterThanOrEqual(2);
+      for (const size of sizes) expect(size).toBeLessThanOrEqual(4 * 1024 * 1024);
+      expect(seen).toEqual(items.map((i) => i.id));
+    } finally {
+      await cleanup();
+    }
+  }, 60_000);
+
+  it('decision pages stay within the page budget too; a walk still returns every decision once', async () => {
+    const budget = 64 * 1024;
+    const { sink, cleanup } = await openInjectSink({ readPageMaxBytes: budget });
+    try {
+      // Long ids: ~750 bytes a decision, so 1000 of them would be ~750 kB.
+      const resource = `r/${'a'.repeat(190)}`;
+      const items = Array.from({ length: 300 }, (_, i) => ({
+        id: `${String(i).padStart(4, '0')}-${'b'.repeat(190)}`,
+        payload: i,
+      }));
+      await writeMany(sink, resource, 1n, items);
+      const seqs: number[] = [];
+      let after = 0;
+      let pages = 0;
+      for (;;) {
+        const res = await sink.app.inject({ url: `/v1/decisions?after=${after}&limit=1000`, headers: auth });
+        expect(res.statusCode).toBe(200);
+        const page = res.json<{ decisions: { seq: number }[]; next: number }>();
+        if (page.decisions.length === 0) break;
+        pages++;
+        expect(res.rawPayload.length).toBeLessThanOrEqual(budget);
+        seqs.push(...page.decisions.map((d) => d.seq));
+        expect(page.next).toBe(page.decisions.at(-1)?.seq);
+        after = page.next;
+      }
+      expect(pages).toBeGreaterThanOrEqual(3);
+      expect(seqs).toEqual(Array.from({ length: 301 }, (_, i) => i + 1));
+    } finally {
+      await cleanup();
+    }
   });
 });

@@ -1,12 +1,19 @@
 /**
- * Reads (coordinator key or read-only key):
- *   GET /v1/resources/:resource                    -> 200 ResourceView (fence "0" and no results if never seen)
+ * Reads (coordinator key or read-only key), each answer bounded by count and by bytes:
+ *   GET /v1/resources/:resource[?after=CURSOR&limit=N]
+ *        -> 200 ResourceView: one page of results in stored order, with the fence and `next`
+ *           (after default "0", limit 0..1000, default 1000; at most READ_PAGE_MAX_BYTES, a single
+ *           larger result alone); fence "0" and no results if never seen
  *   GET /v1/resources/:resource/results/:resultId  -> 200 StoredResult | 404 NOT_FOUND
- *   GET /v1/decisions?after=SEQ&limit=N            -> 200 DecisionPage (after default 0, limit 1..1000, default 100)
- * Resource and result ids may contain `/`: clients percent-encode them as one path segment.
+ *        (one result: at most the body limit it was written under, plus its ids)
+ *   GET /v1/decisions?after=SEQ&limit=N
+ *        -> 200 DecisionPage (after default 0, limit 1..1000, default 100; within READ_PAGE_MAX_BYTES)
+ * Resource and result ids may contain `/`: clients percent-encode them as one path segment. A bad
+ * query (unknown parameter, malformed cursor, limit out of range) is 400 INVALID_MESSAGE.
  */
 import {
   ResourceIdSchema,
+  ResourcePageQuerySchema,
   ResultIdSchema,
   formatToken,
   type Decision,
@@ -47,13 +54,20 @@ export function registerReadRoutes(app: FastifyInstance, options: ReadRoutesOpti
   const { service } = options;
 
   app.get('/v1/resources/:resource', reader, async (request, reply) => {
-    const parsed = ResourceParamsSchema.safeParse(request.params);
-    if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
-    const rows = await service.resource(parsed.data.resource);
+    const params = ResourceParamsSchema.safeParse(request.params);
+    if (!params.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(params.error));
+    const query = ResourcePageQuerySchema.safeParse(request.query);
+    if (!query.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(query.error));
+    const page = await service.resourcePage(params.data.resource, {
+      after: BigInt(query.data.after),
+      limit: query.data.limit,
+    });
     const body: ResourceView = {
-      resource: rows.resource,
-      fence: formatToken(rows.fence),
-      results: rows.results.map(toStoredResult),
+      resource: page.resource,
+      fence: formatToken(page.fence),
+      results: page.results.map(toStoredResult),
+      next: page.next.toString(),
+      hasMore: page.hasMore,
     };
     return reply.send(body);
   });
@@ -69,7 +83,7 @@ export function registerReadRoutes(app: FastifyInstance, options: ReadRoutesOpti
   app.get('/v1/decisions', reader, async (request, reply) => {
     const parsed = DecisionsQuerySchema.safeParse(request.query);
     if (!parsed.success) return sendError(reply, 'INVALID_MESSAGE', describeIssues(parsed.error));
-    const page = await service.decisions(parsed.data.after, parsed.data.limit);
+    const page = await service.decisionPage(parsed.data.after, parsed.data.limit);
     const body: DecisionPage = {
       decisions: page.decisions.map(toDecision),
       next: page.next,

@@ -6,12 +6,24 @@
  * Authentication is the caller's job: the HTTP layer checks the coordinator key for advances and
  * the capability for writes before calling in. An embedder is trusted like the coordinator.
  */
-import { canonicalJson, type AdvanceDecision, type JsonValue, type WriteDecision } from '@leasehold/protocol';
+import {
+  canonicalJson,
+  RESOURCE_PAGE_MAX_RESULTS,
+  type AdvanceDecision,
+  type JsonValue,
+  type WriteDecision,
+} from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { FenceOp, OpDecision } from '../core/ops.js';
 import { LeaseholdError } from '../errors.js';
 import type { SinkMetrics } from '../metrics.js';
-import type { DecisionPageRows, FenceStore, ResourceRows, StoredResultRow } from '../store/port.js';
+import {
+  DECISION_PAGE_ENVELOPE_BYTES,
+  RESULT_PAGE_ENVELOPE_BYTES,
+  decisionJsonBytes,
+  pageLength,
+} from '../core/page.js';
+import type { DecisionPageRows, FenceStore, ResourcePageRows, StoredResultRow } from '../store/port.js';
 import { GroupCommitter } from './group-committer.js';
 
 export interface AdvanceInput {
@@ -34,6 +46,21 @@ export interface FencedServiceOptions {
   readonly logger: Logger;
   readonly metrics?: SinkMetrics | undefined;
   readonly maxBatchOps?: number | undefined;
+  /**
+   * Byte budget of one read page (a resource's results, the decision log), envelope included;
+   * a single entry larger than it still comes alone. Default {@link DEFAULT_READ_PAGE_MAX_BYTES}.
+   */
+  readonly readPageMaxBytes?: number | undefined;
+}
+
+/** 4 MiB: four results of the default 1 MiB body limit per page, and at most that buffered per read. */
+export const DEFAULT_READ_PAGE_MAX_BYTES = 4 * 1024 * 1024;
+
+export interface ResourcePageInput {
+  /** Results after this cursor (a previous page's `next`); 0n or absent: from the first. */
+  readonly after?: bigint | undefined;
+  /** At most this many results, 0..1000 (default 1000). */
+  readonly limit?: number | undefined;
 }
 
 export class FencedService {
@@ -42,9 +69,11 @@ export class FencedService {
   readonly #metrics: SinkMetrics | undefined;
   readonly #log: Logger;
   readonly #commitListeners = new Set<() => void>();
+  readonly #pageMaxBytes: number;
 
   constructor(options: FencedServiceOptions) {
     this.store = options.store;
+    this.#pageMaxBytes = options.readPageMaxBytes ?? DEFAULT_READ_PAGE_MAX_BYTES;
     this.#metrics = options.metrics;
     this.#log = options.logger;
     this.#committer = new GroupCommitter({
@@ -126,16 +155,47 @@ export class FencedService {
     return decision;
   }
 
-  resource(resource: string): Promise<ResourceRows> {
-    return this.store.resourceOf(resource);
+  /**
+   * One page of a resource's results in the order they were stored, with the fence: at most
+   * `limit` results within the read page budget (shorter when results are large; one larger than
+   * the budget comes alone). Walk with `after = page.next` while `page.hasMore`.
+   */
+  resourcePage(resource: string, input: ResourcePageInput = {}): Promise<ResourcePageRows> {
+    const limit = input.limit ?? RESOURCE_PAGE_MAX_RESULTS;
+    if (!Number.isInteger(limit) || limit < 0 || limit > RESOURCE_PAGE_MAX_RESULTS) {
+      throw new LeaseholdError('INVALID_MESSAGE', `limit must be 0..${RESOURCE_PAGE_MAX_RESULTS}`);
+    }
+    const after = input.after ?? 0n;
+    if (after < 0n) throw new LeaseholdError('INVALID_MESSAGE', 'after must be a cursor from a previous page, or 0');
+    return this.store.resourcePage(resource, {
+      after,
+      limit,
+      maxBytes: Math.max(0, this.#pageMaxBytes - RESULT_PAGE_ENVELOPE_BYTES),
+    });
   }
 
   result(resource: string, resultId: string): Promise<StoredResultRow | undefined> {
     return this.store.resultOf(resource, resultId);
   }
 
+  /** Decisions with seq > `after`, oldest first, at most `limit` (the event feed's reads). */
   decisions(after: number, limit: number): Promise<DecisionPageRows> {
     return this.store.decisions(after, limit);
+  }
+
+  /**
+   * A page of the decision log for a reader (`GET /v1/decisions`): like {@link decisions}, and
+   * within the read page budget too (shorter if entries with long ids would pass it).
+   */
+  async decisionPage(after: number, limit: number): Promise<DecisionPageRows> {
+    const page = await this.store.decisions(after, limit);
+    const sizes = page.decisions.map((d) =>
+      decisionJsonBytes(d.resource.length + (d.resultId?.length ?? 0) + (d.workerId?.length ?? 0)),
+    );
+    const taken = pageLength(sizes, { limit, maxBytes: this.#pageMaxBytes - DECISION_PAGE_ENVELOPE_BYTES });
+    if (taken === page.decisions.length) return page;
+    const decisions = page.decisions.slice(0, taken);
+    return { ...page, decisions, next: decisions.at(-1)?.seq ?? after };
   }
 
   lastSeq(): Promise<number> {

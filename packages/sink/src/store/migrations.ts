@@ -42,6 +42,29 @@ const MIGRATIONS: readonly string[] = [
     at_ms        INTEGER NOT NULL
   );
   `,
+  // 2: every result gets `seq`, its position in the append order: the cursor of the paged
+  // `GET /v1/resources/:resource` (src/core/page.ts). An explicit INTEGER PRIMARY KEY (the rowid
+  // alias), because VACUUM may renumber an implicit rowid; without AUTOINCREMENT because results are
+  // never deleted, so max(seq)+1 never reuses one. Existing results keep their insertion order (their
+  // old rowids). The table is rebuilt once: on a large database this migration needs as much free
+  // disk as the results take, for as long as the copy runs.
+  `
+  CREATE TABLE results_v2 (
+    seq           INTEGER PRIMARY KEY,
+    resource      TEXT NOT NULL,
+    result_id     TEXT NOT NULL,
+    token         INTEGER NOT NULL CHECK (token >= 1),
+    worker_id     TEXT NOT NULL,
+    payload       TEXT NOT NULL,
+    written_at_ms INTEGER NOT NULL
+  );
+  INSERT INTO results_v2 (seq, resource, result_id, token, worker_id, payload, written_at_ms)
+    SELECT rowid, resource, result_id, token, worker_id, payload, written_at_ms FROM results ORDER BY rowid;
+  DROP TABLE results;
+  ALTER TABLE results_v2 RENAME TO results;
+  CREATE UNIQUE INDEX results_by_id ON results (resource, result_id);
+  CREATE INDEX results_by_seq ON results (resource, seq);
+  `,
 ];
 
 /** Schema version this build writes. */

@@ -5,6 +5,7 @@
  * refused, concurrent start-up), exact int64 tokens, a deadlock retried with the exact answer,
  * retention, and fences surviving a reopen.
  */
+import { FENCE_SCHEMA_VERSION } from '@leasehold/fence-pg';
 import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -33,9 +34,9 @@ async function freshStore(options: Partial<Parameters<typeof PostgresFenceStore.
   return PostgresFenceStore.open({ url: server.url, ...options });
 }
 
-describeFenceContract('in-process service over PostgreSQL', async () => {
+describeFenceContract('in-process service over PostgreSQL', async (options) => {
   const recorded = recordBatches(await freshStore());
-  const service = new FencedService({ store: recorded.store, logger: silent });
+  const service = new FencedService({ store: recorded.store, logger: silent, ...options });
   return serviceTarget(service, {
     batchSizes: () => recorded.sizes,
     close: async () => {
@@ -45,13 +46,13 @@ describeFenceContract('in-process service over PostgreSQL', async () => {
   });
 });
 
-describeFenceContract('HTTP app (inject) over PostgreSQL', () => injectTarget(() => freshStore()));
+describeFenceContract('HTTP app (inject) over PostgreSQL', (options) => injectTarget(options, () => freshStore()));
 
-describeFenceContract('HTTP client against a listening sink over PostgreSQL', async () => {
+describeFenceContract('HTTP client against a listening sink over PostgreSQL', async (options) => {
   await server.resetSchema();
   const dir = tempDir();
   const sink = await createSink(
-    testOptions(dir.file('unused.db'), { store: 'postgres', databaseUrl: server.url, databasePoolSize: 4 }),
+    testOptions(dir.file('unused.db'), { store: 'postgres', databaseUrl: server.url, databasePoolSize: 4, ...options }),
     { logger: silent, processMetrics: false },
   );
   const client = new SinkClient({ url: `http://127.0.0.1:${sink.address?.port ?? 0}`, key: COORDINATOR_KEY });
@@ -95,7 +96,41 @@ describe('PostgresFenceStore', () => {
     const opening = PostgresFenceStore.open({ url: server.url });
     await expect(opening).rejects.toBeInstanceOf(SchemaVersionError);
     await expect(PostgresFenceStore.open({ url: server.url })).rejects.toThrow(/newer than this build supports/);
-    expect(await query<{ version: number }>('SELECT version FROM leasehold.schema_version')).toEqual([{ version: 2 }]);
+    expect(await query<{ version: number }>('SELECT version FROM leasehold.schema_version')).toEqual([
+      { version: FENCE_SCHEMA_VERSION + 1 },
+    ]);
+  });
+
+  it('migrates a version-1 schema: its results get a seq and page in one walk', async () => {
+    const store = await freshStore();
+    await store.applyBatch([{ kind: 'advance', resource: 'old/r', token: 2n }]);
+    await store.close();
+    // Back to version 1 (no seq), with results stored by an old sink.
+    await query('ALTER TABLE leasehold.results DROP COLUMN seq; UPDATE leasehold.schema_version SET version = 1');
+    await query(
+      `INSERT INTO leasehold.results (resource, result_id, token, worker_id, payload, written_at_ms)
+       SELECT 'old/r', 'r-' || i, 2, 'w', i::text, 1 FROM generate_series(1, 7) AS i`,
+    );
+    const upgraded = await PostgresFenceStore.open({ url: server.url });
+    try {
+      const service = new FencedService({ store: upgraded, logger: silent });
+      const first = await service.resourcePage('old/r', { limit: 4 });
+      const second = await service.resourcePage('old/r', { after: first.next, limit: 4 });
+      expect([...first.results, ...second.results].map((r) => r.resultId).sort()).toEqual(
+        ['r-1', 'r-2', 'r-3', 'r-4', 'r-5', 'r-6', 'r-7'].sort(),
+      );
+      expect([first.hasMore, second.hasMore]).toEqual([true, false]);
+      // New results come after the migrated ones.
+      await upgraded.applyBatch([
+        { kind: 'write', resource: 'old/r', token: 2n, resultId: 'new', workerId: 'w', payload: '1' },
+      ]);
+      expect((await service.resourcePage('old/r', { after: second.next })).results.map((r) => r.resultId)).toEqual([
+        'new',
+      ]);
+      expect(await query('SELECT version FROM leasehold.schema_version')).toEqual([{ version: FENCE_SCHEMA_VERSION }]);
+    } finally {
+      await upgraded.close();
+    }
   });
 
   it('refuses a "leasehold" schema that is not ours', async () => {
@@ -111,7 +146,7 @@ describe('PostgresFenceStore', () => {
       expect(first).toEqual({ ok: true, outcome: 'advanced', fence: 3n });
       for (const s of stores) expect(await s.fenceOf('r')).toBe(3n);
       expect(await query('SELECT application, version FROM leasehold.schema_version')).toEqual([
-        { application: 'leasehold-fence', version: 1 },
+        { application: 'leasehold-fence', version: FENCE_SCHEMA_VERSION },
       ]);
     } finally {
       await Promise.all(stores.map((s) => s.close()));

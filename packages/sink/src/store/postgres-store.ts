@@ -36,8 +36,16 @@ import {
 import pg from 'pg';
 import { decideBatch, type BatchReader } from '../core/batch.js';
 import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
+import { pageLength, resultJsonBytes } from '../core/page.js';
 import { SchemaVersionError } from '../errors.js';
-import type { DecisionPageRows, DecisionRow, FenceStore, ResourceRows, StoredResultRow } from './port.js';
+import type {
+  DecisionPageRows,
+  DecisionRow,
+  FenceStore,
+  ResourcePageRows,
+  ResultPageQuery,
+  StoredResultRow,
+} from './port.js';
 import { connectionTls } from './postgres-tls.js';
 
 export interface PostgresStoreOptions {
@@ -104,15 +112,26 @@ const APPLY = `
     RETURNING seq
   )
   SELECT max(seq)::text AS last_seq FROM logged`;
-const RESOURCE = `
-  SELECT f.fence::text AS fence, r.result_id, r.token::text AS token, r.worker_id, r.payload,
+// A page of a resource's results: the sizes of the next candidates first (octet_length reads a
+// TOASTed payload's length from its header, not the payload), then the fence and the rows taken.
+// Results of one resource get their seq under its fence lock, so every row in (after, last seen]
+// was committed before the sizes statement saw `last`: the second statement finds the same rows.
+// (ORDER BY r.seq, qualified: a bare `seq` would sort by the text output column.)
+const RESULT_SIZES = `
+  SELECT r.seq::text AS seq, octet_length(r.payload) + octet_length(r.result_id) + octet_length(r.worker_id) AS bytes
+    FROM leasehold.results r
+   WHERE r.resource = $1 AND r.seq > $2
+   ORDER BY r.seq
+   LIMIT $3`;
+const RESULT_RANGE = `
+  SELECT f.fence::text AS fence, r.seq::text AS seq, r.result_id, r.token::text AS token, r.worker_id, r.payload,
          r.written_at_ms::text AS written_at_ms
     FROM (SELECT $1::text AS resource) k
     LEFT JOIN leasehold.fences f ON f.resource = k.resource
-    LEFT JOIN leasehold.results r ON r.resource = k.resource
-   ORDER BY r.result_id COLLATE "C"`;
+    LEFT JOIN leasehold.results r ON r.resource = k.resource AND r.seq > $2 AND r.seq <= $3
+   ORDER BY r.seq`;
 const RESULT = `
-  SELECT result_id, token::text AS token, worker_id, payload, written_at_ms::text AS written_at_ms
+  SELECT seq::text AS seq, result_id, token::text AS token, worker_id, payload, written_at_ms::text AS written_at_ms
     FROM leasehold.results WHERE resource = $1 AND result_id = $2`;
 const DECISIONS = `
   SELECT (SELECT min(seq) FROM leasehold.decisions)::text AS oldest, d.seq::text AS seq, d.kind, d.resource,
@@ -122,6 +141,7 @@ const DECISIONS = `
     LEFT JOIN LATERAL (SELECT * FROM leasehold.decisions WHERE seq > $1 ORDER BY seq LIMIT $2) d ON true`;
 
 interface ResultDbRow {
+  seq: string;
   result_id: string;
   token: string;
   worker_id: string;
@@ -341,12 +361,23 @@ export class PostgresFenceStore implements FenceStore {
     return BigInt(rows[0]?.fence ?? '0');
   }
 
-  async resourceOf(resource: string): Promise<ResourceRows> {
+  async resourcePage(resource: string, query: ResultPageQuery): Promise<ResourcePageRows> {
+    const sizes = await this.#read<{ seq: string; bytes: number }>(RESULT_SIZES, [
+      resource,
+      query.after.toString(),
+      query.limit + 1,
+    ]);
+    const taken = pageLength(
+      sizes.rows.map((r) => resultJsonBytes(resource.length, r.bytes)),
+      query,
+    );
+    const last = sizes.rows[taken - 1];
+    const next = taken === 0 || last === undefined ? query.after : BigInt(last.seq);
     type Row = { fence: string | null } & ({ result_id: null } | ResultDbRow);
-    const { rows } = await this.#read<Row>(RESOURCE, [resource]);
+    const { rows } = await this.#read<Row>(RESULT_RANGE, [resource, query.after.toString(), next.toString()]);
     const results: StoredResultRow[] = [];
     for (const row of rows) if (row.result_id !== null) results.push(toResult(resource, row));
-    return { resource, fence: BigInt(rows[0]?.fence ?? '0'), results };
+    return { resource, fence: BigInt(rows[0]?.fence ?? '0'), results, next, hasMore: sizes.rows.length > taken };
   }
 
   async resultOf(resource: string, resultId: string): Promise<StoredResultRow | undefined> {
@@ -431,6 +462,7 @@ function applyParams(effects: ReturnType<typeof decideBatch>['effects']): unknow
 
 function toResult(resource: string, row: ResultDbRow): StoredResultRow {
   return {
+    seq: BigInt(row.seq),
     resource,
     resultId: row.result_id,
     token: BigInt(row.token),

@@ -12,10 +12,10 @@ import { SchemaVersionError } from '../errors.js';
 
 const silent = pino({ level: 'silent' });
 
-describeFenceContract('in-process service over SQLite', async () => {
+describeFenceContract('in-process service over SQLite', async (options) => {
   const dir = tempDir();
   const recorded = recordBatches(new SqliteFenceStore({ path: dir.file('sink.db') }));
-  const service = new FencedService({ store: recorded.store, logger: silent });
+  const service = new FencedService({ store: recorded.store, logger: silent, ...options });
   return serviceTarget(service, {
     batchSizes: () => recorded.sizes,
     close: async () => {
@@ -96,6 +96,69 @@ describe('SqliteFenceStore', () => {
     const check = new Database(path, { readonly: true });
     expect(check.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION + 1);
     check.close();
+  });
+
+  it('migrates a version-1 database: results keep their stored order, get a seq, and VACUUM keeps it', async () => {
+    const path = dir.file('v1.db');
+    const v1 = new Database(path);
+    // Version 1 as it was shipped: results keyed by (resource, result_id) with an implicit rowid.
+    v1.exec(`
+      CREATE TABLE fences (resource TEXT PRIMARY KEY, fence INTEGER NOT NULL CHECK (fence >= 0)) WITHOUT ROWID;
+      CREATE TABLE results (resource TEXT NOT NULL, result_id TEXT NOT NULL, token INTEGER NOT NULL CHECK (token >= 1),
+        worker_id TEXT NOT NULL, payload TEXT NOT NULL, written_at_ms INTEGER NOT NULL, PRIMARY KEY (resource, result_id));
+      CREATE TABLE decisions (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('advance', 'write')),
+        resource TEXT NOT NULL, token INTEGER NOT NULL, fence_before INTEGER NOT NULL, outcome TEXT NOT NULL,
+        result_id TEXT, worker_id TEXT, at_ms INTEGER NOT NULL);
+      INSERT INTO fences VALUES ('r', 3);
+      INSERT INTO results VALUES ('r', 'm', 3, 'w', '"m"', 1), ('r', 'b', 3, 'w', '"b"', 2), ('r', 'x', 3, 'w', '"x"', 3);
+    `);
+    v1.pragma(`application_id = ${APPLICATION_ID}`);
+    v1.pragma('user_version = 1');
+    v1.close();
+    const store = new SqliteFenceStore({ path });
+    const page = async (after: bigint) => store.resourcePage('r', { after, limit: 2, maxBytes: 1 << 20 });
+    const first = await page(0n);
+    expect(first.results.map((r) => r.resultId)).toEqual(['m', 'b']);
+    await store.applyBatch([{ kind: 'write', resource: 'r', token: 3n, resultId: 'a', workerId: 'w', payload: '"a"' }]);
+    const second = await page(first.next);
+    expect(second.results.map((r) => r.resultId)).toEqual(['x', 'a']);
+    expect(second.hasMore).toBe(false);
+    await store.close();
+    const raw = new Database(path);
+    raw.exec('VACUUM');
+    expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    raw.close();
+    const reopened = new SqliteFenceStore({ path });
+    const again = await reopened.resourcePage('r', { after: first.next, limit: 2, maxBytes: 1 << 20 });
+    expect(again.results.map((r) => [r.seq, r.resultId])).toEqual(second.results.map((r) => [r.seq, r.resultId]));
+    // The unique key still holds: the same result id again is a replay, not a second row.
+    const [replay] = await reopened.applyBatch([
+      { kind: 'write', resource: 'r', token: 3n, resultId: 'm', workerId: 'w', payload: '"m"' },
+    ]);
+    expect(replay).toEqual({ ok: true, outcome: 'replayed', fence: 3n });
+    await reopened.close();
+  });
+
+  it('a page reads by the (resource, seq) index: a range scan, no full scan, no sort', async () => {
+    const path = dir.file('plan.db');
+    await new SqliteFenceStore({ path }).close();
+    const db = new Database(path, { readonly: true });
+    const plan = (sql: string) =>
+      db
+        .prepare<[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`)
+        .all()
+        .map((r) => r.detail)
+        .join('; ');
+    // The two statements of resourcePage.
+    for (const sql of [
+      "SELECT seq, octet_length(payload) FROM results WHERE resource = 'r' AND seq > 5 ORDER BY seq LIMIT 10",
+      "SELECT * FROM results WHERE resource = 'r' AND seq > 5 AND seq <= 9 ORDER BY seq",
+    ]) {
+      const detail = plan(sql);
+      expect(detail, sql).toMatch(/^SEARCH results USING (COVERING )?INDEX results_by_seq \(resource=\? AND seq>\?/);
+      expect(detail, sql).not.toMatch(/TEMP B-TREE|SCAN/);
+    }
+    db.close();
   });
 
   it('refuses a SQLite file of another application', () => {

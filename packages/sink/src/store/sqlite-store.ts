@@ -5,6 +5,11 @@
  * `applyBatch` resolves and survives a process or machine crash. `NORMAL` trades the last commits on
  * power loss (not on a process crash) for speed; it is an explicit opt-in.
  *
+ * A page of a resource's results (`resourcePage`) is one deferred read transaction: the sizes of
+ * the next `limit + 1` results by `(resource, seq)` (`octet_length` reads a payload's length from
+ * its record header, not the payload), `pageLength` (src/core), then the fence and only the rows
+ * the page takes.
+ *
  * One batch = one `BEGIN IMMEDIATE` transaction:
  *   reads   fences(resource), results(resource, result_id) for the keys the batch touches
  *   decides decideBatch (src/core) over those reads plus the batch's own earlier effects
@@ -15,8 +20,16 @@
 import Database from 'better-sqlite3';
 import { decideBatch, type BatchReader } from '../core/batch.js';
 import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
+import { pageLength, resultJsonBytes } from '../core/page.js';
 import { migrate } from './migrations.js';
-import type { DecisionPageRows, DecisionRow, FenceStore, ResourceRows, StoredResultRow } from './port.js';
+import type {
+  DecisionPageRows,
+  DecisionRow,
+  FenceStore,
+  ResourcePageRows,
+  ResultPageQuery,
+  StoredResultRow,
+} from './port.js';
 
 export interface SqliteStoreOptions {
   /** File path, or ':memory:' for tests. */
@@ -30,6 +43,7 @@ export interface SqliteStoreOptions {
 }
 
 interface ResultDbRow {
+  seq: bigint;
   resource: string;
   result_id: string;
   token: bigint;
@@ -98,8 +112,16 @@ export class SqliteFenceStore implements FenceStore {
       result: db
         .prepare<[string, string], ResultDbRow>('SELECT * FROM results WHERE resource = ? AND result_id = ?')
         .safeIntegers(true),
-      results: db
-        .prepare<[string], ResultDbRow>('SELECT * FROM results WHERE resource = ? ORDER BY result_id')
+      resultSizes: db
+        .prepare<[string, bigint, number], { seq: bigint; bytes: bigint }>(
+          'SELECT seq, octet_length(payload) + length(result_id) + length(worker_id) AS bytes ' +
+            'FROM results WHERE resource = ? AND seq > ? ORDER BY seq LIMIT ?',
+        )
+        .safeIntegers(true),
+      resultRange: db
+        .prepare<[string, bigint, bigint], ResultDbRow>(
+          'SELECT * FROM results WHERE resource = ? AND seq > ? AND seq <= ? ORDER BY seq',
+        )
         .safeIntegers(true),
       decisions: db
         .prepare<[number, number], DecisionDbRow>('SELECT * FROM decisions WHERE seq > ? ORDER BY seq LIMIT ?')
@@ -165,12 +187,22 @@ export class SqliteFenceStore implements FenceStore {
     return Promise.resolve(this.#reader.fenceOf(resource));
   }
 
-  resourceOf(resource: string): Promise<ResourceRows> {
-    const read = this.#db.transaction(() => ({
-      resource,
-      fence: this.#reader.fenceOf(resource),
-      results: this.#stmt.results.all(resource).map(toResult),
-    }));
+  resourcePage(resource: string, query: ResultPageQuery): Promise<ResourcePageRows> {
+    const read = this.#db.transaction((): ResourcePageRows => {
+      const sizes = this.#stmt.resultSizes.all(resource, query.after, query.limit + 1);
+      const taken = pageLength(
+        sizes.map((r) => resultJsonBytes(resource.length, Number(r.bytes))),
+        query,
+      );
+      const next = taken === 0 ? query.after : (sizes[taken - 1]?.seq ?? query.after);
+      return {
+        resource,
+        fence: this.#reader.fenceOf(resource),
+        results: taken === 0 ? [] : this.#stmt.resultRange.all(resource, query.after, next).map(toResult),
+        next,
+        hasMore: sizes.length > taken,
+      };
+    });
     return Promise.resolve(read.deferred());
   }
 
@@ -212,6 +244,7 @@ export class SqliteFenceStore implements FenceStore {
 
 function toResult(row: ResultDbRow): StoredResultRow {
   return {
+    seq: row.seq,
     resource: row.resource,
     resultId: row.result_id,
     token: row.token,

@@ -8,6 +8,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { FenceOp } from '../core/ops.js';
 import { SchemaVersionError } from '../errors.js';
+import type { ResultPageQuery } from './port.js';
 import { SqliteFenceStore, type SqliteStoreOptions } from './sqlite-store.js';
 
 export interface WorkerError {
@@ -16,7 +17,7 @@ export interface WorkerError {
   readonly foundVersion?: number;
 }
 
-export type WorkerMethod = 'applyBatch' | 'fenceOf' | 'resourceOf' | 'resultOf' | 'decisions' | 'lastSeq' | 'close';
+export type WorkerMethod = 'applyBatch' | 'fenceOf' | 'resourcePage' | 'resultOf' | 'decisions' | 'lastSeq' | 'close';
 
 export interface WorkerCall {
   readonly id: number;
@@ -55,8 +56,8 @@ function dispatch(s: SqliteFenceStore, call: WorkerCall): Promise<unknown> {
       return s.applyBatch(a as readonly FenceOp[]);
     case 'fenceOf':
       return s.fenceOf(a as string);
-    case 'resourceOf':
-      return s.resourceOf(a as string);
+    case 'resourcePage':
+      return s.resourcePage(a as string, b as ResultPageQuery);
     case 'resultOf':
       return s.resultOf(a as string, b as string);
     case 'decisions':

@@ -13,10 +13,10 @@ import { serviceTarget } from '../testing/targets.js';
 import { SCHEMA_VERSION } from './migrations.js';
 import { ThreadedSqliteStore } from './threaded-sqlite-store.js';
 
-describeFenceContract('in-process service over SQLite in a worker thread', async () => {
+describeFenceContract('in-process service over SQLite in a worker thread', async (options) => {
   const dir = tempDir();
   const recorded = recordBatches(await ThreadedSqliteStore.open({ path: dir.file('sink.db') }));
-  const service = new FencedService({ store: recorded.store, logger: pino({ level: 'silent' }) });
+  const service = new FencedService({ store: recorded.store, logger: pino({ level: 'silent' }), ...options });
   return serviceTarget(service, {
     batchSizes: () => recorded.sizes,
     close: async () => {

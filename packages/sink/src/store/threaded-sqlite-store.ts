@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { FenceOp, OpDecision } from '../core/ops.js';
 import { SchemaVersionError } from '../errors.js';
-import type { DecisionPageRows, FenceStore, ResourceRows, StoredResultRow } from './port.js';
+import type { DecisionPageRows, FenceStore, ResourcePageRows, ResultPageQuery, StoredResultRow } from './port.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';
 import type { WorkerError, WorkerMethod, WorkerReply } from './sqlite-worker.js';
 
@@ -108,8 +108,8 @@ export class ThreadedSqliteStore implements FenceStore {
     return this.#call('fenceOf', [resource]);
   }
 
-  resourceOf(resource: string): Promise<ResourceRows> {
-    return this.#call('resourceOf', [resource]);
+  resourcePage(resource: string, query: ResultPageQuery): Promise<ResourcePageRows> {
+    return this.#call('resourcePage', [resource, query]);
   }
 
   resultOf(resource: string, resultId: string): Promise<StoredResultRow | undefined> {

@@ -1,7 +1,7 @@
 /**
  * The fenced-store contract: one suite of cases every implementation of the sink must pass, run
- * against the in-process service over SQLite, the HTTP app (inject), and the HTTP client against a
- * listening server. A PostgreSQL store runs the same suite.
+ * against the in-process service over SQLite (in-thread and in a worker thread), the HTTP app
+ * (inject), and the HTTP client against a listening server — and the same three over PostgreSQL.
  *
  * Expected answers come from `FencedStore` of @leasehold/protocol (the reference model) wherever a
  * sequence is involved, so the suite checks "same answers as the model", not hand-copied values.
@@ -34,10 +34,36 @@ export interface ContractWrite {
   readonly payload: JsonValue;
 }
 
+/** How a target is built: the sink's settings the suite varies. */
+export interface ContractOptions {
+  /** The sink's READ_PAGE_MAX_BYTES (default: the sink's default). */
+  readonly readPageMaxBytes?: number;
+}
+
+/** A page query in wire form: the cursor as the string `next` gave, the limit as a number. */
+export interface ContractPageQuery {
+  readonly after?: string;
+  readonly limit?: number;
+}
+
+export interface ContractPage {
+  readonly fence: bigint;
+  readonly results: readonly ContractResult[];
+  readonly next: string;
+  readonly hasMore: boolean;
+  /** Bytes of the HTTP response body, where the target sees it. */
+  readonly bodyBytes?: number;
+}
+
 export interface ContractTarget {
+  /** `http` targets answer bad input with an HTTP status, carried as `status` on the error. */
+  readonly kind: 'service' | 'http' | 'client';
   advance(resource: string, token: bigint): Promise<AdvanceDecision>;
   advanceBatch(items: readonly { resource: string; token: bigint }[]): Promise<AdvanceDecision[]>;
   write(write: ContractWrite): Promise<WriteDecision>;
+  /** One page of a resource's results. Bad input rejects with `{ code: 'INVALID_MESSAGE' }`. */
+  resourcePage(resource: string, query?: ContractPageQuery): Promise<ContractPage>;
+  /** Every result of a resource (a walk over its pages) and the fence of the last page. */
   resource(resource: string): Promise<{ fence: bigint; results: readonly ContractResult[] }>;
   decisions(
     after: number,
@@ -46,6 +72,43 @@ export interface ContractTarget {
   /** Op counts of committed batches so far, when the target can observe them. */
   readonly batchSizes?: () => readonly number[];
   close(): Promise<void>;
+}
+
+/** Every page of a resource, from the first, following `next` while `hasMore`. */
+export async function readWholeResource(
+  page: (resource: string, query?: ContractPageQuery) => Promise<ContractPage>,
+  resource: string,
+): Promise<{ fence: bigint; results: ContractResult[] }> {
+  const results: ContractResult[] = [];
+  let current = await page(resource);
+  results.push(...current.results);
+  for (let pages = 1; current.hasMore; pages++) {
+    if (pages > 10_000) throw new Error(`the walk of ${resource} makes no progress`);
+    current = await page(resource, { after: current.next });
+    results.push(...current.results);
+  }
+  return { fence: current.fence, results };
+}
+
+/** What the route sends for a result (an upper-bound stand-in for writtenAtMs). */
+function wireBytes(resource: string, r: ContractResult): number {
+  const wire = { resource, resultId: r.resultId, token: String(r.token), workerId: r.workerId, payload: r.payload };
+  return Buffer.byteLength(JSON.stringify({ ...wire, writtenAtMs: 1_000_000_000_000_000 }));
+}
+
+/** Writes at `token`, in chunks fired together (group commit), in `ids` order per chunk. */
+async function writeAll(
+  target: ContractTarget,
+  resource: string,
+  token: bigint,
+  ids: readonly string[],
+  payload: (id: string) => JsonValue,
+) {
+  for (let at = 0; at < ids.length; at += 250) {
+    const chunk = ids.slice(at, at + 250);
+    const answers = await Promise.all(chunk.map((id) => target.write(step(resource, token, id, payload(id)))));
+    expect(answers.filter((a) => !a.ok)).toEqual([]);
+  }
 }
 
 type Step =
@@ -72,11 +135,11 @@ const wr = (resource: string, token: bigint, resultId: string, payload: JsonValu
   payload,
 });
 
-export function describeFenceContract(name: string, open: () => Promise<ContractTarget>): void {
+export function describeFenceContract(name: string, open: (options: ContractOptions) => Promise<ContractTarget>): void {
   describe(`fence contract: ${name}`, () => {
     let target: ContractTarget;
     beforeEach(async () => {
-      target = await open();
+      target = await open({});
     });
     afterEach(async () => {
       await target.close();
@@ -237,6 +300,167 @@ export function describeFenceContract(name: string, open: () => Promise<Contract
         after = page.next;
       }
       expect(paged).toEqual(seqs);
+    });
+
+    describe('resource pages', () => {
+      const ids = (prefix: string, n: number) =>
+        Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(4, '0')}`);
+
+      it('pages results in the order they were stored, each page with the fence; a walk returns each once', async () => {
+        await target.advance('p/a', 4n);
+        // Stored order differs from id order: an id-ordered view would fail the order check.
+        const order = [
+          'm',
+          'c',
+          'x',
+          'a',
+          'q',
+          'b',
+          'z',
+          'k',
+          'd',
+          'y',
+          'e',
+          'p',
+          'f',
+          'o',
+          'g',
+          'n',
+          'h',
+          'w',
+          'i',
+          'l',
+        ];
+        for (const id of order) expect(await target.write(step('p/a', 4n, id, { id }))).toMatchObject({ ok: true });
+        const pages: ContractPage[] = [];
+        let after: string | undefined;
+        for (;;) {
+          const page = await target.resourcePage('p/a', { ...(after === undefined ? {} : { after }), limit: 6 });
+          pages.push(page);
+          expect(pages.length, 'the walk makes progress').toBeLessThan(20);
+          expect(page.fence).toBe(4n);
+          expect(page.results.length).toBeLessThanOrEqual(6);
+          if (!page.hasMore) break;
+          expect(page.next).not.toBe(after);
+          after = page.next;
+        }
+        expect(pages.map((p) => p.results.length)).toEqual([6, 6, 6, 2]);
+        expect(pages.flatMap((p) => p.results.map((r) => r.resultId))).toEqual(order);
+        expect(pages[0]?.results[0]).toEqual({ resultId: 'm', token: 4n, workerId: 'w-1', payload: { id: 'm' } });
+        // Past the end: empty, the cursor stays, nothing more.
+        const last = pages.at(-1)?.next ?? '';
+        expect(await target.resourcePage('p/a', { after: last })).toMatchObject({
+          fence: 4n,
+          results: [],
+          next: last,
+          hasMore: false,
+        });
+        // limit 0: the fence and whether there are results, nothing else.
+        expect(await target.resourcePage('p/a', { limit: 0 })).toMatchObject({
+          fence: 4n,
+          results: [],
+          next: '0',
+          hasMore: true,
+        });
+        expect(await target.resourcePage('p/never', { limit: 0 })).toMatchObject({
+          fence: 0n,
+          results: [],
+          hasMore: false,
+        });
+      });
+
+      it('a walk while writes land returns every result exactly once in stored order, and each page the fence of its moment', async () => {
+        let fence = 1n;
+        await target.advance('p/b', fence);
+        await writeAll(target, 'p/b', fence, ids('z', 10), (id) => id);
+        const seen: string[] = [];
+        let after = '0';
+        for (let round = 0; ; round++) {
+          const page = await target.resourcePage('p/b', { after, limit: 4 });
+          expect(page.fence).toBe(fence);
+          seen.push(...page.results.map((r) => r.resultId));
+          after = page.next;
+          if (round >= 6 && !page.hasMore) break;
+          if (round < 6) {
+            // New results sort before everything seen (an id cursor would skip them); a takeover mid-walk.
+            if (round === 3) {
+              fence = 7n;
+              await target.advance('p/b', fence);
+            }
+            await writeAll(target, 'p/b', fence, ids(`a${round}`, 3), (id) => id);
+          }
+          expect(round).toBeLessThan(40);
+        }
+        const stored = (await target.resource('p/b')).results.map((r) => r.resultId);
+        expect(stored.length).toBe(10 + 6 * 3);
+        expect(seen).toEqual(stored);
+        expect(new Set(seen).size).toBe(seen.length);
+      });
+
+      it('holds at most 1000 results a page: 1009 results are two pages without a query, fewer with ?limit', async () => {
+        await target.advance('p/c', 2n);
+        await writeAll(target, 'p/c', 2n, ids('r', 1009), (id) => id.length);
+        const first = await target.resourcePage('p/c');
+        expect(first.results.length).toBe(1000);
+        expect(first.hasMore).toBe(true);
+        const second = await target.resourcePage('p/c', { after: first.next });
+        expect(second.results.length).toBe(9);
+        expect(second.hasMore).toBe(false);
+        expect(new Set([...first.results, ...second.results].map((r) => r.resultId)).size).toBe(1009);
+        expect((await target.resourcePage('p/c', { limit: 1 })).results.length).toBe(1);
+        expect((await target.resourcePage('p/c', { limit: 999, after: first.next })).results.length).toBe(9);
+        for (const limit of [1001, -1, 1.5]) {
+          const err = await target.resourcePage('p/c', { limit }).catch((e: unknown) => e);
+          expect(err, `limit ${limit}`).toMatchObject({ code: 'INVALID_MESSAGE' });
+          if (target.kind === 'http') expect(err).toMatchObject({ status: 400 });
+        }
+      });
+
+      it('a bad cursor is INVALID_MESSAGE (400) and changes nothing', async () => {
+        await target.advance('p/d', 3n);
+        await writeAll(target, 'p/d', 3n, ids('r', 3), () => 1);
+        const before = await target.resource('p/d');
+        for (const after of ['abc', '-1', '01', '1.5', ' 1', '9223372036854775808', '']) {
+          const err = await target.resourcePage('p/d', { after }).catch((e: unknown) => e);
+          expect(err, `after ${JSON.stringify(after)}`).toMatchObject({ code: 'INVALID_MESSAGE' });
+          if (target.kind === 'http') expect(err).toMatchObject({ status: 400 });
+        }
+        expect(await target.resource('p/d')).toEqual(before);
+        expect(await target.advance('p/d', 3n)).toEqual({ ok: true, outcome: 'unchanged', fence: 3n });
+      });
+
+      it('stays within the page byte budget: large results make pages shorter, one over the budget comes alone', async () => {
+        const budget = 48 * 1024;
+        await target.close();
+        target = await open({ readPageMaxBytes: budget });
+        await target.advance('p/e', 5n);
+        const big = (id: string) => (id === 'r-0004' ? 'B'.repeat(60_000) : 's'.repeat(20_000));
+        for (const id of ids('r', 10))
+          expect(await target.write(step('p/e', 5n, id, big(id)))).toMatchObject({ ok: true });
+        const pages: ContractPage[] = [];
+        let after = '0';
+        for (;;) {
+          const page = await target.resourcePage('p/e', { after });
+          pages.push(page);
+          expect(pages.length, 'the walk makes progress').toBeLessThan(20);
+          const bytes = page.results.reduce((n, r) => n + wireBytes('p/e', r), 0);
+          if (page.results.length > 1) expect(bytes).toBeLessThanOrEqual(budget);
+          if (page.results.length > 1 && page.bodyBytes !== undefined)
+            expect(page.bodyBytes).toBeLessThanOrEqual(budget);
+          if (!page.hasMore) break;
+          after = page.next;
+        }
+        // Two 20 kB results fit in 48 KiB, three do not; the 60 kB one (over the budget) is alone.
+        expect(pages.map((p) => p.results.map((r) => r.resultId))).toEqual([
+          ['r-0000', 'r-0001'],
+          ['r-0002', 'r-0003'],
+          ['r-0004'],
+          ['r-0005', 'r-0006'],
+          ['r-0007', 'r-0008'],
+          ['r-0009'],
+        ]);
+        expect(pages[2]?.results[0]?.payload).toBe('B'.repeat(60_000));
+      });
     });
   });
 }

@@ -84,7 +84,7 @@ export function recordBatches(store: FenceStore): { store: FenceStore; sizes: nu
       return decisions;
     },
     fenceOf: (resource) => store.fenceOf(resource),
-    resourceOf: (resource) => store.resourceOf(resource),
+    resourcePage: (resource, query) => store.resourcePage(resource, query),
     resultOf: (resource, resultId) => store.resultOf(resource, resultId),
     decisions: (after, limit) => store.decisions(after, limit),
     lastSeq: () => store.lastSeq(),

@@ -3,11 +3,14 @@
  * service, the HTTP app through `inject`, and the HTTP client against a listening server.
  */
 import {
+  LeaseholdError,
   parseFence,
   parseToken,
+  ResourcePageQuerySchema,
   type AdvanceDecision,
   type Decision,
   type ErrorMessage,
+  type JsonValue,
   type ResourceView,
   type WriteDecision,
 } from '@leasehold/protocol';
@@ -17,28 +20,50 @@ import type { FencedService } from '../service/fenced-service.js';
 import { createSink, type Sink } from '../sink.js';
 import type { FenceStore } from '../store/port.js';
 import { SqliteFenceStore } from '../store/sqlite-store.js';
-import type { ContractDecision, ContractTarget } from './contract.js';
+import {
+  readWholeResource,
+  type ContractDecision,
+  type ContractOptions,
+  type ContractPage,
+  type ContractPageQuery,
+  type ContractTarget,
+} from './contract.js';
 import { COORDINATOR_KEY, INCARNATION, recordBatches, sign, tempDir, testOptions } from './fixtures.js';
 
+/** The query as the wire carries it (strings), so every target parses it with the route's decoder. */
+function wireQuery(query: ContractPageQuery): Record<string, string> {
+  const wire: Record<string, string> = {};
+  if (query.after !== undefined) wire.after = query.after;
+  if (query.limit !== undefined) wire.limit = String(query.limit);
+  return wire;
+}
+
 export function serviceTarget(service: FencedService, extra: Partial<ContractTarget> = {}): ContractTarget {
+  const resourcePage = async (resource: string, query: ContractPageQuery = {}): Promise<ContractPage> => {
+    const parsed = ResourcePageQuerySchema.safeParse(wireQuery(query));
+    if (!parsed.success) throw new LeaseholdError('INVALID_MESSAGE', parsed.error.message);
+    const page = await service.resourcePage(resource, { after: BigInt(parsed.data.after), limit: parsed.data.limit });
+    return {
+      fence: page.fence,
+      results: page.results.map((r) => ({
+        resultId: r.resultId,
+        token: r.token,
+        workerId: r.workerId,
+        payload: JSON.parse(r.payload) as JsonValue,
+      })),
+      next: page.next.toString(),
+      hasMore: page.hasMore,
+    };
+  };
   return {
+    kind: 'service',
     advance: (resource, token) => service.advance({ resource, token }),
     advanceBatch: (items) => service.advanceBatch(items),
     write: (w) => service.write(w),
-    resource: async (resource) => {
-      const rows = await service.resource(resource);
-      return {
-        fence: rows.fence,
-        results: rows.results.map((r) => ({
-          resultId: r.resultId,
-          token: r.token,
-          workerId: r.workerId,
-          payload: JSON.parse(r.payload) as never,
-        })),
-      };
-    },
+    resourcePage,
+    resource: (resource) => readWholeResource(resourcePage, resource),
     decisions: async (after, limit) => {
-      const page = await service.decisions(after, limit);
+      const page = await service.decisionPage(after, limit);
       return { ...page, decisions: page.decisions };
     },
     close: () => service.close(),
@@ -104,8 +129,14 @@ function fromWireDecision(d: Decision): ContractDecision {
 }
 
 /** The HTTP app through fastify `inject` (no socket), over SQLite or the store `openStore` gives. */
-export async function injectTarget(openStore?: () => Promise<FenceStore>): Promise<ContractTarget> {
-  const { sink, sizes, cleanup } = await openInjectSink({}, openStore);
+export async function injectTarget(
+  options: ContractOptions = {},
+  openStore?: () => Promise<FenceStore>,
+): Promise<ContractTarget> {
+  const { sink, sizes, cleanup } = await openInjectSink(
+    options.readPageMaxBytes === undefined ? {} : { readPageMaxBytes: options.readPageMaxBytes },
+    openStore,
+  );
   const auth = { authorization: `Bearer ${COORDINATOR_KEY}` };
   const post = async (url: string, payload: unknown, withAuth: boolean) => {
     const res = await sink.app.inject({
@@ -120,7 +151,25 @@ export async function injectTarget(openStore?: () => Promise<FenceStore>): Promi
     const e = body as ErrorMessage;
     return { ok: false as const, code: e.code, fence: parseFence(e.fence ?? 'missing') };
   };
+  const resourcePage = async (resource: string, query: ContractPageQuery = {}): Promise<ContractPage> => {
+    const search = new URLSearchParams(wireQuery(query)).toString();
+    const url = `/v1/resources/${encodeURIComponent(resource)}${search === '' ? '' : `?${search}`}`;
+    const res = await sink.app.inject({ url, headers: auth });
+    if (res.statusCode !== 200) {
+      const e = res.json<ErrorMessage>();
+      throw Object.assign(new LeaseholdError(e.code, e.message), { status: res.statusCode });
+    }
+    const view = res.json<ResourceView>();
+    return {
+      fence: parseFence(view.fence),
+      results: view.results.map((r) => ({ ...r, token: parseToken(r.token) })).map(stripResult),
+      next: view.next,
+      hasMore: view.hasMore,
+      bodyBytes: res.rawPayload.length,
+    };
+  };
   return {
+    kind: 'http',
     advance: async (resource, token) => {
       const { status, body } = await post('/v1/fences/advance', { resource, token: String(token) }, true);
       if (status === 409) return refusal(body) as AdvanceDecision;
@@ -154,14 +203,8 @@ export async function injectTarget(openStore?: () => Promise<FenceStore>): Promi
       const ok = body as { outcome: 'written' | 'replayed'; fence: string };
       return { ok: true, outcome: ok.outcome, fence: parseFence(ok.fence) };
     },
-    resource: async (resource) => {
-      const res = await sink.app.inject({ url: `/v1/resources/${encodeURIComponent(resource)}`, headers: auth });
-      const view = res.json<ResourceView>();
-      return {
-        fence: parseFence(view.fence),
-        results: view.results.map((r) => ({ ...r, token: parseToken(r.token) })).map(stripResult),
-      };
-    },
+    resourcePage,
+    resource: (resource) => readWholeResource(resourcePage, resource),
     decisions: async (after, limit) => {
       const res = await sink.app.inject({ url: `/v1/decisions?after=${after}&limit=${limit}`, headers: auth });
       const page = res.json<{ decisions: Decision[]; next: number; oldestRetained: number }>();
@@ -178,7 +221,15 @@ function stripResult(r: { resultId: string; token: bigint; workerId: string; pay
 
 /** The HTTP client against a listening server. */
 export function clientTarget(client: SinkClient, close: () => Promise<void>): ContractTarget {
+  const resourcePage = async (resource: string, query: ContractPageQuery = {}): Promise<ContractPage> => {
+    const page = await client.resourcePage(resource, {
+      ...(query.after === undefined ? {} : { after: query.after }),
+      ...(query.limit === undefined ? {} : { limit: query.limit }),
+    });
+    return { fence: page.fence, results: page.results.map(stripResult), next: page.next, hasMore: page.hasMore };
+  };
   return {
+    kind: 'client',
     advance: async (resource, token) => {
       const r = await client.advance(resource, token);
       return r.ok ? { ok: true, outcome: r.outcome, fence: r.fence } : { ok: false, code: r.code, fence: r.fence };
@@ -197,6 +248,8 @@ export function clientTarget(client: SinkClient, close: () => Promise<void>): Co
         incarnation: INCARNATION,
         capability: sign(w.resource, w.token, w.workerId),
       }),
+    resourcePage,
+    // The compatible whole-resource read: the client walks every page itself.
     resource: async (resource) => {
       const view = await client.getResource(resource);
       return { fence: view.fence, results: view.results.map(stripResult) };
