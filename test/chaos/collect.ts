@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Etcd3, Range } from 'etcd3';
 import type { SinkClient } from '@leasehold/sink-client';
 import type { ChaosCluster } from '../harness/chaos-cluster.js';
+import { isBacklogTask } from './backlog.js';
 import { DEFAULT_RESOURCE_BOUNDS } from './checker-resources.js';
 import type {
   AttemptEnd,
@@ -116,7 +117,7 @@ export function parseWorkerLog(processName: string, text: string): ParsedWorkerL
         open.delete(key);
         break;
       case 'task completed':
-        events.push({ kind: 'complete', ...base });
+        events.push({ kind: 'complete', ...base, ...(e.resultId === undefined ? {} : { resultId: e.resultId }) });
         break;
       case 'lease lost; task left to the next holder':
         events.push({ kind: 'lost', ...base, reason: e.reason ?? '' });
@@ -271,6 +272,7 @@ export async function readEtcdHistory(
       const key = kv.key.toString();
       if (key.startsWith(tasksPrefix)) {
         const id = key.slice(tasksPrefix.length);
+        if (isBacklogTask(id)) return; // the --backlog: not judged, not decoded
         const seen = seenAttempts.get(id) ?? new Set<string>();
         seenAttempts.set(id, seen);
         const v = taskVersionOf(kv.mod_revision, kv.value.toString(), seen);
@@ -362,6 +364,8 @@ export async function collectHistory(
     retryDefaults?: RetrySpec;
     wallClocksFaked: boolean;
     clockOffsetsMs?: Readonly<Record<string, number>>;
+    /** How long the replay of etcd's history may take (default 20 s; a `--backlog` adds to it). */
+    etcdHistoryTimeoutMs?: number;
   },
 ): Promise<History> {
   const logs: ProcessLog[] = [];
@@ -383,7 +387,13 @@ export async function collectHistory(
     }
   }
   const { decisions, complete } = await readDecisions(cluster.sinkClient);
-  const etcdHistory = await readEtcdHistory(cluster.etcdEndpoints, cluster.prefix, cluster.clientTls?.etcd);
+  const etcdHistory = await readEtcdHistory(
+    cluster.etcdEndpoints,
+    cluster.prefix,
+    cluster.clientTls?.etcd,
+    1_000,
+    extra.etcdHistoryTimeoutMs ?? 20_000,
+  );
   const owners = etcdHistory?.owners;
   const submitted = new Set(workload.records.keys());
   const resources = [...new Set([...workload.records.values()].map((t) => t.resource))];
