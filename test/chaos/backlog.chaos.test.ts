@@ -10,6 +10,8 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startEtcd } from '@leasehold/devkit';
+import { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../harness/service.js';
 import {
@@ -24,6 +26,7 @@ import {
 } from './backlog.js';
 import { checkHistory, ViolationName } from './checker.js';
 import { optionsFromEnv } from './cli-options.js';
+import { readEtcdHistory } from './collect.js';
 import type { WorkerEvent } from './history.js';
 import { goodHistory, mutate, names, T0 } from './history-fixture.js';
 import { Workload, type TaskSpec } from './workload.js';
@@ -250,5 +253,39 @@ describe('completion under retention: ended tasks are never read back', () => {
     });
     expect(names(checkHistory(h))).toEqual([ViolationName.TASK_NOT_COMPLETED]);
     expect(goodHistory().finalTasks[0]?.state).toBe('completed');
+  });
+});
+
+describe("etcd's history with a big backlog (a real etcd)", () => {
+  it('is read past 4 MiB of task records, and the backlog is left out of it', { timeout: 60_000 }, async () => {
+    const etcd = await startEtcd();
+    const client = new Etcd3({ hosts: etcd.endpoints });
+    try {
+      // ~5 MiB of task records in 40 revisions (and as much backlog): one catch-up response is past gRPC's 4 MiB.
+      const put = async (id: (n: number) => string, padBytes: number) => {
+        for (let b = 0; b < 40; b += 1) {
+          const ops = Array.from({ length: 125 }, (_, k) => {
+            const taskId = id(b * 125 + k);
+            return client
+              .put(`p/tasks/${taskId}`)
+              .value(JSON.stringify({ taskId, state: 'pending', pad: 'x'.repeat(padBytes) }));
+          });
+          await client
+            .if('p/none', 'Create', '==', 0)
+            .then(...ops)
+            .commit();
+        }
+      };
+      await put((n) => `mix-1-${n}`, 1_000);
+      await put((n) => `${BACKLOG_ID_PREFIX}${n}`, 1_000);
+      await client.put('p/owners/r1').value(JSON.stringify({ taskId: 'mix-1-0', workerId: 'w' }));
+      const h = await readEtcdHistory(etcd.endpoints, 'p/', undefined, 500, 20_000);
+      expect(h?.owners.map((o) => o.resource)).toEqual(['r1']);
+      expect(h?.taskVersions).toHaveLength(5_000);
+      expect(h?.taskVersions.some((v) => v.taskId.startsWith(BACKLOG_ID_PREFIX))).toBe(false);
+    } finally {
+      client.close();
+      await etcd.stop();
+    }
   });
 });

@@ -355,6 +355,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
 
   let violations: Violation[] = [];
   if (history !== undefined) {
+    if (history.owners === undefined) {
+      const why =
+        "etcd's history could not be read: two-live-owners, grant-not-in-etcd, the lease bounds and the retry rules were not judged";
+      notes.push(why);
+      progress(`[chaos] WARNING: ${why}`);
+    }
     violations = checkHistory(history);
     if (backlog !== undefined) violations.push(...checkBacklogKept(backlog, backlogAtEnd, history));
     const ctx = ctxBox.ctx;
