@@ -125,13 +125,22 @@ export async function submitFromChild(
   }
 }
 
-/** `leasehold_coordinator_tasks{state}` from a coordinator's /metrics (undefined: no such gauge). */
-export async function taskGauge(url: string): Promise<Record<string, number> | undefined> {
-  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+/**
+ * `leasehold_coordinator_tasks{state}` from a /metrics text (undefined: no such gauge). Other
+ * labels on the same series (a coordinator id, say) are allowed; values of one state add up.
+ */
+export function parseTaskGauge(text: string): Record<string, number> | undefined {
   const out: Record<string, number> = {};
-  for (const m of text.matchAll(/^leasehold_coordinator_tasks\{state="([a-z_]+)"\} (\S+)$/gm))
-    out[m[1] ?? ''] = Number(m[2]);
+  for (const m of text.matchAll(/^leasehold_coordinator_tasks\{([^}]*)\} (\S+)$/gm)) {
+    const state = /(?:^|,)state="([a-z_]+)"/.exec(m[1] ?? '')?.[1];
+    if (state !== undefined) out[state] = (out[state] ?? 0) + Number(m[2]);
+  }
   return Object.keys(out).length === 0 ? undefined : out;
+}
+
+/** The task gauge of a coordinator (see {@link parseTaskGauge}). */
+export async function taskGauge(url: string): Promise<Record<string, number> | undefined> {
+  return parseTaskGauge(await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text());
 }
 
 /** Tasks not yet ended as the gauge counts them (pending, delayed, leased). */

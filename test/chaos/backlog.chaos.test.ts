@@ -121,6 +121,7 @@ describe('--backlog: the submitter', () => {
     const f = fakeAdmin((call) => (call === 1 ? 503 : call === 2 ? 'transport' : undefined));
     const stats = await submitBacklog(f.admin, { count: 10, batch: 5, concurrency: 1 });
     expect(stats).toMatchObject({ accepted: 10, retries: 2, batches: 2 });
+    expect(stats.firstRetry).toMatch(/^503 /);
     const refusing: AdminCall = () =>
       Promise.resolve({ status: 200, body: { results: [{ taskId: 'a', status: 409 }, { status: 201 }] } });
     expect(await submitBacklog(refusing, { count: 2 })).toMatchObject({

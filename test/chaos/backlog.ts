@@ -65,6 +65,8 @@ export interface BacklogStats {
   readonly submitMs: number;
   readonly perSecond: number;
   readonly firstRefusal?: string;
+  /** Why the first retried batch was sent again (a 5xx body or the transport error). */
+  readonly firstRetry?: string;
 }
 
 export interface BacklogOptions {
@@ -90,6 +92,7 @@ export async function submitBacklog(admin: AdminCall, o: BacklogOptions): Promis
   let refused = 0;
   let retries = 0;
   let firstRefusal: string | undefined;
+  let firstRetry: string | undefined;
   let lastReport = t0;
   const sendBatch = async (b: number) => {
     const tasks = Array.from({ length: Math.min(batch, o.count - b * batch) }, (_, k) => backlogTask(b * batch + k));
@@ -98,6 +101,7 @@ export async function submitBacklog(admin: AdminCall, o: BacklogOptions): Promis
     for (let attempt = 0; nowMs() < deadline; attempt += 1) {
       if (attempt > 0) {
         retries += 1;
+        firstRetry ??= last;
         await sleep(Math.min(2_000, 100 * 2 ** attempt));
       }
       try {
@@ -144,6 +148,7 @@ export async function submitBacklog(admin: AdminCall, o: BacklogOptions): Promis
     submitMs: Math.round(submitMs),
     perSecond: submitMs > 0 ? Math.round((accepted * 1000) / submitMs) : 0,
     ...(firstRefusal === undefined ? {} : { firstRefusal }),
+    ...(firstRetry === undefined ? {} : { firstRetry }),
   };
 }
 
