@@ -38,10 +38,14 @@ describe('parseTaskGauge', () => {
 
   it('takes other labels and new states in its stride; no gauge at all is undefined', () => {
     const g = parseTaskGauge(
-      'leasehold_coordinator_tasks{coordinator="a",state="pending"} 4\nleasehold_coordinator_tasks{state="completed"} 9\n',
+      [
+        'leasehold_coordinator_tasks{coordinator="a",state="pending"} 4',
+        'leasehold_coordinator_tasks{coordinator="b",state="pending"} 2',
+        'leasehold_coordinator_tasks{state="completed"} 9',
+      ].join('\n'),
     );
-    expect(g).toEqual({ pending: 4, completed: 9 });
-    expect(openTasksOf(g ?? {})).toBe(4);
+    expect(g).toEqual({ pending: 6, completed: 9 });
+    expect(openTasksOf(g ?? {})).toBe(6);
     expect(parseTaskGauge('leasehold_coordinator_sessions 2\n')).toBeUndefined();
   });
 });

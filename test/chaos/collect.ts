@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Etcd3, Range } from 'etcd3';
 import type { SinkClient } from '@leasehold/sink-client';
 import type { ChaosCluster } from '../harness/chaos-cluster.js';
-import { BACKLOG_ID_PREFIX, isBacklogTask } from './backlog.js';
+import { BACKLOG_ID_PREFIX } from './backlog.js';
 import { DEFAULT_RESOURCE_BOUNDS } from './checker-resources.js';
 import type {
   AttemptEnd,
@@ -283,7 +283,6 @@ export async function readEtcdHistory(
       const key = kv.key.toString();
       if (key.startsWith(tasksPrefix)) {
         const id = key.slice(tasksPrefix.length);
-        if (isBacklogTask(id)) return; // the --backlog: not judged, not decoded
         const seen = seenAttempts.get(id) ?? new Set<string>();
         seenAttempts.set(id, seen);
         const v = taskVersionOf(kv.mod_revision, kv.value.toString(), seen);
