@@ -86,7 +86,10 @@ async function settledRss(pid: number): Promise<number> {
 }
 
 function submitRow(label: string, count: number, s: SubmitOutcome, bytesPerTask?: number): BenchRow {
-  const mibs = bytesPerTask === undefined ? '' : `; ${((s.steady.rate * bytesPerTask) / MIB).toFixed(1)} MiB/s`;
+  const mibs =
+    bytesPerTask === undefined || bytesPerTask < KIB
+      ? ''
+      : `; ${((s.steady.rate * bytesPerTask) / MIB).toFixed(1)} MiB/s`;
   return limitRow({
     name: `scale: submit rate, ${label}`,
     value: s.steady.rate,
