@@ -226,8 +226,8 @@ export function taskVersionOf(revision: string, value: string, seen: Set<string>
   };
 }
 
-/** Largest watch response the history replay accepts (see readEtcdHistory). */
-const HISTORY_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
+/** Largest watch response the history replay (and the live watch) accepts (see readEtcdHistory). */
+export const HISTORY_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
 
 /**
  * Every owner key's life and every write of every task record, from etcd's history: a watch over
