@@ -92,7 +92,9 @@ export async function submitFromChild(
     while (!state.finished) {
       await sleep(250);
       if (coordinator.child.exitCode !== null || coordinator.child.signalCode !== null) {
-        exit ??= `the coordinator exited (${coordinator.child.exitCode ?? coordinator.child.signalCode ?? '?'}) during the submit`;
+        // Every request would now fail after its retries: stop here with what was accepted.
+        exit = `the coordinator exited (${coordinator.child.exitCode ?? coordinator.child.signalCode ?? '?'}) during the submit, after ${Math.round((performance.now() - t0) / 1000)} s`;
+        break;
       }
       if (performance.now() - last >= 10_000) {
         last = performance.now();
@@ -103,9 +105,12 @@ export async function submitFromChild(
         );
       }
     }
-    const summary = await done;
     const after = pids.map((p) => cpuMs(p) ?? 0);
     const final = await child.request({ type: 'sample' }, 'sample').catch(() => ({ ops: 0, errors: spec.count }));
+    const summary: Record<string, unknown> =
+      exit === undefined
+        ? await done
+        : { elapsedMs: performance.now() - t0, requests: Number.NaN, retries: Number.NaN };
     const accepted = Number(final.ops);
     const per = (i: number) => (accepted > 0 ? (((after[i] ?? 0) - (before[i] ?? 0)) * 1000) / accepted : 0);
     const slices = Array.isArray(summary.slices) ? (summary.slices as number[]) : [];
