@@ -254,27 +254,36 @@ log(`wrote ${out}`);
 if (has('--docs') && load.overloaded && !has('--docs-anyway')) {
   log('docs/benchmarks.md NOT updated: the run was overloaded (rerun on a quiet machine, or pass --docs-anyway)');
 } else if (has('--docs')) {
+  // The scale suite has a section of its own: `--only scale --docs` must not replace the table of
+  // the default run (and a default run leaves the scale figures alone).
   const docs = join(REPO_ROOT, 'docs', 'benchmarks.md');
-  const begin = '<!-- bench:results:begin -->';
-  const end = '<!-- bench:results:end -->';
-  const text = readFileSync(docs, 'utf8');
-  const a = text.indexOf(begin);
-  const b = text.indexOf(end);
-  if (a < 0 || b < a) {
-    log(`${docs} has no ${begin} ... ${end} section; not updated`);
-  } else {
-    const notes = rows
+  const isScale = (r: BenchRow) => r.name.startsWith('scale:');
+  let text = readFileSync(docs, 'utf8');
+  const args = process.argv.slice(2).filter((x) => x !== '--docs' && x !== '--docs-anyway');
+  for (const [marker, part] of [
+    ['bench', rows.filter((r) => !isScale(r))],
+    ['scale', rows.filter(isScale)],
+  ] as const) {
+    if (part.length === 0) continue;
+    const begin = `<!-- ${marker}:results:begin -->`;
+    const end = `<!-- ${marker}:results:end -->`;
+    const a = text.indexOf(begin);
+    const b = text.indexOf(end);
+    if (a < 0 || b < a) {
+      log(`${docs} has no ${begin} ... ${end} section; not updated`);
+      continue;
+    }
+    const notes = part
       .filter((r) => r.note !== undefined)
       .map((r) => `- ${r.name}: ${r.note ?? ''}`)
       .join('\n');
-    const args = process.argv.slice(2).filter((x) => x !== '--docs' && x !== '--docs-anyway');
     const section = [
       begin,
       '',
       `Run ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC, ${elapsedS} s, \`${['pnpm bench', ...args].join(' ')}\`, ` +
         `on ${formatMachine(machine)}; ${loadLine}.`,
       '',
-      table,
+      formatTable(part, load.overloaded),
       '',
       summary,
       '',
@@ -282,10 +291,11 @@ if (has('--docs') && load.overloaded && !has('--docs-anyway')) {
       '',
       end,
     ].join('\n');
-    writeFileSync(docs, text.slice(0, a) + section + text.slice(b + end.length));
-    // Keep `pnpm format:check` green: the table is aligned the way prettier wants it.
-    spawnSync(join(REPO_ROOT, 'node_modules', '.bin', 'prettier'), ['--write', docs], { stdio: 'ignore' });
-    log(`updated ${docs}`);
+    text = text.slice(0, a) + section + text.slice(b + end.length);
+    log(`updated the ${marker} results of ${docs}`);
   }
+  writeFileSync(docs, text);
+  // Keep `pnpm format:check` green: the table is aligned the way prettier wants it.
+  spawnSync(join(REPO_ROOT, 'node_modules', '.bin', 'prettier'), ['--write', docs], { stdio: 'ignore' });
 }
 process.exitCode = failures.length > 0 ? 1 : 0;
