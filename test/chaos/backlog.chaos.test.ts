@@ -7,7 +7,7 @@
  * of the task. `pnpm chaos --backlog 10000 --profile short` is the real run (docs/chaos.md).
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEtcd } from '@leasehold/devkit';
@@ -55,6 +55,7 @@ describe('--backlog: options', () => {
       ['test/chaos/cli.sh', '--backlog', '7', '--coordinator-env', 'A_B=1', '--coordinator-env', 'C=x y'],
       { cwd: REPO_ROOT, encoding: 'utf8', env: { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` } },
     );
+    rmSync(bin, { recursive: true, force: true });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toBe('7|A_B=1\nC=x y');
   });
