@@ -35,7 +35,12 @@ export default defineConfig({
         test: {
           name: 'unit',
           // test/deploy: the deploy files (units, Dockerfile, compose, Kubernetes) checked without an engine; test/model: the Promela model tied to the txn sources.
-          include: ['packages/*/src/**/*.test.ts', 'test/deploy/**/*.test.ts', 'test/model/**/*.test.ts'],
+          include: [
+            'packages/*/src/**/*.test.ts',
+            'bench/src/**/*.test.ts',
+            'test/deploy/**/*.test.ts',
+            'test/model/**/*.test.ts',
+          ],
           exclude: ['**/*.int.test.ts', '**/*.e2e.test.ts', '**/node_modules/**'],
           testTimeout: 20_000,
         },

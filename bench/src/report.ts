@@ -252,7 +252,7 @@ export function formatTable(rows: readonly BenchRow[], overloaded: boolean): str
     '| --- | ---: | --- | ---: | --- | ---: | ---: | --- | --- |',
     ...rows.map(
       (r) =>
-        `| ${r.name} | ${r.value} | ${r.unit} | ${cell(r.baseline)} | ${r.baselineName ?? ''} | ${ratio(r)} | ${cpu(r)} | ${target(r)} | ${met(r)} |`,
+        `| ${r.name} | ${Number.isFinite(r.value) ? r.value : '—'} | ${r.unit} | ${cell(r.baseline)} | ${r.baselineName ?? ''} | ${ratio(r)} | ${cpu(r)} | ${target(r)} | ${met(r)} |`,
     ),
   ];
   return lines.join('\n');

@@ -1,10 +1,10 @@
 /**
  * `pnpm bench` (scripts/bench.sh -> bench/run.mjs -> this file, after the build):
  *
- *   pnpm bench [--only sink,grants,cycle,takeover,renewal,consensus,pg] [--quick] [--rounds N]
- *              [--seconds N] [--pin] [--out bench-results.json] [--docs]
+ *   pnpm bench [--only sink,grants,cycle,takeover,renewal,consensus,pg,scale] [--quick] [--rounds N]
+ *              [--seconds N] [--pin] [--out bench-results.json] [--docs] [--scale-tasks N] ...
  *
- * Runs every suite (pg only when named) against its own fresh etcd, prints one markdown table,
+ * Runs every suite (pg and scale only when named) against its own fresh etcd, prints one markdown table,
  * names the missed targets, writes bench-results.json at the repo root (one row per figure plus the
  * machine and load record) and, with --docs, rewrites the results section of docs/benchmarks.md.
  * A run on an overloaded machine (machine.ts) is marked: no target counts as met, and --docs
@@ -23,24 +23,34 @@ import { describeMachine, formatMachine, LoadRecorder } from './machine.js';
 import { runPgSinkBench } from './pg-sink.js';
 import { runRenewalBench } from './renewal.js';
 import { formatTable, type BenchRow } from './report.js';
+import { runScaleBench } from './scale.js';
 import { runSinkBench } from './sink.js';
 import { runTakeoverBench } from './takeover.js';
 
-const SUITES = ['sink', 'grants', 'cycle', 'takeover', 'renewal', 'consensus', 'pg'] as const;
-const DEFAULT_SUITES = SUITES.filter((s) => s !== 'pg');
+const SUITES = ['sink', 'grants', 'cycle', 'takeover', 'renewal', 'consensus', 'pg', 'scale'] as const;
+/** pg needs PostgreSQL; scale takes long (1M tasks): both only when named. */
+const DEFAULT_SUITES = SUITES.filter((s) => s !== 'pg' && s !== 'scale');
 type Suite = (typeof SUITES)[number];
 
 function flag(name: string): string | undefined {
   const at = process.argv.indexOf(name);
   return at >= 0 ? process.argv[at + 1] : undefined;
 }
+/** Every value of a flag that may be repeated. */
+function flags(name: string): string[] {
+  return process.argv.flatMap((a, i) =>
+    a === name && process.argv[i + 1] !== undefined ? [process.argv[i + 1] ?? ''] : [],
+  );
+}
 const has = (name: string) => process.argv.includes(name);
 
 const USAGE = `usage: pnpm bench [--only ${SUITES.join(',')}] [--quick] [--rounds N] [--seconds N] [--pin]
                   [--out bench-results.json] [--docs [--docs-anyway]]
+                  [--scale-tasks N] [--scale-large N] [--scale-large-bytes B] [--scale-ended N]
+                  [--scale-restart-timeout S] [--scale-retention-timeout S] [--scale-coordinator-env NAME=VALUE]...
 
-  (default: every suite but pg; full run ≤ 15 min on 2 cores, --quick ≤ 2 min)
-  --only LIST     comma-separated suites to run (pg only when named)
+  (default: every suite but pg and scale; full run ≤ 15 min on 2 cores, --quick ≤ 2 min)
+  --only LIST     comma-separated suites to run (pg and scale only when named)
   --quick         smoke run: 1 round × 1 s per side, 64 takeovers, renewal 0 → 2k → 0 with 1 s windows
   --rounds N      interleaved rounds per figure and baseline (default 5)
   --seconds N     measured seconds per side per round (default 4)
@@ -48,9 +58,25 @@ const USAGE = `usage: pnpm bench [--only ${SUITES.join(',')}] [--quick] [--round
   --out FILE      where to write the JSON results (default bench-results.json at the repo root)
   --docs          rewrite the results section of docs/benchmarks.md (refused when overloaded
                   unless --docs-anyway)
+scale (pnpm bench --only scale: 1M small + 10k × 64 KiB pending tasks, ~20-30 min on 2 cores):
+  --scale-tasks N             small pending tasks (default 1000000; 10000 with --quick)
+  --scale-large N             large pending tasks (default 10000; 1000 with --quick; 0 = none)
+  --scale-large-bytes B       payload of a large task (default 65536)
+  --scale-ended N             tasks completed for the purge and retention figures (default 10000, ≤ tasks / 10)
+  --scale-restart-timeout S   how long a restarted coordinator may take to be ready (default 600)
+  --scale-retention-timeout S how long to wait for retention to remove completed tasks (default 120)
+  --scale-coordinator-env N=V extra coordinator environment, repeatable (e.g. a short retention age)
 env: LEASEHOLD_BENCH_PROFILE=coordinator,sink,worker (node --cpu-prof; then analyze-profile), LEASEHOLD_BENCH_VERBOSE=1
 `;
-const VALUE_FLAGS = new Set(['--only', '--rounds', '--seconds', '--out']);
+const SCALE_NUMBERS = [
+  '--scale-tasks',
+  '--scale-large',
+  '--scale-large-bytes',
+  '--scale-ended',
+  '--scale-restart-timeout',
+  '--scale-retention-timeout',
+];
+const VALUE_FLAGS = new Set(['--only', '--rounds', '--seconds', '--out', ...SCALE_NUMBERS, '--scale-coordinator-env']);
 const SWITCHES = new Set(['--quick', '--pin', '--docs', '--docs-anyway', '--help', '-h']);
 const argProblems: string[] = [];
 for (let i = 2; i < process.argv.length; i++) {
@@ -65,6 +91,10 @@ for (const name of (flag('--only') ?? '').split(',').filter((x) => x.trim() !== 
   if (!(SUITES as readonly string[]).includes(name.trim())) argProblems.push(`unknown suite ${name.trim()}`);
 for (const f of ['--rounds', '--seconds'])
   if (flag(f) !== undefined && !(Number(flag(f)) > 0)) argProblems.push(`${f} must be a positive number`);
+for (const f of SCALE_NUMBERS)
+  if (flag(f) !== undefined && !/^\d+$/.test(flag(f) ?? '')) argProblems.push(`${f} must be a whole number`);
+for (const e of flags('--scale-coordinator-env'))
+  if (!/^[A-Z][A-Z0-9_]*=/.test(e)) argProblems.push(`--scale-coordinator-env wants NAME=VALUE, got ${e}`);
 if (has('--help') || has('-h')) {
   process.stdout.write(USAGE);
   process.exit(0);
@@ -126,6 +156,25 @@ for (const suite of only) {
           ...(await runTakeoverBench({ etcd, log, takeovers: quick ? 64 : 1024, settleMs: quick ? 500 : 2_000 })),
         );
         break;
+      case 'scale': {
+        const tasks = Number(flag('--scale-tasks') ?? (quick ? 10_000 : 1_000_000));
+        rows.push(
+          ...(await runScaleBench({
+            ...common,
+            tasks,
+            largeTasks: Number(flag('--scale-large') ?? (quick ? 1_000 : 10_000)),
+            largeBytes: Number(flag('--scale-large-bytes') ?? 65_536),
+            ended: Math.min(Number(flag('--scale-ended') ?? 10_000), Math.floor(tasks / 10)),
+            lowLevel: 1_000,
+            restartTimeoutMs: Number(flag('--scale-restart-timeout') ?? 600) * 1000,
+            retentionTimeoutMs: Number(flag('--scale-retention-timeout') ?? 120) * 1000,
+            coordinatorEnv: Object.fromEntries(
+              flags('--scale-coordinator-env').map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
+            ),
+          })),
+        );
+        break;
+      }
       case 'renewal':
         etcd = await startEtcd();
         rows.push(
@@ -162,6 +211,9 @@ const summary = load.overloaded
     ? `All ${rows.filter((r) => r.met !== null).length} targets met.`
     : `Missed targets (${missed.length}): ${missed.map((r) => r.name).join('; ')}.`;
 process.stdout.write(`${table}\n\n${summary}${failures.length > 0 ? ` Failed suites: ${failures.join(', ')}.` : ''}\n`);
+// The notes say how each figure was made and why a step failed (the JSON has them too).
+const noteLines = rows.filter((r) => r.note !== undefined).map((r) => `- ${r.name}: ${r.note ?? ''}`);
+if (noteLines.length > 0) process.stdout.write(`\n${noteLines.join('\n')}\n\n`);
 process.stdout.write(`Took ${elapsedS} s on ${formatMachine(machine)}; ${loadLine}.\n`);
 
 writeFileSync(
@@ -172,7 +224,7 @@ writeFileSync(
       elapsedSeconds: elapsedS,
       machine,
       load,
-      options: { rounds, seconds, quick, only, maxWarmupSlices },
+      options: { rounds, seconds, quick, only, maxWarmupSlices, args: process.argv.slice(2) },
       failedSuites: failures,
       metrics: rows.map((r) => ({
         name: r.name,
@@ -202,27 +254,36 @@ log(`wrote ${out}`);
 if (has('--docs') && load.overloaded && !has('--docs-anyway')) {
   log('docs/benchmarks.md NOT updated: the run was overloaded (rerun on a quiet machine, or pass --docs-anyway)');
 } else if (has('--docs')) {
+  // The scale suite has a section of its own: `--only scale --docs` must not replace the table of
+  // the default run (and a default run leaves the scale figures alone).
   const docs = join(REPO_ROOT, 'docs', 'benchmarks.md');
-  const begin = '<!-- bench:results:begin -->';
-  const end = '<!-- bench:results:end -->';
-  const text = readFileSync(docs, 'utf8');
-  const a = text.indexOf(begin);
-  const b = text.indexOf(end);
-  if (a < 0 || b < a) {
-    log(`${docs} has no ${begin} ... ${end} section; not updated`);
-  } else {
-    const notes = rows
+  const isScale = (r: BenchRow) => r.name.startsWith('scale:');
+  let text = readFileSync(docs, 'utf8');
+  const args = process.argv.slice(2).filter((x) => x !== '--docs' && x !== '--docs-anyway');
+  for (const [marker, part] of [
+    ['bench', rows.filter((r) => !isScale(r))],
+    ['scale', rows.filter(isScale)],
+  ] as const) {
+    if (part.length === 0) continue;
+    const begin = `<!-- ${marker}:results:begin -->`;
+    const end = `<!-- ${marker}:results:end -->`;
+    const a = text.indexOf(begin);
+    const b = text.indexOf(end);
+    if (a < 0 || b < a) {
+      log(`${docs} has no ${begin} ... ${end} section; not updated`);
+      continue;
+    }
+    const notes = part
       .filter((r) => r.note !== undefined)
       .map((r) => `- ${r.name}: ${r.note ?? ''}`)
       .join('\n');
-    const args = process.argv.slice(2).filter((x) => x !== '--docs' && x !== '--docs-anyway');
     const section = [
       begin,
       '',
       `Run ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC, ${elapsedS} s, \`${['pnpm bench', ...args].join(' ')}\`, ` +
         `on ${formatMachine(machine)}; ${loadLine}.`,
       '',
-      table,
+      formatTable(part, load.overloaded),
       '',
       summary,
       '',
@@ -230,10 +291,11 @@ if (has('--docs') && load.overloaded && !has('--docs-anyway')) {
       '',
       end,
     ].join('\n');
-    writeFileSync(docs, text.slice(0, a) + section + text.slice(b + end.length));
-    // Keep `pnpm format:check` green: the table is aligned the way prettier wants it.
-    spawnSync(join(REPO_ROOT, 'node_modules', '.bin', 'prettier'), ['--write', docs], { stdio: 'ignore' });
-    log(`updated ${docs}`);
+    text = text.slice(0, a) + section + text.slice(b + end.length);
+    log(`updated the ${marker} results of ${docs}`);
   }
+  writeFileSync(docs, text);
+  // Keep `pnpm format:check` green: the table is aligned the way prettier wants it.
+  spawnSync(join(REPO_ROOT, 'node_modules', '.bin', 'prettier'), ['--write', docs], { stdio: 'ignore' });
 }
 process.exitCode = failures.length > 0 ? 1 : 0;

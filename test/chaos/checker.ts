@@ -8,9 +8,10 @@
  * never an error. The sink's decision log is the record of what was decided; the worker logs are
  * the record of what was acknowledged; etcd's history is the record of who owned what.
  */
+import { checkCompletion, CompletionViolation } from './checker-completion.js';
 import { checkLeaseBounds, LeaseViolation } from './checker-leases.js';
 import { checkRegister, RegisterViolation } from './checker-register.js';
-import { checkRetries, mayEndFailed, RetryViolation } from './checker-retries.js';
+import { checkRetries, RetryViolation } from './checker-retries.js';
 import { checkResources, ResourceViolation } from './checker-resources.js';
 import type { FaultWindow, History, OwnerInterval, SinkDecision, WorkerEvent } from './history.js';
 import type { Violation } from './violation.js';
@@ -42,10 +43,10 @@ export const ViolationName = {
   RESULT_STORED_TWICE: 'result-stored-twice',
   /** A deterministic task's stored result differs from its only correct value. */
   RESULT_MISMATCH: 'result-mismatch',
-  /** A task did not complete within the bound after the faults healed. */
-  TASK_NOT_COMPLETED: 'task-not-completed',
-  /** The coordinator says completed but the sink has no result for it. */
-  COMPLETED_WITHOUT_RESULT: 'completed-without-result',
+  /** A task did not complete within the bound after the faults healed (checker-completion.ts). */
+  TASK_NOT_COMPLETED: CompletionViolation.TASK_NOT_COMPLETED,
+  /** The task completed (the coordinator or a worker's log says so) but the sink has no result for it. */
+  COMPLETED_WITHOUT_RESULT: CompletionViolation.COMPLETED_WITHOUT_RESULT,
   /** A process logged at level >= 50 (error/fatal) or an uncaught/unhandled error. */
   PROCESS_LOGGED_ERROR: 'process-logged-error',
   /** A process exited on its own (not by the runner's hand). */
@@ -398,53 +399,6 @@ function checkResults(history: History): Violation[] {
         resource: r.resource,
         taskId: task.taskId,
         token: r.token,
-      });
-    }
-  }
-  return out;
-}
-
-/**
- * Liveness: after the faults heal, every task completes within the bound, with its result stored —
- * or, when its handler fails on purpose, ends `failed` having used its whole attempt budget.
- */
-function checkCompletion(history: History): Violation[] {
-  const out: Violation[] = [];
-  const finals = new Map(history.finalTasks.map((t) => [t.taskId, t]));
-  const stored = new Set(history.finalResults.map((r) => `${r.resource}|${r.resultId}`));
-  const deadline = history.healedAtMs + history.completionBoundMs;
-  for (const task of history.tasks) {
-    const final = finals.get(task.taskId);
-    const base = { resource: task.resource, taskId: task.taskId };
-    // A task whose policy let it fail ends `failed`; the same bound applies to when it did.
-    const ended = final?.state === 'completed' || (final?.state === 'failed' && mayEndFailed(history, task));
-    if (final === undefined || !ended) {
-      out.push({
-        name: ViolationName.TASK_NOT_COMPLETED,
-        message:
-          final?.state === 'failed'
-            ? `task ${task.taskId} is failed before its attempt budget was used up (or its handler never fails)`
-            : `task ${task.taskId} is ${final?.state ?? 'unknown'} ${history.completionBoundMs} ms after the faults healed`,
-        atMs: deadline,
-        ...base,
-      });
-      continue;
-    }
-    const seenAt = final.completedSeenAtMs;
-    if (seenAt !== undefined && seenAt > deadline) {
-      out.push({
-        name: ViolationName.TASK_NOT_COMPLETED,
-        message: `task ${task.taskId} completed ${seenAt - history.healedAtMs} ms after the faults healed (bound ${history.completionBoundMs} ms)`,
-        atMs: seenAt,
-        ...base,
-      });
-    }
-    if (final.result !== undefined && !stored.has(`${task.resource}|${final.result.resultId}`)) {
-      out.push({
-        name: ViolationName.COMPLETED_WITHOUT_RESULT,
-        message: `task ${task.taskId} is completed with ${final.result.resultId} (token ${final.result.token}) but the sink has no such result`,
-        token: final.result.token,
-        ...base,
       });
     }
   }

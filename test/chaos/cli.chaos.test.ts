@@ -21,69 +21,31 @@
  * | LEASEHOLD_CHAOS_SINKS        | --sinks N         | 1           |
  * | LEASEHOLD_CHAOS_SAMPLE       | --sample-resources 5s | off     |
  * | LEASEHOLD_CHAOS_TARGET       | --target FILE     | none (local cluster) |
+ * | LEASEHOLD_CHAOS_BACKLOG      | --backlog N       | 0           |
+ * | LEASEHOLD_CHAOS_COORDINATOR_ENV | --coordinator-env NAME=VALUE (repeatable; lines) | none |
  *
- * A profile supplies defaults; flags given explicitly override them. A run that cannot happen here
+ * Parsed by cli-options.ts (unit-tested in backlog.chaos.test.ts). A profile supplies defaults; flags given explicitly override them. A run that cannot happen here
  * (e.g. `--network netns` without root) is skipped: the test passes and says SKIPPED.
  */
 import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { optionsFromEnv, seedFromEnv } from './cli-options.js';
 import { findProfile } from './profiles.js';
-import { parseDuration, runChaos, SABOTAGES, type ChaosOptions, type Sabotage } from './runner.js';
+import { runChaos, type ChaosOptions } from './runner.js';
 
 const env = process.env;
 const enabled = env.LEASEHOLD_CHAOS_CLI === '1';
-
-function int(name: string, fallback: number): number {
-  const v = env[name];
-  if (v === undefined || v === '') return fallback;
-  if (!/^\d+$/.test(v)) throw new Error(`${name} must be a non-negative integer, got ${v}`);
-  return Number(v);
-}
-
-function pick<T extends string>(name: string, allowed: readonly T[]): T | undefined {
-  const v = env[name];
-  if (v === undefined || v === '') return undefined;
-  if (!(allowed as readonly string[]).includes(v))
-    throw new Error(`${name} must be one of ${allowed.join(', ')}, got ${v}`);
-  return v as T;
-}
-
-/** Flags given explicitly (undefined = not given, so the profile's default stands). */
-function fromEnv(): Partial<ChaosOptions> {
-  const opt = <K extends keyof ChaosOptions>(key: K, value: ChaosOptions[K] | undefined): Partial<ChaosOptions> =>
-    value === undefined ? {} : { [key]: value };
-  const given = (name: string): boolean => env[name] !== undefined && env[name] !== '';
-  return {
-    ...opt('durationMs', given('LEASEHOLD_CHAOS_DURATION') ? parseDuration(env.LEASEHOLD_CHAOS_DURATION!) : undefined),
-    ...opt('scenario', given('LEASEHOLD_CHAOS_SCENARIO') ? env.LEASEHOLD_CHAOS_SCENARIO : undefined),
-    ...opt('etcdMembers', given('LEASEHOLD_CHAOS_ETCD_MEMBERS') ? int('LEASEHOLD_CHAOS_ETCD_MEMBERS', 1) : undefined),
-    ...opt('sabotage', pick<Sabotage>('LEASEHOLD_CHAOS_SABOTAGE', SABOTAGES)),
-    ...opt('workers', given('LEASEHOLD_CHAOS_WORKERS') ? int('LEASEHOLD_CHAOS_WORKERS', 4) : undefined),
-    ...opt('tasks', given('LEASEHOLD_CHAOS_TASKS') ? int('LEASEHOLD_CHAOS_TASKS', 60) : undefined),
-    ...opt('outDir', given('LEASEHOLD_CHAOS_OUT') ? env.LEASEHOLD_CHAOS_OUT : undefined),
-    ...opt('network', pick('LEASEHOLD_CHAOS_NETWORK', ['proxy', 'netns', 'mixed'] as const)),
-    ...opt('clock', env.LEASEHOLD_CHAOS_CLOCK === '1' ? true : undefined),
-    ...opt('plaintext', env.LEASEHOLD_CHAOS_PLAINTEXT === '1' ? true : undefined),
-    ...opt('sinkStore', pick('LEASEHOLD_CHAOS_SINK_STORE', ['sqlite', 'postgres'] as const)),
-    ...opt('sinks', given('LEASEHOLD_CHAOS_SINKS') ? int('LEASEHOLD_CHAOS_SINKS', 1) : undefined),
-    ...opt(
-      'resourceSampleMs',
-      given('LEASEHOLD_CHAOS_SAMPLE') ? parseDuration(env.LEASEHOLD_CHAOS_SAMPLE!) : undefined,
-    ),
-    ...opt('target', given('LEASEHOLD_CHAOS_TARGET') ? env.LEASEHOLD_CHAOS_TARGET : undefined),
-  };
-}
 
 describe.skipIf(!enabled)('chaos CLI run', () => {
   it('finds no violation', { timeout: 24 * 3_600_000 }, async () => {
     const profileName = env.LEASEHOLD_CHAOS_PROFILE;
     const profile = profileName === undefined || profileName === '' ? undefined : findProfile(profileName);
-    const given = fromEnv();
+    const given = optionsFromEnv(env);
     const merged: Partial<ChaosOptions> = { ...profile?.options, ...given };
     const durationMs = merged.durationMs ?? 60_000;
     const summary = await runChaos({
       ...merged,
-      seed: int('LEASEHOLD_CHAOS_SEED', 1),
+      seed: seedFromEnv(env),
       durationMs,
       // One task per second past the first minute, unless given.
       tasks: given.tasks ?? profile?.options.tasks ?? 60 + Math.max(0, Math.round((durationMs - 60_000) / 1000)),

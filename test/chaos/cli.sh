@@ -5,6 +5,8 @@
 #              [--network proxy|netns|mixed] [--clock] [--sink-store sqlite|postgres] [--sinks N]
 #              [--sabotage skip-fence|grant-before-advance|fake-monotonic|ignore-retry-policy] [--tasks N] [--workers N]
 #              [--sample-resources 5s] [--target cluster.json] [--out DIR]
+#              [--backlog N]            # N extra pending tasks kept for the whole run (test/chaos/backlog.ts)
+#              [--coordinator-env NAME=VALUE]...  # extra coordinator environment (e.g. a short retention age)
 #              [--plaintext]            # no TLS (debugging only; TLS + per-worker credentials by default)
 #   pnpm chaos --list                     # the named scenarios and profiles
 #   pnpm chaos --cleanup                  # remove namespaces left by runs that died (root)
@@ -38,6 +40,10 @@ while [ $# -gt 0 ]; do
     --sink-store) export LEASEHOLD_CHAOS_SINK_STORE="$2"; shift 2 ;;
     --sinks) export LEASEHOLD_CHAOS_SINKS="$2"; shift 2 ;;
     --sample-resources) export LEASEHOLD_CHAOS_SAMPLE="$2"; shift 2 ;;
+    --backlog) export LEASEHOLD_CHAOS_BACKLOG="$2"; shift 2 ;;
+    --coordinator-env)
+      LEASEHOLD_CHAOS_COORDINATOR_ENV="${LEASEHOLD_CHAOS_COORDINATOR_ENV:+$LEASEHOLD_CHAOS_COORDINATOR_ENV
+}$2"; export LEASEHOLD_CHAOS_COORDINATOR_ENV; shift 2 ;;
     --target) export LEASEHOLD_CHAOS_TARGET="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
     --list)
       echo "scenarios:"

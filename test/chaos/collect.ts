@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Etcd3, Range } from 'etcd3';
 import type { SinkClient } from '@leasehold/sink-client';
 import type { ChaosCluster } from '../harness/chaos-cluster.js';
+import { BACKLOG_ID_PREFIX } from './backlog.js';
 import { DEFAULT_RESOURCE_BOUNDS } from './checker-resources.js';
 import type {
   AttemptEnd,
@@ -116,7 +117,7 @@ export function parseWorkerLog(processName: string, text: string): ParsedWorkerL
         open.delete(key);
         break;
       case 'task completed':
-        events.push({ kind: 'complete', ...base });
+        events.push({ kind: 'complete', ...base, ...(e.resultId === undefined ? {} : { resultId: e.resultId }) });
         break;
       case 'lease lost; task left to the next holder':
         events.push({ kind: 'lost', ...base, reason: e.reason ?? '' });
@@ -225,9 +226,12 @@ export function taskVersionOf(revision: string, value: string, seen: Set<string>
   };
 }
 
+/** Largest watch response the history replay (and the live watch) accepts (see readEtcdHistory). */
+export const HISTORY_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
+
 /**
  * Every owner key's life and every write of every task record, from etcd's history: a watch over
- * `<prefix>owners/` … `<prefix>tasks/` from revision 1. An owner key deleted at the revision its
+ * `<prefix>owners/` … `<prefix>tasks/` (up to the `--backlog`) from revision 1. An owner key deleted at the revision its
  * session key was deleted ended with its session (expiry or close), not by itself (complete,
  * release, cancel). Returns undefined if the history cannot be read (compacted, etcd down).
  */
@@ -238,7 +242,14 @@ export async function readEtcdHistory(
   idleMs = 1_000,
   timeoutMs = 20_000,
 ): Promise<{ owners: OwnerInterval[]; taskVersions: TaskVersion[] } | undefined> {
-  const client = new Etcd3({ hosts: [...endpoints], dialTimeout: 3_000, ...etcdCredentials(tls) });
+  const client = new Etcd3({
+    hosts: [...endpoints],
+    dialTimeout: 3_000,
+    // Catching up from revision 1, etcd sends many revisions' events in one response: past gRPC's
+    // default 4 MiB (~10k task records) the stream fails and reconnects forever.
+    grpcOptions: { 'grpc.max_receive_message_length': HISTORY_MAX_MESSAGE_BYTES },
+    ...etcdCredentials(tls),
+  });
   const ownersPrefix = `${prefix}owners/`;
   const tasksPrefix = `${prefix}tasks/`;
   const live = new Map<string, { token: string; workerId?: string; taskId?: string; sessionId?: string }>();
@@ -252,7 +263,8 @@ export async function readEtcdHistory(
     const target = BigInt(head.header.revision);
     const watcher = await client
       .watch()
-      .inRange(new Range(ownersPrefix, `${prefix}tasks0`))
+      // Up to the backlog (its ids sort last among the task keys): it is never judged.
+      .inRange(new Range(ownersPrefix, `${tasksPrefix}${BACKLOG_ID_PREFIX}`))
       .startRevision('1')
       .create();
     let last = Date.now();
@@ -362,6 +374,8 @@ export async function collectHistory(
     retryDefaults?: RetrySpec;
     wallClocksFaked: boolean;
     clockOffsetsMs?: Readonly<Record<string, number>>;
+    /** How long the replay of etcd's history may take (default 20 s; a `--backlog` adds to it). */
+    etcdHistoryTimeoutMs?: number;
   },
 ): Promise<History> {
   const logs: ProcessLog[] = [];
@@ -383,7 +397,13 @@ export async function collectHistory(
     }
   }
   const { decisions, complete } = await readDecisions(cluster.sinkClient);
-  const etcdHistory = await readEtcdHistory(cluster.etcdEndpoints, cluster.prefix, cluster.clientTls?.etcd);
+  const etcdHistory = await readEtcdHistory(
+    cluster.etcdEndpoints,
+    cluster.prefix,
+    cluster.clientTls?.etcd,
+    1_000,
+    extra.etcdHistoryTimeoutMs ?? 20_000,
+  );
   const owners = etcdHistory?.owners;
   const submitted = new Set(workload.records.keys());
   const resources = [...new Set([...workload.records.values()].map((t) => t.resource))];

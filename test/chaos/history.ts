@@ -24,7 +24,8 @@ export type WorkerEvent =
   /** The worker is about to send a write (after the SDK's deadline check). */
   | (WorkerEventBase & { readonly kind: 'write-attempt'; readonly resultId: string })
   | (WorkerEventBase & { readonly kind: 'write'; readonly resultId: string; readonly outcome: WriteOutcome })
-  | (WorkerEventBase & { readonly kind: 'complete' })
+  /** The coordinator confirmed the completion (`task completed`), with the result id the worker named. */
+  | (WorkerEventBase & { readonly kind: 'complete'; readonly resultId?: string | undefined })
   | (WorkerEventBase & { readonly kind: 'lost'; readonly reason: string });
 
 export interface SinkDecision {
@@ -154,7 +155,12 @@ export interface TaskVersion {
 
 export interface FinalTask {
   readonly taskId: string;
+  /** As the admin API last showed it, `removed` when it vanished from the list (retention), `unknown` when never seen. */
   readonly state: string;
+  /** For a removed task: the state it was last seen in, if it was seen at all. */
+  readonly lastSeenState?: string | undefined;
+  /** When the runner first found it gone from the admin API's list (removed by retention or purge). */
+  readonly removedSeenAtMs?: number | undefined;
   readonly result?: { readonly resultId: string; readonly token: string } | undefined;
   /** When the runner first saw it completed (or failed, for a task allowed to fail). */
   readonly completedSeenAtMs?: number | undefined;

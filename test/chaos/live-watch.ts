@@ -6,7 +6,7 @@
  * no clock fault touches) are what the lease-bound rules compare with the session TTL.
  */
 import { Etcd3, Range } from 'etcd3';
-import { etcdCredentials, type EtcdClientTls } from './collect.js';
+import { etcdCredentials, HISTORY_MAX_MESSAGE_BYTES, type EtcdClientTls } from './collect.js';
 import { nowMs } from './nemesis.js';
 
 export class LiveOwnerWatch {
@@ -23,7 +23,13 @@ export class LiveOwnerWatch {
     const range = new Range(`${prefix}owners/`, `${prefix}sessions0`); // '0' follows '/': every sessions/ key
     await Promise.all(
       endpoints.map(async (endpoint) => {
-        const client = new Etcd3({ hosts: [endpoint], dialTimeout: 3_000, ...etcdCredentials(tls) });
+        const client = new Etcd3({
+          hosts: [endpoint],
+          dialTimeout: 3_000,
+          // A member that was cut off catches up in one response (a layout with payload keys in the range makes it large).
+          grpcOptions: { 'grpc.max_receive_message_length': HISTORY_MAX_MESSAGE_BYTES },
+          ...etcdCredentials(tls),
+        });
         live.#clients.push(client);
         const head = await client.get(`${prefix}live-watch-probe`).exec();
         const watcher = await client

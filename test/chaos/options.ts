@@ -61,4 +61,21 @@ export interface ChaosOptions {
   readonly plaintext?: boolean;
   /** The profile the options came from (recorded only). */
   readonly profile?: string;
+  /**
+   * Extra pending tasks submitted before the faults start and kept for the whole run (delayed past
+   * its end, on resources of their own: backlog.ts), so the checked workload runs against a
+   * coordinator that indexes, snapshots, lists and pages this many more tasks. Default 0.
+   */
+  readonly backlog?: number;
+  /** Extra environment for every coordinator of a local cluster (e.g. a short retention age). */
+  readonly coordinatorEnv?: Readonly<Record<string, string>>;
+}
+
+/** `90s`, `10m`, `1h`, `1500ms` or a bare number of seconds → milliseconds. */
+export function parseDuration(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (m === null) throw new Error(`not a duration: ${text} (use e.g. 90s, 10m, 1h)`);
+  const n = Number(m[1]);
+  const unit = m[2] ?? 's';
+  return Math.round(n * (unit === 'ms' ? 1 : unit === 's' ? 1_000 : unit === 'm' ? 60_000 : 3_600_000));
 }

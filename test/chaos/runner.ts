@@ -12,6 +12,14 @@ import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
 import { networkUnavailable, startChaosCluster, type ChaosCluster } from '../harness/chaos-cluster.js';
 import type { NetworkMode } from '../harness/chaos-topology.js';
 import { REPO_ROOT } from '../harness/service.js';
+import {
+  checkBacklogKept,
+  countBacklog,
+  isBacklogTask,
+  submitBacklog,
+  type BacklogCount,
+  type BacklogStats,
+} from './backlog.js';
 import { checkHistory, countByName, logFinding, type Violation } from './checker.js';
 import { checkLeaseBounds } from './checker-leases.js';
 import { checkRegister } from './checker-register.js';
@@ -34,7 +42,7 @@ import { Workload } from './workload.js';
 
 export const HANDLER_PATH = join(REPO_ROOT, 'test/chaos/fixtures/chaos-handler.mjs');
 
-export { SABOTAGES, type ChaosOptions, type Sabotage } from './options.js';
+export { parseDuration, SABOTAGES, type ChaosOptions, type Sabotage } from './options.js';
 export type { ChaosSummary } from './summary.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -155,6 +163,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       `sink ${options.sinkStore ?? 'sqlite'}×${options.sinks ?? 1}, clock ${clock ? 'faked' : 'real'}, sabotage ${options.sabotage ?? 'none'}, out ${outDir}`,
   );
 
+  if (options.coordinatorEnv !== undefined && options.target !== undefined)
+    notes.push('--coordinator-env is ignored against a target (its coordinators are configured where they run)');
   if (options.plaintext === true && options.target === undefined) {
     const warning =
       'PLAINTEXT chaos cluster (--plaintext): no TLS on any link — bearer keys, worker secrets and capabilities cross the wire in clear; for local debugging only';
@@ -169,7 +179,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
   let sampler: ResourceSampler | undefined;
   let error: string | undefined;
   const ctxBox: { ctx?: ScenarioContext } = {};
-  const times = { startup: 0, scenario: 0, recovery: 0, collect: 0 };
+  const times = { startup: 0, backlog: 0, scenario: 0, recovery: 0, collect: 0 };
+  const backlogCount = options.backlog ?? 0;
+  let backlog: BacklogStats | undefined;
+  let backlogAtEnd: BacklogCount | undefined;
   let healedAtMs = nowMs();
   let history: History | undefined;
   let phase = 'starting';
@@ -195,7 +208,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
             heartbeatIntervalMs,
             handlerPath: HANDLER_PATH,
             sinkEnv,
-            coordinatorEnv,
+            coordinatorEnv: { ...options.coordinatorEnv, ...coordinatorEnv },
             seed: options.seed,
             dir: files.logs,
             network,
@@ -256,6 +269,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       progress,
     };
     ctxBox.ctx = ctx;
+    if (backlogCount > 0) {
+      phase = 'backlog';
+      const c = cluster;
+      const b0 = nowMs();
+      backlog = await submitBacklog((m, p, b, t) => c.admin(m, p, b, t), { count: backlogCount, progress });
+      times.backlog = nowMs() - b0;
+      progress(
+        `[chaos] backlog: ${backlog.accepted} of ${backlogCount} tasks submitted in ${Math.round(times.backlog / 1000)} s ` +
+          `(${backlog.perSecond}/s, ${backlog.batches} batches, ${backlog.retries} retried${backlog.refused > 0 ? `, ${backlog.refused} refused` : ''})`,
+      );
+    }
     const poller = setInterval(() => void workload?.poll(), 1_000);
     poller.unref();
     phase = 'scenario';
@@ -278,6 +302,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     if (!done) progress(`[chaos] not every task completed within ${completionBoundMs} ms of the heal`);
     // Let late writes of self-paused workers land before reading the sink.
     await sleep(500);
+    if (backlog !== undefined) {
+      const c = cluster;
+      backlogAtEnd = await countBacklog((m, p, b, t) => c.admin(m, p, b, t)).catch((err: unknown) => {
+        notes.push(`the backlog could not be counted at the end: ${String(err)}`);
+        return undefined;
+      });
+    }
   } catch (err) {
     error = err instanceof Error ? (err.stack ?? err.message) : String(err);
     progress(`[chaos] run failed: ${error}`);
@@ -303,6 +334,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
               ),
             }),
         ...(resources === undefined ? {} : { resources }),
+        // etcd's history holds every backlog task too: give its replay time to match.
+        etcdHistoryTimeoutMs: 20_000 + Math.round(backlogCount / 2),
       });
     }
   } catch (err) {
@@ -322,7 +355,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
 
   let violations: Violation[] = [];
   if (history !== undefined) {
+    if (history.owners === undefined) {
+      const why =
+        "etcd's history could not be read: two-live-owners, grant-not-in-etcd, the lease bounds and the retry rules were not judged";
+      notes.push(why);
+      progress(`[chaos] WARNING: ${why}`);
+    }
     violations = checkHistory(history);
+    if (backlog !== undefined) violations.push(...checkBacklogKept(backlog, backlogAtEnd, history));
     const ctx = ctxBox.ctx;
     if (scenario.expect !== undefined && ctx !== undefined) violations.push(...scenario.expect(history, ctx.notes));
     // Logs stay in cluster/; the history keeps only the lines the checker flags (replays the same).
@@ -360,6 +400,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     },
     durationsMs: {
       startup: Math.round(times.startup),
+      backlog: Math.round(times.backlog),
       scenario: Math.round(times.scenario),
       recovery: Math.round(times.recovery),
       collect: Math.round(times.collect),
@@ -389,6 +430,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     register: history === undefined ? null : (checkRegister(history).stats ?? null),
     retries: history === undefined ? null : checkRetries(history).stats,
     resources: history === undefined ? [] : checkResources(history).stats,
+    backlog:
+      backlog === undefined
+        ? null
+        : {
+            ...backlog,
+            atEnd: backlogAtEnd ?? null,
+            grantedDuringRun: history?.events.filter((e) => e.kind === 'grant' && isBacklogTask(e.taskId)).length ?? 0,
+          },
     scenarioNotes: ctxBox.ctx?.notes ?? {},
     violationCounts: countByName(violations),
     violations: violations.slice(0, 200),
@@ -402,13 +451,4 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
       `faults ${JSON.stringify(summary.faults)}, total ${Math.round(summary.durationsMs.total / 1000)} s`,
   );
   return summary;
-}
-
-/** `90s`, `10m`, `1h`, `1500ms` or a bare number of seconds → milliseconds. */
-export function parseDuration(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (m === null) throw new Error(`not a duration: ${text} (use e.g. 90s, 10m, 1h)`);
-  const n = Number(m[1]);
-  const unit = m[2] ?? 's';
-  return Math.round(n * (unit === 'ms' ? 1 : unit === 's' ? 1_000 : unit === 'm' ? 60_000 : 3_600_000));
 }

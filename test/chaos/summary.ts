@@ -2,6 +2,7 @@
  * The summary of a chaos run (`summary.json`): what ran, what happened, what the checker found.
  */
 import type { NetworkMode } from '../harness/chaos-topology.js';
+import type { BacklogCount, BacklogStats } from './backlog.js';
 import type { LeaseBoundStats } from './checker-leases.js';
 import type { RegisterStats } from './checker-register.js';
 import type { RetryStats } from './checker-retries.js';
@@ -31,6 +32,8 @@ export interface ChaosSummary {
   readonly startedAt: string;
   readonly durationsMs: {
     readonly startup: number;
+    /** Submitting the `--backlog` (0 without one). */
+    readonly backlog: number;
     readonly scenario: number;
     readonly recovery: number;
     readonly collect: number;
@@ -51,6 +54,8 @@ export interface ChaosSummary {
   readonly register: RegisterStats | null;
   readonly retries: RetryStats | null;
   readonly resources: readonly ResourceSeriesStats[];
+  /** `--backlog N`: how it was submitted, what was still listed at the end, grants of it (0). */
+  readonly backlog: (BacklogStats & { readonly atEnd: BacklogCount | null; readonly grantedDuringRun: number }) | null;
   /** What the scenario recorded for its own expectations (e.g. the disk-full refusals). */
   readonly scenarioNotes: Record<string, unknown>;
   readonly violationCounts: Record<string, number>;
@@ -85,7 +90,7 @@ export function skippedSummary(
       capabilities: {},
       notes: [reason],
     },
-    durationsMs: { startup: 0, scenario: 0, recovery: 0, collect: 0, total: 0 },
+    durationsMs: { startup: 0, backlog: 0, scenario: 0, recovery: 0, collect: 0, total: 0 },
     schedule: [],
     faults: {},
     tasks: { submitted: 0, completed: 0, failed: 0 },
@@ -99,6 +104,7 @@ export function skippedSummary(
     register: null,
     retries: null,
     resources: [],
+    backlog: null,
     scenarioNotes: {},
     violationCounts: {},
     violations: [],

@@ -359,7 +359,7 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
       const i = ids.findIndex((s) => s?.header?.member_id === leader);
       return i < 0 ? undefined : etcdNames[i];
     },
-    async admin(method, urlPath, body) {
+    async admin(method, urlPath, body, timeoutMs = 3_000) {
       let last: unknown;
       for (const base of file.admin.urls) {
         try {
@@ -370,7 +370,7 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
               ...(body === undefined ? {} : { 'content-type': 'application/json' }),
             },
             ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-            signal: AbortSignal.timeout(3_000),
+            signal: AbortSignal.timeout(timeoutMs),
           });
           const parsed: unknown = await res.json();
           if (res.status >= 500) {

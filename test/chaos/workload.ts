@@ -84,9 +84,10 @@ function buildTask(rng: Prng, shape: WorkloadShape, n: number): TaskSpec {
 export class Workload {
   readonly records = new Map<string, TaskRecord>();
   readonly states = new Map<string, FinalTask>();
-  readonly #cluster: ChaosCluster;
+  readonly #cluster: Pick<ChaosCluster, 'admin'>;
+  #polling: Promise<boolean> | undefined;
 
-  constructor(cluster: ChaosCluster) {
+  constructor(cluster: Pick<ChaosCluster, 'admin'>) {
     this.#cluster = cluster;
   }
 
@@ -123,8 +124,27 @@ export class Workload {
     throw new Error(`could not submit ${spec.taskId} in ${giveUpMs} ms: ${last}`);
   }
 
-  /** Read every task's state once (paged); returns false if no coordinator answered. */
-  async poll(): Promise<boolean> {
+  /**
+   * Read every task's state once (paged); returns false if no coordinator answered. One poll at a
+   * time (a caller during a poll shares it). Pages in id order and stops past the last submitted
+   * id, so tasks that sort after the workload's (the `--backlog`) are never read.
+   *
+   * Retention: a coordinator may remove ended tasks from etcd. A submitted task absent from a whole
+   * pass is marked removed (`removedSeenAtMs`, its last state seen kept); the checker then judges
+   * its end from the workers' logs, etcd's history and the sink — never from a read of the task.
+   */
+  poll(): Promise<boolean> {
+    this.#polling ??= this.#pollOnce().finally(() => {
+      this.#polling = undefined;
+    });
+    return this.#polling;
+  }
+
+  async #pollOnce(): Promise<boolean> {
+    const startedAt = nowMs();
+    let lastId = '';
+    for (const id of this.records.keys()) if (id > lastId) lastId = id;
+    const seen = new Set<string>();
     let after: string | undefined;
     try {
       for (;;) {
@@ -138,6 +158,7 @@ export class Workload {
         const tasks = body.tasks ?? [];
         const at = nowMs();
         for (const t of tasks) {
+          seen.add(t.taskId);
           if (!this.records.has(t.taskId)) continue;
           const prev = this.states.get(t.taskId);
           this.states.set(t.taskId, {
@@ -147,12 +168,28 @@ export class Workload {
             completedSeenAtMs: prev?.completedSeenAtMs ?? (this.#ended(t.taskId, t.state) ? at : undefined),
           });
         }
-        if (body.next === undefined || body.next === null || tasks.length === 0) return true;
+        const last = tasks.at(-1)?.taskId;
+        if (body.next === undefined || body.next === null || last === undefined || last >= lastId) break;
         after = body.next;
       }
     } catch {
       return false;
     }
+    // A whole pass ran: a task submitted before it began and not listed is gone from etcd.
+    const at = nowMs();
+    for (const [id, record] of this.records) {
+      if (seen.has(id) || record.submittedAtMs >= startedAt) continue;
+      const prev = this.states.get(id);
+      if (prev?.removedSeenAtMs !== undefined) continue;
+      this.states.set(id, {
+        taskId: id,
+        state: 'removed',
+        ...(prev === undefined ? {} : { lastSeenState: prev.state, result: prev.result }),
+        completedSeenAtMs: prev?.completedSeenAtMs,
+        removedSeenAtMs: at,
+      });
+    }
+    return true;
   }
 
   completed(): number {

@@ -403,7 +403,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       sinkClient,
       exits,
       etcdLeader: () => etcdHandle.leader(),
-      async admin(method, path, body) {
+      async admin(method, path, body, timeoutMs = 3_000) {
         let last: unknown;
         for (const c of coordinators) {
           if (!c.isRunning()) continue;
@@ -416,7 +416,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
                 ...(body === undefined ? {} : { 'content-type': 'application/json' }),
               },
               ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-              signal: AbortSignal.timeout(3_000),
+              signal: AbortSignal.timeout(timeoutMs),
             });
             const parsed: unknown = await res.json();
             if (res.status >= 500) {

@@ -111,8 +111,13 @@ export interface ChaosCluster {
   readonly exits: readonly ExitRecord[];
   /** The current etcd leader's process name, if one answers. */
   etcdLeader(): Promise<string | undefined>;
-  /** Admin API on the first coordinator that answers. */
-  admin(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: unknown }>;
+  /** Admin API on the first coordinator that answers (each try given `timeoutMs`, default 3 s). */
+  admin(
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    timeoutMs?: number,
+  ): Promise<{ status: number; body: unknown }>;
   /** Set a coordinator's clock offset; resolves true once its HTTP `Date` header shows it. */
   setClock(name: string, offsetSeconds: number, timeoutMs?: number): Promise<boolean>;
   /** Heal every link, put every clock back to its standing skew, resume every process, start every stopped one. */

@@ -3,13 +3,13 @@
  * server) or a binary (etcd), each in its own process group, killed when the bench exits.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 
 const live = new Set<ChildProcess>();
 let hooked = false;
 
-function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+export function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
   try {
     process.kill(-child.pid, signal);
@@ -69,12 +69,39 @@ export interface NodeDaemon {
   readonly pid: number;
   readonly port: number;
   readonly url: string;
+  /** ms from spawn until the ready probe answered 200. */
+  readonly readyAfterMs: number;
   stop(): Promise<void>;
 }
 
+/** A daemon that did not come up: how long it was given, and the tail of its stderr. */
+export class DaemonStartError extends Error {
+  readonly afterMs: number;
+  readonly exitCode: number | null;
+  readonly stderrTail: string;
+  constructor(message: string, afterMs: number, exitCode: number | null, stderrTail: string) {
+    super(message);
+    this.name = 'DaemonStartError';
+    this.afterMs = afterMs;
+    this.exitCode = exitCode;
+    this.stderrTail = stderrTail;
+  }
+}
+
+function tail(path: string | undefined, lines = 5): string {
+  if (path === undefined) return '';
+  try {
+    return readFileSync(path, 'utf8').trim().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
 /**
- * Run `node [nodeArgs] script [args] --port 0 --port-file <dir>/<name>.port` and wait for the port.
- * stderr is inherited only when LEASEHOLD_BENCH_VERBOSE is set.
+ * Run `node [nodeArgs] script [args] --port 0 --port-file <dir>/<name>.port` and wait for the port
+ * and a 200 from `readyPath` (default `/healthz`; the scale suite times `/readyz`) within
+ * `timeoutMs` (default 20 s). stderr goes to `stderrPath` when given (its tail is in the error of a
+ * daemon that did not come up), else is inherited only when LEASEHOLD_BENCH_VERBOSE is set.
  */
 export async function startNodeDaemon(opts: {
   readonly name: string;
@@ -83,46 +110,63 @@ export async function startNodeDaemon(opts: {
   readonly env: Readonly<Record<string, string>>;
   readonly args?: readonly string[];
   readonly nodeArgs?: readonly string[];
+  readonly readyPath?: string;
+  readonly timeoutMs?: number;
+  readonly stderrPath?: string;
 }): Promise<NodeDaemon> {
   if (!existsSync(opts.script)) throw new Error(`${opts.script} is missing: run \`pnpm build\` first`);
   const portFile = `${opts.dir}/${opts.name}.port`;
   rmSync(portFile, { force: true });
   const verbose = process.env.LEASEHOLD_BENCH_VERBOSE !== undefined;
+  const stderrFd = opts.stderrPath === undefined ? undefined : openSync(opts.stderrPath, 'a');
+  const t0 = performance.now();
   const child = spawn(
     process.execPath,
     [...(opts.nodeArgs ?? []), opts.script, ...(opts.args ?? []), '--port', '0', '--port-file', portFile],
     {
       detached: true,
       cwd: opts.dir,
-      stdio: ['ignore', 'ignore', verbose ? 'inherit' : 'ignore'],
+      stdio: ['ignore', 'ignore', stderrFd ?? (verbose ? 'inherit' : 'ignore')],
       env: { PATH: process.env.PATH ?? '', ...opts.env },
     },
   );
+  if (stderrFd !== undefined) closeSync(stderrFd);
   track(child);
-  const deadline = Date.now() + 20_000;
+  const timeoutMs = opts.timeoutMs ?? 20_000;
+  const readyPath = opts.readyPath ?? '/healthz';
+  const failed = (why: string) =>
+    new DaemonStartError(
+      `${opts.name} ${why}${tail(opts.stderrPath) === '' ? '' : `: ${tail(opts.stderrPath)}`}`,
+      performance.now() - t0,
+      child.exitCode,
+      tail(opts.stderrPath),
+    );
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`${opts.name} exited with ${child.exitCode} during start-up`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw failed(`exited with ${child.exitCode ?? child.signalCode ?? '?'} during start-up`);
     if (existsSync(portFile)) {
       const text = readFileSync(portFile, 'utf8').trim();
       if (/^\d+$/.test(text)) {
         const port = Number(text);
         const url = `http://127.0.0.1:${port}`;
-        if (await healthy(url)) {
-          return { child, pid: child.pid ?? 0, port, url, stop: () => stopChild(child) };
+        if (await answers200(url, readyPath)) {
+          const readyAfterMs = performance.now() - t0;
+          return { child, pid: child.pid ?? 0, port, url, readyAfterMs, stop: () => stopChild(child) };
         }
       }
     }
-    if (Date.now() > deadline) {
+    if (performance.now() - t0 > timeoutMs) {
+      const err = failed(`did not answer ${readyPath} 200 within ${Math.round(timeoutMs / 1000)} s`);
       await stopChild(child);
-      throw new Error(`${opts.name} did not start within 20 s`);
+      throw err;
     }
     await sleep(20);
   }
 }
 
-async function healthy(url: string): Promise<boolean> {
+async function answers200(url: string, path: string): Promise<boolean> {
   try {
-    const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) });
+    const res = await fetch(`${url}${path}`, { signal: AbortSignal.timeout(1_000) });
     return res.status === 200;
   } catch {
     return false;

@@ -38,7 +38,12 @@ export function etcdVersion(bin = findEtcd()): string {
   return /etcd Version: (\S+)/.exec(out)?.[1] ?? 'unknown';
 }
 
-export async function startEtcd(): Promise<Etcd> {
+export interface EtcdOptions {
+  /** Extra flags (e.g. the scale suite's `--quota-backend-bytes` and auto-compaction). */
+  readonly args?: readonly string[];
+}
+
+export async function startEtcd(options: EtcdOptions = {}): Promise<Etcd> {
   const bin = findEtcd();
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-bench-etcd-'));
   const clientPort = await freePort();
@@ -60,6 +65,7 @@ export async function startEtcd(): Promise<Etcd> {
       '--heartbeat-interval', '10',
       '--log-level', 'error',
       '--logger', 'zap',
+      ...(options.args ?? []),
       ...(process.env.LEASEHOLD_BENCH_ETCD_ARGS ?? '').split(' ').filter((a) => a !== ''),
     ], // prettier-ignore
     { detached: true, stdio: ['ignore', 'ignore', 'ignore'] },
@@ -121,5 +127,38 @@ export async function etcdState(etcd: Etcd): Promise<{ dbMiB: number; keys: numb
     };
   } catch {
     return { dbMiB: Number.NaN, keys: Number.NaN, revision: Number.NaN };
+  }
+}
+
+/** etcd's backend file size and the part of it in use (bytes), from its /metrics. */
+export interface EtcdDbSize {
+  readonly totalBytes: number;
+  readonly inUseBytes: number;
+  readonly keys: number;
+  readonly revision: number;
+}
+
+export async function etcdDbSize(etcd: Etcd): Promise<EtcdDbSize> {
+  const text = await (await fetch(`${etcd.endpoint}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return {
+    totalBytes: read('etcd_mvcc_db_total_size_in_bytes'),
+    inUseBytes: read('etcd_mvcc_db_total_size_in_use_in_bytes'),
+    keys: read('etcd_debugging_mvcc_keys_total'),
+    revision: read('etcd_debugging_mvcc_current_revision'),
+  };
+}
+
+/**
+ * Compact to the current revision, then defragment (the backend file shrinks to what is in use).
+ * Defragmenting a large backend blocks the member for seconds: setup only, never inside a window.
+ */
+export async function compactAndDefragEtcd(etcd: Etcd): Promise<void> {
+  await compactEtcd(etcd);
+  const client = new Etcd3({ hosts: [etcd.endpoint] });
+  try {
+    await client.maintenance.defragment({ deadline: Date.now() + 600_000 });
+  } finally {
+    client.close();
   }
 }

@@ -171,8 +171,8 @@ export class RawWorker {
 export class Admin {
   readonly #client: LeaseholdClient;
 
-  constructor(url: string, key: string) {
-    this.#client = new LeaseholdClient({ url, adminKey: key, timeoutMs: 15_000 });
+  constructor(url: string, key: string, timeoutMs = 15_000) {
+    this.#client = new LeaseholdClient({ url, adminKey: key, timeoutMs });
   }
 
   async submit(taskId: string, resource: string, payload: JsonValue = { n: 1 }): Promise<void> {

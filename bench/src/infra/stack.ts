@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateCapabilitySeed, parseCapabilitySigningKey, publicKeyEntryOf } from '@leasehold/protocol';
-import { startNodeDaemon, type NodeDaemon } from './daemon.js';
+import { killGroup, startNodeDaemon, type NodeDaemon } from './daemon.js';
 import type { Etcd } from './etcd.js';
 
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -33,13 +33,22 @@ export interface StackOptions {
   readonly sessionTtlMs: number;
   readonly heartbeatIntervalMs: number;
   readonly coordinatorEnv?: Readonly<Record<string, string>>;
+  /** How long the first start may take (default 20 s). */
+  readonly startTimeoutMs?: number;
 }
 
 export interface Stack {
   readonly keys: StackKeys;
   readonly sink: NodeDaemon;
+  /** The current coordinator process (throws while none runs: a restart that failed). */
   readonly coordinator: NodeDaemon;
   readonly prefix: string;
+  /**
+   * SIGKILL the coordinator and start it again with the same configuration; resolves once the new
+   * one answers `/readyz` 200 (its `readyAfterMs` is the restart-to-ready time), rejects with a
+   * DaemonStartError when it exits or is not ready within `timeoutMs`.
+   */
+  restartCoordinator(timeoutMs: number): Promise<NodeDaemon>;
   stop(): Promise<void>;
 }
 
@@ -81,31 +90,38 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   };
   const prefix = `bench-${opts.name}-${randomBytes(4).toString('hex')}/`;
   const sink = await startSinkProcess(dir, keys, opts.name);
-  let coordinator: NodeDaemon;
-  try {
-    coordinator = await startNodeDaemon({
+  const env = {
+    LEASEHOLD_COORDINATOR_COORDINATOR_ID: `bench-${opts.name}`,
+    LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: opts.etcd.endpoint,
+    LEASEHOLD_COORDINATOR_PREFIX: prefix,
+    LEASEHOLD_COORDINATOR_SINK_URL: sink.url,
+    LEASEHOLD_COORDINATOR_SINK_KEY: keys.sinkKey,
+    LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: keys.capability,
+    LEASEHOLD_COORDINATOR_WORKER_KEYS: keys.workerKey,
+    LEASEHOLD_COORDINATOR_ADMIN_KEYS: keys.adminKey,
+    LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),
+    LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs),
+    LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
+    // One coordinator, no peer to hand sessions to: the default give-up (TTL / 2, 250 ms in the
+    // takeover suite) closed every socket whenever a busy shared machine delayed one etcd probe.
+    LEASEHOLD_COORDINATOR_ETCD_GIVE_UP_MS: '5000',
+    ...opts.coordinatorEnv,
+  };
+  let starts = 0;
+  const startCoordinator = (readyPath?: string, timeoutMs?: number) =>
+    startNodeDaemon({
       name: 'coordinator',
       script: COORDINATOR_MAIN,
       dir,
-      nodeArgs: profileArgs('coordinator', opts.name),
-      env: {
-        LEASEHOLD_COORDINATOR_COORDINATOR_ID: `bench-${opts.name}`,
-        LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: opts.etcd.endpoint,
-        LEASEHOLD_COORDINATOR_PREFIX: prefix,
-        LEASEHOLD_COORDINATOR_SINK_URL: sink.url,
-        LEASEHOLD_COORDINATOR_SINK_KEY: keys.sinkKey,
-        LEASEHOLD_COORDINATOR_CAPABILITY_SIGNING_KEY: keys.capability,
-        LEASEHOLD_COORDINATOR_WORKER_KEYS: keys.workerKey,
-        LEASEHOLD_COORDINATOR_ADMIN_KEYS: keys.adminKey,
-        LEASEHOLD_COORDINATOR_SESSION_TTL_MS: String(opts.sessionTtlMs),
-        LEASEHOLD_COORDINATOR_HEARTBEAT_INTERVAL_MS: String(opts.heartbeatIntervalMs),
-        LEASEHOLD_COORDINATOR_LOG_LEVEL: 'info',
-        // One coordinator, no peer to hand sessions to: the default give-up (TTL / 2, 250 ms in the
-        // takeover suite) closed every socket whenever a busy shared machine delayed one etcd probe.
-        LEASEHOLD_COORDINATOR_ETCD_GIVE_UP_MS: '5000',
-        ...opts.coordinatorEnv,
-      },
+      nodeArgs: profileArgs('coordinator', `${opts.name}-${starts++}`),
+      env,
+      stderrPath: join(dir, 'coordinator.stderr'),
+      ...(readyPath === undefined ? {} : { readyPath }),
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
     });
+  let coordinator: NodeDaemon | undefined;
+  try {
+    coordinator = await startCoordinator(undefined, opts.startTimeoutMs);
   } catch (err) {
     await sink.stop();
     throw err;
@@ -113,10 +129,23 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   return {
     keys,
     sink,
-    coordinator,
+    get coordinator(): NodeDaemon {
+      if (coordinator === undefined) throw new Error(`${opts.name}: the coordinator is down (its restart failed)`);
+      return coordinator;
+    },
     prefix,
+    async restartCoordinator(timeoutMs) {
+      const old = coordinator;
+      coordinator = undefined;
+      if (old !== undefined) {
+        killGroup(old.child, 'SIGKILL');
+        await old.stop();
+      }
+      coordinator = await startCoordinator('/readyz', timeoutMs);
+      return coordinator;
+    },
     stop: async () => {
-      await coordinator.stop();
+      await coordinator?.stop();
       await sink.stop();
       rmSync(dir, { recursive: true, force: true });
     },
