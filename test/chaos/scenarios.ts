@@ -327,13 +327,13 @@ export const SCENARIOS: readonly Scenario[] = [
       await waitForLog(ctx.cluster, 'worker-0', (e) => e.msg === 'chaos: self-pause', 20_000);
       await startWorker(ctx, 'worker-1');
       await ctx.workload.waitCompleted([t.taskId], 30_000);
-      ctx.notes.fenceBefore = (await ctx.cluster.sinkClient.getResource(t.resource)).fence.toString();
+      ctx.notes.fenceBefore = (await ctx.cluster.sinkClient.getFence(t.resource)).toString();
       const sink = ctx.cluster.processes.get('sink')!;
       const id = ctx.faults.open('kill', ['sink'], 'kill sink');
       await sink.kill();
       await sink.restart();
       ctx.faults.close(id);
-      ctx.notes.fenceAfter = (await ctx.cluster.sinkClient.getResource(t.resource)).fence.toString();
+      ctx.notes.fenceAfter = (await ctx.cluster.sinkClient.getFence(t.resource)).toString();
       await waitForLog(ctx.cluster, 'worker-0', (e) => e.msg === 'write refused by the sink', pastLease(ctx) + 15_000);
     },
     expect(h, notes) {

@@ -123,8 +123,8 @@ export async function collectStatus(
     [...groups.entries()].map(async ([resource, group]) => {
       const [owner, fence] = await Promise.all([
         admin.resource(resource).catch((): ResourceOwnerView | undefined => undefined),
-        sink.getResource(resource).then(
-          (v) => v.fence,
+        sink.getFence(resource).then(
+          (fence) => fence,
           () => undefined,
         ),
       ]);
