@@ -1,0 +1,107 @@
+/**
+ * Converts task records of layout v1 (payload and history inside `tasks/<t>`, written by
+ * coordinators before 0.3) to layout v2 — the payload under `inputs/<t>`, the history under
+ * `history/<t>#<n>` — as the watch feed meets them: in the snapshot a coordinator starts from, and
+ * in the watch (a coordinator of the old layout still submitting during a rolling upgrade).
+ *
+ * Only records without an open attempt are converted here: an open attempt's token is the task
+ * key's mod_revision, which a rewrite would move; such a record is converted by the txn that
+ * closes the attempt (complete, fail, release, settlement, cancel), in passing. Until converted a
+ * v1 record is parked in the index: never granted.
+ *
+ * Idempotent and safe with several coordinators at once: each conversion compares the record's
+ * mod_revision as read, so the second coordinator's conversion of a record is a failed compare
+ * and changes nothing. Each coordinator starts at a random point of its queue, so coordinators
+ * starting together mostly convert different records.
+ */
+import { RepeatGate } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { Timers } from '../core/timers.js';
+import type { Metrics } from '../metrics.js';
+import type { LeaseStore, MigrateItem, StoredTask } from '../store/port.js';
+
+/** Records per store call (the store splits them into txns by ops and bytes). */
+const CALL_ITEMS = 256;
+const RETRY_MS = 1_000;
+
+export class LayoutMigration {
+  readonly #store: LeaseStore;
+  readonly #log: Logger;
+  readonly #timers: Timers;
+  readonly #metrics: Metrics;
+  readonly #random: () => number;
+  /** Waiting conversions by task id (the latest read wins). */
+  readonly #queue = new Map<string, MigrateItem>();
+  readonly #repeats = new RepeatGate();
+  #running: Promise<void> | undefined;
+  #closed = false;
+  #converted = 0;
+
+  constructor(deps: {
+    readonly store: LeaseStore;
+    readonly log: Logger;
+    readonly timers: Timers;
+    readonly metrics: Metrics;
+    readonly random: () => number;
+  }) {
+    this.#store = deps.store;
+    this.#log = deps.log;
+    this.#timers = deps.timers;
+    this.#metrics = deps.metrics;
+    this.#random = deps.random;
+  }
+
+  /** Records of layout v1 seen: those without an open attempt are queued for conversion. */
+  offer(tasks: readonly StoredTask[]): void {
+    if (this.#closed) return;
+    for (const t of tasks) {
+      if (t.legacy === undefined || t.record.open !== undefined) continue;
+      this.#queue.set(t.record.taskId, { modRevision: t.modRevision, record: t.record, legacy: t.legacy });
+    }
+    if (this.#queue.size > 0) this.#running ??= this.#drain().finally(() => (this.#running = undefined));
+  }
+
+  /** Conversions waiting (tests, logs). */
+  get waiting(): number {
+    return this.#queue.size;
+  }
+
+  /** Resolves when nothing is waiting or running. */
+  async idle(): Promise<void> {
+    while (this.#running !== undefined) await this.#running;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#queue.clear();
+  }
+
+  async #drain(): Promise<void> {
+    this.#log.info({ records: this.#queue.size }, 'converting task records of layout v1');
+    let failures = 0;
+    while (!this.#closed && this.#queue.size > 0) {
+      const all = [...this.#queue.values()];
+      const start = Math.floor(this.#random() * all.length);
+      const batch = [...all.slice(start), ...all.slice(0, start)].slice(0, CALL_ITEMS);
+      try {
+        const converted = await this.#store.migrateTasks(batch);
+        this.#converted += converted;
+        this.#metrics.layoutConversions.inc(converted);
+        // Converted, or changed since read (converted by a peer, or written again: the watch
+        // offers the new record if it is still of layout v1).
+        for (const item of batch) {
+          if (this.#queue.get(item.record.taskId) === item) this.#queue.delete(item.record.taskId);
+        }
+        failures = 0;
+      } catch (err) {
+        failures += 1;
+        const gate = this.#repeats.note('migrate', Date.now());
+        if (gate.log) {
+          this.#log.warn({ err, waiting: this.#queue.size, repeated: gate.suppressed }, 'layout v1 conversion failed; will retry');
+        }
+        await new Promise<void>((resolve) => this.#timers.setTimeout(resolve, Math.min(10_000, RETRY_MS * failures)));
+      }
+    }
+    if (!this.#closed) this.#log.info({ converted: this.#converted }, 'task records of layout v1 converted');
+  }
+}
