@@ -144,7 +144,7 @@ export async function taskCommand(ctx: CommandContext): Promise<number> {
 }
 
 function cancelNote(task: TaskView): string {
-  const last = task.history.at(-1);
+  const last = task.lastAttempt;
   if (last?.outcome !== 'cancelled') return '';
   return `\n  the open attempt of ${last.workerId} (token ${last.token}) was ended and the sink's fence moved past it: its late write will be refused`;
 }

@@ -8,6 +8,7 @@ const base: TaskView = {
   taskId: 't1',
   resource: 'acct/7',
   payload: { n: 1 },
+  payloadBytes: 7,
   state: 'failed',
   attempts: 3,
   priority: 0,
