@@ -119,6 +119,20 @@ describe('leasehold submit flags', () => {
     });
   });
 
+  it('turns --keep-<state> into the task retention (durations, or forever: kept until purged)', () => {
+    expect(
+      submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', KEEP_COMPLETED: '10m', KEEP_FAILED: 'forever' }, []),
+    ).toEqual({
+      taskId: 't',
+      resource: 'r',
+      payload: {},
+      retention: { completed: 600_000, failed: null },
+    });
+    expect(() => submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', KEEP_CANCELLED: 'later' }, [])).toThrow(
+      /--keep-cancelled must be a duration/,
+    );
+  });
+
   it('lists every problem at once', () => {
     expect(() =>
       submitRequestOf({ PRIORITY: '12', DELAY: 'soon', RUN_AT: 'tomorrow', MAX_ATTEMPTS: '0', PAYLOAD: '{' }, []),
