@@ -105,7 +105,11 @@ describe('a backlog of 48 MiB of payloads', () => {
   }, 60_000);
 
   it('a second coordinator starts on it, lists one task, walks every page, purges, opens the console', async () => {
-    const b = await stack.coordinator();
+    // gRPC's default receive limit, and 1 MiB pages: the byte-bounded pages are what make this work.
+    const b = await stack.coordinator({
+      LEASEHOLD_COORDINATOR_ETCD_MAX_RESPONSE_BYTES: String(4 * 1024 * 1024),
+      LEASEHOLD_COORDINATOR_ETCD_PAGE_BYTES: String(1024 * 1024),
+    });
     const adminB = stack.admin(b.url);
     expect((await adminB.call('GET', '/readyz')).status).toBe(200);
     const one = await adminB.list('?limit=1');

@@ -112,7 +112,7 @@ export function createServices(deps: ServiceDeps): Services {
     log: log.child({ component: 'layout' }),
     timers: deps.timers,
     metrics: deps.metrics,
-    random: ctx.random,
+    holder: deps.coordinatorId,
   });
   const feed = new WatchFeed({
     store: deps.store,
@@ -128,6 +128,9 @@ export function createServices(deps: ServiceDeps): Services {
     },
     onLegacy: (old) => {
       migration.offer(old);
+    },
+    onTaskWritten: (taskId, modRevision) => {
+      migration.seen(taskId, modRevision);
     },
   });
   const retention = new RetentionService(ctx, () => feed.ready);

@@ -9,7 +9,8 @@
  * |                                       |                |         | by the grant txn and task views        |
  * | `P/history/<taskId>#<n>`              | AttemptRecord  | none    | the n-th ended attempt (12 digits); the|
  * |                                       |                |         | last MAX_TASK_HISTORY are kept         |
- * | `P/locks/retention`                   | coordinator id | its own | one retention sweeper at a time        |
+ * | `P/locks/<name>`                      | coordinator id | its own | `retention`: one sweeper at a time;    |
+ * |                                       |                |         | `migration`: one layout converter      |
  * | `P/owners/<resource>`                 | OwnerRecord    | session | create_revision = fencing token        |
  * | `P/sessions/<sessionId>`              | SessionRecord  | session | mod_revision = who serves it, and when |
  * | `P/holdings/<sessionId>/<requestId>`  | HoldingRecord  | session | one per live grant: the session's      |
@@ -48,8 +49,7 @@ export class KeyLayout {
   readonly holdings: string;
   readonly inputs: string;
   readonly history: string;
-  /** The retention sweeper's lock. */
-  readonly retentionLock: string;
+  readonly locks: string;
   /** Revoked console logins (logout): `console/revoked/<loginId>`. */
   readonly consoleRevoked: string;
   /** What the watch-fed index watches: `owners/` up to the end of `tasks/` (not the holdings). */
@@ -63,7 +63,7 @@ export class KeyLayout {
     this.holdings = `${this.prefix}holdings/`;
     this.inputs = `${this.prefix}inputs/`;
     this.history = `${this.prefix}history/`;
-    this.retentionLock = `${this.prefix}locks/retention`;
+    this.locks = `${this.prefix}locks/`;
     this.consoleRevoked = `${this.prefix}console/revoked/`;
     this.watched = { start: this.owners, endPrefix: this.tasks };
   }
@@ -85,6 +85,11 @@ export class KeyLayout {
   /** History entry `n` (1-based) of task `taskId`; keys sort in attempt order. */
   historyEntry(taskId: string, n: number): string {
     return `${this.historyOf(taskId)}${String(n).padStart(12, '0')}`;
+  }
+
+  /** A short lock: `retention` (one sweeper at a time), `migration` (one layout converter at a time). */
+  lock(name: 'retention' | 'migration'): string {
+    return `${this.locks}${name}`;
   }
 
   owner(resource: string): string {

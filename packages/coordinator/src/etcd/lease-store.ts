@@ -22,6 +22,7 @@ import type {
   LeaseKeeperOptions,
   LeaseOutcome,
   LeaseStore,
+  LockName,
   MigrateItem,
   NewTask,
   OpenedSession,
@@ -318,7 +319,7 @@ export class KvLeaseStore implements LeaseStore {
     return converted;
   }
 
-  async acquireLock(name: 'retention', holder: string, ttlSeconds: number): Promise<StoreLock | undefined> {
+  async acquireLock(name: LockName, holder: string, ttlSeconds: number): Promise<StoreLock | undefined> {
     const leaseId = await this.backend.grantLease(ttlSeconds);
     try {
       const lock = await acquireLock(this.kv, this.keys, { name, holder, leaseId });
@@ -331,7 +332,7 @@ export class KvLeaseStore implements LeaseStore {
   }
 
   /** Revoking the lock's lease deletes the key (it is on that lease alone). */
-  async releaseLock(_name: 'retention', lock: StoreLock): Promise<void> {
+  async releaseLock(_name: LockName, lock: StoreLock): Promise<void> {
     await this.backend.revokeLease(lock.leaseId);
   }
 

@@ -10,9 +10,10 @@
  * v1 record is parked in the index: never granted.
  *
  * Idempotent and safe with several coordinators at once: each conversion compares the record's
- * mod_revision as read, so the second coordinator's conversion of a record is a failed compare
- * and changes nothing. Each coordinator starts at a random point of its queue, so coordinators
- * starting together mostly convert different records.
+ * mod_revision as read, so a second conversion of a record is a failed compare and changes
+ * nothing. To keep coordinators that start together from doing the same work, one converts at a
+ * time (the lock `locks/migration`, on a short lease, taken per batch); the others wait, and drop
+ * from their queues what their watch shows converted ({@link LayoutMigration.seen}).
  */
 import { RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
@@ -20,16 +21,19 @@ import type { Timers } from '../core/timers.js';
 import type { Metrics } from '../metrics.js';
 import type { LeaseStore, MigrateItem, StoredTask } from '../store/port.js';
 
-/** Records per store call (the store splits them into txns by ops and bytes). */
+/** Records per store call, under one lock (the store splits them into txns by ops and bytes). */
 const CALL_ITEMS = 256;
 const RETRY_MS = 1_000;
+/** A peer holds the lock: look again this soon. */
+const LOCKED_MS = 200;
+const LOCK_TTL_SECONDS = 10;
 
 export class LayoutMigration {
   readonly #store: LeaseStore;
   readonly #log: Logger;
   readonly #timers: Timers;
   readonly #metrics: Metrics;
-  readonly #random: () => number;
+  readonly #holder: string;
   /** Waiting conversions by task id (the latest read wins). */
   readonly #queue = new Map<string, MigrateItem>();
   readonly #repeats = new RepeatGate();
@@ -42,13 +46,14 @@ export class LayoutMigration {
     readonly log: Logger;
     readonly timers: Timers;
     readonly metrics: Metrics;
-    readonly random: () => number;
+    /** Who holds the lock (the coordinator id). */
+    readonly holder: string;
   }) {
     this.#store = deps.store;
     this.#log = deps.log;
     this.#timers = deps.timers;
     this.#metrics = deps.metrics;
-    this.#random = deps.random;
+    this.#holder = deps.holder;
   }
 
   /** Records of layout v1 seen: those without an open attempt are queued for conversion. */
@@ -59,6 +64,12 @@ export class LayoutMigration {
       this.#queue.set(t.record.taskId, { modRevision: t.modRevision, record: t.record, legacy: t.legacy });
     }
     if (this.#queue.size > 0) this.#running ??= this.#drain().finally(() => (this.#running = undefined));
+  }
+
+  /** The watch showed `taskId` written again (converted by a peer, or changed): not ours to convert. */
+  seen(taskId: string, modRevision: bigint): void {
+    const item = this.#queue.get(taskId);
+    if (item !== undefined && item.modRevision !== modRevision) this.#queue.delete(taskId);
   }
 
   /** Conversions waiting (tests, logs). */
@@ -76,15 +87,28 @@ export class LayoutMigration {
     this.#queue.clear();
   }
 
+  #sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => this.#timers.setTimeout(resolve, ms));
+  }
+
   async #drain(): Promise<void> {
     this.#log.info({ records: this.#queue.size }, 'converting task records of layout v1');
     let failures = 0;
     while (!this.#closed && this.#queue.size > 0) {
-      const all = [...this.#queue.values()];
-      const start = Math.floor(this.#random() * all.length);
-      const batch = [...all.slice(start), ...all.slice(0, start)].slice(0, CALL_ITEMS);
+      const batch = [...this.#queue.values()].slice(0, CALL_ITEMS);
       try {
-        const converted = await this.#store.migrateTasks(batch);
+        const lock = await this.#store.acquireLock('migration', this.#holder, LOCK_TTL_SECONDS);
+        if (lock === undefined) {
+          // A peer converts: its conversions reach this queue through the watch (seen).
+          await this.#sleep(LOCKED_MS);
+          continue;
+        }
+        let converted: number;
+        try {
+          converted = await this.#store.migrateTasks(batch);
+        } finally {
+          await this.#store.releaseLock('migration', lock).catch(() => undefined);
+        }
         this.#converted += converted;
         this.#metrics.layoutConversions.inc(converted);
         // Converted, or changed since read (converted by a peer, or written again: the watch
@@ -99,7 +123,7 @@ export class LayoutMigration {
         if (gate.log) {
           this.#log.warn({ err, waiting: this.#queue.size, repeated: gate.suppressed }, 'layout v1 conversion failed; will retry');
         }
-        await new Promise<void>((resolve) => this.#timers.setTimeout(resolve, Math.min(10_000, RETRY_MS * failures)));
+        await this.#sleep(Math.min(10_000, RETRY_MS * failures));
       }
     }
     if (!this.#closed) this.#log.info({ converted: this.#converted }, 'task records of layout v1 converted');

@@ -46,6 +46,8 @@ export interface WatchFeedOptions {
   readonly onBuilt?: () => void;
   /** Records of layout v1 seen (in the snapshot or the watch): to convert. */
   readonly onLegacy?: (tasks: readonly StoredTask[]) => void;
+  /** A task key written or deleted (after the index applied it): `modRevision` of the event. */
+  readonly onTaskWritten?: (taskId: string, modRevision: bigint) => void;
 }
 
 export class WatchFeed {
@@ -189,6 +191,7 @@ export class WatchFeed {
         const t = ev.task;
         index.applyTask(ev.taskId, t === undefined ? undefined : entryOf(t, index.defaults));
         if (t?.legacy !== undefined) (legacy ??= []).push(t);
+        else this.#o.onTaskWritten?.(ev.taskId, group.revision);
       } else if (ev.kind === 'owner') {
         const o = ev.owner;
         index.applyOwner(ev.resource, o === undefined ? undefined : ownerEntry(o));

@@ -212,7 +212,9 @@ export interface MigrateItem {
   readonly legacy: LegacyParts;
 }
 
-/** A short lock in the store (the retention sweeper's), on a lease of its own. */
+export type LockName = 'retention' | 'migration';
+
+/** A short lock in the store (the retention sweeper's, the layout converter's), on a lease of its own. */
 export interface StoreLock {
   readonly leaseId: string;
   /** The lock key's create_revision: only this holder's release deletes it. */
@@ -356,10 +358,10 @@ export interface LeaseStore extends ConsoleRevocationStore {
   purgeTasks(tasks: readonly TaskRef[]): Promise<string[]>;
   /** Convert records of layout v1 (unchanged since read) to layout v2; how many were converted. */
   migrateTasks(items: readonly MigrateItem[]): Promise<number>;
-  /** Take the lock `key` for `ttlSeconds` (undefined: someone holds it). */
-  acquireLock(name: 'retention', holder: string, ttlSeconds: number): Promise<StoreLock | undefined>;
+  /** Take the lock `name` for `ttlSeconds` (undefined: someone holds it). */
+  acquireLock(name: LockName, holder: string, ttlSeconds: number): Promise<StoreLock | undefined>;
   /** Give the lock back (only if still this holder's). */
-  releaseLock(name: 'retention', lock: StoreLock): Promise<void>;
+  releaseLock(name: LockName, lock: StoreLock): Promise<void>;
 
   // reads
   task(taskId: string): Promise<StoredTask | undefined>;

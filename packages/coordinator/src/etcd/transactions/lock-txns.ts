@@ -1,10 +1,11 @@
 /**
- * A short lock in etcd: the retention sweeper's, so one coordinator sweeps at a time. The lock key
- * lives on a lease of its own: released by revoking it, and gone by itself if its holder dies.
- * Nothing depends on it for safety — every delete of a sweep compares the record it read — it
- * only keeps several coordinators from doing the same work.
+ * A short lock in etcd: the retention sweeper's (one coordinator sweeps at a time) and the layout
+ * converter's (one coordinator converts records of layout v1 at a time). The lock key lives on a
+ * lease of its own: released by revoking it, and gone by itself if its holder dies. Nothing
+ * depends on it for safety — every delete of a sweep and every conversion compares the record it
+ * read — it only keeps several coordinators from doing the same work.
  */
-import type { StoreLock } from '../../store/port.js';
+import type { LockName, StoreLock } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, op, type Kv } from '../kv.js';
 
@@ -19,9 +20,9 @@ import { cmp, op, type Kv } from '../kv.js';
 export async function acquireLock(
   kv: Kv,
   keys: KeyLayout,
-  args: { readonly name: 'retention'; readonly holder: string; readonly leaseId: string },
+  args: { readonly name: LockName; readonly holder: string; readonly leaseId: string },
 ): Promise<StoreLock | undefined> {
-  const key = keys.retentionLock;
+  const key = keys.lock(args.name);
   const res = await kv.txn('acquireLock', {
     compare: [cmp.absent(key)],
     success: [op.put(key, JSON.stringify({ v: 1, holder: args.holder }), args.leaseId)],
