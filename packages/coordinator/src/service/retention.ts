@@ -7,6 +7,10 @@
  * `purgeTasks`, which compares the record's mod_revision as the index saw it: a task retried since
  * stays, and a sweep planned from a stale index can only miss, never remove the wrong record.
  *
+ * At NOSPACE etcd refuses the lock's lease but still runs deletes: the sweep then goes on without
+ * the lock (the compares make that safe; the lock only saves work), so retention frees space
+ * for the compaction and defragmentation an operator runs next.
+ *
  * The sink's results and decision log are untouched: they stay the record of what was written.
  * Visible: `leasehold_coordinator_retention_removed_total{state,reason}`,
  * `leasehold_coordinator_retention_sweeps_total{outcome}`, a debug line per sweep, a gated warning
@@ -15,6 +19,8 @@
 import { RepeatGate } from '@leasehold/protocol';
 import { planRetention, type Removal } from '../core/retention.js';
 import type { TimerHandle } from '../core/timers.js';
+import { isStorageFull } from '../errors.js';
+import type { StoreLock } from '../store/port.js';
 import type { ServiceContext } from './context.js';
 
 export class RetentionService {
@@ -72,7 +78,12 @@ export class RetentionService {
     const startedMs = ctx.clock.nowMs();
     try {
       const ttlSeconds = Math.max(5, Math.ceil((3 * ctx.config.retention.intervalMs) / 1_000));
-      const lock = await ctx.store.acquireLock('retention', ctx.coordinatorId, ttlSeconds);
+      const lock: StoreLock | 'none' | undefined = await ctx.store
+        .acquireLock('retention', ctx.coordinatorId, ttlSeconds)
+        .catch((err: unknown) => {
+          if (isStorageFull(err)) return 'none' as const;
+          throw err;
+        });
       if (lock === undefined) {
         ctx.metrics.retentionSweeps.inc({ outcome: 'locked' });
         ctx.log.debug({ planned: removals.length }, 'retention sweep skipped: a peer holds the lock');
@@ -82,7 +93,7 @@ export class RetentionService {
       try {
         removed = await ctx.store.purgeTasks(removals);
       } finally {
-        await ctx.store.releaseLock('retention', lock).catch(() => undefined);
+        if (lock !== 'none') await ctx.store.releaseLock('retention', lock).catch(() => undefined);
       }
       const gone = new Set(removed);
       const byState: Record<string, number> = {};
