@@ -201,8 +201,8 @@ export const OPTIONS: OptionTable = Object.freeze({
   },
   'etcd-page-bytes': {
     env: 'ETCD_PAGE_BYTES',
-    help: 'bytes one etcd range page may carry (snapshot, lists, purge, console); at most a quarter of the above',
-    default: String(8 * 1024 * 1024),
+    help: 'bytes one etcd range page may carry (snapshot, lists, console); at most a quarter of the above',
+    default: String(16 * 1024 * 1024),
   },
   'etcd-quota-bytes': {
     env: 'ETCD_QUOTA_BYTES',
@@ -586,7 +586,7 @@ function crossFieldProblems(raw: Readonly<Record<string, string>>): string[] {
     problems.push(`${ENV_PREFIX}ETCD_CERT / ETCD_KEY: give both or neither`);
   }
   const maxResponse = Number(raw.ETCD_MAX_RESPONSE_BYTES ?? String(64 * 1024 * 1024));
-  const pageBytes = Number(raw.ETCD_PAGE_BYTES ?? String(8 * 1024 * 1024));
+  const pageBytes = Number(raw.ETCD_PAGE_BYTES ?? String(16 * 1024 * 1024));
   if (Number.isFinite(maxResponse) && Number.isFinite(pageBytes) && pageBytes * 4 > maxResponse) {
     problems.push(
       `${ENV_PREFIX}ETCD_PAGE_BYTES: must be at most ETCD_MAX_RESPONSE_BYTES / 4 (${Math.floor(maxResponse / 4)}), ` +

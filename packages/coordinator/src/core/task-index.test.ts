@@ -213,22 +213,23 @@ describe('TaskIndex', () => {
   it('a pending entry keeps only the lean fields and the stored JSON, never a parsed record', () => {
     const record = { ...pendingRecord('a', 'r1'), priority: 3, notBeforeMs: 7 };
     const e = entry(record, 2n) as PendingTask;
+    // Own fields: the lean ones, and the index's bookkeeping (flags are packed, state on the prototype).
     expect(Object.keys(e).sort()).toEqual(
       [
         'createRevision',
+        'dueGen',
         'dueMs',
-        'exhausted',
-        'legacy',
         'modRevision',
-        'open',
         'payloadBytes',
         'priority',
         'raw',
         'resource',
-        'state',
+        'seq',
+        'status',
         'taskId',
       ].sort(),
     );
+    expect(e.state).toBe('pending');
     expect(recordOf(e)).toEqual(record);
     expect(e).toMatchObject({ priority: 3, dueMs: 7, open: false, exhausted: false, legacy: false });
   });

@@ -80,6 +80,65 @@ export interface IndexInput {
   readonly modRevision: bigint;
 }
 
+const OPEN = 1;
+const EXHAUSTED = 2;
+const LEGACY = 4;
+
+type Status = 'ready' | 'delayed' | 'parked';
+
+/**
+ * A pending task's entry: one object of fixed shape per task (its flags packed in one small
+ * integer, `state` on the prototype), whose last three fields are the index's own bookkeeping.
+ * Made by {@link entryOf}; owned by the index it is given to.
+ */
+class PendingEntry implements PendingTask {
+  readonly taskId: string;
+  readonly resource: string;
+  readonly createRevision: bigint;
+  readonly modRevision: bigint;
+  readonly raw: string;
+  readonly priority: number;
+  readonly dueMs: number;
+  readonly payloadBytes: number;
+  readonly #flags: number;
+  /** Arrival sequence: breaks create_revision ties (one txn, many tasks). */
+  seq = 0;
+  status: Status = 'parked';
+  /** Generation of its delayed-heap entry (0: none). */
+  dueGen = 0;
+
+  constructor(
+    task: IndexInput,
+    fields: { readonly raw: string; readonly priority: number; readonly flags: number },
+  ) {
+    this.taskId = task.record.taskId;
+    this.resource = task.record.resource;
+    this.createRevision = task.createRevision;
+    this.modRevision = task.modRevision;
+    this.raw = fields.raw;
+    this.priority = fields.priority;
+    this.dueMs = task.record.notBeforeMs ?? 0;
+    this.payloadBytes = task.record.payloadBytes;
+    this.#flags = fields.flags;
+  }
+
+  get state(): 'pending' {
+    return 'pending';
+  }
+
+  get open(): boolean {
+    return (this.#flags & OPEN) !== 0;
+  }
+
+  get exhausted(): boolean {
+    return (this.#flags & EXHAUSTED) !== 0;
+  }
+
+  get legacy(): boolean {
+    return (this.#flags & LEGACY) !== 0;
+  }
+}
+
 /** The index entry of a stored task. */
 export function entryOf(task: IndexInput, defaults: RetryPolicy): TaskEntry {
   const r = task.record;
@@ -94,20 +153,12 @@ export function entryOf(task: IndexInput, defaults: RetryPolicy): TaskEntry {
     };
   }
   const legacy = task.legacy !== undefined;
-  return {
-    state: 'pending',
-    taskId: r.taskId,
-    resource: r.resource,
-    createRevision: task.createRevision,
-    modRevision: task.modRevision,
+  const exhausted = r.open === undefined && r.attempts >= policyOf(r, defaults).maxAttempts;
+  return new PendingEntry(task, {
     raw: legacy ? encodeTask(r) : task.value,
     priority: Math.min(MAX_PRIORITY, Math.max(0, r.priority ?? 0)),
-    dueMs: r.notBeforeMs ?? 0,
-    open: r.open !== undefined,
-    exhausted: r.open === undefined && r.attempts >= policyOf(r, defaults).maxAttempts,
-    legacy,
-    payloadBytes: r.payloadBytes,
-  };
+    flags: (r.open === undefined ? 0 : OPEN) | (exhausted ? EXHAUSTED : 0) | (legacy ? LEGACY : 0),
+  });
 }
 
 /**
@@ -144,10 +195,14 @@ interface Hold {
   until: bigint | undefined;
 }
 
-type Status = 'ready' | 'delayed' | 'parked';
-
 /** A pending task with the index's own bookkeeping (arrival sequence, status, heap generation). */
-type Entry = PendingTask & { seq: number; status: Status; dueGen: number };
+type Entry = PendingEntry;
+
+/** The entry object of a pending task given to the index (made by {@link entryOf}). */
+function entryOfPending(task: PendingTask): Entry {
+  if (!(task instanceof PendingEntry)) throw new TypeError('pending tasks are made by entryOf');
+  return task;
+}
 
 /**
  * Free tasks that were blocked by an owner and freed again, sorted by (create_revision, arrival
@@ -219,17 +274,18 @@ class Lane {
   readonly queue = new Map<string, Entry>();
   /** Free tasks that were blocked (or delayed) and freed again, sorted like the queue. */
   readonly returned = new ReturnedList();
-  /** Order key of the last task appended to `queue`. */
-  #queuedUpTo: { revision: bigint; seq: number } = { revision: -1n, seq: -1 };
+  /** Order key (create_revision, seq) of the last task appended to `queue`. */
+  #lastRevision = -1n;
+  #lastSeq = -1;
 
   add(task: Entry): void {
     // New tasks arrive in create order, so appending keeps the queue sorted; anything older than
     // what was queued last goes to the sorted returned list instead.
-    const last = this.#queuedUpTo;
     const seq = task.seq;
-    if (task.createRevision > last.revision || (task.createRevision === last.revision && seq > last.seq)) {
+    if (task.createRevision > this.#lastRevision || (task.createRevision === this.#lastRevision && seq > this.#lastSeq)) {
       this.queue.set(task.taskId, task);
-      this.#queuedUpTo = { revision: task.createRevision, seq };
+      this.#lastRevision = task.createRevision;
+      this.#lastSeq = seq;
     } else {
       this.returned.insert(task.taskId, task.createRevision, seq);
     }
@@ -411,7 +467,10 @@ export class TaskIndex {
     const status = this.#statusOf(pending);
     if (status === known.status && status !== 'delayed' && pending.priority === known.priority) {
       // Same task, same place: replace the entry where it sits.
-      const replaced: Entry = { ...pending, seq: known.seq, status, dueGen: known.dueGen };
+      const replaced = entryOfPending(pending);
+      replaced.seq = known.seq;
+      replaced.status = status;
+      replaced.dueGen = known.dueGen;
       this.#pending.set(taskId, replaced);
       const lane = this.#laneOf(replaced);
       if (lane.queue.has(taskId)) lane.queue.set(taskId, replaced);
@@ -649,7 +708,10 @@ export class TaskIndex {
 
   #addTask(pending: PendingTask, seq: number): void {
     const status = this.#statusOf(pending);
-    const task: Entry = { ...pending, seq, status, dueGen: 0 };
+    const task = entryOfPending(pending);
+    task.seq = seq;
+    task.status = status;
+    task.dueGen = 0;
     this.#pending.set(task.taskId, task);
     const ids = this.#byResource.get(task.resource);
     if (ids === undefined) this.#byResource.set(task.resource, task.taskId);

@@ -13,8 +13,8 @@ export interface ReadBudget {
   readonly pageBytes: number;
 }
 
-/** The default: 8 MiB pages, well under the default receive limit of 64 MiB. */
-export const DEFAULT_READ_BUDGET: ReadBudget = Object.freeze({ pageBytes: 8 * 1024 * 1024 });
+/** The default: 16 MiB pages, a quarter of the default receive limit of 64 MiB. */
+export const DEFAULT_READ_BUDGET: ReadBudget = Object.freeze({ pageBytes: 16 * 1024 * 1024 });
 
 /** A range page's count: as many values of at most `valueBytes` (plus key and overhead) as fit the budget. */
 export function pageLimit(budget: ReadBudget, valueBytes: number): number {
