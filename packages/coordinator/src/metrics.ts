@@ -32,7 +32,10 @@ export class Metrics {
   readonly etcdErrors: Counter<'failure'>;
   /** Fills the task gauge at scrape time (set by the services). */
   taskCounts: (() => Readonly<Record<TaskGaugeState, number>>) | undefined;
-  #etcdSize: { readonly db: Gauge; readonly quota: Gauge; readonly ratio: Gauge; readonly alarm: Gauge } | undefined;
+  readonly etcdDbSize: Gauge;
+  readonly etcdQuota: Gauge;
+  readonly etcdQuotaUsed: Gauge;
+  readonly etcdNoSpaceAlarm: Gauge;
 
   constructor(options: { readonly defaultMetrics?: boolean } = {}) {
     this.registry = new Registry();
@@ -152,6 +155,27 @@ export class Metrics {
       help: 'Task records of key layout v1 converted to layout v2 here',
       registers,
     });
+    // The etcd size gauges (service/etcd-status.ts sets them every ETCD_STATUS_INTERVAL_MS).
+    this.etcdDbSize = new Gauge({
+      name: 'leasehold_coordinator_etcd_db_size_bytes',
+      help: 'Size of the etcd backend database (as allocated, what the quota is judged on) of the member asked',
+      registers,
+    });
+    this.etcdQuota = new Gauge({
+      name: 'leasehold_coordinator_etcd_quota_bytes',
+      help: "etcd's backend quota, from ETCD_QUOTA_BYTES (etcd's --quota-backend-bytes; default 2 GiB)",
+      registers,
+    });
+    this.etcdQuotaUsed = new Gauge({
+      name: 'leasehold_coordinator_etcd_quota_used_ratio',
+      help: 'etcd db size / quota: at 1 etcd raises NOSPACE and refuses every write',
+      registers,
+    });
+    this.etcdNoSpaceAlarm = new Gauge({
+      name: 'leasehold_coordinator_etcd_nospace_alarm',
+      help: "1 while etcd's NOSPACE alarm is raised (writes refused until an operator disarms it)",
+      registers,
+    });
     this.etcdErrors = new Counter({
       name: 'leasehold_coordinator_etcd_errors_total',
       help: 'Failed etcd calls by failure: unavailable, no_space, response_too_large, request_too_large, permission_denied, ...',
@@ -162,36 +186,23 @@ export class Metrics {
 
   /**
    * The etcd db size as Maintenance.Status reports it, against the quota of the configuration
-   * (etcd 3.4 does not report its quota). The gauges exist from the first report on: a coordinator
-   * whose etcd user may not call Status has none (and logs one warning).
+   * (etcd 3.4 does not report its quota).
    */
   reportEtcdStatus(status: { readonly dbSizeBytes: number; readonly noSpaceAlarm: boolean }, quotaBytes: number): void {
-    const registers = [this.registry];
-    this.#etcdSize ??= {
-      db: new Gauge({
-        name: 'leasehold_coordinator_etcd_db_size_bytes',
-        help: 'Size of the etcd backend database (as allocated, what the quota is judged on) of the member asked',
-        registers,
-      }),
-      quota: new Gauge({
-        name: 'leasehold_coordinator_etcd_quota_bytes',
-        help: "etcd's backend quota, from ETCD_QUOTA_BYTES (etcd's --quota-backend-bytes; default 2 GiB)",
-        registers,
-      }),
-      ratio: new Gauge({
-        name: 'leasehold_coordinator_etcd_quota_used_ratio',
-        help: 'etcd db size / quota: at 1 etcd raises NOSPACE and refuses every write',
-        registers,
-      }),
-      alarm: new Gauge({
-        name: 'leasehold_coordinator_etcd_nospace_alarm',
-        help: "1 while etcd's NOSPACE alarm is raised (writes refused until an operator disarms it)",
-        registers,
-      }),
-    };
-    this.#etcdSize.db.set(status.dbSizeBytes);
-    this.#etcdSize.quota.set(quotaBytes);
-    this.#etcdSize.ratio.set(quotaBytes > 0 ? status.dbSizeBytes / quotaBytes : 0);
-    this.#etcdSize.alarm.set(status.noSpaceAlarm ? 1 : 0);
+    this.etcdDbSize.set(status.dbSizeBytes);
+    this.etcdQuota.set(quotaBytes);
+    this.etcdQuotaUsed.set(quotaBytes > 0 ? status.dbSizeBytes / quotaBytes : 0);
+    this.etcdNoSpaceAlarm.set(status.noSpaceAlarm ? 1 : 0);
+  }
+
+  /** etcd refuses Status to this coordinator: the size gauges are left out of the scrape (absent). */
+  dropEtcdStatus(): void {
+    for (const name of [
+      'leasehold_coordinator_etcd_db_size_bytes',
+      'leasehold_coordinator_etcd_quota_used_ratio',
+      'leasehold_coordinator_etcd_nospace_alarm',
+    ]) {
+      this.registry.removeSingleMetric(name);
+    }
   }
 }

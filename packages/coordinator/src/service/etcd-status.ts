@@ -2,8 +2,8 @@
  * The etcd db size metrics: Maintenance.Status every `ETCD_STATUS_INTERVAL_MS` (a read etcd allows
  * a non-root user; checked against RBAC in etcd-rbac.int.test.ts), reported against the quota of
  * the configuration (`ETCD_QUOTA_BYTES`: etcd 3.4's Status does not report its quota). When etcd
- * refuses the call (an etcd whose policy forbids it), the gauges stay absent and one warning says
- * why; an unavailable etcd only skips the round.
+ * refuses the call (an etcd whose policy forbids it), the size gauges leave the scrape (absent,
+ * not 0) and one warning says why; an unavailable etcd only skips the round.
  */
 import type { TimerHandle } from '../core/timers.js';
 import { EtcdError } from '../errors.js';
@@ -17,6 +17,7 @@ export class EtcdStatusPoller {
 
   constructor(ctx: ServiceContext) {
     this.#ctx = ctx;
+    ctx.metrics.etcdQuota.set(ctx.config.etcd.quotaBytes);
   }
 
   start(): void {
@@ -37,6 +38,7 @@ export class EtcdStatusPoller {
     } catch (err) {
       if (err instanceof EtcdError && err.failure !== 'unavailable' && err.failure !== 'other') {
         this.#refused = true;
+        this.#ctx.metrics.dropEtcdStatus();
         this.#ctx.log.warn(
           { err },
           'etcd refuses Maintenance.Status: the etcd db size and quota metrics are not reported',
