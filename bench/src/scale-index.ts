@@ -35,7 +35,10 @@ export interface IndexMeasurement {
 }
 
 /** One measurement in a fresh process: `tasks` pending tasks, `leases` of them held. */
-export async function measureIndex(options: { readonly tasks: number; readonly leases: number }): Promise<IndexMeasurement> {
+export async function measureIndex(options: {
+  readonly tasks: number;
+  readonly leases: number;
+}): Promise<IndexMeasurement> {
   const heapMb = Math.max(512, Math.ceil((options.tasks * 3_000) / 1_048_576));
   const { stdout } = await run(
     process.execPath,
@@ -66,7 +69,17 @@ async function main(): Promise<void> {
   for (const n of sizes) rows.push(await measureIndex({ tasks: n, leases: argInt('leases') ?? Math.floor(n / 10) }));
   const line = (cells: readonly (string | number)[]) => `| ${cells.join(' | ')} |`;
   console.log(
-    line(['pending tasks', 'held leases', 'heap B/task', 'RSS B/task', 'heap B/lease', 'RSS B/lease', 'decode ms', 'build ms', 'select µs']),
+    line([
+      'pending tasks',
+      'held leases',
+      'heap B/task',
+      'RSS B/task',
+      'heap B/lease',
+      'RSS B/lease',
+      'decode ms',
+      'build ms',
+      'select µs',
+    ]),
   );
   console.log(line(Array(9).fill('---')));
   for (const r of rows) {

@@ -45,7 +45,16 @@ function v1(taskId: string, resource: string, payload: unknown, over: Record<str
 }
 
 const HISTORY = [
-  { attempt: 1, workerId: 'old-w', sessionId: 'aa', token: '7', outcome: 'failed', error: { name: 'E', message: 'm' }, startedAtMs: 1, endedAtMs: 2 },
+  {
+    attempt: 1,
+    workerId: 'old-w',
+    sessionId: 'aa',
+    token: '7',
+    outcome: 'failed',
+    error: { name: 'E', message: 'm' },
+    startedAtMs: 1,
+    endedAtMs: 2,
+  },
   { attempt: 2, workerId: 'old-w', sessionId: 'aa', token: '9', outcome: 'completed', startedAtMs: 3, endedAtMs: 4 },
 ];
 
@@ -75,9 +84,35 @@ beforeAll(async () => {
     await put([[`tasks/large/${i}`, v1(`large/${i}`, `r/large-${i}`, { i, pad: 'y'.repeat(1024 * 1024 - 100) })]]);
   }
   await put([
-    ['tasks/ended/done', v1('ended/done', 'r/done', { d: 1 }, { state: 'completed', attempts: 2, history: HISTORY, result: { resultId: 'task:ended/done', token: '9' }, endedAtMs: 5 })],
+    [
+      'tasks/ended/done',
+      v1(
+        'ended/done',
+        'r/done',
+        { d: 1 },
+        {
+          state: 'completed',
+          attempts: 2,
+          history: HISTORY,
+          result: { resultId: 'task:ended/done', token: '9' },
+          endedAtMs: 5,
+        },
+      ),
+    ],
     // An attempt whose lease was lost: open, and no owner key with its token.
-    ['tasks/lost/1', v1('lost/1', 'r/lost', { lost: true }, { attempts: 1, history: HISTORY.slice(0, 1), open: { attempt: 1, workerId: 'old-w', sessionId: 'bb', startedAtMs: 6 } })],
+    [
+      'tasks/lost/1',
+      v1(
+        'lost/1',
+        'r/lost',
+        { lost: true },
+        {
+          attempts: 1,
+          history: HISTORY.slice(0, 1),
+          open: { attempt: 1, workerId: 'old-w', sessionId: 'bb', startedAtMs: 6 },
+        },
+      ),
+    ],
   ]);
 }, 120_000);
 
@@ -106,7 +141,9 @@ describe('a prefix of layout v1', () => {
     const conversionsOf = () =>
       Promise.all(
         coordinators.map(async (c) => {
-          const text = await c.metrics.registry.getSingleMetricAsString('leasehold_coordinator_layout_conversions_total');
+          const text = await c.metrics.registry.getSingleMetricAsString(
+            'leasehold_coordinator_layout_conversions_total',
+          );
           return Number(/ (\d+)$/m.exec(text)?.[1] ?? '0');
         }),
       );
@@ -132,7 +169,10 @@ describe('a prefix of layout v1', () => {
     expect(done.body).toMatchObject({
       state: 'completed',
       payload: { d: 1 },
-      history: [{ token: '7', outcome: 'failed' }, { token: '9', outcome: 'completed' }],
+      history: [
+        { token: '7', outcome: 'failed' },
+        { token: '9', outcome: 'completed' },
+      ],
     });
   }, 120_000);
 

@@ -107,7 +107,11 @@ describe('retention with two coordinators', () => {
       (await Promise.all(ids.map((id) => admin.get(id)))).every((v) => v?.state === 'completed') ? true : undefined,
     );
     expect((await keysOf('done/3')).sort()).toEqual(['history/done/3#000000000001', 'inputs/done/3', 'tasks/done/3']);
-    await waitFor('removed by age', async () => ((await Promise.all(ids.map(keysOf))).flat().length === 0 ? true : undefined), 20_000);
+    await waitFor(
+      'removed by age',
+      async () => ((await Promise.all(ids.map(keysOf))).flat().length === 0 ? true : undefined),
+      20_000,
+    );
     for (const [i, id] of ids.entries()) {
       expect(await admin.get(id)).toBeUndefined();
       expect(await stack.sinkClient.getResult(`ret/d${i}`, `task:${id}`)).toMatchObject({ payload: { done: i } });
@@ -117,12 +121,23 @@ describe('retention with two coordinators', () => {
   }, 60_000);
 
   it('failed tasks leave by count, the newest stay; a task with its own rule stays', async () => {
-    await admin.submit({ taskId: 'own', resource: 'ret/own', payload: { n: 0, fail: true }, retention: { failed: null } });
+    await admin.submit({
+      taskId: 'own',
+      resource: 'ret/own',
+      payload: { n: 0, fail: true },
+      retention: { failed: null },
+    });
     for (let i = 0; i < 6; i += 1) {
       await admin.submit({ taskId: `failed/${i}`, resource: `ret/f${i}`, payload: { n: i, fail: true } });
-      await waitFor(`failed/${i} failed`, async () => ((await admin.get(`failed/${i}`))?.state === 'failed' ? true : undefined));
+      await waitFor(`failed/${i} failed`, async () =>
+        (await admin.get(`failed/${i}`))?.state === 'failed' ? true : undefined,
+      );
     }
-    await waitFor('the oldest removed', async () => ((await keysOf('failed/2')).length === 0 ? true : undefined), 20_000);
+    await waitFor(
+      'the oldest removed',
+      async () => ((await keysOf('failed/2')).length === 0 ? true : undefined),
+      20_000,
+    );
     for (const i of [3, 4, 5]) expect(await admin.get(`failed/${i}`)).toMatchObject({ state: 'failed' });
     for (const i of [0, 1, 2]) expect(await admin.get(`failed/${i}`)).toBeUndefined();
     expect(await admin.get('own')).toMatchObject({ state: 'failed', retention: { failed: null } });

@@ -120,14 +120,14 @@ describe('leasehold submit flags', () => {
   });
 
   it('turns --keep-<state> into the task retention (durations, or forever: kept until purged)', () => {
-    expect(
-      submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', KEEP_COMPLETED: '10m', KEEP_FAILED: 'forever' }, []),
-    ).toEqual({
-      taskId: 't',
-      resource: 'r',
-      payload: {},
-      retention: { completed: 600_000, failed: null },
-    });
+    expect(submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', KEEP_COMPLETED: '10m', KEEP_FAILED: 'forever' }, [])).toEqual(
+      {
+        taskId: 't',
+        resource: 'r',
+        payload: {},
+        retention: { completed: 600_000, failed: null },
+      },
+    );
     expect(() => submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', KEEP_CANCELLED: 'later' }, [])).toThrow(
       /--keep-cancelled must be a duration/,
     );

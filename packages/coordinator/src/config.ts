@@ -257,7 +257,7 @@ export const OPTIONS: OptionTable = Object.freeze({
   },
   'retention-max-bytes': {
     env: 'RETENTION_MAX_BYTES',
-    help: "payload bytes all kept ended tasks may hold together; past it the oldest go first, own rules too (off: no cap)",
+    help: 'payload bytes all kept ended tasks may hold together; past it the oldest go first, own rules too (off: no cap)',
     default: String(256 * 1024 * 1024),
   },
   'retention-min-age-ms': {
@@ -265,7 +265,11 @@ export const OPTIONS: OptionTable = Object.freeze({
     help: 'the count limits never remove a task that ended less than this long ago',
     default: '60000',
   },
-  'retention-interval-ms': { env: 'RETENTION_INTERVAL_MS', help: 'a retention sweep every this many ms', default: '10000' },
+  'retention-interval-ms': {
+    env: 'RETENTION_INTERVAL_MS',
+    help: 'a retention sweep every this many ms',
+    default: '10000',
+  },
   'retention-batch': { env: 'RETENTION_BATCH', help: 'most tasks one sweep removes', default: '5000' },
   host: { env: 'HOST', help: 'listen address', default: '127.0.0.1' },
   port: { env: 'PORT', help: 'listen port, 0 = any free port', default: '7500' },
@@ -408,8 +412,7 @@ const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((s) => s === 'true' || s === '1' || s === 'yes');
 /** An integer limit, or `off` (no such limit: null). */
-const limit = (min: number, max: number) =>
-  z.union([z.literal('off').transform(() => null), int(min, max)]);
+const limit = (min: number, max: number) => z.union([z.literal('off').transform(() => null), int(min, max)]);
 const secretList = (required: boolean) =>
   z
     .string()

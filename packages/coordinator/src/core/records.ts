@@ -3,7 +3,14 @@
  * task-record.ts). Revisions never appear inside values: a token is always read from a key's
  * create_revision. Values are versioned (`v`) so a later layout can coexist during a rolling upgrade.
  */
-import { IncarnationSchema, RequestIdSchema, ResourceIdSchema, SessionIdSchema, TaskIdSchema, WorkerIdSchema } from '@leasehold/protocol';
+import {
+  IncarnationSchema,
+  RequestIdSchema,
+  ResourceIdSchema,
+  SessionIdSchema,
+  TaskIdSchema,
+  WorkerIdSchema,
+} from '@leasehold/protocol';
 import { z } from 'zod';
 
 export {

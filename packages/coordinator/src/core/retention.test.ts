@@ -13,12 +13,7 @@ const policy = (over: Partial<RetentionPolicy> = {}): RetentionPolicy => ({
   minAgeMs: 0,
   ...over,
 });
-const ended = (
-  taskId: string,
-  state: EndedTask['state'],
-  agoMs: number,
-  over: Partial<EndedTask> = {},
-): EndedTask => ({
+const ended = (taskId: string, state: EndedTask['state'], agoMs: number, over: Partial<EndedTask> = {}): EndedTask => ({
   taskId,
   state,
   endedAtMs: NOW - agoMs,

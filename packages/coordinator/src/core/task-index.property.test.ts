@@ -146,7 +146,15 @@ describe('TaskIndex (property)', () => {
                   resource: r,
                   createRevision: revision,
                   modRevision: revision,
-                  record: { v: 2, taskId, resource: r, payloadBytes: 1, payloadDigest: 'd', state: 'pending', attempts: 0 },
+                  record: {
+                    v: 2,
+                    taskId,
+                    resource: r,
+                    payloadBytes: 1,
+                    payloadDigest: 'd',
+                    state: 'pending',
+                    attempts: 0,
+                  },
                 };
                 pending.set(taskId, task);
                 index.applyTask(taskId, entry(task));
@@ -176,7 +184,11 @@ describe('TaskIndex (property)', () => {
               // Completed, failed or cancelled (ended at `now`); or a retry of an ended one.
               const again = nth(ended, o.pick);
               if (again !== undefined && o.pick % 3 === 0) {
-                const retried = { ...again, modRevision: revision, record: { ...again.record, state: 'pending' as const } };
+                const retried = {
+                  ...again,
+                  modRevision: revision,
+                  record: { ...again.record, state: 'pending' as const },
+                };
                 ended.delete(again.taskId);
                 pending.set(again.taskId, retried);
                 index.applyTask(again.taskId, entry(retried));
@@ -232,7 +244,8 @@ describe('TaskIndex (property)', () => {
             case 'reset':
               // As a snapshot read would: not in create order (the index sorts; ties keep their order).
               {
-                const order = (a: Stored, b: Stored) => a.taskId.length - b.taskId.length || (a.taskId < b.taskId ? -1 : 1);
+                const order = (a: Stored, b: Stored) =>
+                  a.taskId.length - b.taskId.length || (a.taskId < b.taskId ? -1 : 1);
                 index.reset(
                   [...pending.values(), ...ended.values()].sort(order).map(entry),
                   [...owners.values()],
@@ -254,9 +267,9 @@ describe('TaskIndex (property)', () => {
             .filter((at) => at > now);
           expect(index.nextDueMs()).toBe(dueTimes.length === 0 ? undefined : Math.min(...dueTimes));
           // Ended tasks: exactly the reference's, with their revisions, and counted by state.
-          expect(
-            [...index.endedTasks()].map((t) => [t.taskId, t.state, t.modRevision]).sort(),
-          ).toEqual([...ended.values()].map((t) => [t.taskId, t.record.state, t.modRevision]).sort());
+          expect([...index.endedTasks()].map((t) => [t.taskId, t.state, t.modRevision]).sort()).toEqual(
+            [...ended.values()].map((t) => [t.taskId, t.record.state, t.modRevision]).sort(),
+          );
           const counts = { completed: 0, failed: 0, cancelled: 0 };
           for (const t of ended.values()) if (t.record.state !== 'pending') counts[t.record.state] += 1;
           expect(index.stats().ended).toEqual(counts);

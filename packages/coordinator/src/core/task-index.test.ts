@@ -240,7 +240,13 @@ describe('TaskIndex', () => {
     index.applyTask(
       'old',
       entryOf(
-        { record, value: '{"v":1}', legacy: { payload: 1, payloadJson: '1', history: [] }, createRevision: 3n, modRevision: 3n },
+        {
+          record,
+          value: '{"v":1}',
+          legacy: { payload: 1, payloadJson: '1', history: [] },
+          createRevision: 3n,
+          modRevision: 3n,
+        },
         DEFAULT_RETRY_POLICY,
       ),
     );

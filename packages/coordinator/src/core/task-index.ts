@@ -107,10 +107,7 @@ class PendingEntry implements PendingTask {
   /** Generation of its delayed-heap entry (0: none). */
   dueGen = 0;
 
-  constructor(
-    task: IndexInput,
-    fields: { readonly raw: string; readonly priority: number; readonly flags: number },
-  ) {
+  constructor(task: IndexInput, fields: { readonly raw: string; readonly priority: number; readonly flags: number }) {
     this.taskId = task.record.taskId;
     this.resource = task.record.resource;
     this.createRevision = task.createRevision;
@@ -282,7 +279,10 @@ class Lane {
     // New tasks arrive in create order, so appending keeps the queue sorted; anything older than
     // what was queued last goes to the sorted returned list instead.
     const seq = task.seq;
-    if (task.createRevision > this.#lastRevision || (task.createRevision === this.#lastRevision && seq > this.#lastSeq)) {
+    if (
+      task.createRevision > this.#lastRevision ||
+      (task.createRevision === this.#lastRevision && seq > this.#lastSeq)
+    ) {
       this.queue.set(task.taskId, task);
       this.#lastRevision = task.createRevision;
       this.#lastSeq = seq;

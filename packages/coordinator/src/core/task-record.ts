@@ -251,4 +251,3 @@ export function encodeTask(record: TaskRecord): string {
 export function sameDefinition(stored: DecodedTask, resource: string, payloadDigest: string): boolean {
   return stored.record.resource === resource && stored.record.payloadDigest === payloadDigest;
 }
-

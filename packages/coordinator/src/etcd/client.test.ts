@@ -16,14 +16,20 @@ function policy(): AnswerPolicy {
 }
 
 const fail = (err: Error) => () => Promise.reject(err);
-const caught = (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err);
+const caught = (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
 
 describe('etcd client host policy', () => {
   it('does not open on answers: many RESOURCE_EXHAUSTED in a row, then a call goes through', async () => {
     const p = policy();
     for (let i = 0; i < 10; i += 1) {
       const err = await caught(
-        p.execute(fail(new GRPCResourceExhastedError('8 RESOURCE_EXHAUSTED: etcdserver: mvcc: database space exceeded'))),
+        p.execute(
+          fail(new GRPCResourceExhastedError('8 RESOURCE_EXHAUSTED: etcdserver: mvcc: database space exceeded')),
+        ),
       );
       expect(err).toBeInstanceOf(Error);
       expect(isRecoverableError(err as Error)).toBe(false);

@@ -14,14 +14,7 @@ import {
 } from '../core/records.js';
 import { decodeTask, MAX_TASK_RECORD_BYTES } from '../core/task-record.js';
 import { digestCanonical } from '../payload-digest.js';
-import type {
-  HeldOwner,
-  StoredHolding,
-  StoredOwner,
-  StoredSession,
-  StoredTask,
-  TaskDetail,
-} from '../store/port.js';
+import type { HeldOwner, StoredHolding, StoredOwner, StoredSession, StoredTask, TaskDetail } from '../store/port.js';
 import type { JsonValue } from '@leasehold/protocol';
 import type { KeyValue } from './backend.js';
 import type { KeyLayout } from './keys.js';

@@ -10,7 +10,13 @@
  *   so an entry that this write would drop again is neither put nor deleted).
  */
 import { MAX_TASK_HISTORY } from '@leasehold/protocol';
-import { encodeTask, MAX_TASK_RECORD_BYTES, utf8Bytes, type LegacyParts, type TaskRecord } from '../core/task-record.js';
+import {
+  encodeTask,
+  MAX_TASK_RECORD_BYTES,
+  utf8Bytes,
+  type LegacyParts,
+  type TaskRecord,
+} from '../core/task-record.js';
 import { CoordinatorError } from '../errors.js';
 import type { Op } from './backend.js';
 import type { KeyLayout } from './keys.js';

@@ -85,7 +85,10 @@ export function measureIndexMemory(options: IndexMemoryOptions): IndexMemoryRepo
       if (decoded === undefined) throw new Error('undecodable record');
       revision += 1n;
       entries.push(
-        entryOf({ record: decoded.record, value, createRevision: revision, modRevision: revision }, DEFAULT_RETRY_POLICY),
+        entryOf(
+          { record: decoded.record, value, createRevision: revision, modRevision: revision },
+          DEFAULT_RETRY_POLICY,
+        ),
       );
     }
     decodeMs += performance.now() - decodeStarted;
@@ -108,7 +111,11 @@ export function measureIndexMemory(options: IndexMemoryOptions): IndexMemoryRepo
     const picked: PendingTask | undefined = index.pendingTask(`task-${String(i).padStart(7, '0')}`);
     if (picked === undefined) break;
     revision += 1n;
-    const record = granted(JSON.parse(picked.raw) as never, { workerId: `worker-${i % 1000}`, sessionId: 'a1b2c3d4e5f6' }, NOW);
+    const record = granted(
+      JSON.parse(picked.raw) as never,
+      { workerId: `worker-${i % 1000}`, sessionId: 'a1b2c3d4e5f6' },
+      NOW,
+    );
     const value = JSON.stringify(record);
     const owner: OwnerEntry = {
       resource: picked.resource,

@@ -121,7 +121,10 @@ export class LayoutMigration {
         failures += 1;
         const gate = this.#repeats.note('migrate', Date.now());
         if (gate.log) {
-          this.#log.warn({ err, waiting: this.#queue.size, repeated: gate.suppressed }, 'layout v1 conversion failed; will retry');
+          this.#log.warn(
+            { err, waiting: this.#queue.size, repeated: gate.suppressed },
+            'layout v1 conversion failed; will retry',
+          );
         }
         await this.#sleep(Math.min(10_000, RETRY_MS * failures));
       }

@@ -45,12 +45,16 @@ describe('submit limits', () => {
       { taskId: 'b', resource: 'r2', payload: { pad: 'x'.repeat(2_000) } },
       { taskId: 'c', resource: 'r3', payload: { n: 3 } },
     ]);
-    expect(out.map((o) => (o.ok ? 'ok' : o.code))).toEqual(['PAYLOAD_TOO_LARGE', 'PAYLOAD_TOO_LARGE', 'PAYLOAD_TOO_LARGE']);
+    expect(out.map((o) => (o.ok ? 'ok' : o.code))).toEqual([
+      'PAYLOAD_TOO_LARGE',
+      'PAYLOAD_TOO_LARGE',
+      'PAYLOAD_TOO_LARGE',
+    ]);
     expect(cluster.etcd.revision).toBe(before);
     expect(keys()).toEqual([]);
   });
 
-  it("refuses a retry policy that would make the record exceed its bound (MAX_TASK_RECORD_BYTES)", async () => {
+  it('refuses a retry policy that would make the record exceed its bound (MAX_TASK_RECORD_BYTES)', async () => {
     await setup();
     const names = Array.from({ length: 32 }, (_, i) => `${'\u0001'.repeat(190)}${i}`);
     const out = await c1.services.tasks.submit({

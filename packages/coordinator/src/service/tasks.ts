@@ -204,7 +204,8 @@ export class TaskService {
           if (attempt >= 5) throw new CoordinatorError('UNAVAILABLE', 'tasks kept changing; submit again');
           const res = await this.#ctx.store.submitTasks(left.map((j) => j.task));
           if (res.kind === 'created') {
-            for (const j of left) out[j.index] = { ok: true, created: true, task: this.#viewOf(j.task.record, undefined) };
+            for (const j of left)
+              out[j.index] = { ok: true, created: true, task: this.#viewOf(j.task.record, undefined) };
             return;
           }
           const absent: typeof left = [];

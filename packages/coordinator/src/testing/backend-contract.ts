@@ -321,7 +321,9 @@ export function describeBackendContract(
       it('Kv.rangePages halves a page whose reply is over the limit, and reads every key', async () => {
         await b.txn({
           compare: [],
-          success: Array.from({ length: 12 }, (_, i) => op.put(`${p}pages/${String(i).padStart(2, '0')}`, 'y'.repeat(9_000))),
+          success: Array.from({ length: 12 }, (_, i) =>
+            op.put(`${p}pages/${String(i).padStart(2, '0')}`, 'y'.repeat(9_000)),
+          ),
         });
         // A budget that believes values are small: pages of 1000 keys, 12 × 9 KB > 64 KiB.
         const kv = new Kv(limited.backend, {}, { pageBytes: 1_000_000 });

@@ -109,7 +109,11 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
       return store.openSession(sessionRecord(workerId), 10);
     }
 
-    function job(session: OpenedSession, task: Pick<StoredTask, 'record' | 'modRevision'>, requestId: string): GrantJob {
+    function job(
+      session: OpenedSession,
+      task: Pick<StoredTask, 'record' | 'modRevision'>,
+      requestId: string,
+    ): GrantJob {
       const owner: OwnerRecord = {
         v: 1,
         taskId: task.record.taskId,
@@ -591,7 +595,9 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         expect(await store.settleLostAttempt({ token: a.token - 1n, prev, next })).toEqual({ kind: 'raced' });
         expect((await store.settleLostAttempt({ token: a.token, prev, next })).kind).toBe('rewritten');
         expect((await current('t1')).record).toMatchObject({ state: 'pending', lastEvent: 'expired', attempts: 1 });
-        expect((await store.taskDetail('t1'))?.history).toMatchObject([{ outcome: 'expired', token: a.token.toString() }]);
+        expect((await store.taskDetail('t1'))?.history).toMatchObject([
+          { outcome: 'expired', token: a.token.toString() },
+        ]);
         // Settled once: a second settlement of the same attempt is raced.
         expect(await store.settleLostAttempt({ token: a.token, prev, next })).toEqual({ kind: 'raced' });
       });

@@ -189,4 +189,3 @@ export async function migrateTasks(kv: Kv, keys: KeyLayout, items: readonly Migr
 export function migrateOpsOf(item: MigrateItem): number {
   return 2 + item.legacy.history.length;
 }
-

@@ -92,7 +92,10 @@ export class ConsoleHub {
     const sessions = await store.sessions(snapshot.revision);
     this.model.endReset(snapshot.owners, sessions);
     if (this.model.truncated) {
-      log.warn({ kept: this.model.taskCount }, 'the console keeps at most CONSOLE_MAX_TASKS tasks; later ones are not shown');
+      log.warn(
+        { kept: this.model.taskCount },
+        'the console keeps at most CONSOLE_MAX_TASKS tasks; later ones are not shown',
+      );
     }
     this.#watch = await store.watch(snapshot.revision + 1n, {
       onRevision: (_revision, events) => {
