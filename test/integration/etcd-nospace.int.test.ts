@@ -47,9 +47,9 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  raw?.close();
-  await stack?.close();
-  await etcd?.stop();
+  raw.close();
+  await stack.close();
+  await etcd.stop();
 });
 
 function gauge(text: string, name: string): number | undefined {

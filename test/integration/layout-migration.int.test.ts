@@ -12,7 +12,7 @@
  * LayoutMigration (service/migration.ts), `migrateTasks`, `recordWriteOps`, `Kv.rangePages`.
  */
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
-import { DEFAULT_RETRY_POLICY, type Grant } from '@leasehold/protocol';
+import { DEFAULT_RETRY_POLICY, type Grant, type TaskView } from '@leasehold/protocol';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack } from '../harness/coordinator.js';
@@ -117,9 +117,9 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  raw?.close();
-  await stack?.close();
-  await etcd?.stop();
+  raw.close();
+  await stack.close();
+  await etcd.stop();
 });
 
 /** Every key under the prefix with its value length (never the values: some are 1 MiB). */
@@ -164,7 +164,7 @@ describe('a prefix of layout v1', () => {
     expect([...keys.keys()].filter((k) => k.startsWith('history/ended/done#'))).toHaveLength(2);
     // Once each: a second conversion of a record is a failed compare, never counted.
     expect((await conversionsOf()).reduce((a, b) => a + b, 0)).toBe(total - 1);
-    const admin = stack.admin(coordinators[0]?.url ?? '');
+    const admin = stack.admin(coordinators[0].url);
     const done = await admin.task('ended/done');
     expect(done.body).toMatchObject({
       state: 'completed',
@@ -177,21 +177,20 @@ describe('a prefix of layout v1', () => {
   }, 120_000);
 
   it('settles the lost v1 attempt, and grants converted tasks with their own payloads', async () => {
-    const [c] = await Promise.all([stack.coordinator()]);
-    if (c === undefined) throw new Error('no coordinator');
+    const c = await stack.coordinator();
     const admin = stack.admin(c.url);
     const lost = await waitFor('the lost attempt settled', async () => {
-      const view = await admin.task('lost/1');
-      return view.body?.lastEvent === 'expired' ? view.body : undefined;
+      const view = (await admin.task('lost/1')).body as TaskView | undefined;
+      return view?.lastEvent === 'expired' ? view : undefined;
     });
     expect(lost).toMatchObject({ state: 'pending', attempts: 1, payload: { lost: true } });
-    expect(lost.history.map((h: { outcome: string }) => h.outcome)).toEqual(['failed', 'expired']);
+    expect(lost.history?.map((h) => h.outcome)).toEqual(['failed', 'expired']);
     const w = await stack.worker(c.url, 'new-w');
     for (const id of ['large/2', 'small/01234', 'lost/1']) {
       const g = (await w.acquire(`q-${id}`, id)) as Grant;
       expect(g.type, id).toBe('lease.granted');
-      const view = await admin.task(id);
-      expect(g.payload, id).toEqual(view.body.payload);
+      const view = (await admin.task(id)).body as TaskView;
+      expect(g.payload, id).toEqual(view.payload);
     }
     w.close();
   }, 60_000);

@@ -73,10 +73,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.close(1_000)));
-  raw?.close();
-  await admin?.close();
-  await stack?.close();
-  await etcd?.stop();
+  raw.close();
+  await admin.close();
+  await stack.close();
+  await etcd.stop();
 });
 
 /** Every key of task `taskId` in etcd (record, payload, history entries). */
@@ -112,6 +112,7 @@ describe('retention with two coordinators', () => {
       async () => ((await Promise.all(ids.map(keysOf))).flat().length === 0 ? true : undefined),
       20_000,
     );
+    expect(await removedTotal()).toBeGreaterThanOrEqual(ids.length);
     for (const [i, id] of ids.entries()) {
       expect(await admin.get(id)).toBeUndefined();
       expect(await stack.sinkClient.getResult(`ret/d${i}`, `task:${id}`)).toMatchObject({ payload: { done: i } });

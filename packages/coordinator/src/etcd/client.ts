@@ -56,7 +56,7 @@ export class EtcdAnswer extends Error {
 }
 
 /** The per-host policy: the breaker, with RESOURCE_EXHAUSTED answers handed on as {@link EtcdAnswer}. */
-export class AnswerPolicy implements IPolicy<IDefaultPolicyContext> {
+export class AnswerPolicy implements IPolicy {
   declare readonly _altReturn: never;
   readonly #breaker: CircuitBreakerPolicy;
 

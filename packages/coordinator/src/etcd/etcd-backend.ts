@@ -211,10 +211,9 @@ export class EtcdBackend implements KvBackend {
   async status(): Promise<BackendStatus> {
     try {
       const res = await this.client.maintenance.status();
-      return {
-        dbSizeBytes: Number(res.dbSize),
-        noSpaceAlarm: (res.errors ?? []).some((e) => /NOSPACE/.test(e)),
-      };
+      // Typed as always there, but absent from a reply without alarms.
+      const errors = res.errors as readonly string[] | undefined;
+      return { dbSizeBytes: Number(res.dbSize), noSpaceAlarm: errors?.some((e) => /NOSPACE/.test(e)) === true };
     } catch (err) {
       throw castEtcdError(err, 'status');
     }

@@ -29,6 +29,11 @@ export class EtcdStatusPoller {
     this.#ctx.timers.clearTimeout(this.#timer);
   }
 
+  /** Not closed (read again after an await: close() may have run meanwhile). */
+  #open(): boolean {
+    return !this.#closed;
+  }
+
   /** One round now (the timer runs the same). */
   async poll(): Promise<void> {
     if (this.#closed || this.#refused) return;
@@ -46,7 +51,7 @@ export class EtcdStatusPoller {
         return;
       }
     }
-    if (!this.#closed) {
+    if (this.#open()) {
       this.#timer = this.#ctx.timers.setTimeout(() => void this.poll(), this.#ctx.config.etcd.statusIntervalMs);
     }
   }

@@ -279,9 +279,9 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         const tasks = await Promise.all(['p1', 'p2', 'p3', 'p4'].map((id, i) => submit(id, `r-${id}`, { ...big, i })));
         const out = await store.grant(tasks.map((t, i) => job(s, t, `q${i}`)));
         const granted = out.map((r) => (r.ok && r.value.kind === 'granted' ? r.value : undefined));
-        expect(granted.map((g) => (g === undefined ? undefined : JSON.parse(g.payloadJson ?? 'null')))).toEqual(
-          [0, 1, 2, 3].map((i) => ({ ...big, i })),
-        );
+        expect(
+          granted.map((g) => (g === undefined ? undefined : (JSON.parse(g.payloadJson ?? 'null') as unknown))),
+        ).toEqual([0, 1, 2, 3].map((i) => ({ ...big, i })));
         // 4 × 700 KB of payloads do not come back in one reply: more than one txn (revision).
         expect(new Set(granted.map((g) => g?.token)).size).toBeGreaterThan(1);
         const replay = await store.grantedTask('r-p2', 'p2');
