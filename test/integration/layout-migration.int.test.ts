@@ -136,7 +136,17 @@ async function layout(): Promise<Map<string, string>> {
 
 describe('a prefix of layout v1', () => {
   it('three coordinators start on it at once and convert every record exactly once', async () => {
-    const coordinators = await Promise.all([stack.coordinator(), stack.coordinator(), stack.coordinator()]);
+    // gRPC's default receive limit and 1 MiB pages: pages of old records halve until they fit, and
+    // so do the converters' reads (five records of 1 MiB are more than one reply may carry).
+    const small = {
+      LEASEHOLD_COORDINATOR_ETCD_MAX_RESPONSE_BYTES: String(4 * 1024 * 1024),
+      LEASEHOLD_COORDINATOR_ETCD_PAGE_BYTES: String(1024 * 1024),
+    };
+    const coordinators = await Promise.all([
+      stack.coordinator(small),
+      stack.coordinator(small),
+      stack.coordinator(small),
+    ]);
     const total = SMALL + LARGE + 2;
     const conversionsOf = () =>
       Promise.all(

@@ -360,6 +360,10 @@ export class KvLeaseStore implements LeaseStore {
     return this.#reads.grantedTask(resource, taskId);
   }
 
+  tasksByIds(ids: readonly string[]): Promise<StoredTask[]> {
+    return this.#reads.tasksByIds(ids);
+  }
+
   taskDetail(taskId: string): Promise<TaskDetail | undefined> {
     return this.#reads.taskDetail(taskId);
   }

@@ -27,7 +27,7 @@
  */
 import type { Clock } from '@leasehold/protocol';
 import type { TimerHandle, Timers } from '../core/timers.js';
-import { EtcdRefusedError, EtcdUnavailableError } from '../errors.js';
+import { EtcdRefusedError, EtcdUnavailableError, type EtcdFailure } from '../errors.js';
 import {
   inRange,
   type BackendStatus,
@@ -480,6 +480,8 @@ export class MemoryBackend implements KvBackend {
   watchPaused = false;
   /** The next txn is applied, but its caller gets an error (the reply was lost). */
   loseNextReply = false;
+  /** Every call is answered with this refusal (permission denied, …): etcd answers, but says no. */
+  refuseAll: Exclude<EtcdFailure, 'unavailable'> | undefined;
   readonly #timers: Timers;
   readonly #maxResponseBytes: number;
 
@@ -505,6 +507,7 @@ export class MemoryBackend implements KvBackend {
   #check(what: string): void {
     if (this.down)
       throw new EtcdUnavailableError(`etcd ${what} failed: unreachable (memory partition)`, { transient: true });
+    if (this.refuseAll !== undefined) throw new EtcdRefusedError(this.refuseAll, `etcd ${what} refused (memory fault)`);
   }
 
   txn(spec: TxnSpec): Promise<TxnResult> {

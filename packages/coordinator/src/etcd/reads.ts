@@ -16,6 +16,7 @@ import { decodeTask, MAX_TASK_RECORD_BYTES } from '../core/task-record.js';
 import { digestCanonical } from '../payload-digest.js';
 import type { HeldOwner, StoredHolding, StoredOwner, StoredSession, StoredTask, TaskDetail } from '../store/port.js';
 import type { JsonValue } from '@leasehold/protocol';
+import { EtcdError } from '../errors.js';
 import type { KeyValue } from './backend.js';
 import type { KeyLayout } from './keys.js';
 import { firstKv, op, rangeKvs, type Kv } from './kv.js';
@@ -114,6 +115,25 @@ export class EtcdReads {
   async task(taskId: string): Promise<StoredTask | undefined> {
     const res = await this.#kv.read('task', [op.get(this.#keys.task(taskId))]);
     return parseTask(firstKv(res, 0));
+  }
+
+  /**
+   * Tasks by id (absent ones left out), at one revision per reply. Records of layout v1 may be up
+   * to 1.5 MiB each: a reply over the receive limit is read again in two halves.
+   */
+  async tasksByIds(ids: readonly string[]): Promise<StoredTask[]> {
+    if (ids.length === 0) return [];
+    try {
+      const res = await this.#kv.read(
+        'tasks',
+        ids.map((id) => op.get(this.#keys.task(id))),
+      );
+      return ids.map((_, i) => parseTask(firstKv(res, i))).filter((t): t is StoredTask => t !== undefined);
+    } catch (err) {
+      if (!(err instanceof EtcdError && err.failure === 'response-too-large' && ids.length > 1)) throw err;
+      const half = Math.ceil(ids.length / 2);
+      return [...(await this.tasksByIds(ids.slice(0, half))), ...(await this.tasksByIds(ids.slice(half)))];
+    }
   }
 
   /**

@@ -21,8 +21,12 @@ import type { Timers } from '../core/timers.js';
 import type { Metrics } from '../metrics.js';
 import type { LeaseStore, MigrateItem, StoredTask } from '../store/port.js';
 
-/** Records per store call, under one lock (the store splits them into txns by ops and bytes). */
-const CALL_ITEMS = 256;
+/**
+ * Records per round, under one lock: read again (by id, in replies bounded by the receive limit),
+ * then converted (the store splits them into txns by ops and bytes). The queue itself holds ids
+ * and revisions only — never the old records' payloads — so it is bounded by ~100 bytes a record.
+ */
+const CALL_ITEMS = 64;
 const RETRY_MS = 1_000;
 /** A peer holds the lock: look again this soon. */
 const LOCKED_MS = 200;
@@ -34,8 +38,8 @@ export class LayoutMigration {
   readonly #timers: Timers;
   readonly #metrics: Metrics;
   readonly #holder: string;
-  /** Waiting conversions by task id (the latest read wins). */
-  readonly #queue = new Map<string, MigrateItem>();
+  /** Waiting conversions: task id -> the mod_revision of the v1 record seen (the latest wins). */
+  readonly #queue = new Map<string, bigint>();
   readonly #repeats = new RepeatGate();
   #running: Promise<void> | undefined;
   #closed = false;
@@ -61,15 +65,15 @@ export class LayoutMigration {
     if (this.#closed) return;
     for (const t of tasks) {
       if (t.legacy === undefined || t.record.open !== undefined) continue;
-      this.#queue.set(t.record.taskId, { modRevision: t.modRevision, record: t.record, legacy: t.legacy });
+      this.#queue.set(t.record.taskId, t.modRevision);
     }
     if (this.#queue.size > 0) this.#running ??= this.#drain().finally(() => (this.#running = undefined));
   }
 
   /** The watch showed `taskId` written again (converted by a peer, or changed): not ours to convert. */
   seen(taskId: string, modRevision: bigint): void {
-    const item = this.#queue.get(taskId);
-    if (item !== undefined && item.modRevision !== modRevision) this.#queue.delete(taskId);
+    const queued = this.#queue.get(taskId);
+    if (queued !== undefined && queued !== modRevision) this.#queue.delete(taskId);
   }
 
   /** Conversions waiting (tests, logs). */
@@ -95,7 +99,8 @@ export class LayoutMigration {
     this.#log.info({ records: this.#queue.size }, 'converting task records of layout v1');
     let failures = 0;
     while (!this.#closed && this.#queue.size > 0) {
-      const batch = [...this.#queue.values()].slice(0, CALL_ITEMS);
+      const round = [...this.#queue].slice(0, CALL_ITEMS);
+      const ids = round.map(([id]) => id);
       try {
         const lock = await this.#store.acquireLock('migration', this.#holder, LOCK_TTL_SECONDS);
         if (lock === undefined) {
@@ -103,19 +108,26 @@ export class LayoutMigration {
           await this.#sleep(LOCKED_MS);
           continue;
         }
-        let converted: number;
+        let converted = 0;
+        let read: readonly StoredTask[];
         try {
-          converted = await this.#store.migrateTasks(batch);
+          // The records as they are now (a peer may have converted some; each conversion compares
+          // the mod_revision read here).
+          read = await this.#store.tasksByIds(ids);
+          const batch: MigrateItem[] = [];
+          for (const t of read) {
+            if (t.legacy === undefined || t.record.open !== undefined) continue;
+            batch.push({ modRevision: t.modRevision, record: t.record, legacy: t.legacy });
+          }
+          if (batch.length > 0) converted = await this.#store.migrateTasks(batch);
         } finally {
           await this.#store.releaseLock('migration', lock).catch(() => undefined);
         }
         this.#converted += converted;
         this.#metrics.layoutConversions.inc(converted);
-        // Converted, or changed since read (converted by a peer, or written again: the watch
-        // offers the new record if it is still of layout v1).
-        for (const item of batch) {
-          if (this.#queue.get(item.record.taskId) === item) this.#queue.delete(item.record.taskId);
-        }
+        // Converted, converted by a peer, deleted, or opened (its closing txn converts it); one
+        // written again as v1 meanwhile is offered again by the watch.
+        for (const [id, revision] of round) if (this.#queue.get(id) === revision) this.#queue.delete(id);
         failures = 0;
       } catch (err) {
         failures += 1;

@@ -375,6 +375,8 @@ export interface LeaseStore extends ConsoleRevocationStore {
     resource: string,
     taskId: string,
   ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined; payloadJson: string | undefined }>;
+  /** Tasks by id, absent ones left out (read in replies bounded by the receive limit). */
+  tasksByIds(ids: readonly string[]): Promise<StoredTask[]>;
   /** A task with its payload and history (a task view). */
   taskDetail(taskId: string): Promise<TaskDetail | undefined>;
   /** Up to `limit` tasks after `after` in id order, read in byte-bounded pages. */
