@@ -654,7 +654,9 @@ inline complete(w, c, s, r, t, T, q) {
 
    txn submitTasks
    compares: every tasks/<t> absent
-   model: not modeled — the NT tasks exist from the start (revision 1)
+   model: not modeled — the NT tasks exist from the start (revision 1); the payload's key
+          inputs/<t> is written by the same txn and read back inside the grant txn (a get: no
+          compare, no write), so the grant's compares and writes are the model's
 
    txn settleLostAttempt
    compares: tasks/<t> mod_revision == T (still the record the grant of token T wrote: the attempt
@@ -670,7 +672,20 @@ inline complete(w, c, s, r, t, T, q) {
 
    txn purgeTasks
    compares: every tasks/<t> mod_revision == read (unchanged: still terminal, not retried since)
-   model: not modeled — deletes terminal tasks only (no owner, holding or fence changes)
+   model: not modeled — deletes terminal tasks only, with their payload and history keys (no owner,
+          holding or fence changes); the retention sweeps run it too, from the index's ended
+          tasks, under locks/retention (a lock for work, not safety: the compare decides)
+
+   txn migrateTasks
+   compares: every tasks/<t> mod_revision == read (still the v1 record read)
+   model: not modeled — rewrites records of key layout v1 without an open attempt (payload and
+          history moved to their own keys): no owner, holding, session or fence changes, and a
+          record with an open attempt (whose mod_revision is its token) is never converted here
+
+   txn acquireLock
+   compares: locks/<name> absent
+   model: not modeled — the retention sweeper's and the layout converter's lock (one coordinator
+          does the work at a time); nothing safety-relevant depends on it
 
    txn revokeConsoleSession
    compares: console/revoked/<loginId> absent (a second logout of the same login writes nothing)

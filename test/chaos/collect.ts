@@ -187,7 +187,10 @@ interface StoredTask {
   readonly attempts?: number;
   readonly notBeforeMs?: number;
   readonly open?: { attempt: number; workerId: string; startedAtMs: number };
+  /** Layout v1: the last ended attempts inside the record. */
   readonly history?: AttemptEnd[];
+  /** Layout v2: the attempt that ended last (each write that ends one carries it). */
+  readonly last?: AttemptEnd;
 }
 
 /** One write of a task record as a {@link TaskVersion}: `seen` = the attempt tokens earlier versions listed. */
@@ -200,7 +203,7 @@ export function taskVersionOf(revision: string, value: string, seen: Set<string>
   }
   if (r.taskId === undefined) return undefined;
   const ended: AttemptEnd[] = [];
-  for (const h of r.history ?? []) {
+  for (const h of [...(r.history ?? []), ...(r.last === undefined ? [] : [r.last])]) {
     if (seen.has(h.token)) continue;
     seen.add(h.token);
     ended.push({

@@ -80,7 +80,8 @@ async function holdingKeys(name: string) {
 
 /** Keys under the test's prefix other than tasks and sessions: what grants left behind. */
 async function leftovers(name: string) {
-  const keep = [`${prefixOf(name)}tasks/`, `${prefixOf(name)}sessions/`];
+  // A task's own keys (record, payload, history) live as long as the task; sessions as long as theirs.
+  const keep = ['tasks/', 'inputs/', 'history/', 'sessions/'].map((family) => `${prefixOf(name)}${family}`);
   const all = Object.keys(await etcdSnapshot(etcd.endpoints, prefixOf(name)));
   return all.filter((k) => !keep.some((p) => k.startsWith(p)));
 }

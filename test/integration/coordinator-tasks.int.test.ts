@@ -35,7 +35,8 @@ describe('task API', () => {
   it('submits idempotently, reads and lists with state filters and paging', async () => {
     expect(await admin.submit('list/a', 'tasks/ra', { x: 1 })).toMatchObject({
       status: 201,
-      body: { taskId: 'list/a', state: 'pending', attempts: 0, payload: { x: 1 } },
+      // Submit replies carry the payload's size, not the payload (read on demand: GET /v1/tasks/:id).
+      body: { taskId: 'list/a', state: 'pending', attempts: 0, payloadBytes: 7 },
     });
     expect(await admin.submit('list/a', 'tasks/ra', { x: 1 })).toMatchObject({
       status: 200,
@@ -141,7 +142,8 @@ describe('task API', () => {
     }[];
     expect(results.map((r) => r.status)).toEqual([200, 201, 200, 409, ...many.map(() => 201)]);
     expect(results[3]).toMatchObject({ taskId: 'batch/new', error: { code: 'CONFLICT' } });
-    expect(results[1]).toMatchObject({ task: { taskId: 'batch/new', state: 'pending', payload: { y: 2 } } });
+    expect(results[1]).toMatchObject({ task: { taskId: 'batch/new', state: 'pending', payloadBytes: 7 } });
+    expect(results[1]).not.toHaveProperty('task.payload');
     expect((await admin.task('batch/n299')).body).toMatchObject({ resource: 'tasks/bn299', payload: { i: 299 } });
 
     // The same batch again (a retry after a lost reply): nothing created, nothing changed.

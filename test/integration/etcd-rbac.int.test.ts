@@ -9,7 +9,9 @@
  * - a client certificate of etcd's CA whose CN is no etcd user may do nothing;
  * - the coordinator's identity (its certificate's CN, no password) reads, writes, watches, and
  *   holds leases inside its prefix, and is refused everywhere else, next-door prefixes included;
- * - the real coordinator runs under it: a worker completes a task, every key lands in the prefix.
+ * - the real coordinator runs under it: a worker completes a task, every key lands in the prefix
+ *   (layout v2: the record, its payload under `inputs/`, its history under `history/`), and its
+ *   etcd db size metrics are there (Maintenance.Status is allowed for a user without root).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -182,6 +184,7 @@ describe('leasehold etcd-rbac on a real etcd', () => {
         LEASEHOLD_COORDINATOR_ETCD_CA: etcdPki.ca,
         LEASEHOLD_COORDINATOR_ETCD_CERT: coordinatorCert.cert,
         LEASEHOLD_COORDINATOR_ETCD_KEY: coordinatorCert.key,
+        LEASEHOLD_COORDINATOR_ETCD_STATUS_INTERVAL_MS: '100',
       });
       const admin = stack.admin(coordinator.url);
       await admin.submit('rbac-t1', 'rbac/r1', { n: 1 });
@@ -204,6 +207,14 @@ describe('leasehold etcd-rbac on a real etcd', () => {
       const keys = await as(rootCert).getAll().keys();
       expect(keys.filter((k) => !k.startsWith(PREFIX) && k !== 'other/x')).toEqual([]);
       expect(keys).toContain(`${PREFIX}tasks/rbac-t1`);
+      expect(keys).toContain(`${PREFIX}inputs/rbac-t1`);
+      expect(keys).toContain(`${PREFIX}history/rbac-t1#000000000001`);
+      // Maintenance.Status under the coordinator's own (non-root) identity: the db size metrics.
+      const metrics = await waitFor('the etcd db size metric', async () => {
+        const text = await coordinator.metrics.registry.metrics();
+        return /^leasehold_coordinator_etcd_db_size_bytes [1-9]/m.test(text) ? text : undefined;
+      });
+      expect(metrics).toMatch(/^leasehold_coordinator_etcd_quota_bytes 2147483648$/m);
     } finally {
       await stack.close();
     }

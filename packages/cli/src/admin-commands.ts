@@ -40,6 +40,21 @@ function durationOption(raw: CommandContext['raw'], key: string, flag: string, p
   return ms;
 }
 
+/** `--keep-<state>`: a duration (removed that long after the end) or `forever` (kept until purged). */
+function keepOption(
+  raw: CommandContext['raw'],
+  key: string,
+  flag: string,
+  problems: string[],
+): number | null | undefined {
+  const text = raw[key];
+  if (text === undefined) return undefined;
+  if (text === 'forever') return null;
+  const ms = parseDuration(text);
+  if (ms === undefined) problems.push(`--${flag} must be a duration such as 10m, 1h or 7d, or forever`);
+  return ms;
+}
+
 function oneId(ctx: CommandContext, command: string): string {
   const [id, ...extra] = ctx.args;
   if (id === undefined || extra.length > 0) throw new ConfigError([`usage: leasehold ${command} TASK_ID`]);
@@ -72,6 +87,12 @@ export function submitRequestOf(raw: CommandContext['raw'], nonRetryable: readon
   if (maxAttempts === 0) problems.push('--max-attempts must be at least 1');
   const initialMs = durationOption(raw, 'BACKOFF_INITIAL', 'backoff-initial', problems);
   const maxMs = durationOption(raw, 'BACKOFF_MAX', 'backoff-max', problems);
+  const retention = {
+    completed: keepOption(raw, 'KEEP_COMPLETED', 'keep-completed', problems),
+    failed: keepOption(raw, 'KEEP_FAILED', 'keep-failed', problems),
+    cancelled: keepOption(raw, 'KEEP_CANCELLED', 'keep-cancelled', problems),
+  };
+  const ownRetention = Object.fromEntries(Object.entries(retention).filter(([, v]) => v !== undefined));
   const names = nonRetryable
     .flatMap((n) => n.split(','))
     .map((n) => n.trim())
@@ -94,6 +115,7 @@ export function submitRequestOf(raw: CommandContext['raw'], nonRetryable: readon
     ...(delayMs === undefined ? {} : { delayMs }),
     ...(runAt === undefined ? {} : { runAt }),
     ...(Object.keys(retry).length === 0 ? {} : { retry }),
+    ...(Object.keys(ownRetention).length === 0 ? {} : { retention: ownRetention }),
   };
 }
 
@@ -144,7 +166,7 @@ export async function taskCommand(ctx: CommandContext): Promise<number> {
 }
 
 function cancelNote(task: TaskView): string {
-  const last = task.history.at(-1);
+  const last = task.lastAttempt;
   if (last?.outcome !== 'cancelled') return '';
   return `\n  the open attempt of ${last.workerId} (token ${last.token}) was ended and the sink's fence moved past it: its late write will be refused`;
 }

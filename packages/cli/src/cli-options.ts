@@ -65,6 +65,18 @@ export const OPTIONS: OptionTable = Object.freeze({
   'max-attempts': { env: 'MAX_ATTEMPTS', help: 'submit: attempts before the task fails (default: the installation’s)' },
   'backoff-initial': { env: 'BACKOFF_INITIAL', help: 'submit: wait after the first failed attempt, e.g. 1s' },
   'backoff-max': { env: 'BACKOFF_MAX', help: 'submit: longest wait between attempts, e.g. 5m' },
+  'keep-completed': {
+    env: 'KEEP_COMPLETED',
+    help: 'submit: remove the task from etcd this long after it completes, e.g. 10m, or forever (default: RETENTION_COMPLETED_*)',
+  },
+  'keep-failed': {
+    env: 'KEEP_FAILED',
+    help: 'submit: remove it this long after it fails, e.g. 30d, or forever (default: RETENTION_FAILED_*)',
+  },
+  'keep-cancelled': {
+    env: 'KEEP_CANCELLED',
+    help: 'submit: remove it this long after it is cancelled, or forever (default: RETENTION_CANCELLED_*)',
+  },
   'non-retryable': {
     env: 'NON_RETRYABLE',
     help: 'submit: an error name that fails the task at once (repeatable, or comma-separated)',

@@ -54,12 +54,16 @@ Usage:
   leasehold cluster up [options]   start etcd, sink, coordinator and workers; run the demo workload
   leasehold submit --task-id ID --resource R [--payload JSON] [--priority N] [--delay 30s | --run-at ISO]
                    [--max-attempts N] [--backoff-initial 1s] [--backoff-max 5m] [--non-retryable Name ...]
+                   [--keep-completed 10m|forever] [--keep-failed 30d|forever] [--keep-cancelled 1h|forever]
+                   (payloads up to the coordinator's MAX_TASK_PAYLOAD_BYTES, 256 KiB by default:
+                    pass bigger inputs by reference, a URL or an object-store key)
   leasehold status [--all] [--json] [--watch]  latest task per resource (--all: every task)
-  leasehold tasks [--state STATE] [--json]     tasks; --state failed lists the dead letters
-  leasehold task ID [--json]                   one task, with its retry policy and attempt history
+  leasehold tasks [--state STATE] [--json]     tasks (no payloads); --state failed lists the dead letters
+  leasehold task ID [--json]                   one task, with its retry policy, payload and attempt history
   leasehold cancel ID                          cancel (a held lease is revoked, its late write refused)
   leasehold retry ID                           a failed task runs again with a fresh attempt budget
-  leasehold purge --state STATE --older-than 7d   delete ended tasks of one state
+  leasehold purge --state STATE --older-than 7d   delete ended tasks of one state now (record, payload, history);
+                                               the coordinators' retention (RETENTION_*) does it by itself
   leasehold tail                               task events, sink decisions and refusals as they happen
   leasehold etcd-rbac --etcd-endpoints URL --etcd-ca F --etcd-cert F --etcd-key F --coordinator-users U,...
                                                as etcd's root: a user per coordinator (its certificate's CN)

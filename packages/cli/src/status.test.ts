@@ -6,6 +6,7 @@ const NOW = Date.UTC(2026, 11, 1, 12, 0, 0);
 const task = (over: Partial<TaskView> & Pick<TaskView, 'taskId'>): TaskView => ({
   resource: 'acct/7',
   payload: {},
+  payloadBytes: 2,
   state: 'completed',
   attempts: 1,
   priority: 0,

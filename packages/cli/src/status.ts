@@ -34,9 +34,14 @@ const STATE_ORDER: Record<string, number> = {
   cancelled: 5,
 };
 
+/** The ended attempts a view carries: its history (a task view), else its last attempt (a list item). */
+function endedOf(task: TaskView): readonly { readonly token: string; readonly endedAtMs: number }[] {
+  return task.history ?? (task.lastAttempt === undefined ? [] : [task.lastAttempt]);
+}
+
 /** Every token a task was granted (live grant, stored result, ended attempts), as bigints. */
 function tokensOf(task: TaskView): bigint[] {
-  const out = task.history.map((h) => BigInt(h.token));
+  const out = endedOf(task).map((h) => BigInt(h.token));
   if (task.owner !== undefined) out.push(BigInt(task.owner.token));
   if (task.result !== undefined) out.push(BigInt(task.result.token));
   return out;
@@ -53,7 +58,7 @@ function lastActivityMs(task: TaskView): number {
   return Math.max(
     task.createdAtMs ?? 0,
     task.endedAtMs ?? 0,
-    ...task.history.map((h) => h.endedAtMs),
+    ...endedOf(task).map((h) => h.endedAtMs),
     task.owner === undefined ? 0 : Number.MAX_SAFE_INTEGER,
   );
 }

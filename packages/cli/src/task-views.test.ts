@@ -8,6 +8,7 @@ const base: TaskView = {
   taskId: 't1',
   resource: 'acct/7',
   payload: { n: 1 },
+  payloadBytes: 7,
   state: 'failed',
   attempts: 3,
   priority: 0,
@@ -116,6 +117,20 @@ describe('leasehold submit flags', () => {
       payload: {},
       runAt: '2026-12-24T17:00:00.000Z',
     });
+  });
+
+  it('turns --keep-<state> into the task retention (durations, or forever: kept until purged)', () => {
+    expect(submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', KEEP_COMPLETED: '10m', KEEP_FAILED: 'forever' }, [])).toEqual(
+      {
+        taskId: 't',
+        resource: 'r',
+        payload: {},
+        retention: { completed: 600_000, failed: null },
+      },
+    );
+    expect(() => submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', KEEP_CANCELLED: 'later' }, [])).toThrow(
+      /--keep-cancelled must be a duration/,
+    );
   });
 
   it('lists every problem at once', () => {

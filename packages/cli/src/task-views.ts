@@ -3,7 +3,7 @@
  * the dead letters: their attempts and last error) and the full view of one task with its attempt
  * history. Pure: the time is passed in, colour only when asked.
  */
-import type { AttemptView, RetryPolicy, TaskError, TaskView } from '@leasehold/protocol';
+import type { AttemptView, RetryPolicy, TaskError, TaskRetention, TaskView } from '@leasehold/protocol';
 import { formatDuration } from './durations.js';
 
 const COLOUR: Readonly<Record<string, string>> = {
@@ -124,6 +124,16 @@ function historyRows(history: readonly AttemptView[]): string[][] {
   ]);
 }
 
+/** A task's own retention, e.g. `completed 1h, failed kept` (by state, as submitted). */
+function describeRetention(retention: TaskRetention): string {
+  const parts = (['completed', 'failed', 'cancelled'] as const).flatMap((state) => {
+    const keep = retention[state];
+    if (keep === undefined) return [];
+    return [`${state} ${keep === null ? 'kept until purged' : `removed ${formatDuration(keep)} after the end`}`];
+  });
+  return parts.join(', ');
+}
+
 export function renderTaskDetail(task: TaskView, options: { readonly nowMs: number; readonly tty: boolean }): string {
   const { nowMs, tty } = options;
   const fields: [string, string][] = [
@@ -149,14 +159,16 @@ export function renderTaskDetail(task: TaskView, options: { readonly nowMs: numb
   }
   if (task.result !== undefined) fields.push(['result', `${task.result.resultId} at token ${task.result.token}`]);
   if (task.lastError !== undefined) fields.push(['last error', describeError(task.lastError, 200)]);
-  fields.push(['payload', JSON.stringify(task.payload)]);
+  fields.push(['payload', `${JSON.stringify(task.payload ?? null)} (${task.payloadBytes} bytes)`]);
+  if (task.retention !== undefined) fields.push(['retention', describeRetention(task.retention)]);
   const width = Math.max(...fields.map(([k]) => k.length));
   const out = fields.map(([k, v]) => `${k.padEnd(width)}  ${v}`);
   out.push('');
-  if (task.history.length === 0) out.push('history: no attempt has ended yet');
+  const history = task.history ?? (task.lastAttempt === undefined ? [] : [task.lastAttempt]);
+  if (history.length === 0) out.push('history: no attempt has ended yet');
   else {
-    out.push(`history (last ${task.history.length}, oldest first):`);
-    const rows = historyRows(task.history);
+    out.push(`history (last ${history.length}, oldest first):`);
+    const rows = historyRows(history);
     out.push(...table(['#', 'OUTCOME', 'WORKER', 'TOKEN', 'STARTED', 'TOOK', 'ERROR'], rows, tty).map((l) => `  ${l}`));
   }
   if (task.state === 'failed') out.push('', `run it again: leasehold retry ${task.taskId}`);

@@ -146,7 +146,7 @@ async function finish(client: LeaseholdClient, task: TaskView): Promise<TaskResu
       return { state: 'completed', resultId: ref.resultId, token: ref.token, result, task };
     }
     case 'failed':
-      return { state: 'failed', error: task.lastError, history: task.history, task };
+      return { state: 'failed', error: task.lastError, history: task.history ?? [], task };
     default:
       return { state: 'cancelled', task };
   }

@@ -8,7 +8,9 @@ import {
   collectOptions,
   ConfigError,
   deepFreeze,
+  DEFAULT_MAX_TASK_PAYLOAD_BYTES,
   DEFAULT_RETRY_POLICY,
+  MAX_TASK_PAYLOAD_BYTES_LIMIT,
   formatHelp,
   MAX_ATTEMPTS_LIMIT,
   MAX_BACKOFF_MS,
@@ -47,6 +49,30 @@ export interface TlsServerConfig {
   readonly clientCaFile: string | undefined;
 }
 
+/** How long ended tasks of one state stay in etcd: by age and by count (null: no such limit). */
+export interface RetentionRule {
+  /** Removed this long after they ended (ms). */
+  readonly maxAgeMs: number | null;
+  /** Only the newest this many are kept (tasks with their own rule for the state are not counted). */
+  readonly maxCount: number | null;
+}
+
+/** Retention of ended tasks (on by default): see service/retention.ts and docs/operations.md. */
+export interface RetentionConfig {
+  readonly enabled: boolean;
+  readonly completed: RetentionRule;
+  readonly failed: RetentionRule;
+  readonly cancelled: RetentionRule;
+  /** Payload bytes all kept ended tasks may hold together; past it the oldest go first (null: no cap). */
+  readonly maxBytes: number | null;
+  /** The count limits never remove a task that ended less than this long ago (ms). */
+  readonly minAgeMs: number;
+  /** A sweep every this many ms (on every coordinator; one at a time sweeps). */
+  readonly intervalMs: number;
+  /** At most this many removals per sweep (the next sweep goes on). */
+  readonly batch: number;
+}
+
 export interface CoordinatorConfig {
   /** Unique per process; generated when not set. */
   readonly coordinatorId: string | undefined;
@@ -62,7 +88,18 @@ export interface CoordinatorConfig {
     /** etcd user (etcd auth enabled): the role should be limited to the prefix. */
     readonly username: string | undefined;
     readonly password: string | undefined;
+    /** gRPC receive limit: the largest reply from etcd accepted. */
+    readonly maxResponseBytes: number;
+    /** Bytes one range page may carry (every read pages by it). */
+    readonly pageBytes: number;
+    /** etcd's --quota-backend-bytes (etcd 3.4 does not report it): the quota metrics divide by it. */
+    readonly quotaBytes: number;
+    /** How often the db size is read for the metrics (Maintenance.Status). */
+    readonly statusIntervalMs: number;
   };
+  /** Largest task payload (its JSON, bytes) accepted at submit; more: 413 PAYLOAD_TOO_LARGE. */
+  readonly maxTaskPayloadBytes: number;
+  readonly retention: RetentionConfig;
   readonly http: {
     readonly host: string;
     readonly port: number;
@@ -157,6 +194,83 @@ export const OPTIONS: OptionTable = Object.freeze({
   'etcd-key': { env: 'ETCD_KEY', help: 'its private key file (PEM)' },
   'etcd-username': { env: 'ETCD_USERNAME', help: 'etcd user (etcd auth); give its role only the prefix' },
   'etcd-password': { env: 'ETCD_PASSWORD', help: 'password of the etcd user', secret: true },
+  'etcd-max-response-bytes': {
+    env: 'ETCD_MAX_RESPONSE_BYTES',
+    help: 'largest etcd reply accepted (gRPC receive limit); reads page well under it',
+    default: String(64 * 1024 * 1024),
+  },
+  'etcd-page-bytes': {
+    env: 'ETCD_PAGE_BYTES',
+    help: 'bytes one etcd range page may carry (snapshot, lists, console); at most a quarter of the above',
+    default: String(16 * 1024 * 1024),
+  },
+  'etcd-quota-bytes': {
+    env: 'ETCD_QUOTA_BYTES',
+    help: "etcd's --quota-backend-bytes, for the quota metrics (etcd 3.4 does not report it)",
+    default: String(2 * 1024 * 1024 * 1024),
+  },
+  'etcd-status-interval-ms': {
+    env: 'ETCD_STATUS_INTERVAL_MS',
+    help: 'how often the etcd db size is read for the metrics',
+    default: '15000',
+  },
+  'max-task-payload-bytes': {
+    env: 'MAX_TASK_PAYLOAD_BYTES',
+    help: `largest task payload (its JSON, bytes) accepted at submit, at most ${MAX_TASK_PAYLOAD_BYTES_LIMIT}; pass large inputs by reference`,
+    default: String(DEFAULT_MAX_TASK_PAYLOAD_BYTES),
+  },
+  retention: {
+    env: 'RETENTION',
+    help: 'remove ended tasks (record, payload, history) from etcd by age, count and bytes (the sink keeps what was written)',
+    boolean: true,
+    default: 'true',
+  },
+  'retention-completed-ms': {
+    env: 'RETENTION_COMPLETED_MS',
+    help: 'completed tasks are removed this long after they ended (off: never by age)',
+    default: '3600000',
+  },
+  'retention-completed-count': {
+    env: 'RETENTION_COMPLETED_COUNT',
+    help: 'only the newest this many completed tasks are kept (off: no count limit)',
+    default: '1000',
+  },
+  'retention-failed-ms': {
+    env: 'RETENTION_FAILED_MS',
+    help: 'failed tasks (dead letters) are removed this long after they ended (off: never by age)',
+    default: '604800000',
+  },
+  'retention-failed-count': {
+    env: 'RETENTION_FAILED_COUNT',
+    help: 'only the newest this many failed tasks are kept (off: no count limit)',
+    default: '10000',
+  },
+  'retention-cancelled-ms': {
+    env: 'RETENTION_CANCELLED_MS',
+    help: 'cancelled tasks are removed this long after they ended (off: never by age)',
+    default: '3600000',
+  },
+  'retention-cancelled-count': {
+    env: 'RETENTION_CANCELLED_COUNT',
+    help: 'only the newest this many cancelled tasks are kept (off: no count limit)',
+    default: '1000',
+  },
+  'retention-max-bytes': {
+    env: 'RETENTION_MAX_BYTES',
+    help: 'payload bytes all kept ended tasks may hold together; past it the oldest go first, own rules too (off: no cap)',
+    default: String(256 * 1024 * 1024),
+  },
+  'retention-min-age-ms': {
+    env: 'RETENTION_MIN_AGE_MS',
+    help: 'the count limits never remove a task that ended less than this long ago',
+    default: '60000',
+  },
+  'retention-interval-ms': {
+    env: 'RETENTION_INTERVAL_MS',
+    help: 'a retention sweep every this many ms',
+    default: '10000',
+  },
+  'retention-batch': { env: 'RETENTION_BATCH', help: 'most tasks one sweep removes', default: '5000' },
   host: { env: 'HOST', help: 'listen address', default: '127.0.0.1' },
   port: { env: 'PORT', help: 'listen port, 0 = any free port', default: '7500' },
   'port-file': { env: 'PORT_FILE', help: 'write the bound port to this file once listening' },
@@ -297,6 +411,8 @@ const int = (min: number, max: number) =>
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((s) => s === 'true' || s === '1' || s === 'yes');
+/** An integer limit, or `off` (no such limit: null). */
+const limit = (min: number, max: number) => z.union([z.literal('off').transform(() => null), int(min, max)]);
 const secretList = (required: boolean) =>
   z
     .string()
@@ -354,6 +470,22 @@ const RawSchema = z.object({
   ETCD_KEY: z.string().min(1).optional(),
   ETCD_USERNAME: z.string().min(1).optional(),
   ETCD_PASSWORD: z.string().min(1).optional(),
+  ETCD_MAX_RESPONSE_BYTES: int(4 * 1024 * 1024, 1024 * 1024 * 1024),
+  ETCD_PAGE_BYTES: int(256 * 1024, 256 * 1024 * 1024),
+  ETCD_QUOTA_BYTES: int(1024 * 1024, 64 * 1024 * 1024 * 1024),
+  ETCD_STATUS_INTERVAL_MS: int(100, 3_600_000),
+  MAX_TASK_PAYLOAD_BYTES: int(16, MAX_TASK_PAYLOAD_BYTES_LIMIT),
+  RETENTION: bool,
+  RETENTION_COMPLETED_MS: limit(0, 10 * 366 * 86_400_000),
+  RETENTION_COMPLETED_COUNT: limit(0, 100_000_000),
+  RETENTION_FAILED_MS: limit(0, 10 * 366 * 86_400_000),
+  RETENTION_FAILED_COUNT: limit(0, 100_000_000),
+  RETENTION_CANCELLED_MS: limit(0, 10 * 366 * 86_400_000),
+  RETENTION_CANCELLED_COUNT: limit(0, 100_000_000),
+  RETENTION_MAX_BYTES: limit(0, Number.MAX_SAFE_INTEGER),
+  RETENTION_MIN_AGE_MS: int(0, 86_400_000),
+  RETENTION_INTERVAL_MS: int(100, 3_600_000),
+  RETENTION_BATCH: int(1, 1_000_000),
   HOST: z.string().min(1),
   PORT: int(0, 65_535),
   PORT_FILE: z.string().min(1).optional(),
@@ -456,6 +588,14 @@ function crossFieldProblems(raw: Readonly<Record<string, string>>): string[] {
   if ((raw.ETCD_CERT === undefined) !== (raw.ETCD_KEY === undefined)) {
     problems.push(`${ENV_PREFIX}ETCD_CERT / ETCD_KEY: give both or neither`);
   }
+  const maxResponse = Number(raw.ETCD_MAX_RESPONSE_BYTES ?? String(64 * 1024 * 1024));
+  const pageBytes = Number(raw.ETCD_PAGE_BYTES ?? String(16 * 1024 * 1024));
+  if (Number.isFinite(maxResponse) && Number.isFinite(pageBytes) && pageBytes * 4 > maxResponse) {
+    problems.push(
+      `${ENV_PREFIX}ETCD_PAGE_BYTES: must be at most ETCD_MAX_RESPONSE_BYTES / 4 (${Math.floor(maxResponse / 4)}), ` +
+        'so a page of records at their bound stays well under the receive limit',
+    );
+  }
   if ((raw.ETCD_USERNAME === undefined) !== (raw.ETCD_PASSWORD === undefined)) {
     problems.push(`${ENV_PREFIX}ETCD_USERNAME / ETCD_PASSWORD: give both or neither`);
   }
@@ -518,6 +658,21 @@ export function loadConfig(
       keyFile: c.ETCD_KEY,
       username: c.ETCD_USERNAME,
       password: c.ETCD_PASSWORD,
+      maxResponseBytes: c.ETCD_MAX_RESPONSE_BYTES,
+      pageBytes: c.ETCD_PAGE_BYTES,
+      quotaBytes: c.ETCD_QUOTA_BYTES,
+      statusIntervalMs: c.ETCD_STATUS_INTERVAL_MS,
+    },
+    maxTaskPayloadBytes: c.MAX_TASK_PAYLOAD_BYTES,
+    retention: {
+      enabled: c.RETENTION,
+      completed: { maxAgeMs: c.RETENTION_COMPLETED_MS, maxCount: c.RETENTION_COMPLETED_COUNT },
+      failed: { maxAgeMs: c.RETENTION_FAILED_MS, maxCount: c.RETENTION_FAILED_COUNT },
+      cancelled: { maxAgeMs: c.RETENTION_CANCELLED_MS, maxCount: c.RETENTION_CANCELLED_COUNT },
+      maxBytes: c.RETENTION_MAX_BYTES,
+      minAgeMs: c.RETENTION_MIN_AGE_MS,
+      intervalMs: c.RETENTION_INTERVAL_MS,
+      batch: c.RETENTION_BATCH,
     },
     http: {
       host: c.HOST,

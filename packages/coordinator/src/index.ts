@@ -94,6 +94,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const backend = new EtcdBackend({
     endpoints: config.etcd.endpoints,
     requestTimeoutMs: config.etcd.requestTimeoutMs,
+    maxResponseBytes: config.etcd.maxResponseBytes,
     log,
     ...(etcdTls === undefined ? {} : { tls: etcdTls }),
     ...(config.etcd.username === undefined || config.etcd.password === undefined
@@ -101,10 +102,16 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
       : { auth: { username: config.etcd.username, password: config.etcd.password } }),
   });
   const store = new KvLeaseStore(backend, new KeyLayout(config.etcd.prefix), {
-    onTxn: (txn, seconds, outcome) => {
-      // Label values lower-case, like every leasehold metric: `submitTask` → `submit_task`.
-      metrics.etcdTxn.observe({ txn: txn.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), outcome }, seconds);
+    observer: {
+      onTxn: (txn, seconds, outcome) => {
+        // Label values lower-case, like every leasehold metric: `submitTask` → `submit_task`.
+        metrics.etcdTxn.observe({ txn: txn.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), outcome }, seconds);
+      },
+      onError: (failure) => {
+        metrics.etcdErrors.inc({ failure: failure.replace(/-/g, '_') });
+      },
     },
+    budget: { pageBytes: config.etcd.pageBytes },
   });
   const fenceTarget =
     deps.fenceTarget ??

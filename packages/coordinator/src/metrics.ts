@@ -6,6 +6,8 @@
 import { collectProcessMetrics } from '@leasehold/telemetry';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
+export type TaskGaugeState = 'pending' | 'delayed' | 'leased' | 'completed' | 'failed' | 'cancelled';
+
 export class Metrics {
   readonly registry: Registry;
   readonly sessions: Gauge;
@@ -24,8 +26,16 @@ export class Metrics {
   readonly taskAttempts: Histogram<'outcome'>;
   readonly taskFailures: Counter<'reason' | 'outcome'>;
   readonly lifecycle: Counter<'change' | 'outcome'>;
+  readonly retentionRemoved: Counter<'state' | 'reason'>;
+  readonly retentionSweeps: Counter<'outcome'>;
+  readonly layoutConversions: Counter;
+  readonly etcdErrors: Counter<'failure'>;
   /** Fills the task gauge at scrape time (set by the services). */
-  taskCounts: (() => Readonly<Record<'pending' | 'delayed' | 'leased' | 'failed', number>>) | undefined;
+  taskCounts: (() => Readonly<Record<TaskGaugeState, number>>) | undefined;
+  readonly etcdDbSize: Gauge;
+  readonly etcdQuota: Gauge;
+  readonly etcdQuotaUsed: Gauge;
+  readonly etcdNoSpaceAlarm: Gauge;
 
   constructor(options: { readonly defaultMetrics?: boolean } = {}) {
     this.registry = new Registry();
@@ -100,7 +110,7 @@ export class Metrics {
     this.sinkReachable.set(1);
     this.tasks = new Gauge({
       name: 'leasehold_coordinator_tasks',
-      help: "Tasks by state as this coordinator's index sees them: pending (grantable), delayed (backoff or runAt), leased, failed",
+      help: "Tasks in etcd by state as this coordinator's index sees them: pending (grantable), delayed (backoff or runAt), leased, completed, failed, cancelled",
       labelNames: ['state'],
       registers,
       collect: () => {
@@ -128,5 +138,71 @@ export class Metrics {
       labelNames: ['change', 'outcome'],
       registers,
     });
+    this.retentionRemoved = new Counter({
+      name: 'leasehold_coordinator_retention_removed_total',
+      help: 'Ended tasks removed from etcd by retention sweeps run here, by state and by the limit that removed them (age, count, bytes)',
+      labelNames: ['state', 'reason'],
+      registers,
+    });
+    this.retentionSweeps = new Counter({
+      name: 'leasehold_coordinator_retention_sweeps_total',
+      help: 'Retention sweeps by outcome: done (this coordinator swept), idle (nothing to remove), locked (a peer sweeps), failed',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.layoutConversions = new Counter({
+      name: 'leasehold_coordinator_layout_conversions_total',
+      help: 'Task records of key layout v1 converted to layout v2 here',
+      registers,
+    });
+    // The etcd size gauges (service/etcd-status.ts sets them every ETCD_STATUS_INTERVAL_MS).
+    this.etcdDbSize = new Gauge({
+      name: 'leasehold_coordinator_etcd_db_size_bytes',
+      help: 'Size of the etcd backend database (as allocated, what the quota is judged on) of the member asked',
+      registers,
+    });
+    this.etcdQuota = new Gauge({
+      name: 'leasehold_coordinator_etcd_quota_bytes',
+      help: "etcd's backend quota, from ETCD_QUOTA_BYTES (etcd's --quota-backend-bytes; default 2 GiB)",
+      registers,
+    });
+    this.etcdQuotaUsed = new Gauge({
+      name: 'leasehold_coordinator_etcd_quota_used_ratio',
+      help: 'etcd db size / quota: at 1 etcd raises NOSPACE and refuses every write',
+      registers,
+    });
+    this.etcdNoSpaceAlarm = new Gauge({
+      name: 'leasehold_coordinator_etcd_nospace_alarm',
+      help: "1 while etcd's NOSPACE alarm is raised (writes refused until an operator disarms it)",
+      registers,
+    });
+    this.etcdErrors = new Counter({
+      name: 'leasehold_coordinator_etcd_errors_total',
+      help: 'Failed etcd calls by failure: unavailable, no_space, response_too_large, request_too_large, permission_denied, ...',
+      labelNames: ['failure'],
+      registers,
+    });
+  }
+
+  /**
+   * The etcd db size as Maintenance.Status reports it, against the quota of the configuration
+   * (etcd 3.4 does not report its quota).
+   */
+  reportEtcdStatus(status: { readonly dbSizeBytes: number; readonly noSpaceAlarm: boolean }, quotaBytes: number): void {
+    this.etcdDbSize.set(status.dbSizeBytes);
+    this.etcdQuota.set(quotaBytes);
+    this.etcdQuotaUsed.set(quotaBytes > 0 ? status.dbSizeBytes / quotaBytes : 0);
+    this.etcdNoSpaceAlarm.set(status.noSpaceAlarm ? 1 : 0);
+  }
+
+  /** etcd refuses Status to this coordinator: the size gauges are left out of the scrape (absent). */
+  dropEtcdStatus(): void {
+    for (const name of [
+      'leasehold_coordinator_etcd_db_size_bytes',
+      'leasehold_coordinator_etcd_quota_used_ratio',
+      'leasehold_coordinator_etcd_nospace_alarm',
+    ]) {
+      this.registry.removeSingleMetric(name);
+    }
   }
 }

@@ -20,6 +20,9 @@ import { createGroupHandler } from './service/reactions.js';
 import { SessionManager } from './service/sessions.js';
 import { EtcdHealth } from './service/etcd-health.js';
 import { TaskEventService } from './service/events.js';
+import { EtcdStatusPoller } from './service/etcd-status.js';
+import { LayoutMigration } from './service/migration.js';
+import { RetentionService } from './service/retention.js';
 import { SettleService } from './service/settle.js';
 import { TaskService } from './service/tasks.js';
 import { WatchFeed } from './service/watch-feed.js';
@@ -50,6 +53,9 @@ export interface Services {
   readonly etcdHealth: EtcdHealth;
   readonly events: TaskEventService;
   readonly feed: WatchFeed;
+  readonly retention: RetentionService;
+  readonly migration: LayoutMigration;
+  readonly etcdStatus: EtcdStatusPoller;
   /** Build the index and start the watch and keepalives. Rejects when the store cannot be read. */
   start(): Promise<void>;
   /** Stop taking grants, close sessions' sockets ("going away"), stop the watch. */
@@ -101,6 +107,13 @@ export function createServices(deps: ServiceDeps): Services {
   });
   const leases = new LeaseService(ctx, sessions);
   const tasks = new TaskService(ctx, sessions);
+  const migration = new LayoutMigration({
+    store: deps.store,
+    log: log.child({ component: 'layout' }),
+    timers: deps.timers,
+    metrics: deps.metrics,
+    holder: deps.coordinatorId,
+  });
   const feed = new WatchFeed({
     store: deps.store,
     timers: deps.timers,
@@ -113,14 +126,24 @@ export function createServices(deps: ServiceDeps): Services {
     onBuilt: () => {
       settle.sweep();
     },
+    onLegacy: (old) => {
+      migration.offer(old);
+    },
+    onTaskWritten: (taskId, modRevision) => {
+      migration.seen(taskId, modRevision);
+    },
   });
+  const retention = new RetentionService(ctx, () => feed.ready);
+  const etcdStatus = new EtcdStatusPoller(ctx);
   deps.metrics.taskCounts = () => {
     const stats = ctx.index.stats();
     return {
       pending: stats.pending - stats.delayed - stats.parked,
       delayed: stats.delayed,
       leased: stats.owned,
-      failed: feed.failedTasks,
+      completed: stats.ended.completed,
+      failed: stats.ended.failed,
+      cancelled: stats.ended.cancelled,
     };
   };
 
@@ -134,10 +157,15 @@ export function createServices(deps: ServiceDeps): Services {
     etcdHealth,
     events,
     feed,
+    retention,
+    migration,
+    etcdStatus,
     start: async () => {
       await feed.start();
       sessions.start();
       etcdHealth.start();
+      retention.start();
+      etcdStatus.start();
     },
     close: async () => {
       ctx.state.shuttingDown = true;
@@ -146,6 +174,9 @@ export function createServices(deps: ServiceDeps): Services {
       settle.close();
       events.close();
       etcdHealth.close();
+      retention.close();
+      migration.close();
+      etcdStatus.close();
       await feed.close();
     },
   };

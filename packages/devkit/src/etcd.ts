@@ -50,6 +50,8 @@ export interface StartEtcdOptions {
   heartbeatIntervalMs?: number;
   /** Forwarded child stderr to this process' stderr (debugging). */
   verbose?: boolean;
+  /** More etcd flags (binary mode), e.g. `['--quota-backend-bytes', '16777216']`. */
+  extraArgs?: readonly string[];
   /**
    * Serve clients over TLS (binary mode): the server certificate and key files, the CA file, and
    * with `clientCertAuth` a client certificate is required (the probe's is used for health checks)
@@ -196,6 +198,7 @@ async function startBinary(bin: string, opts: StartEtcdOptions): Promise<EtcdHan
       '--log-level', 'error',
       '--logger', 'zap',
       ...tlsArgs,
+      ...(opts.extraArgs ?? []),
     ]; // prettier-ignore
     const child = spawn(bin, args, {
       detached: true,

@@ -45,6 +45,12 @@ export const ErrorCode = {
   UNAVAILABLE: 'UNAVAILABLE',
   /** The service is shutting down and takes no new work. */
   SHUTTING_DOWN: 'SHUTTING_DOWN',
+  /**
+   * The coordination store is full (etcd's backend quota is reached, its NOSPACE alarm raised):
+   * nothing was written. Reads still work; an operator compacts, defragments and disarms the alarm
+   * (docs/operations.md, "etcd at its quota"), after which the same request succeeds.
+   */
+  STORAGE_FULL: 'STORAGE_FULL',
   /** Broken invariant inside the service. */
   INTERNAL: 'INTERNAL',
 } as const;
@@ -75,6 +81,7 @@ export const ERROR_CODE_INFO: Readonly<Record<ErrorCode, CodeInfo>> = Object.fre
   LIMIT_REACHED: { retryable: true, httpStatus: 429 },
   UNAVAILABLE: { retryable: true, httpStatus: 503 },
   SHUTTING_DOWN: { retryable: true, httpStatus: 503 },
+  STORAGE_FULL: { retryable: true, httpStatus: 503 },
   INTERNAL: { retryable: true, httpStatus: 500 },
 });
 

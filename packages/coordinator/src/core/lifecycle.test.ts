@@ -1,4 +1,4 @@
-import { DEFAULT_RETRY_POLICY, MAX_TASK_HISTORY, retryDelayMs, type RetryPolicy } from '@leasehold/protocol';
+import { DEFAULT_RETRY_POLICY, retryDelayMs, type RetryPolicy } from '@leasehold/protocol';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
@@ -25,25 +25,30 @@ const env = (nowMs: number, random = () => 0) => ({ nowMs, random, defaults: DEF
 const BOOM = { name: 'Error', message: 'boom', retryable: true };
 const HOLDER = { workerId: 'w1', sessionId: 's1' };
 
+const PAYLOAD = { payloadBytes: 1, payloadDigest: 'd' };
+
 function submitted(): TaskRecord {
-  return newTask({ taskId: 't', resource: 'r', payload: 1, retry: POLICY }, env(0));
+  return newTask({ taskId: 't', resource: 'r', ...PAYLOAD, retry: POLICY }, env(0));
 }
 
 describe('task lifecycle (pure)', () => {
   it('fails after exactly maxAttempts failed attempts, backing off 1 s, 2 s (capped at 3 s) between them', () => {
     let task = submitted();
     const delays: number[] = [];
+    const ended: [number, string, string][] = [];
     for (let n = 1; n <= 3; n += 1) {
       const now = 10_000 * n;
       expect(task.open).toBeUndefined();
       task = granted(task, HOLDER, now);
       expect(task).toMatchObject({ attempts: n, open: { attempt: n, workerId: 'w1', startedAtMs: now } });
       task = attemptFailed(task, BigInt(n), BOOM, 'failed', env(now));
+      expect(task.endedAttempts).toBe(n);
+      if (task.last !== undefined) ended.push([task.last.attempt, task.last.outcome, task.last.token]);
       if (task.state === 'pending') delays.push((task.notBeforeMs ?? 0) - now);
     }
     expect(delays).toEqual([1_000, 2_000]);
     expect(task).toMatchObject({ state: 'failed', attempts: 3, lastError: { name: 'Error' }, lastEvent: 'failed' });
-    expect(task.history?.map((h) => [h.attempt, h.outcome, h.token])).toEqual([
+    expect(ended).toEqual([
       [1, 'failed', '1'],
       [2, 'failed', '2'],
       [3, 'failed', '3'],
@@ -76,18 +81,32 @@ describe('task lifecycle (pure)', () => {
     const c = cancelled(a, 7n, 10);
     expect(c).toMatchObject({ state: 'cancelled', endedAtMs: 10 });
     expect(c.open).toBeUndefined();
-    expect(c.history?.at(-1)).toMatchObject({ outcome: 'cancelled', token: '7' });
+    expect(c.last).toMatchObject({ outcome: 'cancelled', token: '7' });
     const failed = attemptFailed(a, 1n, { ...BOOM, retryable: false }, 'failed', env(0));
     const again = retried(failed, 20);
-    expect(again).toMatchObject({ state: 'pending', attempts: 0, lastEvent: 'retried', history: failed.history });
+    expect(again).toMatchObject({
+      state: 'pending',
+      attempts: 0,
+      lastEvent: 'retried',
+      last: failed.last,
+      endedAttempts: failed.endedAttempts,
+    });
     expect(again.endedAtMs).toBeUndefined();
   });
 
-  it('keeps the last MAX_TASK_HISTORY attempts', () => {
+  it('counts every ended attempt (the history sequence), the last one kept in the record', () => {
     let task: TaskRecord = { ...submitted(), retry: { ...POLICY, maxAttempts: 100 } };
     for (let n = 1; n <= 15; n += 1) task = released(granted(task, HOLDER, n), BigInt(n), n);
-    expect(task.history).toHaveLength(MAX_TASK_HISTORY);
-    expect(task.history?.[0]?.token).toBe('6');
+    expect(task.endedAttempts).toBe(15);
+    expect(task.last?.token).toBe('15');
+  });
+
+  it('clips error texts by their encoded size (a record stays bounded)', () => {
+    const huge = { name: 'E'.repeat(5_000), message: '\u0001'.repeat(5_000), retryable: true };
+    const failed = attemptFailed(granted(submitted(), HOLDER, 0), 1n, huge, 'failed', env(0));
+    expect(JSON.stringify(failed.lastError?.name).length).toBeLessThanOrEqual(1_024);
+    expect(Buffer.byteLength(JSON.stringify(failed.lastError?.message))).toBeLessThanOrEqual(1_024);
+    expect(failed.last?.error).toEqual(failed.lastError);
   });
 
   it('shows delayed while waiting and leased while held', () => {
@@ -100,7 +119,7 @@ describe('task lifecycle (pure)', () => {
   it('newTask keeps a notBefore only when it is in the future, and the trace context only when given', () => {
     const at = (notBeforeMs: number | undefined, nowMs: number) =>
       newTask(
-        { taskId: 't', resource: 'r', payload: 1, ...(notBeforeMs === undefined ? {} : { notBeforeMs }) },
+        { taskId: 't', resource: 'r', ...PAYLOAD, ...(notBeforeMs === undefined ? {} : { notBeforeMs }) },
         {
           nowMs,
           defaults: POLICY,
@@ -112,14 +131,14 @@ describe('task lifecycle (pure)', () => {
     expect(at(undefined, 100)).not.toHaveProperty('notBeforeMs');
     expect(at(undefined, 100)).not.toHaveProperty('traceparent');
     const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
-    expect(newTask({ taskId: 't', resource: 'r', payload: 1, traceparent: tp }, env(0)).traceparent).toBe(tp);
-    expect(newTask({ taskId: 't', resource: 'r', payload: 1 }, env(0)).retry).toEqual(DEFAULT_RETRY_POLICY);
+    expect(newTask({ taskId: 't', resource: 'r', ...PAYLOAD, traceparent: tp }, env(0)).traceparent).toBe(tp);
+    expect(newTask({ taskId: 't', resource: 'r', ...PAYLOAD }, env(0)).retry).toEqual(DEFAULT_RETRY_POLICY);
   });
 
   it('history entries carry the error, and never end before they started', () => {
     const a = granted(submitted(), HOLDER, 50);
     const failed = attemptFailed(a, 4n, BOOM, 'failed', env(40)); // a clock read earlier than the grant's
-    expect(failed.history?.at(-1)).toEqual({
+    expect(failed.last).toEqual({
       attempt: 1,
       workerId: 'w1',
       sessionId: 's1',
@@ -129,9 +148,9 @@ describe('task lifecycle (pure)', () => {
       startedAtMs: 50,
       endedAtMs: 50,
     });
-    expect(released(a, 4n, 60).history?.at(-1)).not.toHaveProperty('error');
-    expect(released(a, 4n, 60).history?.at(-1)?.endedAtMs).toBe(60);
-    expect(abandoned(a, 4n, 'sink down', env(60)).history?.at(-1)?.error).toEqual({
+    expect(released(a, 4n, 60).last).not.toHaveProperty('error');
+    expect(released(a, 4n, 60).last?.endedAtMs).toBe(60);
+    expect(abandoned(a, 4n, 'sink down', env(60)).last?.error).toEqual({
       name: 'SinkUnavailable',
       message: 'sink down',
     });
@@ -141,14 +160,16 @@ describe('task lifecycle (pure)', () => {
     const fresh = submitted();
     const r = released(fresh, 1n, 5);
     expect(r.attempts).toBe(0);
-    expect(r.history).toBeUndefined();
+    expect(r.last).toBeUndefined();
+    expect(r.endedAttempts).toBeUndefined();
   });
 
   it('cancel of a task nobody holds keeps its history as it was', () => {
     const a = released(granted(submitted(), HOLDER, 0), 1n, 1);
     const c = cancelled(a, undefined, 10);
     expect(c).toMatchObject({ state: 'cancelled', lastEvent: 'cancelled', endedAtMs: 10 });
-    expect(c.history).toEqual(a.history);
+    expect(c.last).toEqual(a.last);
+    expect(c.endedAttempts).toBe(a.endedAttempts);
   });
 
   it('lastEventOf: the recorded event; for records of older coordinators, derived from state and attempts', () => {
@@ -184,8 +205,8 @@ describe('task lifecycle (pure)', () => {
   it('endedBy: the last attempt, its token and outcome, ended by this worker id in this session', () => {
     const done = completed(granted(submitted(), HOLDER, 5), 7n, 'task:t', 9);
     const failed = attemptFailed(granted(submitted(), HOLDER, 5), 7n, BOOM, 'failed', env(9));
-    const { sessionId: _s, ...withoutSession } = done.history?.at(-1) ?? { attempt: 0 };
-    const old = { ...done, history: [withoutSession as NonNullable<TaskRecord['history']>[number]] };
+    const { sessionId: _s, ...withoutSession } = done.last ?? { attempt: 0 };
+    const old = { ...done, last: withoutSession as NonNullable<TaskRecord['last']> };
     const rows: [string, TaskRecord, string, 'completed' | 'failed', typeof HOLDER, boolean][] = [
       ['the holder, completed', done, '7', 'completed', HOLDER, true],
       ['the holder, failed', failed, '7', 'failed', HOLDER, true],

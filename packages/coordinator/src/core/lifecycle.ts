@@ -15,17 +15,16 @@
  * grant's revision (= the attempt's token), so two closings of one attempt cannot both land.
  */
 import {
-  MAX_TASK_HISTORY,
   resolveRetryPolicy,
   retryDelayMs,
   type AttemptOutcome,
-  type JsonValue,
   type RetryPolicy,
   type RetryPolicyInput,
   type TaskEventKind,
+  type TaskRetention,
   type TaskStateName,
 } from '@leasehold/protocol';
-import type { AttemptRecord, TaskRecord } from './records.js';
+import { clipError, type AttemptRecord, type TaskRecord } from './task-record.js';
 
 export interface LifecycleEnv {
   /** Wall-clock epoch ms. */
@@ -51,13 +50,17 @@ export const LEASE_LOST_ERROR = Object.freeze({
 export interface SubmitSpec {
   readonly taskId: string;
   readonly resource: string;
-  readonly payload: JsonValue;
+  /** Bytes of the payload's JSON (stored under `inputs/<t>` by the submit txn). */
+  readonly payloadBytes: number;
+  /** sha256 of its canonical JSON: a repeated submit is compared by it. */
+  readonly payloadDigest: string;
   readonly priority?: number | undefined;
   /** Epoch ms; undefined: grantable at once. */
   readonly notBeforeMs?: number | undefined;
   readonly retry?: RetryPolicyInput | undefined;
   /** The submit span's W3C trace context (tracing on): every grant of the task continues it. */
   readonly traceparent?: string | undefined;
+  readonly retention?: TaskRetention | undefined;
 }
 
 export function policyOf(task: TaskRecord, defaults: RetryPolicy): RetryPolicy {
@@ -66,10 +69,11 @@ export function policyOf(task: TaskRecord, defaults: RetryPolicy): RetryPolicy {
 
 export function newTask(spec: SubmitSpec, env: Pick<LifecycleEnv, 'nowMs' | 'defaults'>): TaskRecord {
   return {
-    v: 1,
+    v: 2,
     taskId: spec.taskId,
     resource: spec.resource,
-    payload: spec.payload,
+    payloadBytes: spec.payloadBytes,
+    payloadDigest: spec.payloadDigest,
     state: 'pending',
     attempts: 0,
     priority: spec.priority ?? 0,
@@ -79,6 +83,7 @@ export function newTask(spec: SubmitSpec, env: Pick<LifecycleEnv, 'nowMs' | 'def
     atMs: env.nowMs,
     createdAtMs: env.nowMs,
     ...(spec.traceparent === undefined ? {} : { traceparent: spec.traceparent }),
+    ...(spec.retention === undefined ? {} : { retention: spec.retention }),
   };
 }
 
@@ -99,7 +104,11 @@ export function granted(
   };
 }
 
-/** `task` without its open attempt, with `entry` appended to the bounded history. */
+/**
+ * `task` without its open attempt, with the ended attempt as `last` and `endedAttempts` one more:
+ * the txn that writes the result also puts it as history entry `endedAttempts` (and drops the
+ * entry MAX_TASK_HISTORY before it), see `historyOps` in etcd/transactions.
+ */
 function closeAttempt(
   task: TaskRecord,
   token: bigint,
@@ -115,11 +124,11 @@ function closeAttempt(
     sessionId: open.sessionId,
     token: token.toString(),
     outcome,
-    ...(error === undefined ? {} : { error: { name: error.name, message: error.message } }),
+    ...(error === undefined ? {} : { error: clipError(error) }),
     startedAtMs: open.startedAtMs,
     endedAtMs: Math.max(nowMs, open.startedAtMs),
   };
-  return { ...rest, history: [...(task.history ?? []), entry].slice(-MAX_TASK_HISTORY) };
+  return { ...rest, last: entry, endedAttempts: (task.endedAttempts ?? 0) + 1 };
 }
 
 /**
@@ -135,7 +144,7 @@ export function endedBy(
   outcome: AttemptOutcome,
   holder: { readonly workerId: string; readonly sessionId: string },
 ): boolean {
-  const last = task.history?.at(-1);
+  const last = task.last;
   return (
     last !== undefined &&
     last.token === token &&
@@ -178,7 +187,7 @@ export function attemptFailed(
 ): TaskRecord {
   const policy = policyOf(task, env.defaults);
   const failures = (task.failures ?? 0) + 1;
-  const lastError = { name: error.name, message: error.message };
+  const lastError = clipError(error);
   const closed = { ...closeAttempt(task, token, outcome, env.nowMs, lastError), failures, lastError };
   const retryable = error.retryable && !policy.nonRetryable.includes(error.name);
   if (!retryable || task.attempts >= policy.maxAttempts) return terminal(closed, 'failed', env.nowMs);

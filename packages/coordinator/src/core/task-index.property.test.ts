@@ -7,8 +7,23 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
-import type { TaskRecord } from './records.js';
-import { TaskIndex, type OwnerEntry, type PendingTask } from './task-index.js';
+import type { TaskRecord } from './task-record.js';
+import { entryOf, TaskIndex, type OwnerEntry } from './task-index.js';
+
+/** A task as the reference keeps it: its record and revisions (the index gets its entry). */
+interface Stored {
+  readonly taskId: string;
+  readonly resource: string;
+  readonly createRevision: bigint;
+  readonly modRevision: bigint;
+  readonly record: TaskRecord;
+}
+
+const entry = (t: Stored) =>
+  entryOf(
+    { record: t.record, value: JSON.stringify(t.record), createRevision: t.createRevision, modRevision: t.modRevision },
+    DEFAULT_RETRY_POLICY,
+  );
 
 type Op =
   | { readonly kind: 'add'; readonly resource: number }
@@ -16,6 +31,7 @@ type Op =
   | { readonly kind: 'update'; readonly pick: number; readonly change: Change }
   | { readonly kind: 'tick'; readonly ms: number }
   | { readonly kind: 'remove'; readonly pick: number }
+  | { readonly kind: 'end'; readonly pick: number; readonly state: 'completed' | 'failed' | 'cancelled' }
   | { readonly kind: 'own'; readonly resource: number; readonly session: number }
   | { readonly kind: 'disown'; readonly resource: number }
   | { readonly kind: 'free'; readonly resource: number }
@@ -54,6 +70,14 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('tick' as const), ms: fc.integer({ min: 1, max: 200 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('remove' as const), pick }) },
   {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('end' as const),
+      pick,
+      state: fc.constantFrom('completed' as const, 'failed' as const, 'cancelled' as const),
+    }),
+  },
+  {
     weight: 3,
     arbitrary: fc.record({ kind: fc.constant('own' as const), resource, session: fc.integer({ min: 0, max: 2 }) }),
   },
@@ -69,7 +93,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
  * Stable: tasks with one create_revision (one batch txn) keep their arrival order.
  */
 function reference(
-  pending: ReadonlyMap<string, PendingTask>,
+  pending: ReadonlyMap<string, Stored>,
   owners: ReadonlyMap<string, OwnerEntry>,
   held: ReadonlySet<string>,
   nowMs: number,
@@ -99,7 +123,9 @@ describe('TaskIndex (property)', () => {
       fc.property(fc.array(op, { minLength: 5, maxLength: 60, size: 'max' }), (ops) => {
         let now = 1_000;
         const index = new TaskIndex({ wallClock: () => now });
-        const pending = new Map<string, PendingTask>();
+        const pending = new Map<string, Stored>();
+        /** Ended tasks (the retention candidates and the state counts). */
+        const ended = new Map<string, Stored>();
         const owners = new Map<string, OwnerEntry>();
         const held = new Set<string>();
         let revision = 1n;
@@ -115,15 +141,23 @@ describe('TaskIndex (property)', () => {
               for (const res of o.kind === 'add' ? [o.resource] : o.resources) {
                 const taskId = `t${n++}`;
                 const r = `r${res}`;
-                const task: PendingTask = {
+                const task: Stored = {
                   taskId,
                   resource: r,
                   createRevision: revision,
                   modRevision: revision,
-                  record: { v: 1, taskId, resource: r, payload: null, state: 'pending', attempts: 0 },
+                  record: {
+                    v: 2,
+                    taskId,
+                    resource: r,
+                    payloadBytes: 1,
+                    payloadDigest: 'd',
+                    state: 'pending',
+                    attempts: 0,
+                  },
                 };
                 pending.set(taskId, task);
-                index.applyTask(taskId, task);
+                index.applyTask(taskId, entry(task));
               }
               break;
             case 'update': {
@@ -143,16 +177,40 @@ describe('TaskIndex (property)', () => {
                         : closed;
               const next = { ...t, modRevision: revision, record };
               pending.set(t.taskId, next);
-              index.applyTask(t.taskId, next);
+              index.applyTask(t.taskId, entry(next));
+              break;
+            }
+            case 'end': {
+              // Completed, failed or cancelled (ended at `now`); or a retry of an ended one.
+              const again = nth(ended, o.pick);
+              if (again !== undefined && o.pick % 3 === 0) {
+                const retried = {
+                  ...again,
+                  modRevision: revision,
+                  record: { ...again.record, state: 'pending' as const },
+                };
+                ended.delete(again.taskId);
+                pending.set(again.taskId, retried);
+                index.applyTask(again.taskId, entry(retried));
+                break;
+              }
+              const t = nth(pending, o.pick);
+              if (t === undefined) break;
+              const { open: _o, ...rest } = t.record;
+              const done = { ...t, modRevision: revision, record: { ...rest, state: o.state, endedAtMs: now } };
+              pending.delete(t.taskId);
+              ended.set(t.taskId, done);
+              index.applyTask(t.taskId, entry(done));
               break;
             }
             case 'tick':
               now += o.ms;
               break;
             case 'remove': {
-              const t = nth(pending, o.pick);
+              const t = nth(pending, o.pick) ?? nth(ended, o.pick);
               if (t === undefined) break;
               pending.delete(t.taskId);
+              ended.delete(t.taskId);
               index.applyTask(t.taskId, undefined);
               break;
             }
@@ -185,13 +243,19 @@ describe('TaskIndex (property)', () => {
               break;
             case 'reset':
               // As a snapshot read would: not in create order (the index sorts; ties keep their order).
-              index.reset(
-                [...pending.values()].sort(
-                  (a, b) => a.taskId.length - b.taskId.length || (a.taskId < b.taskId ? -1 : 1),
-                ),
-                [...owners.values()],
-                revision,
-              );
+              {
+                const order = (a: Stored, b: Stored) =>
+                  a.taskId.length - b.taskId.length || (a.taskId < b.taskId ? -1 : 1);
+                index.reset(
+                  [...pending.values(), ...ended.values()].sort(order).map(entry),
+                  [...owners.values()],
+                  revision,
+                );
+                // The snapshot's order is the new arrival order (ties of one create_revision).
+                const again = [...pending.values()].sort(order);
+                pending.clear();
+                for (const t of again) pending.set(t.taskId, t);
+              }
               break;
           }
           index.advanceTo(revision - 1n);
@@ -202,6 +266,14 @@ describe('TaskIndex (property)', () => {
             .map((t) => t.record.notBeforeMs ?? 0)
             .filter((at) => at > now);
           expect(index.nextDueMs()).toBe(dueTimes.length === 0 ? undefined : Math.min(...dueTimes));
+          // Ended tasks: exactly the reference's, with their revisions, and counted by state.
+          expect([...index.endedTasks()].map((t) => [t.taskId, t.state, t.modRevision]).sort()).toEqual(
+            [...ended.values()].map((t) => [t.taskId, t.record.state, t.modRevision]).sort(),
+          );
+          const counts = { completed: 0, failed: 0, cancelled: 0 };
+          for (const t of ended.values()) if (t.record.state !== 'pending') counts[t.record.state] += 1;
+          expect(index.stats().ended).toEqual(counts);
+          expect(index.stats().pending).toBe(pending.size);
           for (const s of ['s0', 's1', 's2']) {
             const want = [...owners.values()].filter((x) => x.sessionId === s).map((x) => x.resource);
             expect(

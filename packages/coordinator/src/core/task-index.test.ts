@@ -1,13 +1,25 @@
+import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
 import { describe, expect, it } from 'vitest';
-import { TaskIndex, type PendingTask } from './task-index.js';
+import { entryOf, recordOf, TaskIndex, type EndedTask, type PendingTask, type TaskEntry } from './task-index.js';
+import type { TaskRecord } from './task-record.js';
 
-const task = (taskId: string, resource: string, rev: bigint): PendingTask => ({
+/** The index entry of `record` as the watch feed makes it. */
+function entry(record: TaskRecord, createRevision: bigint, modRevision = createRevision): TaskEntry {
+  return entryOf({ record, value: JSON.stringify(record), createRevision, modRevision }, DEFAULT_RETRY_POLICY);
+}
+
+const pendingRecord = (taskId: string, resource: string): TaskRecord => ({
+  v: 2,
   taskId,
   resource,
-  createRevision: rev,
-  modRevision: rev,
-  record: { v: 1, taskId, resource, payload: null, state: 'pending', attempts: 0 },
+  payloadBytes: 4,
+  payloadDigest: 'd',
+  state: 'pending',
+  attempts: 0,
 });
+
+const task = (taskId: string, resource: string, rev: bigint): PendingTask =>
+  entry(pendingRecord(taskId, resource), rev) as PendingTask;
 
 describe('TaskIndex', () => {
   it('selects pending tasks oldest first, one per resource', () => {
@@ -61,7 +73,14 @@ describe('TaskIndex', () => {
     index.reset([task('a', 'r1', 10n)], [], 10n);
     index.applyTask('a', undefined);
     expect(index.select()).toEqual([]);
-    expect(index.stats()).toEqual({ pending: 0, delayed: 0, parked: 0, owned: 0, held: 0 });
+    expect(index.stats()).toEqual({
+      pending: 0,
+      delayed: 0,
+      parked: 0,
+      owned: 0,
+      held: 0,
+      ended: { completed: 0, failed: 0, cancelled: 0 },
+    });
   });
 
   it('selects a named task only when it is eligible', () => {
@@ -102,11 +121,8 @@ describe('TaskIndex', () => {
   });
 
   describe('lifecycle', () => {
-    const at = (t: PendingTask, record: Partial<PendingTask['record']>, rev: bigint): PendingTask => ({
-      ...t,
-      modRevision: rev,
-      record: { ...t.record, ...record },
-    });
+    const at = (t: PendingTask, record: Partial<TaskRecord>, rev: bigint): PendingTask =>
+      entry({ ...recordOf(t), ...record }, t.createRevision, rev) as PendingTask;
     const OPEN = { attempt: 1, workerId: 'w', sessionId: 's', startedAtMs: 0 };
 
     it('keeps a delayed task out until its time, and says when that is', () => {
@@ -155,5 +171,87 @@ describe('TaskIndex', () => {
       index.applyOwner('r1', undefined);
       expect(index.lostAttempts().map((t) => t.taskId)).toEqual(['a']);
     });
+  });
+
+  describe('ended tasks', () => {
+    const ended = (taskId: string, state: EndedTask['state'], endedAtMs: number, rev: bigint): TaskEntry =>
+      entry({ ...pendingRecord(taskId, `r-${taskId}`), state, endedAtMs, atMs: endedAtMs }, rev);
+
+    it('counts ended tasks by state and keeps what retention needs; a retry or a delete drops them', () => {
+      const index = new TaskIndex();
+      index.reset([ended('a', 'completed', 5, 10n), ended('b', 'failed', 6, 11n), task('c', 'r1', 12n)], [], 12n);
+      expect(index.stats().ended).toEqual({ completed: 1, failed: 1, cancelled: 0 });
+      expect(index.endedTask('b')).toEqual({
+        state: 'failed',
+        taskId: 'b',
+        modRevision: 11n,
+        endedAtMs: 6,
+        payloadBytes: 4,
+        keep: undefined,
+      });
+      // Retried: pending again, no longer ended.
+      index.applyTask('b', entry(pendingRecord('b', 'r-b'), 11n, 13n));
+      expect(index.stats().ended).toEqual({ completed: 1, failed: 0, cancelled: 0 });
+      expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['b', 'c']);
+      // Completed, then removed.
+      index.applyTask('c', ended('c', 'completed', 9, 14n));
+      expect(index.stats()).toMatchObject({ pending: 1, ended: { completed: 2 } });
+      index.applyTask('a', undefined);
+      index.applyTask('c', undefined);
+      expect(index.stats().ended).toEqual({ completed: 0, failed: 0, cancelled: 0 });
+      expect([...index.endedTasks()]).toEqual([]);
+    });
+
+    it("keeps the task's own retention for the state it ended in", () => {
+      const index = new TaskIndex();
+      const own = { ...pendingRecord('a', 'r'), state: 'failed' as const, retention: { failed: null, completed: 5 } };
+      index.applyTask('a', entry(own, 3n));
+      expect(index.endedTask('a')?.keep).toBeNull();
+    });
+  });
+
+  it('a pending entry keeps only the lean fields and the stored JSON, never a parsed record', () => {
+    const record = { ...pendingRecord('a', 'r1'), priority: 3, notBeforeMs: 7 };
+    const e = entry(record, 2n) as PendingTask;
+    // Own fields: the lean ones, and the index's bookkeeping (flags are packed, state on the prototype).
+    expect(Object.keys(e).sort()).toEqual(
+      [
+        'createRevision',
+        'dueGen',
+        'dueMs',
+        'modRevision',
+        'payloadBytes',
+        'priority',
+        'raw',
+        'resource',
+        'seq',
+        'status',
+        'taskId',
+      ].sort(),
+    );
+    expect(e.state).toBe('pending');
+    expect(recordOf(e)).toEqual(record);
+    expect(e).toMatchObject({ priority: 3, dueMs: 7, open: false, exhausted: false, legacy: false });
+  });
+
+  it('parks a record of layout v1 (never granted before it is converted)', () => {
+    const index = new TaskIndex();
+    const record = pendingRecord('old', 'r1');
+    index.applyTask(
+      'old',
+      entryOf(
+        {
+          record,
+          value: '{"v":1}',
+          legacy: { payload: 1, payloadJson: '1', history: [] },
+          createRevision: 3n,
+          modRevision: 3n,
+        },
+        DEFAULT_RETRY_POLICY,
+      ),
+    );
+    expect(index.select()).toEqual([]);
+    expect(index.stats()).toMatchObject({ pending: 1, parked: 1 });
+    expect(index.lostAttempts()).toEqual([]);
   });
 });

@@ -1,5 +1,13 @@
 /**
- * The in-memory index of pending tasks and current owners, so an acquire never scans etcd.
+ * The in-memory index of pending tasks, ended tasks and current owners, so an acquire never scans
+ * etcd and retention never reads what it removes.
+ *
+ * Lean by design (≤ 1 KiB per pending task, measured by bench/src/scale-index.ts): per pending task
+ * one entry with what selection and expiry need — id, resource, priority, due time, status flags,
+ * create / mod revision — and the stored record's JSON as one string (the grant computes its write
+ * from it without a read); per ended task its state, end time, revision and payload size (what
+ * retention decides on); per owner key its {@link OwnerEntry}. Nothing else: no payload, no
+ * history, no parsed record.
  *
  * It is fed by the watch on the tasks + owners prefixes (and reset from a range read on start or
  * after compaction). It is a *hint*: the grant transaction re-checks everything in etcd (owner
@@ -17,22 +25,18 @@
  */
 
 import { DEFAULT_RETRY_POLICY, MAX_PRIORITY, type RetryPolicy } from '@leasehold/protocol';
-import { policyOf } from './lifecycle.js';
-import type { TaskRecord } from './records.js';
+import { PendingEntry, type EndedTask, type PendingTask, type Status, type TaskEntry } from './index-entry.js';
+import { DueHeap, Lane } from './index-queues.js';
 
-export interface PendingTask {
-  readonly taskId: string;
-  readonly resource: string;
-  /** create_revision of the task key: selection is FIFO by it. */
-  readonly createRevision: bigint;
-  /** mod_revision of the task key as last seen. */
-  readonly modRevision: bigint;
-  /**
-   * The task record at `modRevision`. A grant uses it without re-reading etcd: the grant txn
-   * compares the task key's mod_revision with `modRevision`, so a stale record only fails it.
-   */
-  readonly record: TaskRecord;
-}
+export {
+  entryOf,
+  recordOf,
+  traceparentOf,
+  type EndedTask,
+  type IndexInput,
+  type PendingTask,
+  type TaskEntry,
+} from './index-entry.js';
 
 export interface OwnerEntry {
   readonly resource: string;
@@ -55,162 +59,14 @@ interface Hold {
   until: bigint | undefined;
 }
 
-/**
- * Free tasks that were blocked by an owner and freed again, sorted by (create_revision, arrival
- * sequence). Removal is lazy (O(1): the entry is marked dead and skipped), so re-granting thousands
- * of freed tasks costs no array shifting; dead entries are dropped from the front as selection
- * passes them and compacted away when they outnumber the live ones.
- */
-class ReturnedList {
-  #entries: { readonly taskId: string; readonly revision: bigint; readonly seq: number; readonly gen: number }[] = [];
-  #head = 0;
-  /** Live entries: task id -> generation of its entry. */
-  readonly #live = new Map<string, number>();
-  #gen = 0;
+/** A pending task with the index's own bookkeeping (arrival sequence, status, heap generation). */
+type Entry = PendingEntry;
 
-  clear(): void {
-    this.#entries = [];
-    this.#head = 0;
-    this.#live.clear();
-  }
-
-  get empty(): boolean {
-    return this.#live.size === 0;
-  }
-
-  insert(taskId: string, revision: bigint, seq: number): void {
-    if (this.#live.has(taskId)) return;
-    const gen = ++this.#gen;
-    this.#live.set(taskId, gen);
-    let lo = this.#head;
-    let hi = this.#entries.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      const at = this.#entries[mid];
-      if (at !== undefined && (at.revision < revision || (at.revision === revision && at.seq < seq))) lo = mid + 1;
-      else hi = mid;
-    }
-    this.#entries.splice(lo, 0, { taskId, revision, seq, gen });
-  }
-
-  remove(taskId: string): boolean {
-    if (!this.#live.delete(taskId)) return false;
-    if (this.#entries.length - this.#head > 64 && this.#live.size * 2 < this.#entries.length - this.#head) {
-      this.#entries = this.#entries.slice(this.#head).filter((e) => this.#live.get(e.taskId) === e.gen);
-      this.#head = 0;
-    }
-    return true;
-  }
-
-  /** Live entries in order, from position `from` (a cursor into the list); moves the head past dead ones. */
-  liveAt(
-    from: number,
-  ): { readonly taskId: string; readonly revision: bigint; readonly seq: number; next: number } | undefined {
-    let i = Math.max(from, this.#head);
-    for (; i < this.#entries.length; i += 1) {
-      const e = this.#entries[i];
-      if (e !== undefined && this.#live.get(e.taskId) === e.gen) {
-        return { taskId: e.taskId, revision: e.revision, seq: e.seq, next: i + 1 };
-      }
-      if (i === this.#head) this.#head += 1;
-    }
-    if (this.#live.size === 0) this.clear();
-    return undefined;
-  }
+/** The entry object of a pending task given to the index (made by {@link entryOf}). */
+function entryOfPending(task: PendingTask): Entry {
+  if (!(task instanceof PendingEntry)) throw new TypeError('pending tasks are made by entryOf');
+  return task;
 }
-
-/** Ready tasks of one priority: a queue in arrival order plus the sorted list of returned ones. */
-class Lane {
-  /** Free tasks that were never blocked, in arrival order. */
-  readonly queue = new Map<string, PendingTask>();
-  /** Free tasks that were blocked (or delayed) and freed again, sorted like the queue. */
-  readonly returned = new ReturnedList();
-  /** Order key of the last task appended to `queue`. */
-  #queuedUpTo: { revision: bigint; seq: number } = { revision: -1n, seq: -1 };
-
-  add(task: PendingTask, seq: number): void {
-    // New tasks arrive in create order, so appending keeps the queue sorted; anything older than
-    // what was queued last goes to the sorted returned list instead.
-    const last = this.#queuedUpTo;
-    if (task.createRevision > last.revision || (task.createRevision === last.revision && seq > last.seq)) {
-      this.queue.set(task.taskId, task);
-      this.#queuedUpTo = { revision: task.createRevision, seq };
-    } else {
-      this.returned.insert(task.taskId, task.createRevision, seq);
-    }
-  }
-
-  remove(taskId: string): void {
-    if (!this.queue.delete(taskId)) this.returned.remove(taskId);
-  }
-}
-
-interface DueEntry {
-  readonly atMs: number;
-  readonly taskId: string;
-  readonly gen: number;
-}
-
-/** A binary min-heap of delayed tasks by due time; stale entries are skipped lazily. */
-class DueHeap {
-  readonly #items: DueEntry[] = [];
-
-  get size(): number {
-    return this.#items.length;
-  }
-
-  clear(): void {
-    this.#items.length = 0;
-  }
-
-  peek(): DueEntry | undefined {
-    return this.#items[0];
-  }
-
-  push(entry: DueEntry): void {
-    const items = this.#items;
-    items.push(entry);
-    let i = items.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      const p = items[parent];
-      if (p === undefined || p.atMs <= entry.atMs) break;
-      items[i] = p;
-      i = parent;
-    }
-    items[i] = entry;
-  }
-
-  pop(): DueEntry | undefined {
-    const items = this.#items;
-    const top = items[0];
-    const last = items.pop();
-    if (top === undefined || last === undefined || items.length === 0) return top;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let smallest = i;
-      let smallestAt = last.atMs;
-      const left = items[l];
-      const right = items[r];
-      if (left !== undefined && left.atMs < smallestAt) {
-        smallest = l;
-        smallestAt = left.atMs;
-      }
-      if (right !== undefined && right.atMs < smallestAt) smallest = r;
-      if (smallest === i) break;
-      const child = items[smallest];
-      if (child === undefined) break;
-      items[i] = child;
-      i = smallest;
-    }
-    items[i] = last;
-    return top;
-  }
-}
-
-type Status = 'ready' | 'delayed' | 'parked';
 
 export interface TaskIndexOptions {
   /**
@@ -220,6 +76,13 @@ export interface TaskIndexOptions {
   readonly wallClock?: () => number;
   /** The installation's retry policy (for records that carry none). */
   readonly defaults?: RetryPolicy;
+}
+
+/** Counts of ended tasks by state. */
+export interface EndedCounts {
+  completed: number;
+  failed: number;
+  cancelled: number;
 }
 
 /**
@@ -235,18 +98,16 @@ export class TaskIndex {
   readonly #now: () => number;
   readonly #defaults: RetryPolicy;
   /** Every pending task, by task id. */
-  #pending = new Map<string, PendingTask>();
-  /** Arrival sequence of every pending task: breaks create_revision ties (one txn, many tasks). */
-  #seq = new Map<string, number>();
+  #pending = new Map<string, Entry>();
   #nextSeq = 0;
-  #status = new Map<string, Status>();
-  /** Pending task ids per resource. */
-  #byResource = new Map<string, Set<string>>();
+  /** Pending task ids per resource: one id as a string (the usual case), several as a set. */
+  #byResource = new Map<string, string | Set<string>>();
   #lanes: Lane[] = TaskIndex.#newLanes();
   readonly #due = new DueHeap();
-  /** Generation of each delayed task's heap entry (older entries are stale). */
-  readonly #dueGen = new Map<string, number>();
   #gen = 0;
+  /** Every ended task, by task id. */
+  #ended = new Map<string, EndedTask>();
+  #endedCounts: EndedCounts = { completed: 0, failed: 0, cancelled: 0 };
   #owners = new Map<string, OwnerEntry>();
   /** Owned resources per session id. */
   #bySession = new Map<string, Set<string>>();
@@ -264,34 +125,43 @@ export class TaskIndex {
     return Array.from({ length: MAX_PRIORITY + 1 }, () => new Lane());
   }
 
+  /** The installation's retry policy (for records that carry none). */
+  get defaults(): RetryPolicy {
+    return this.#defaults;
+  }
+
   /** Revision the index reflects (everything up to and including it). */
   get revision(): bigint {
     return this.#revision;
   }
 
   /** Replace everything with a snapshot read at `revision`. Holds survive. */
-  reset(tasks: readonly PendingTask[], owners: readonly OwnerEntry[], revision: bigint): void {
+  reset(tasks: readonly TaskEntry[], owners: readonly OwnerEntry[], revision: bigint): void {
     this.#pending = new Map();
-    this.#seq = new Map();
-    this.#status = new Map();
     this.#byResource = new Map();
     this.#lanes = TaskIndex.#newLanes();
     this.#due.clear();
-    this.#dueGen.clear();
+    this.#ended = new Map();
+    this.#endedCounts = { completed: 0, failed: 0, cancelled: 0 };
     this.#owners = new Map();
     this.#bySession = new Map();
     for (const owner of owners) this.#setOwner(owner);
-    const sorted = [...tasks].sort((a, b) =>
-      a.createRevision < b.createRevision ? -1 : a.createRevision > b.createRevision ? 1 : 0,
-    );
-    for (const task of sorted) this.#addTask(task, this.#nextSeq++);
+    const pending: PendingTask[] = [];
+    for (const task of tasks) {
+      if (task.state === 'pending') pending.push(task);
+      else this.#setEnded(task);
+    }
+    pending.sort((a, b) => (a.createRevision < b.createRevision ? -1 : a.createRevision > b.createRevision ? 1 : 0));
+    for (const task of pending) this.#addTask(task, this.#nextSeq++);
     this.#freedEarly.clear();
     this.#revision = revision;
   }
 
-  /** A task key changed: pending tasks are indexed, anything else (or a delete) drops it. */
-  applyTask(taskId: string, pending: PendingTask | undefined): void {
+  /** A task key changed (or was deleted: undefined): pending tasks are indexed, ended ones counted. */
+  applyTask(taskId: string, entry: TaskEntry | undefined): void {
     const known = this.#pending.get(taskId);
+    const pending = entry?.state === 'pending' ? entry : undefined;
+    this.#setEnded(entry !== undefined && entry.state !== 'pending' ? entry : undefined, taskId);
     if (known === undefined) {
       if (pending !== undefined) this.#addTask(pending, this.#nextSeq++);
       return;
@@ -301,21 +171,21 @@ export class TaskIndex {
       if (pending !== undefined) this.#addTask(pending, this.#nextSeq++);
       return;
     }
-    const status = this.#statusOf(pending.record);
-    if (
-      status === this.#status.get(taskId) &&
-      status !== 'delayed' &&
-      (pending.record.priority ?? 0) === (known.record.priority ?? 0)
-    ) {
-      // Same task, same place: replace the record where it sits.
-      this.#pending.set(taskId, pending);
-      const lane = this.#laneOf(pending.record);
-      if (lane.queue.has(taskId)) lane.queue.set(taskId, pending);
+    const status = this.#statusOf(pending);
+    if (status === known.status && status !== 'delayed' && pending.priority === known.priority) {
+      // Same task, same place: replace the entry where it sits.
+      const replaced = entryOfPending(pending);
+      replaced.seq = known.seq;
+      replaced.status = status;
+      replaced.dueGen = known.dueGen;
+      this.#pending.set(taskId, replaced);
+      const lane = this.#laneOf(replaced);
+      if (lane.queue.has(taskId)) lane.queue.set(taskId, replaced);
       return;
     }
     // Its place changes (an attempt opened or closed, a backoff, another priority): move it,
     // keeping its arrival sequence.
-    const seq = this.#seq.get(taskId) ?? this.#nextSeq++;
+    const seq = known.seq;
     this.#removeTask(known);
     this.#addTask(pending, seq);
   }
@@ -389,6 +259,16 @@ export class TaskIndex {
     return this.#pending.get(taskId);
   }
 
+  /** The ended task `taskId`, if the index knows it as ended. */
+  endedTask(taskId: string): EndedTask | undefined {
+    return this.#ended.get(taskId);
+  }
+
+  /** Every ended task the index knows (retention decides on them). */
+  endedTasks(): IterableIterator<EndedTask> {
+    return this.#ended.values();
+  }
+
   /**
    * Grantable tasks whose resource has no owner and is not held — highest priority first, oldest
    * first within a priority — at most one per resource. Delayed tasks whose time has come are
@@ -411,7 +291,7 @@ export class TaskIndex {
       let r = lane.returned.liveAt(0);
       while (picked.length < limit) {
         const fromQueue = q.done === true ? undefined : q.value;
-        let task: PendingTask | undefined;
+        let task: Entry | undefined;
         if (fromQueue !== undefined && (r === undefined || this.#before(fromQueue, r.revision, r.seq))) {
           task = fromQueue;
           q = queue.next();
@@ -436,7 +316,7 @@ export class TaskIndex {
     for (;;) {
       const top = this.#due.peek();
       if (top === undefined) return undefined;
-      if (this.#dueGen.get(top.taskId) === top.gen) return top.atMs;
+      if (this.#pending.get(top.taskId)?.dueGen === top.gen) return top.atMs;
       this.#due.pop();
     }
   }
@@ -448,11 +328,8 @@ export class TaskIndex {
    */
   lostAttempts(): PendingTask[] {
     const lost: PendingTask[] = [];
-    for (const [taskId, status] of this.#status) {
-      if (status !== 'parked') continue;
-      const task = this.#pending.get(taskId);
-      if (task === undefined) continue;
-      if (this.isLost(task)) lost.push(task);
+    for (const task of this.#pending.values()) {
+      if (task.status === 'parked' && this.isLost(task)) lost.push(task);
     }
     return lost;
   }
@@ -462,9 +339,7 @@ export class TaskIndex {
    * record of an older coordinator) no attempt open and none left?
    */
   isLost(task: PendingTask): boolean {
-    if (task.record.open === undefined) {
-      return task.record.attempts >= policyOf(task.record, this.#defaults).maxAttempts;
-    }
+    if (!task.open) return task.exhausted;
     return this.#owners.get(task.resource)?.token !== task.modRevision;
   }
 
@@ -474,29 +349,49 @@ export class TaskIndex {
     readonly parked: number;
     readonly owned: number;
     readonly held: number;
+    readonly ended: Readonly<EndedCounts>;
   } {
     let delayed = 0;
     let parked = 0;
-    for (const status of this.#status.values()) {
-      if (status === 'delayed') delayed += 1;
-      else if (status === 'parked') parked += 1;
+    for (const task of this.#pending.values()) {
+      if (task.status === 'delayed') delayed += 1;
+      else if (task.status === 'parked') parked += 1;
     }
-    return { pending: this.#pending.size, delayed, parked, owned: this.#owners.size, held: this.#holds.size };
+    return {
+      pending: this.#pending.size,
+      delayed,
+      parked,
+      owned: this.#owners.size,
+      held: this.#holds.size,
+      ended: { ...this.#endedCounts },
+    };
   }
 
-  #statusOf(record: TaskRecord): Status {
-    if (record.open !== undefined || record.attempts >= policyOf(record, this.#defaults).maxAttempts) return 'parked';
-    return (record.notBeforeMs ?? 0) > this.#now() ? 'delayed' : 'ready';
+  #setEnded(task: EndedTask | undefined, taskId = task?.taskId): void {
+    if (taskId === undefined) return;
+    const before = this.#ended.get(taskId);
+    if (before !== undefined) this.#endedCounts[before.state] -= 1;
+    if (task === undefined) {
+      if (before !== undefined) this.#ended.delete(taskId);
+      return;
+    }
+    this.#ended.set(taskId, task);
+    this.#endedCounts[task.state] += 1;
   }
 
-  #laneOf(record: TaskRecord): Lane {
-    const lane = this.#lanes[Math.min(MAX_PRIORITY, Math.max(0, record.priority ?? 0))];
+  #statusOf(task: PendingTask): Status {
+    if (task.open || task.exhausted || task.legacy) return 'parked';
+    return task.dueMs > this.#now() ? 'delayed' : 'ready';
+  }
+
+  #laneOf(task: PendingTask): Lane {
+    const lane = this.#lanes[task.priority];
     if (lane === undefined) throw new RangeError('no lane');
     return lane;
   }
 
-  #eligible(task: PendingTask): boolean {
-    return this.#status.get(task.taskId) === 'ready' && !this.#owners.has(task.resource) && !this.isHeld(task.resource);
+  #eligible(task: Entry): boolean {
+    return task.status === 'ready' && !this.#owners.has(task.resource) && !this.isHeld(task.resource);
   }
 
   /** Delayed tasks whose time has come become ready. */
@@ -505,43 +400,50 @@ export class TaskIndex {
     const now = this.#now();
     for (let top = this.#due.peek(); top !== undefined && top.atMs <= now; top = this.#due.peek()) {
       this.#due.pop();
-      if (this.#dueGen.get(top.taskId) !== top.gen) continue;
-      this.#dueGen.delete(top.taskId);
       const task = this.#pending.get(top.taskId);
-      if (task === undefined) continue;
-      this.#status.set(top.taskId, 'ready');
+      if (task?.dueGen !== top.gen || task.status !== 'delayed') continue;
+      task.status = 'ready';
+      task.dueGen = 0;
       if (!this.#owners.has(task.resource)) this.#insertReturned(task);
     }
   }
 
-  #addTask(task: PendingTask, seq: number): void {
+  #idsOf(resource: string): Iterable<string> {
+    const ids = this.#byResource.get(resource);
+    return ids === undefined ? [] : typeof ids === 'string' ? [ids] : ids;
+  }
+
+  #addTask(pending: PendingTask, seq: number): void {
+    const status = this.#statusOf(pending);
+    const task = entryOfPending(pending);
+    task.seq = seq;
+    task.status = status;
+    task.dueGen = 0;
     this.#pending.set(task.taskId, task);
-    this.#seq.set(task.taskId, seq);
-    let ids = this.#byResource.get(task.resource);
-    if (ids === undefined) this.#byResource.set(task.resource, (ids = new Set()));
-    ids.add(task.taskId);
-    const status = this.#statusOf(task.record);
-    this.#status.set(task.taskId, status);
+    const ids = this.#byResource.get(task.resource);
+    if (ids === undefined) this.#byResource.set(task.resource, task.taskId);
+    else if (typeof ids === 'string') {
+      if (ids !== task.taskId) this.#byResource.set(task.resource, new Set([ids, task.taskId]));
+    } else ids.add(task.taskId);
     if (status === 'delayed') {
-      const gen = ++this.#gen;
-      this.#dueGen.set(task.taskId, gen);
-      this.#due.push({ atMs: task.record.notBeforeMs ?? 0, taskId: task.taskId, gen });
+      task.dueGen = ++this.#gen;
+      this.#due.push({ atMs: task.dueMs, taskId: task.taskId, gen: task.dueGen });
       return;
     }
     if (status === 'parked' || this.#owners.has(task.resource)) return;
-    this.#laneOf(task.record).add(task, seq);
+    this.#laneOf(task).add(task);
   }
 
-  #removeTask(task: PendingTask): void {
-    const status = this.#status.get(task.taskId);
-    if (status === 'ready') this.#laneOf(task.record).remove(task.taskId);
-    else if (status === 'delayed') this.#dueGen.delete(task.taskId);
-    this.#status.delete(task.taskId);
+  #removeTask(task: Entry): void {
+    if (task.status === 'ready') this.#laneOf(task).remove(task.taskId);
+    task.dueGen = 0;
     this.#pending.delete(task.taskId);
-    this.#seq.delete(task.taskId);
     const ids = this.#byResource.get(task.resource);
-    ids?.delete(task.taskId);
-    if (ids?.size === 0) this.#byResource.delete(task.resource);
+    if (ids === task.taskId) this.#byResource.delete(task.resource);
+    else if (typeof ids === 'object') {
+      ids.delete(task.taskId);
+      if (ids.size === 1) this.#byResource.set(task.resource, [...ids][0] ?? task.taskId);
+    }
   }
 
   #setOwner(owner: OwnerEntry): void {
@@ -553,9 +455,9 @@ export class TaskIndex {
     resources.add(owner.resource);
     if (before !== undefined) return;
     // The resource's ready tasks are blocked now.
-    for (const taskId of this.#byResource.get(owner.resource) ?? []) {
+    for (const taskId of this.#idsOf(owner.resource)) {
       const task = this.#pending.get(taskId);
-      if (task !== undefined && this.#status.get(taskId) === 'ready') this.#laneOf(task.record).remove(taskId);
+      if (task?.status === 'ready') this.#laneOf(task).remove(taskId);
     }
   }
 
@@ -567,19 +469,19 @@ export class TaskIndex {
     resources?.delete(resource);
     if (resources?.size === 0) this.#bySession.delete(owner.sessionId);
     // The resource's ready tasks are free again, in create order among the returned ones.
-    for (const taskId of this.#byResource.get(resource) ?? []) {
+    for (const taskId of this.#idsOf(resource)) {
       const task = this.#pending.get(taskId);
-      if (task !== undefined && this.#status.get(taskId) === 'ready') this.#insertReturned(task);
+      if (task?.status === 'ready') this.#insertReturned(task);
     }
   }
 
   /** Does `a` come before the task ordered (revision, seq)? */
-  #before(a: PendingTask, revision: bigint, seq: number): boolean {
+  #before(a: Entry, revision: bigint, seq: number): boolean {
     if (a.createRevision !== revision) return a.createRevision < revision;
-    return (this.#seq.get(a.taskId) ?? 0) < seq;
+    return a.seq < seq;
   }
 
-  #insertReturned(task: PendingTask): void {
-    this.#laneOf(task.record).returned.insert(task.taskId, task.createRevision, this.#seq.get(task.taskId) ?? 0);
+  #insertReturned(task: Entry): void {
+    this.#laneOf(task).returned.insert(task.taskId, task.createRevision, task.seq);
   }
 }

@@ -115,11 +115,21 @@ export interface LeaseKeeper {
   close(): void;
 }
 
+/** What the store says about its own size (etcd: Maintenance.Status of the member asked). */
+export interface BackendStatus {
+  /** Bytes of the backend database as allocated (what etcd's quota is judged on). */
+  readonly dbSizeBytes: number;
+  /** etcd's NOSPACE alarm is raised: writes are refused until an operator disarms it. */
+  readonly noSpaceAlarm: boolean;
+}
+
 export interface KvBackend {
   /** Run one transaction, once (never retried: a lost reply leaves the outcome unknown). Throws on failure. */
   txn(spec: TxnSpec): Promise<TxnResult>;
   /** One page of keys under `prefix`, in key order. Idempotent. */
   range(prefix: string, options: RangeOptions): Promise<RangePage>;
+  /** The size of the store and its quota alarm (etcd: Maintenance.Status, allowed for a non-root user). */
+  status(): Promise<BackendStatus>;
   /** A fresh lease of `ttlSeconds`; its id as a decimal string. */
   grantLease(ttlSeconds: number): Promise<string>;
   /** Revoke a lease: every key attached to it is deleted at one revision. Idempotent. */

@@ -1,24 +1,24 @@
 /**
  * Errors from the store are cast once, at the backend boundary ({@link EtcdBackend} turns every
- * etcd3 / gRPC error into an {@link EtcdUnavailableError} with `transient` set). One predicate,
- * {@link isRetryable}, decides what may be retried, and one policy object, {@link readPolicy}
- * (cockatiel), retries — used only for calls that are idempotent (reads, ranges, lease revoke).
- * Transactions are never retried blindly: a lost reply leaves the outcome unknown, and the
- * callers re-read instead.
+ * etcd3 / gRPC error into an {@link EtcdError} whose `failure` says how it failed — only
+ * `unavailable` is transient). One predicate, {@link isRetryable}, decides what may be retried, and
+ * one policy object, {@link readPolicy} (cockatiel), retries — used only for calls that are
+ * idempotent (reads, ranges, lease revoke). Transactions are never retried blindly: a lost reply
+ * leaves the outcome unknown, and the callers re-read instead.
  */
 import { ExponentialBackoff, handleWhen, retry } from 'cockatiel';
-import { EtcdUnavailableError } from '../errors.js';
+import { EtcdError } from '../errors.js';
 
 /** True when the same idempotent request may succeed if sent again. */
 export function isRetryable(err: unknown): boolean {
-  return err instanceof EtcdUnavailableError && err.transient;
+  return err instanceof EtcdError && err.transient;
 }
 
-/** Wrap any failure in the coordinator's error type (code UNAVAILABLE, cause and transience kept). */
-export function translateEtcdError(err: unknown, what: string): EtcdUnavailableError {
-  if (err instanceof EtcdUnavailableError) return err;
+/** Any failure as the coordinator's etcd error (an uncast one: `other`, not transient). */
+export function translateEtcdError(err: unknown, what: string): EtcdError {
+  if (err instanceof EtcdError) return err;
   const detail = err instanceof Error ? `${err.constructor.name}: ${err.message}` : String(err);
-  return new EtcdUnavailableError(`etcd ${what} failed: ${detail}`, { cause: err, transient: false });
+  return new EtcdError('other', `etcd ${what} failed: ${detail}`, { cause: err, transient: false });
 }
 
 /** The retry policy of idempotent store calls: 3 attempts, 40 ms doubling (capped at 1 s). */

@@ -12,10 +12,11 @@ afterAll(async () => {
   await etcd.stop();
 });
 
-describeBackendContract('etcd', () => {
+describeBackendContract('etcd', (options = {}) => {
   const backend = new EtcdBackend({
     endpoints: etcd.endpoints,
     requestTimeoutMs: 5_000,
+    maxResponseBytes: options.maxResponseBytes ?? 64 * 1024 * 1024,
     log: pino({ level: 'silent' }),
   });
   return Promise.resolve({

@@ -1,15 +1,23 @@
 /**
  * {@link KvBackend} on a real etcd through the etcd3 client. The only file (with keepalive.ts and
  * client.ts) that sees etcd3 types: compares, ops and key-values are converted here, and every
- * etcd3 / gRPC error is cast here into an {@link EtcdUnavailableError} (`transient` when the same
- * idempotent call may succeed again).
+ * etcd3 / gRPC error is cast here, once, into an {@link EtcdError} whose `failure` says how the call
+ * failed ({@link classifyEtcdError}): only `unavailable` is transient.
  */
+import { isBrokenCircuitError } from 'cockatiel';
 import {
   ClientRuntimeError,
   EtcdLeaseInvalidError,
+  EtcdPermissionDeniedError,
+  EtcdAuthenticationFailedError,
+  EtcdInvalidAuthTokenError,
+  GRPCAbortedError,
+  GRPCCancelledError,
   GRPCDeadlineExceededError,
+  GRPCInternalError,
+  GRPCUnauthenticatedError,
   GRPCUnavailableError,
-  isRecoverableError,
+  GRPCUnknownError,
   type Etcd3,
   type ICompare,
   type IKeyValue,
@@ -17,8 +25,9 @@ import {
   type IRequestOp,
   type IWatchResponse,
 } from 'etcd3';
-import { EtcdUnavailableError } from '../errors.js';
+import { EtcdError, EtcdRefusedError, EtcdUnavailableError, type EtcdFailure } from '../errors.js';
 import type {
+  BackendStatus,
   Compare,
   KeyRange,
   KeyValue,
@@ -33,23 +42,62 @@ import type {
   WatchHandle,
   WatchListener,
 } from './backend.js';
-import { createEtcdClient, type EtcdClientOptions } from './client.js';
+import { createEtcdClient, EtcdAnswer, type EtcdClientOptions } from './client.js';
 import { readPolicy } from './errors.js';
 import { KeepAliveStream } from './keepalive.js';
 import { prefixEnd } from './keys.js';
 import type { Logger } from 'pino';
 
+/**
+ * How an etcd3 / gRPC error failed: etcd's own answers by their message (gRPC codes are shared by
+ * unrelated failures: RESOURCE_EXHAUSTED is NOSPACE, "too many requests" and the client's receive
+ * limit alike), then unavailability by class.
+ */
+export function classifyEtcdError(err: unknown): EtcdFailure {
+  const inner = err instanceof EtcdAnswer ? err.cause : err;
+  const message = inner instanceof Error ? inner.message : String(inner);
+  if (/database space exceeded/i.test(message)) return 'no-space';
+  if (/received message larger than max/i.test(message)) return 'response-too-large';
+  if (/sent message larger than max|request is too large/i.test(message)) return 'request-too-large';
+  if (/too many operations in txn/i.test(message)) return 'too-many-ops';
+  if (/required revision has been compacted/i.test(message)) return 'compacted';
+  if (isLeaseNotFound(inner)) return 'lease-not-found';
+  if (
+    inner instanceof EtcdPermissionDeniedError ||
+    inner instanceof EtcdAuthenticationFailedError ||
+    inner instanceof EtcdInvalidAuthTokenError ||
+    inner instanceof GRPCUnauthenticatedError ||
+    /permission denied|authentication failed|user name (not found|is empty)/i.test(message)
+  ) {
+    return 'permission-denied';
+  }
+  // etcd overloaded ("too many requests") or a connection in trouble: try again, elsewhere.
+  if (
+    /too many requests/i.test(message) ||
+    inner instanceof GRPCUnavailableError ||
+    inner instanceof GRPCDeadlineExceededError ||
+    inner instanceof GRPCCancelledError ||
+    inner instanceof GRPCAbortedError ||
+    inner instanceof GRPCInternalError ||
+    inner instanceof GRPCUnknownError ||
+    inner instanceof ClientRuntimeError ||
+    isBrokenCircuitError(inner)
+  ) {
+    return 'unavailable';
+  }
+  return 'other';
+}
+
 /** The etcd error as the coordinator's own, cast once. */
-export function castEtcdError(err: unknown, what: string): EtcdUnavailableError {
-  if (err instanceof EtcdUnavailableError) return err;
-  const transient =
-    err instanceof Error &&
-    (isRecoverableError(err) ||
-      err instanceof GRPCUnavailableError ||
-      err instanceof GRPCDeadlineExceededError ||
-      err instanceof ClientRuntimeError);
-  const detail = err instanceof Error ? `${err.constructor.name}: ${err.message}` : String(err);
-  return new EtcdUnavailableError(`etcd ${what} failed: ${detail}`, { cause: err, transient });
+export function castEtcdError(err: unknown, what: string): EtcdError {
+  if (err instanceof EtcdError) return err;
+  const inner = err instanceof EtcdAnswer ? err.cause : err;
+  const detail = inner instanceof Error ? `${inner.constructor.name}: ${inner.message}` : String(inner);
+  const message = `etcd ${what} failed: ${detail}`;
+  const failure = classifyEtcdError(err);
+  return failure === 'unavailable'
+    ? new EtcdUnavailableError(message, { cause: inner, transient: true })
+    : new EtcdRefusedError(failure, message, { cause: inner });
 }
 
 /** The lease named in a request no longer exists (expired or revoked). */
@@ -157,6 +205,17 @@ export class EtcdBackend implements KvBackend {
       return { kvs: page.kvs.map(fromKv), more: page.more, revision: BigInt(page.header.revision) };
     } catch (err) {
       throw castEtcdError(err, 'range');
+    }
+  }
+
+  async status(): Promise<BackendStatus> {
+    try {
+      const res = await this.client.maintenance.status();
+      // Typed as always there, but absent from a reply without alarms.
+      const errors = res.errors as readonly string[] | undefined;
+      return { dbSizeBytes: Number(res.dbSize), noSpaceAlarm: errors?.some((e) => /NOSPACE/.test(e)) === true };
+    } catch (err) {
+      throw castEtcdError(err, 'status');
     }
   }
 

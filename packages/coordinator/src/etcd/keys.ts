@@ -1,9 +1,16 @@
 /**
- * The etcd key layout, under one configurable prefix `P` (ends in `/`):
+ * The etcd key layout (v2), under one configurable prefix `P` (ends in `/`):
  *
  * | key                                   | value          | lease   | notes                                  |
  * |---------------------------------------|----------------|---------|----------------------------------------|
- * | `P/tasks/<taskId>`                    | TaskRecord     | none    | state pending / completed / cancelled  |
+ * | `P/tasks/<taskId>`                    | TaskRecord     | none    | small and bounded: no payload, no      |
+ * |                                       |                |         | history (core/task-record.ts)          |
+ * | `P/inputs/<taskId>`                   | payload JSON   | none    | written once by the submit txn; read   |
+ * |                                       |                |         | by the grant txn and task views        |
+ * | `P/history/<taskId>#<n>`              | AttemptRecord  | none    | the n-th ended attempt (12 digits); the|
+ * |                                       |                |         | last MAX_TASK_HISTORY are kept         |
+ * | `P/locks/<name>`                      | coordinator id | its own | `retention`: one sweeper at a time;    |
+ * |                                       |                |         | `migration`: one layout converter      |
  * | `P/owners/<resource>`                 | OwnerRecord    | session | create_revision = fencing token        |
  * | `P/sessions/<sessionId>`              | SessionRecord  | session | mod_revision = who serves it, and when |
  * | `P/holdings/<sessionId>/<requestId>`  | HoldingRecord  | session | one per live grant: the session's      |
@@ -12,10 +19,14 @@
  * | `P/console/revoked/<loginId>`         | ConsoleRevoked | its own | a console logout, for every coordinator|
  * |                                       |                |         | (lives as long as the cookie would)    |
  *
- * Session ids are hex (no `/`), so `holdings/<sid>/` is an exact prefix. In key order the families
- * are console < holdings < owners < sessions < tasks: the watch-fed index watches `owners/` to the
- * end of `tasks/` ({@link KeyLayout.watched}) and never sees the holdings or the console's keys
- * (the console's revocations have their own watch).
+ * Session ids are hex (no `/`), so `holdings/<sid>/` is an exact prefix; task ids never contain
+ * `#`, so `history/<taskId>#` is one too. In key order the families are console < history <
+ * holdings < inputs < locks < owners < sessions < tasks: the watch-fed index watches `owners/` to
+ * the end of `tasks/` ({@link KeyLayout.watched}) and never sees payloads, histories, holdings,
+ * locks or the console's keys (the console's revocations have their own watch).
+ *
+ * Layout v1 (until 0.2) kept the payload and the history inside `tasks/<taskId>`; a coordinator
+ * of this layout reads such records and moves both out (core/task-record.ts, `migrateTasks`).
  *
  * Layout history: until 2026-11-29 holdings were keyed by resource and a separate
  * `requests/<sid>/<requestId>` record (never deleted before the session ended) made acquires
@@ -36,6 +47,9 @@ export class KeyLayout {
   readonly owners: string;
   readonly sessions: string;
   readonly holdings: string;
+  readonly inputs: string;
+  readonly history: string;
+  readonly locks: string;
   /** Revoked console logins (logout): `console/revoked/<loginId>`. */
   readonly consoleRevoked: string;
   /** What the watch-fed index watches: `owners/` up to the end of `tasks/` (not the holdings). */
@@ -47,12 +61,35 @@ export class KeyLayout {
     this.owners = `${this.prefix}owners/`;
     this.sessions = `${this.prefix}sessions/`;
     this.holdings = `${this.prefix}holdings/`;
+    this.inputs = `${this.prefix}inputs/`;
+    this.history = `${this.prefix}history/`;
+    this.locks = `${this.prefix}locks/`;
     this.consoleRevoked = `${this.prefix}console/revoked/`;
     this.watched = { start: this.owners, endPrefix: this.tasks };
   }
 
   task(taskId: string): string {
     return `${this.tasks}${taskId}`;
+  }
+
+  /** The payload of task `taskId`. */
+  input(taskId: string): string {
+    return `${this.inputs}${taskId}`;
+  }
+
+  /** Prefix of the history entries of task `taskId` (exact: ids have no `#`). */
+  historyOf(taskId: string): string {
+    return `${this.history}${taskId}#`;
+  }
+
+  /** History entry `n` (1-based) of task `taskId`; keys sort in attempt order. */
+  historyEntry(taskId: string, n: number): string {
+    return `${this.historyOf(taskId)}${String(n).padStart(12, '0')}`;
+  }
+
+  /** A short lock: `retention` (one sweeper at a time), `migration` (one layout converter at a time). */
+  lock(name: 'retention' | 'migration'): string {
+    return `${this.locks}${name}`;
   }
 
   owner(resource: string): string {

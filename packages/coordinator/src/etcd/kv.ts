@@ -1,13 +1,31 @@
 /**
  * A thin layer over a {@link KvBackend}: compare / op builders with revisions as bigint, one `txn`
- * entry point (timed, never retried) and idempotent reads (retried by the one read policy).
+ * entry point (timed, never retried), idempotent reads (retried by the one read policy) and
+ * byte-bounded range pages ({@link Kv.rangePages}).
  */
+import { EtcdError } from '../errors.js';
 import type { Compare, KeyValue, KvBackend, Op, RangePage, TxnResult, TxnSpec } from './backend.js';
 import { readPolicy, translateEtcdError } from './errors.js';
+
+/** How large one read may be. */
+export interface ReadBudget {
+  /** Bytes one range page may carry (keys, values and overhead): its count is this / the family's largest value. */
+  readonly pageBytes: number;
+}
+
+/** The default: 16 MiB pages, a quarter of the default receive limit of 64 MiB. */
+export const DEFAULT_READ_BUDGET: ReadBudget = Object.freeze({ pageBytes: 16 * 1024 * 1024 });
+
+/** A range page's count: as many values of at most `valueBytes` (plus key and overhead) as fit the budget. */
+export function pageLimit(budget: ReadBudget, valueBytes: number): number {
+  return Math.max(1, Math.floor(budget.pageBytes / (valueBytes + 512)));
+}
 
 export interface KvObserver {
   /** Called after every transaction with its family name, duration and outcome. */
   onTxn?(name: string, seconds: number, outcome: 'succeeded' | 'failed' | 'error'): void;
+  /** Called for every failed call (txn, read, range page) with how it failed. */
+  onError?(failure: EtcdError['failure']): void;
 }
 
 export type { TxnResult, TxnSpec } from './backend.js';
@@ -61,11 +79,13 @@ export function firstKv(result: TxnResult, index: number): KeyValue | undefined 
 
 export class Kv {
   readonly backend: KvBackend;
+  readonly budget: ReadBudget;
   readonly #observer: KvObserver;
 
-  constructor(backend: KvBackend, observer: KvObserver = {}) {
+  constructor(backend: KvBackend, observer: KvObserver = {}, budget: ReadBudget = DEFAULT_READ_BUDGET) {
     this.backend = backend;
     this.#observer = observer;
+    this.budget = budget;
   }
 
   /** Run one transaction, once. A thrown error means the outcome is unknown. */
@@ -77,13 +97,15 @@ export class Kv {
       return res;
     } catch (err) {
       this.#observer.onTxn?.(name, (performance.now() - started) / 1000, 'error');
-      throw translateEtcdError(err, `txn ${name}`);
+      const cast = translateEtcdError(err, `txn ${name}`);
+      this.#observer.onError?.(cast.failure);
+      throw cast;
     }
   }
 
   /** Several reads at one revision (a read-only txn: idempotent, so retried). */
   async read(name: string, ops: readonly Op[]): Promise<TxnResult> {
-    return readPolicy(`read ${name}`, () => this.backend.txn({ compare: [], success: ops }));
+    return this.#observed(readPolicy(`read ${name}`, () => this.backend.txn({ compare: [], success: ops })));
   }
 
   /** One page of a prefix range, optionally at a fixed revision, starting at `fromKey`. */
@@ -91,29 +113,69 @@ export class Kv {
     prefix: string,
     options: { readonly fromKey?: string; readonly limit: number; readonly revision?: bigint },
   ): Promise<RangePage> {
-    return readPolicy(`range ${prefix}`, () => this.backend.range(prefix, options));
+    return this.#observed(readPolicy(`range ${prefix}`, () => this.backend.range(prefix, options)));
   }
 
-  /** Every key under `prefix` at one revision, page by page. Returns the kvs and that revision. */
+  async #observed<T>(call: Promise<T>): Promise<T> {
+    try {
+      return await call;
+    } catch (err) {
+      if (err instanceof EtcdError) this.#observer.onError?.(err.failure);
+      throw err;
+    }
+  }
+
+  /**
+   * Every key under `prefix` at one revision (the first page's, or `atRevision`), page by page in
+   * key order, each page bounded in bytes: its count is {@link pageLimit} for values of at most
+   * `valueBytes` (the family's bound). A page whose reply is still over the receive limit (values
+   * larger than the bound: records of layout v1) is read again with half the count, down to one
+   * key; the count grows back after a page that fits.
+   */
+  async *rangePages(
+    prefix: string,
+    options: { readonly valueBytes: number; readonly atRevision?: bigint; readonly fromKey?: string },
+  ): AsyncGenerator<RangePage> {
+    const nominal = pageLimit(this.budget, options.valueBytes);
+    let limit = nominal;
+    let revision: bigint | undefined = options.atRevision;
+    let fromKey: string | undefined = options.fromKey;
+    for (;;) {
+      let page: RangePage;
+      try {
+        page = await this.rangePage(prefix, {
+          limit,
+          ...(fromKey === undefined ? {} : { fromKey }),
+          ...(revision === undefined ? {} : { revision }),
+        });
+      } catch (err) {
+        if (err instanceof EtcdError && err.failure === 'response-too-large' && limit > 1) {
+          limit = Math.max(1, Math.floor(limit / 2));
+          continue;
+        }
+        throw err;
+      }
+      revision ??= page.revision;
+      yield { ...page, revision };
+      const last = page.kvs.at(-1);
+      if (!page.more || last === undefined) return;
+      fromKey = `${last.key}\0`;
+      limit = Math.min(nominal, limit * 2);
+    }
+  }
+
+  /** Every key under `prefix` at one revision, in bounded pages (small families only: all in memory). */
   async rangeAll(
     prefix: string,
-    options: { readonly atRevision?: bigint; readonly pageSize?: number } = {},
+    options: { readonly valueBytes: number; readonly atRevision?: bigint },
   ): Promise<{ kvs: KeyValue[]; revision: bigint }> {
     const kvs: KeyValue[] = [];
-    const pageSize = options.pageSize ?? 500;
-    let revision: bigint | undefined = options.atRevision;
-    let fromKey: string | undefined;
-    for (;;) {
-      const page = await this.rangePage(prefix, {
-        limit: pageSize,
-        ...(fromKey === undefined ? {} : { fromKey }),
-        ...(revision === undefined ? {} : { revision }),
-      });
-      revision ??= page.revision;
+    let revision = options.atRevision;
+    for await (const page of this.rangePages(prefix, options)) {
+      revision = page.revision;
       kvs.push(...page.kvs);
-      const last = page.kvs.at(-1);
-      if (!page.more || last === undefined) return { kvs, revision };
-      fromKey = `${last.key}\0`;
     }
+    if (revision === undefined) throw new EtcdError('other', `range ${prefix} returned no page`);
+    return { kvs, revision };
   }
 }

@@ -16,6 +16,7 @@ describeStoreContract('etcd', () => {
   const backend = new EtcdBackend({
     endpoints: etcd.endpoints,
     requestTimeoutMs: 5_000,
+    maxResponseBytes: 64 * 1024 * 1024,
     log: pino({ level: 'silent' }),
   });
   return Promise.resolve({

@@ -1,7 +1,11 @@
 import { ManualClock } from '@leasehold/protocol';
 import { ManualTimers } from '../core/timers.js';
 import { settle } from '../testing/settle.js';
-import { describeStoreContract } from '../testing/store-contract.js';
+import { describe, expect, it } from 'vitest';
+import { describeStoreContract, legacyRecord } from '../testing/store-contract.js';
+import { KeyLayout } from './keys.js';
+import { op } from './kv.js';
+import { KvLeaseStore } from './lease-store.js';
 import { MemoryEtcd } from './memory-etcd.js';
 
 describeStoreContract('in-memory etcd', () => {
@@ -11,5 +15,26 @@ describeStoreContract('in-memory etcd', () => {
     backend: cluster.connect(),
     pass: (ms: number) => timers.advance(ms, () => settle(3)).then(() => settle()),
     close: () => Promise.resolve(),
+  });
+});
+
+describe('KvLeaseStore reads under a small receive limit (in-memory etcd)', () => {
+  it('tasksByIds reads records of layout v1 larger than one reply in halves', async () => {
+    const timers = new ManualTimers(new ManualClock(1_000));
+    const cluster = new MemoryEtcd({ clock: timers.clock, timers });
+    const keys = new KeyLayout('limited/');
+    const writer = new KvLeaseStore(cluster.connect(), keys);
+    const ids = Array.from({ length: 6 }, (_, i) => `big/${i}`);
+    for (const id of ids) {
+      await writer.kv.txn('test', {
+        compare: [],
+        success: [op.put(keys.task(id), legacyRecord(id, `r/${id}`, { payload: { pad: 'x'.repeat(300_000) } }))],
+      });
+    }
+    // 6 × 300 KB in one reply would be 1.8 MB; the client takes 1 MB at most.
+    const reader = new KvLeaseStore(cluster.connect({ maxResponseBytes: 1_000_000 }), keys);
+    const read = await reader.tasksByIds(ids);
+    expect(read.map((t) => t.record.taskId)).toEqual(ids);
+    expect(read.every((t) => t.legacy !== undefined)).toBe(true);
   });
 });

@@ -4,7 +4,7 @@
  * (split to fit etcd's 128 ops per txn; when a batch's compares fail, one txn per item tells which)
  * and the parsing of watch events into records.
  */
-import { ConsoleRevokedRecordSchema, decodeRecord, type SessionRecord, type TaskRecord } from '../core/records.js';
+import { ConsoleRevokedRecordSchema, decodeRecord, type SessionRecord } from '../core/records.js';
 import type {
   AbandonOutcome,
   AbandonRef,
@@ -22,6 +22,9 @@ import type {
   LeaseKeeperOptions,
   LeaseOutcome,
   LeaseStore,
+  LockName,
+  MigrateItem,
+  NewTask,
   OpenedSession,
   RevokeConsoleOutcome,
   RewriteOutcome,
@@ -36,15 +39,19 @@ import type {
   StoreLimits,
   StoreSnapshot,
   StoreWatchListener,
+  StoreLock,
   SubmitBatchOutcome,
+  TaskDetail,
   TaskRef,
+  TaskWrite,
 } from '../store/port.js';
-import { CoordinatorError } from '../errors.js';
-import type { KeyValue, KvBackend, WatchEvent } from './backend.js';
+import { CoordinatorError, EtcdError } from '../errors.js';
+import type { BackendStatus, KeyValue, KvBackend, WatchEvent } from './backend.js';
 import { sessionIdOf, type KeyLayout } from './keys.js';
-import { Kv, type KvObserver } from './kv.js';
-import { EtcdReads, parseOwner, parseSession, parseTask } from './reads.js';
-import { grantOwners, MAX_GRANTS_PER_TXN, undoGrant } from './transactions/grant-txns.js';
+import { DEFAULT_READ_BUDGET, Kv, type KvObserver, type ReadBudget } from './kv.js';
+import { EtcdReads, MAX_SMALL_RECORD_BYTES, parseOwner, parseSession, parseTask } from './reads.js';
+import { grantOwners, MAX_GRANT_PAYLOAD_BYTES, MAX_GRANTS_PER_TXN, undoGrant } from './transactions/grant-txns.js';
+import { acquireLock } from './transactions/lock-txns.js';
 import { revokeConsoleSession } from './transactions/console-txns.js';
 import { finishAttempts, MAX_FINISHES_PER_TXN } from './transactions/lease-txns.js';
 import {
@@ -56,14 +63,23 @@ import {
 } from './transactions/session-txns.js';
 import {
   cancelTask,
+  MAX_MIGRATE_BYTES_PER_TXN,
   MAX_PURGES_PER_TXN,
   MAX_SUBMIT_BYTES_PER_TXN,
   MAX_SUBMITS_PER_TXN,
+  migrateOpsOf,
+  migrateTasks,
   purgeTasks,
   retryTask,
   settleLostAttempt,
   submitTasks,
 } from './transactions/task-txns.js';
+
+export interface KvLeaseStoreOptions {
+  readonly observer?: KvObserver;
+  /** How large one read may be (ETCD_PAGE_BYTES). */
+  readonly budget?: ReadBudget;
+}
 
 async function settle<O>(run: () => Promise<O>): Promise<Settled<O>> {
   try {
@@ -79,6 +95,25 @@ function chunks<T>(items: readonly T[], size: number): (readonly T[])[] {
   return out;
 }
 
+/** Consecutive chunks of at most `count` items and `bytes` of `weight` (an item alone may exceed it). */
+function chunksBy<T>(items: readonly T[], count: number, bytes: number, weight: (item: T) => number): T[][] {
+  const out: T[][] = [];
+  let chunk: T[] = [];
+  let total = 0;
+  for (const item of items) {
+    const w = weight(item);
+    if (chunk.length > 0 && (chunk.length >= count || total + w > bytes)) {
+      out.push(chunk);
+      chunk = [];
+      total = 0;
+    }
+    chunk.push(item);
+    total += w;
+  }
+  if (chunk.length > 0) out.push(chunk);
+  return out;
+}
+
 export class KvLeaseStore implements LeaseStore {
   readonly backend: KvBackend;
   readonly keys: KeyLayout;
@@ -88,12 +123,13 @@ export class KvLeaseStore implements LeaseStore {
     maxEndSessionOwners: MAX_END_SESSION_OWNERS,
     maxSubmitsPerCall: MAX_SUBMITS_PER_TXN,
     maxSubmitBytesPerCall: MAX_SUBMIT_BYTES_PER_TXN,
+    maxPurgesPerTxn: MAX_PURGES_PER_TXN,
   };
 
-  constructor(backend: KvBackend, keys: KeyLayout, observer: KvObserver = {}) {
+  constructor(backend: KvBackend, keys: KeyLayout, options: KvLeaseStoreOptions = {}) {
     this.backend = backend;
     this.keys = keys;
-    this.kv = new Kv(backend, observer);
+    this.kv = new Kv(backend, options.observer ?? {}, options.budget ?? DEFAULT_READ_BUDGET);
     this.#reads = new EtcdReads(this.kv, keys);
   }
 
@@ -161,25 +197,32 @@ export class KvLeaseStore implements LeaseStore {
 
   // --- grants -------------------------------------------------------------------------------------
 
-  /** Up to 32 jobs per txn; when a batch txn fails, one txn per job tells which (and why). */
+  /**
+   * Up to 32 jobs and {@link MAX_GRANT_PAYLOAD_BYTES} of payloads per txn (the reply carries them);
+   * when a batch txn fails, one txn per job tells which (and why).
+   */
   async grant(jobs: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]> {
     const one = (job: GrantJob): Promise<Settled<GrantOutcome>> =>
       settle(async () => {
         const res = await grantOwners(this.kv, this.keys, [job]);
         if (res.kind === 'batchFailed') throw new CoordinatorError('INTERNAL', 'a single grant reported batchFailed');
-        return res;
+        return res.kind === 'granted' ? { kind: 'granted', token: res.token, payloadJson: res.payloads[0] } : res;
       });
     const chunk = async (batch: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]> => {
       if (batch.length === 1) return Promise.all(batch.map(one));
       const all = await settle(() => grantOwners(this.kv, this.keys, batch));
       if (!all.ok) return batch.map(() => all);
-      if (all.value.kind !== 'batchFailed') {
-        const granted = all.value;
-        return batch.map(() => ({ ok: true, value: granted }));
+      const res = all.value;
+      if (res.kind === 'granted') {
+        return batch.map((_, i) => ({
+          ok: true,
+          value: { kind: 'granted', token: res.token, payloadJson: res.payloads[i] },
+        }));
       }
       return Promise.all(batch.map(one));
     };
-    return (await Promise.all(chunks(jobs, MAX_GRANTS_PER_TXN).map(chunk))).flat();
+    const batches = chunksBy(jobs, MAX_GRANTS_PER_TXN, MAX_GRANT_PAYLOAD_BYTES, (j) => j.next.payloadBytes);
+    return (await Promise.all(batches.map(chunk))).flat();
   }
 
   abandonGrant(ref: AbandonRef): Promise<AbandonOutcome> {
@@ -195,7 +238,8 @@ export class KvLeaseStore implements LeaseStore {
   finish(jobs: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]> {
     const distinct =
       new Set(jobs.map((j) => j.resource)).size === jobs.length &&
-      new Set(jobs.map((j) => j.next.taskId)).size === jobs.length;
+      new Set(jobs.map((j) => j.next.taskId)).size === jobs.length &&
+      jobs.every((j) => j.legacy === undefined);
     return this.#batched(jobs, distinct, MAX_FINISHES_PER_TXN, (batch) => finishAttempts(this.kv, this.keys, batch));
   }
 
@@ -223,7 +267,7 @@ export class KvLeaseStore implements LeaseStore {
 
   // --- tasks --------------------------------------------------------------------------------------
 
-  submitTasks(tasks: readonly TaskRecord[]): Promise<SubmitBatchOutcome> {
+  submitTasks(tasks: readonly NewTask[]): Promise<SubmitBatchOutcome> {
     return submitTasks(this.kv, this.keys, tasks);
   }
 
@@ -235,22 +279,61 @@ export class KvLeaseStore implements LeaseStore {
     return settleLostAttempt(this.kv, this.keys, args);
   }
 
-  retryTask(args: { readonly modRevision: bigint; readonly next: TaskRecord }): Promise<RewriteOutcome> {
+  retryTask(args: TaskWrite & { readonly modRevision: bigint }): Promise<RewriteOutcome> {
     return retryTask(this.kv, this.keys, args);
   }
 
-  /** Up to 64 per txn; when a txn fails (one changed), one txn per task. */
-  async purgeTasks(tasks: readonly TaskRef[]): Promise<number> {
-    let purged = 0;
+  /** Up to 42 per txn; when a txn fails (one changed), one txn per task. */
+  async purgeTasks(tasks: readonly TaskRef[]): Promise<string[]> {
+    const purged: string[] = [];
     for (const batch of chunks(tasks, MAX_PURGES_PER_TXN)) {
       if (await purgeTasks(this.kv, this.keys, batch)) {
-        purged += batch.length;
+        purged.push(...batch.map((t) => t.taskId));
         continue;
       }
       if (batch.length === 1) continue;
-      for (const one of batch) if (await purgeTasks(this.kv, this.keys, [one])) purged += 1;
+      for (const one of batch) if (await purgeTasks(this.kv, this.keys, [one])) purged.push(one.taskId);
     }
     return purged;
+  }
+
+  /**
+   * Batches of at most 128 ops and {@link MAX_MIGRATE_BYTES_PER_TXN} of payloads and histories;
+   * when one fails (a record changed), one txn per record.
+   */
+  async migrateTasks(items: readonly MigrateItem[]): Promise<number> {
+    let converted = 0;
+    const weight = (t: MigrateItem) => t.legacy.payloadJson.length + JSON.stringify(t.legacy.history).length;
+    for (const batch of chunksBy(items, 128, MAX_MIGRATE_BYTES_PER_TXN, weight)) {
+      // Ops per txn: split further so that no success list passes etcd's 128.
+      const fitted = chunksBy(batch, batch.length, 128, migrateOpsOf);
+      for (const part of fitted) {
+        if (await migrateTasks(this.kv, this.keys, part)) {
+          converted += part.length;
+          continue;
+        }
+        if (part.length === 1) continue;
+        for (const one of part) if (await migrateTasks(this.kv, this.keys, [one])) converted += 1;
+      }
+    }
+    return converted;
+  }
+
+  async acquireLock(name: LockName, holder: string, ttlSeconds: number): Promise<StoreLock | undefined> {
+    const leaseId = await this.backend.grantLease(ttlSeconds);
+    try {
+      const lock = await acquireLock(this.kv, this.keys, { name, holder, leaseId });
+      if (lock === undefined) await this.backend.revokeLease(leaseId).catch(() => undefined);
+      return lock;
+    } catch (err) {
+      await this.backend.revokeLease(leaseId).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Revoking the lock's lease deletes the key (it is on that lease alone). */
+  async releaseLock(_name: LockName, lock: StoreLock): Promise<void> {
+    await this.backend.revokeLease(lock.leaseId);
   }
 
   // --- reads --------------------------------------------------------------------------------------
@@ -270,12 +353,27 @@ export class KvLeaseStore implements LeaseStore {
     return this.#reads.ownerAndTask(resource, taskId);
   }
 
+  grantedTask(
+    resource: string,
+    taskId: string,
+  ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined; payloadJson: string | undefined }> {
+    return this.#reads.grantedTask(resource, taskId);
+  }
+
+  tasksByIds(ids: readonly string[]): Promise<StoredTask[]> {
+    return this.#reads.tasksByIds(ids);
+  }
+
+  taskDetail(taskId: string): Promise<TaskDetail | undefined> {
+    return this.#reads.taskDetail(taskId);
+  }
+
   taskPage(after: string | undefined, limit: number): Promise<{ tasks: StoredTask[]; more: boolean }> {
     return this.#reads.taskPage(after, limit);
   }
 
-  snapshot(): Promise<StoreSnapshot> {
-    return this.#reads.snapshot();
+  snapshot(onTasks: (tasks: readonly StoredTask[]) => void): Promise<StoreSnapshot> {
+    return this.#reads.snapshot(onTasks);
   }
 
   sessions(atRevision?: bigint): Promise<StoredSession[]> {
@@ -355,7 +453,7 @@ export class KvLeaseStore implements LeaseStore {
   }
 
   async consoleRevocations(): Promise<{ revocations: ConsoleRevocation[]; revision: bigint }> {
-    const { kvs, revision } = await this.kv.rangeAll(this.keys.consoleRevoked);
+    const { kvs, revision } = await this.kv.rangeAll(this.keys.consoleRevoked, { valueBytes: MAX_SMALL_RECORD_BYTES });
     return { revocations: kvs.map((kv) => this.#revocationOf(kv)).filter((r) => r !== undefined), revision };
   }
 
@@ -385,12 +483,17 @@ export class KvLeaseStore implements LeaseStore {
     return record === undefined || loginId === '' ? undefined : { loginId, expiresAtMs: record.expiresAtMs };
   }
 
+  status(): Promise<BackendStatus> {
+    return this.backend.status();
+  }
+
+  /** One small read: false only when etcd did not answer (a refusal is an answer). */
   async ping(): Promise<boolean> {
     try {
       await this.#reads.session('0');
       return true;
-    } catch {
-      return false;
+    } catch (err) {
+      return err instanceof EtcdError && err.failure !== 'unavailable';
     }
   }
 

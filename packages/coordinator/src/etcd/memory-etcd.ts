@@ -13,15 +13,24 @@
  * - Watch: from any retained revision, events grouped by revision, delivered after the txn's reply
  *   (setImmediate); a watch needing a compacted revision is cancelled with an error.
  *
+ * - Limits: a txn request over `maxRequestBytes` (etcd's --max-request-bytes, 1.5 MiB) is refused;
+ *   a reply over the client's `maxResponseBytes` (the gRPC receive limit) fails that call with
+ *   `response-too-large` (sizes count keys and values plus {@link KV_OVERHEAD_BYTES} per key);
+ *   with `quotaBytes` (etcd's --quota-backend-bytes) a write that would grow the store past it
+ *   raises the NOSPACE alarm, and while it is raised every txn with a put and every lease grant is
+ *   refused with `no-space` (reads, deletes and keepalives work) until {@link MemoryEtcd.disarm}.
+ *   The store's size is the bytes of every retained version (compaction frees them).
+ *
  * {@link MemoryEtcd} is the cluster; {@link MemoryEtcd.connect} gives one client ({@link MemoryBackend})
  * per coordinator, with its own faults: `down` (every call fails, as in a partition), watch pause
  * (a stale index), and `loseNextReply` (a txn applied whose reply is lost).
  */
 import type { Clock } from '@leasehold/protocol';
 import type { TimerHandle, Timers } from '../core/timers.js';
-import { EtcdUnavailableError } from '../errors.js';
+import { EtcdRefusedError, EtcdUnavailableError, type EtcdFailure } from '../errors.js';
 import {
   inRange,
+  type BackendStatus,
   type Compare,
   type KeyRange,
   type KeyValue,
@@ -41,6 +50,16 @@ import {
 
 /** etcd's default `--max-txn-ops`. */
 export const MEMORY_MAX_TXN_OPS = 128;
+/** etcd's default `--max-request-bytes`. */
+export const MEMORY_MAX_REQUEST_BYTES = 1.5 * 1024 * 1024;
+/** Bytes a key-value costs in a reply besides its key and value (revisions, version, lease, framing). */
+export const KV_OVERHEAD_BYTES = 32;
+
+function replyBytes(kvs: readonly KeyValue[]): number {
+  let bytes = 0;
+  for (const kv of kvs) bytes += kv.key.length + kv.value.length + KV_OVERHEAD_BYTES;
+  return bytes;
+}
 
 interface Version {
   readonly revision: bigint;
@@ -91,6 +110,15 @@ function order(got: bigint, want: bigint, result: Compare['result']): boolean {
 export interface MemoryEtcdOptions {
   readonly clock: Clock;
   readonly timers: Timers;
+  /** etcd's --quota-backend-bytes; default: none. */
+  readonly quotaBytes?: number;
+  /** etcd's --max-request-bytes; default 1.5 MiB. */
+  readonly maxRequestBytes?: number;
+}
+
+export interface MemoryClientOptions {
+  /** The client's receive limit (ETCD_MAX_RESPONSE_BYTES); default: none. */
+  readonly maxResponseBytes?: number;
 }
 
 export class MemoryEtcd {
@@ -107,15 +135,32 @@ export class MemoryEtcd {
   #expiryTimer: TimerHandle | undefined;
   #expiryAtMs = Number.POSITIVE_INFINITY;
   #deliveryQueued = false;
+  readonly #quotaBytes: number;
+  readonly #maxRequestBytes: number;
+  /** Bytes of every retained version (the "database size"). */
+  #sizeBytes = 0;
+  #noSpace = false;
 
   constructor(options: MemoryEtcdOptions) {
     this.#clock = options.clock;
     this.#timers = options.timers;
+    this.#quotaBytes = options.quotaBytes ?? Number.POSITIVE_INFINITY;
+    this.#maxRequestBytes = options.maxRequestBytes ?? MEMORY_MAX_REQUEST_BYTES;
   }
 
   /** A client of this cluster (one per coordinator), with its own faults. */
-  connect(): MemoryBackend {
-    return new MemoryBackend(this);
+  connect(options: MemoryClientOptions = {}): MemoryBackend {
+    return new MemoryBackend(this, options);
+  }
+
+  /** Bytes of every retained version, and the NOSPACE alarm. */
+  status(): BackendStatus {
+    return { dbSizeBytes: this.#sizeBytes, noSpaceAlarm: this.#noSpace };
+  }
+
+  /** The operator's `etcdctl alarm disarm` (after compacting and defragmenting). */
+  disarm(): void {
+    this.#noSpace = false;
   }
 
   get revision(): bigint {
@@ -150,8 +195,11 @@ export class MemoryEtcd {
       let keep = versions.length - 1;
       while (keep > 0 && (versions[keep]?.revision ?? 0n) > revision) keep -= 1;
       const kept = versions.slice(keep);
-      if (kept.length === 1 && kept[0]?.kv === undefined) this.#versions.delete(key);
-      else this.#versions.set(key, kept);
+      for (const dropped of versions.slice(0, keep)) this.#sizeBytes -= versionBytes(key, dropped);
+      if (kept.length === 1 && kept[0]?.kv === undefined) {
+        this.#sizeBytes -= versionBytes(key, kept[0]);
+        this.#versions.delete(key);
+      } else this.#versions.set(key, kept);
     }
     this.#log = this.#log.filter((entry) => entry.revision >= revision);
     for (const w of this.#watchers) {
@@ -176,14 +224,31 @@ export class MemoryEtcd {
     this.expire();
     for (const list of [spec.compare, spec.success, spec.failure ?? []]) {
       if (list.length > MEMORY_MAX_TXN_OPS) {
-        throw new EtcdUnavailableError('etcdserver: too many operations in txn request', { transient: false });
+        throw new EtcdRefusedError('too-many-ops', 'etcdserver: too many operations in txn request');
       }
+    }
+    let requestBytes = 0;
+    let writeBytes = 0;
+    for (const o of [...spec.success, ...(spec.failure ?? [])]) {
+      requestBytes += o.key.length + (o.type === 'put' ? o.value.length : 0) + 8;
+    }
+    for (const c of spec.compare) requestBytes += c.key.length + 16;
+    for (const o of spec.success) if (o.type === 'put') writeBytes += o.key.length + o.value.length;
+    if (requestBytes > this.#maxRequestBytes) {
+      throw new EtcdRefusedError('request-too-large', 'etcdserver: request is too large');
+    }
+    // etcd's quota check: a txn that puts anything is refused while the alarm is raised, and
+    // raises it when it would grow the store past the quota; puts-free txns pass.
+    const puts = [...spec.success, ...(spec.failure ?? [])].some((o) => o.type === 'put');
+    if (puts && (this.#noSpace || this.#sizeBytes + writeBytes >= this.#quotaBytes)) {
+      this.#noSpace = true;
+      throw new EtcdRefusedError('no-space', 'etcdserver: mvcc: database space exceeded');
     }
     const succeeded = spec.compare.every((c) => this.#holds(c));
     const ops = succeeded ? spec.success : (spec.failure ?? []);
     for (const o of ops) {
       if (o.type === 'put' && o.lease !== undefined && o.lease !== '0' && !this.#leases.has(o.lease)) {
-        throw new EtcdUnavailableError('etcdserver: requested lease not found', { transient: false });
+        throw new EtcdRefusedError('lease-not-found', 'etcdserver: requested lease not found');
       }
     }
     const next = this.#revision + 1n;
@@ -198,7 +263,7 @@ export class MemoryEtcd {
     this.expire();
     const revision = options.revision ?? this.#revision;
     if (revision < this.#compacted) {
-      throw new EtcdUnavailableError('mvcc: required revision has been compacted', { transient: false });
+      throw new EtcdRefusedError('compacted', 'mvcc: required revision has been compacted');
     }
     const from = options.fromKey ?? prefix;
     const all = this.#liveKeys(prefix, revision).filter((kv) => kv.key >= from);
@@ -208,6 +273,7 @@ export class MemoryEtcd {
 
   grantLease(ttlSeconds: number): string {
     this.expire();
+    if (this.#noSpace) throw new EtcdRefusedError('no-space', 'etcdserver: mvcc: database space exceeded');
     this.#nextLease += 0x1d3n;
     const id = this.#nextLease.toString();
     const ttlMs = ttlSeconds * 1_000;
@@ -348,8 +414,12 @@ export class MemoryEtcd {
   #write(key: string, revision: bigint, kv: KeyValue | undefined): void {
     const versions = this.#versions.get(key) ?? [];
     const last = versions.at(-1);
-    if (last?.revision === revision) versions[versions.length - 1] = { revision, kv };
-    else versions.push({ revision, kv });
+    const version = { revision, kv };
+    if (last?.revision === revision) {
+      this.#sizeBytes -= versionBytes(key, last);
+      versions[versions.length - 1] = version;
+    } else versions.push(version);
+    this.#sizeBytes += versionBytes(key, version);
     this.#versions.set(key, versions);
   }
 
@@ -396,6 +466,11 @@ function isKv(kv: KeyValue | undefined): kv is KeyValue {
   return kv !== undefined;
 }
 
+/** What a retained version costs the store. */
+function versionBytes(key: string, version: Version | undefined): number {
+  return version === undefined ? 0 : key.length + (version.kv?.value.length ?? 0) + KV_OVERHEAD_BYTES;
+}
+
 /** One coordinator's connection to a {@link MemoryEtcd}. */
 export class MemoryBackend implements KvBackend {
   readonly cluster: MemoryEtcd;
@@ -405,17 +480,34 @@ export class MemoryBackend implements KvBackend {
   watchPaused = false;
   /** The next txn is applied, but its caller gets an error (the reply was lost). */
   loseNextReply = false;
+  /** Every call is answered with this refusal (permission denied, …): etcd answers, but says no. */
+  refuseAll: Exclude<EtcdFailure, 'unavailable'> | undefined;
   readonly #timers: Timers;
+  readonly #maxResponseBytes: number;
 
-  constructor(cluster: MemoryEtcd) {
+  constructor(cluster: MemoryEtcd, options: MemoryClientOptions = {}) {
     this.cluster = cluster;
     // The keepers use the cluster's timers (one time authority in tests).
     this.#timers = cluster.timers;
+    this.#maxResponseBytes = options.maxResponseBytes ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** The client's receive limit, as gRPC's: the reply was sent, but this call fails. */
+  #received<T>(what: string, kvs: readonly KeyValue[], value: T): T {
+    const bytes = replyBytes(kvs);
+    if (bytes > this.#maxResponseBytes) {
+      throw new EtcdRefusedError(
+        'response-too-large',
+        `etcd ${what} failed: RESOURCE_EXHAUSTED: Received message larger than max (${bytes} vs ${this.#maxResponseBytes})`,
+      );
+    }
+    return value;
   }
 
   #check(what: string): void {
     if (this.down)
       throw new EtcdUnavailableError(`etcd ${what} failed: unreachable (memory partition)`, { transient: true });
+    if (this.refuseAll !== undefined) throw new EtcdRefusedError(this.refuseAll, `etcd ${what} refused (memory fault)`);
   }
 
   txn(spec: TxnSpec): Promise<TxnResult> {
@@ -426,14 +518,26 @@ export class MemoryBackend implements KvBackend {
         this.loseNextReply = false;
         throw new EtcdUnavailableError('etcd txn failed: reply lost (memory fault)', { transient: true });
       }
-      return result;
+      return this.#received(
+        'txn',
+        result.responses.flatMap((r) => r.kvs),
+        result,
+      );
     });
   }
 
   range(prefix: string, options: RangeOptions): Promise<RangePage> {
     return Promise.resolve().then(() => {
       this.#check('range');
-      return this.cluster.range(prefix, options);
+      const page = this.cluster.range(prefix, options);
+      return this.#received('range', page.kvs, page);
+    });
+  }
+
+  status(): Promise<BackendStatus> {
+    return Promise.resolve().then(() => {
+      this.#check('status');
+      return this.cluster.status();
     });
   }
 

@@ -1,25 +1,40 @@
 /**
  * Read-only access to the key layout, with values parsed and revisions as bigint. Every read here
- * is idempotent and retried by {@link Kv.read}. Tokens are read from create_revision, never from
- * a value. The parse functions are the one place stored bytes become records.
+ * is idempotent and retried by {@link Kv.read}, and every range is paged by bytes
+ * ({@link Kv.rangePages}). Tokens are read from create_revision, never from a value. The parse
+ * functions are the one place stored bytes become records.
  */
 import {
+  AttemptRecordSchema,
   decodeRecord,
   HoldingRecordSchema,
   OwnerRecordSchema,
   SessionRecordSchema,
-  TaskRecordSchema,
+  type AttemptRecord,
 } from '../core/records.js';
-import type { HeldOwner, StoredHolding, StoredOwner, StoredSession, StoredTask } from '../store/port.js';
+import { decodeTask, MAX_TASK_RECORD_BYTES } from '../core/task-record.js';
+import { digestCanonical } from '../payload-digest.js';
+import type { HeldOwner, StoredHolding, StoredOwner, StoredSession, StoredTask, TaskDetail } from '../store/port.js';
+import type { JsonValue } from '@leasehold/protocol';
+import { EtcdError } from '../errors.js';
 import type { KeyValue } from './backend.js';
 import type { KeyLayout } from './keys.js';
 import { firstKv, op, rangeKvs, type Kv } from './kv.js';
 
+/** Largest owner, session or holding value (ids are at most 200 ASCII characters). */
+export const MAX_SMALL_RECORD_BYTES = 2 * 1024;
+
 export function parseTask(kv: KeyValue | undefined): StoredTask | undefined {
   if (kv === undefined) return undefined;
-  const record = decodeRecord(TaskRecordSchema, kv.value);
-  if (record === undefined) return undefined;
-  return { record, createRevision: kv.createRevision, modRevision: kv.modRevision };
+  const decoded = decodeTask(kv.value, digestCanonical);
+  if (decoded === undefined) return undefined;
+  return {
+    record: decoded.record,
+    value: kv.value,
+    ...(decoded.legacy === undefined ? {} : { legacy: decoded.legacy }),
+    createRevision: kv.createRevision,
+    modRevision: kv.modRevision,
+  };
 }
 
 export function parseOwner(keys: KeyLayout, kv: KeyValue | undefined): StoredOwner | undefined {
@@ -50,6 +65,16 @@ export function parseHolding(kv: KeyValue | undefined): StoredHolding | undefine
   return record === undefined ? undefined : { record, token: kv.createRevision };
 }
 
+/** A payload as stored in `inputs/<t>` (its JSON); undefined when the key is missing or not JSON. */
+export function parsePayload(kv: KeyValue | undefined): JsonValue | undefined {
+  if (kv === undefined) return undefined;
+  try {
+    return JSON.parse(kv.value) as JsonValue;
+  } catch {
+    return undefined;
+  }
+}
+
 export class EtcdReads {
   readonly #kv: Kv;
   readonly #keys: KeyLayout;
@@ -64,7 +89,10 @@ export class EtcdReads {
     return parseSession(this.#keys, firstKv(res, 0));
   }
 
-  /** The session key and the owner keys it holds (from holdings/), at one revision. */
+  /**
+   * The session key and the owner keys it holds (from holdings/), at one revision. A session holds
+   * at most its capacity of grants (the hello's, bounded), so the reply is bounded too.
+   */
   async sessionHoldings(sessionId: string): Promise<{ session: StoredSession | undefined; held: HeldOwner[] }> {
     const res = await this.#kv.read('sessionHoldings', [
       op.get(this.#keys.session(sessionId)),
@@ -89,6 +117,47 @@ export class EtcdReads {
     return parseTask(firstKv(res, 0));
   }
 
+  /**
+   * Tasks by id (absent ones left out), at one revision per reply. Records of layout v1 may be up
+   * to 1.5 MiB each: a reply over the receive limit is read again in two halves.
+   */
+  async tasksByIds(ids: readonly string[]): Promise<StoredTask[]> {
+    if (ids.length === 0) return [];
+    try {
+      const res = await this.#kv.read(
+        'tasks',
+        ids.map((id) => op.get(this.#keys.task(id))),
+      );
+      return ids.map((_, i) => parseTask(firstKv(res, i))).filter((t): t is StoredTask => t !== undefined);
+    } catch (err) {
+      if (!(err instanceof EtcdError && err.failure === 'response-too-large' && ids.length > 1)) throw err;
+      const half = Math.ceil(ids.length / 2);
+      return [...(await this.tasksByIds(ids.slice(0, half))), ...(await this.tasksByIds(ids.slice(half)))];
+    }
+  }
+
+  /**
+   * A task with its payload and history, at one revision (a task view): the record, `inputs/<t>`
+   * and `history/<t>#*` (at most MAX_TASK_HISTORY entries, each bounded). A
+   * record of layout v1 carries both inside.
+   */
+  async taskDetail(taskId: string): Promise<TaskDetail | undefined> {
+    const res = await this.#kv.read('taskDetail', [
+      op.get(this.#keys.task(taskId)),
+      op.get(this.#keys.input(taskId)),
+      op.getPrefix(this.#keys.historyOf(taskId)),
+    ]);
+    const task = parseTask(firstKv(res, 0));
+    if (task === undefined) return undefined;
+    if (task.legacy !== undefined) return { task, payload: task.legacy.payload, history: [...task.legacy.history] };
+    const history: AttemptRecord[] = [];
+    for (const kv of rangeKvs(res, 2)) {
+      const entry = decodeRecord(AttemptRecordSchema, kv.value);
+      if (entry !== undefined) history.push(entry);
+    }
+    return { task, payload: parsePayload(firstKv(res, 1)), history };
+  }
+
   async owner(resource: string): Promise<StoredOwner | undefined> {
     const res = await this.#kv.read('owner', [op.get(this.#keys.owner(resource))]);
     return parseOwner(this.#keys, firstKv(res, 0));
@@ -106,32 +175,77 @@ export class EtcdReads {
     return { owner: parseOwner(this.#keys, firstKv(res, 0)), task: parseTask(firstKv(res, 1)) };
   }
 
-  /** Up to `limit` tasks with ids after `after`, in key order. */
+  /** Owner of `resource`, task `taskId` and its payload's JSON, at one revision (a replayed grant). */
+  async grantedTask(
+    resource: string,
+    taskId: string,
+  ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined; payloadJson: string | undefined }> {
+    const res = await this.#kv.read('grantedTask', [
+      op.get(this.#keys.owner(resource)),
+      op.get(this.#keys.task(taskId)),
+      op.get(this.#keys.input(taskId)),
+    ]);
+    const task = parseTask(firstKv(res, 1));
+    return {
+      owner: parseOwner(this.#keys, firstKv(res, 0)),
+      task,
+      payloadJson: task?.legacy?.payloadJson ?? firstKv(res, 2)?.value,
+    };
+  }
+
+  /** Up to `limit` tasks with ids after `after`, in key order, in byte-bounded pages. */
   async taskPage(after: string | undefined, limit: number): Promise<{ tasks: StoredTask[]; more: boolean }> {
-    const page = await this.#kv.rangePage(this.#keys.tasks, {
-      limit,
+    const tasks: StoredTask[] = [];
+    let more = false;
+    const pages = this.#kv.rangePages(this.#keys.tasks, {
+      valueBytes: MAX_TASK_RECORD_BYTES,
       ...(after === undefined ? {} : { fromKey: `${this.#keys.task(after)}\0` }),
     });
-    return {
-      tasks: page.kvs.map(parseTask).filter((t): t is StoredTask => t !== undefined),
-      more: page.more,
-    };
+    for await (const page of pages) {
+      for (const kv of page.kvs) {
+        if (tasks.length >= limit) {
+          more = true;
+          break;
+        }
+        const task = parseTask(kv);
+        if (task !== undefined) tasks.push(task);
+      }
+      if (tasks.length >= limit) {
+        more ||= page.more;
+        break;
+      }
+    }
+    return { tasks, more };
   }
 
   /** Every session key at `atRevision` (default: now), e.g. to pair with a snapshot. */
   async sessions(atRevision?: bigint): Promise<StoredSession[]> {
-    const res = await this.#kv.rangeAll(this.#keys.sessions, atRevision === undefined ? {} : { atRevision });
+    const res = await this.#kv.rangeAll(this.#keys.sessions, {
+      valueBytes: MAX_SMALL_RECORD_BYTES,
+      ...(atRevision === undefined ? {} : { atRevision }),
+    });
     return res.kvs.map((kv) => parseSession(this.#keys, kv)).filter((s): s is StoredSession => s !== undefined);
   }
 
-  /** Every task and owner at one revision: the snapshot the task index is rebuilt from. */
-  async snapshot(): Promise<{ tasks: StoredTask[]; owners: StoredOwner[]; revision: bigint }> {
-    const tasks = await this.#kv.rangeAll(this.#keys.tasks);
-    const owners = await this.#kv.rangeAll(this.#keys.owners, { atRevision: tasks.revision });
+  /**
+   * Every task and owner at one revision: the snapshot an index is rebuilt from. Tasks go to
+   * `onTasks` page by page as read (a million of them never sit in one array); owners are returned.
+   */
+  async snapshot(
+    onTasks: (tasks: readonly StoredTask[]) => void,
+  ): Promise<{ owners: StoredOwner[]; revision: bigint }> {
+    let revision: bigint | undefined;
+    for await (const page of this.#kv.rangePages(this.#keys.tasks, { valueBytes: MAX_TASK_RECORD_BYTES })) {
+      revision = page.revision;
+      onTasks(page.kvs.map(parseTask).filter((t): t is StoredTask => t !== undefined));
+    }
+    const owners = await this.#kv.rangeAll(this.#keys.owners, {
+      valueBytes: MAX_SMALL_RECORD_BYTES,
+      ...(revision === undefined ? {} : { atRevision: revision }),
+    });
     return {
-      tasks: tasks.kvs.map(parseTask).filter((t): t is StoredTask => t !== undefined),
       owners: owners.kvs.map((kv) => parseOwner(this.#keys, kv)).filter((o): o is StoredOwner => o !== undefined),
-      revision: tasks.revision,
+      revision: revision ?? owners.revision,
     };
   }
 }

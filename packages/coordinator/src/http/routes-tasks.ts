@@ -1,17 +1,21 @@
 /**
  * Admin task API.
  *
- * - `POST /v1/tasks` {taskId, resource, payload, priority?, runAt? | delayMs?, retry?}: 201 created;
- *   200 with the existing task when the same definition was submitted before (its scheduling
- *   options stay the first submit's); 409 CONFLICT when the id exists with another definition.
+ * - `POST /v1/tasks` {taskId, resource, payload, priority?, runAt? | delayMs?, retry?, retention?}:
+ *   201 created; 200 with the existing task when the same definition was submitted before (its
+ *   scheduling options stay the first submit's); 409 CONFLICT when the id exists with another
+ *   definition; 413 PAYLOAD_TOO_LARGE when the payload's JSON is over MAX_TASK_PAYLOAD_BYTES;
+ *   503 STORAGE_FULL when etcd is at its quota (nothing written). Replies carry no payload.
  * - `POST /v1/tasks/batch` {tasks: [{taskId, resource, payload}, ...]} (1 to 1000): 200 {results: [...]}
  *   in order, each `{taskId, status: 201 | 200 | 409, task?, error?}` with the meaning of one
  *   `POST /v1/tasks` (a repeated id in the batch is settled against its first occurrence); up to
- *   128 tasks per etcd txn. One invalid item: 400 for the whole request. The body limit applies.
+ *   64 tasks and ~1.2 MB of payloads per etcd txn. One invalid item: 400 for the whole request; one
+ *   payload over the limit: 413 for the whole request (nothing written). The body limit applies.
  * - `GET /v1/tasks/:taskId` (URL-encoded id): the task, state
- *   pending|delayed|leased|completed|failed|cancelled, with its retry policy and attempt history.
- * - `GET /v1/tasks?state=&limit=&after=`: a page in id order; `next` continues it
- *   (`state=failed`: the dead letters).
+ *   pending|delayed|leased|completed|failed|cancelled, with its retry policy, payload and attempt
+ *   history (read on demand).
+ * - `GET /v1/tasks?state=&limit=&after=`: a page in id order, without payloads or histories (at most
+ *   `limit` tasks and about 4 MiB); `next` continues it (`state=failed`: the dead letters).
  * - `DELETE /v1/tasks/:taskId`: cancelled (owner key removed, holder pushed `lease.revoked`, the
  *   sink's fence advanced to the cancel revision before the reply); 409 when completed or failed;
  *   503 when the fence could not be advanced (cancel again).
@@ -77,6 +81,9 @@ export function registerTaskRoutes(app: FastifyInstance, tasks: TaskApi): void {
     const body = SubmitBatchSchema.safeParse(req.body);
     if (!body.success) return sendError(reply, 'INVALID_MESSAGE', describe(body.error));
     const outcomes = await context.with(callerContext(req.headers), () => tasks.submitMany(body.data.tasks));
+    // A payload over the limit refuses the whole batch; nothing of it was written.
+    const tooLarge = outcomes.find((o) => !o.ok && o.code === 'PAYLOAD_TOO_LARGE');
+    if (tooLarge !== undefined && !tooLarge.ok) return sendError(reply, tooLarge.code, tooLarge.message);
     return reply.code(200).send({
       results: outcomes.map((res, i) => {
         const taskId = body.data.tasks[i]?.taskId;

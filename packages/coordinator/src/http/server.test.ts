@@ -21,6 +21,7 @@ const view = (taskId: string): TaskView => ({
   taskId,
   resource: 'r',
   payload: 1,
+  payloadBytes: 1,
   state: 'pending',
   attempts: 0,
   priority: 0,

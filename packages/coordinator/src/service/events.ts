@@ -25,7 +25,7 @@ export interface Subscription {
 export function taskEventOf(stored: StoredTask, ctx: Pick<ServiceContext, 'config'>, nowMs: number): TaskEvent {
   const task = stored.record;
   const event = lastEventOf(task);
-  const last = task.history?.at(-1);
+  const last = task.last;
   const closing = event !== 'granted' && event !== 'submitted' && event !== 'retried';
   const token =
     event === 'granted'

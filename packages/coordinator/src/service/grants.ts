@@ -27,7 +27,7 @@ import {
 import { abandoned, granted } from '../core/lifecycle.js';
 import type { TaskRecord } from '../core/records.js';
 import { errorFrame, failureReply } from '../core/replies.js';
-import type { PendingTask } from '../core/task-index.js';
+import { recordOf, type PendingTask } from '../core/task-index.js';
 import type { GrantJob, GrantOutcome, StoredHolding } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
 import { lifecycleEnv, type ServiceContext } from './context.js';
@@ -47,6 +47,16 @@ interface GrantFacts {
 }
 
 const RETRY = Symbol('retry');
+
+/** A payload as `inputs/<t>` holds it (its JSON); undefined when missing or not JSON. */
+function parsePayloadJson(json: string | undefined): JsonValue | undefined {
+  if (json === undefined) return undefined;
+  try {
+    return JSON.parse(json) as JsonValue;
+  } catch {
+    return undefined;
+  }
+}
 const MAX_CANDIDATES = 4;
 
 /**
@@ -199,7 +209,8 @@ export class GrantService {
     // The index's record of the task (pending, on a resource it believes free) is used as is: the
     // grant txn compares the task's mod_revision and the owner key's absence, so a stale index
     // only fails the txn (then RETRY, held until the index has caught up).
-    const { resource, taskId, record: task, modRevision: taskModRevision } = candidate;
+    const { resource, taskId, modRevision: taskModRevision } = candidate;
+    const task = recordOf(candidate);
     const attempt = task.attempts + 1;
     const span = this.#startGrantSpan(session, msg, task.traceparent, { taskId, resource, attempt });
     index.hold(resource);
@@ -248,7 +259,17 @@ export class GrantService {
       }
       settledAt = res.token;
       span.setAttribute(Attr.TOKEN, formatToken(res.token));
-      const facts = { resource, taskId, token: res.token, payload: task.payload, attempt, written: next, span };
+      const payload = parsePayloadJson(res.payloadJson);
+      if (payload === undefined) {
+        // inputs/<t> is missing or not JSON: a broken invariant (keys removed by hand). The grant is
+        // undone before any advance, its attempt given back with a backoff.
+        ctx.log.error({ taskId, resource }, 'task payload missing from etcd (inputs/): grant abandoned');
+        const facts = { resource, taskId, token: res.token, payload: null, attempt, written: next, span };
+        await this.#abandon(session, msg.requestId, facts, 'the task payload is missing from etcd');
+        ctx.metrics.grants.inc({ outcome: 'abandoned' });
+        return endWithReply(span, errorFrame('INTERNAL', `task ${taskId}: its payload is missing from etcd`, msg.id));
+      }
+      const facts = { resource, taskId, token: res.token, payload, attempt, written: next, span };
       return endWithReply(span, await this.#fenceAndDeliver(session, msg, facts, timing, true));
     } catch (err) {
       // (A replay's span ended before #replay ran: isRecording is false once ended.)
@@ -270,7 +291,7 @@ export class GrantService {
     timing: GrantTiming,
   ): Promise<CoordinatorMessage> {
     const { resource, taskId, attempt } = recorded.record;
-    const { owner, task } = await this.#ctx.store.ownerAndTask(resource, taskId);
+    const { owner, task, payloadJson } = await this.#ctx.store.grantedTask(resource, taskId);
     if (owner?.token !== recorded.token || owner.record.sessionId !== session.sessionId) {
       this.#ctx.metrics.grants.inc({ outcome: 'ended' });
       return errorFrame(
@@ -279,10 +300,13 @@ export class GrantService {
         msg.id,
       );
     }
-    if (task === undefined) return errorFrame('INTERNAL', `task ${taskId} of a live grant is missing`, msg.id);
+    const payload = parsePayloadJson(payloadJson);
+    if (task === undefined || payload === undefined) {
+      return errorFrame('INTERNAL', `task ${taskId} (or its payload) of a live grant is missing`, msg.id);
+    }
     const span = this.#startGrantSpan(session, msg, task.record.traceparent, { taskId, resource, attempt });
     span.setAttributes({ [Attr.TOKEN]: formatToken(recorded.token), 'leasehold.replay': true });
-    const facts = { resource, taskId, token: recorded.token, payload: task.record.payload, attempt, span };
+    const facts = { resource, taskId, token: recorded.token, payload, attempt, span };
     try {
       return endWithReply(span, await this.#fenceAndDeliver(session, msg, facts, timing, false));
     } catch (err) {

@@ -18,6 +18,8 @@ import {
 import { attemptFailed, completed, endedBy, policyOf, released } from '../core/lifecycle.js';
 import type { TaskRecord } from '../core/records.js';
 import { errorFrame, failureReply } from '../core/replies.js';
+import { recordOf, traceparentOf } from '../core/task-index.js';
+import type { LegacyParts } from '../core/task-record.js';
 import type { FinishJob, LeaseOutcome, StoredOwner, StoredTask } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
 import { lifecycleEnv, type ServiceContext } from './context.js';
@@ -40,6 +42,8 @@ const BATCH_MAX = 25;
 interface HeldTask {
   readonly record: TaskRecord;
   readonly modRevision: bigint;
+  /** A record of layout v1: the end moves its payload and history out. */
+  readonly legacy?: LegacyParts | undefined;
 }
 
 export class LeaseService {
@@ -104,12 +108,14 @@ export class LeaseService {
       const held = this.#ctx.index.ownerOf(msg.resource);
       if (
         hint !== undefined &&
+        !hint.legacy &&
         hint.resource === msg.resource &&
         held?.token === token &&
         held.sessionId === session.sessionId &&
         held.taskId === msg.taskId &&
         this.#sessions.isLive(session)
       ) {
+        const hintRecord = recordOf(hint);
         const fast = await this.#finishes.submit({
           sessionId: session.sessionId,
           leaseId: session.leaseId,
@@ -117,10 +123,10 @@ export class LeaseService {
           token,
           requestId: held.requestId,
           taskModRevision: hint.modRevision,
-          next: completed(hint.record, token, msg.resultId, this.#ctx.wallClock()),
+          next: completed(hintRecord, token, msg.resultId, this.#ctx.wallClock()),
         });
         if (fast.kind === 'done') {
-          this.#observeEnd(hint.record, 'completed');
+          this.#observeEnd(hintRecord, 'completed');
           forgetGrant(session, msg.resource, token);
           if (this.#ctx.log.isLevelEnabled('debug')) {
             this.#ctx.log.debug(
@@ -156,6 +162,7 @@ export class LeaseService {
         requestId: owner.record.requestId,
         taskModRevision: task.modRevision,
         next: completed(task.record, token, msg.resultId, this.#ctx.wallClock()),
+        legacy: task.legacy,
       });
       if (res.kind !== 'done') {
         return errorFrame('NOT_HOLDER', 'the lease changed before completion was recorded', msg.id);
@@ -192,6 +199,7 @@ export class LeaseService {
         requestId: held.requestId,
         taskModRevision: held.task.modRevision,
         next: released(held.task.record, token, this.#ctx.wallClock()),
+        legacy: held.task.legacy,
       });
       if (res.kind !== 'done') return notHolder();
       forgetGrant(session, msg.resource, token);
@@ -240,6 +248,7 @@ export class LeaseService {
         requestId: held.requestId,
         taskModRevision: held.task.modRevision,
         next,
+        legacy: held.task.legacy,
       });
       if (res.kind !== 'done') {
         const replay = await this.#failReplay(session, msg);
@@ -298,7 +307,9 @@ export class LeaseService {
     const hint = this.#ctx.index.ownerOf(resource);
     if (hint?.token === token && hint.sessionId === session.sessionId) {
       const task = this.#ctx.index.pendingTask(hint.taskId);
-      if (task !== undefined && task.resource === resource) return { requestId: hint.requestId, task };
+      if (task !== undefined && !task.legacy && task.resource === resource) {
+        return { requestId: hint.requestId, task: { record: recordOf(task), modRevision: task.modRevision } };
+      }
     }
     const owner = await this.#ctx.store.owner(resource);
     if (!holds(owner, session, token)) return undefined;
@@ -329,7 +340,8 @@ export class LeaseService {
     taskId: string | undefined,
     run: (span: Span) => Promise<CoordinatorMessage>,
   ): Promise<CoordinatorMessage> {
-    const stored = taskId === undefined ? undefined : this.#ctx.index.pendingTask(taskId)?.record.traceparent;
+    const pending = taskId === undefined ? undefined : this.#ctx.index.pendingTask(taskId);
+    const stored = pending === undefined ? undefined : traceparentOf(pending);
     const span = tracer.startSpan(
       name,
       {

@@ -60,7 +60,7 @@ describe('handler failures', () => {
     expect(gaps[1]).toBeLessThan(2_100);
     const view = await c1.services.tasks.get('t1');
     expect(view).toMatchObject({ state: 'failed', attempts: 3, lastError: { name: 'Error', message: 'boom' } });
-    expect(view?.history.map((h) => [h.attempt, h.outcome])).toEqual([
+    expect(view?.history?.map((h) => [h.attempt, h.outcome])).toEqual([
       [1, 'failed'],
       [2, 'failed'],
       [3, 'failed'],
@@ -120,7 +120,7 @@ describe('lost leases', () => {
     }
     const view = await c1.services.tasks.get('t1');
     expect(view).toMatchObject({ state: 'failed', attempts: 3, lastError: { name: 'LeaseExpired' } });
-    expect(view?.history.map((h) => h.outcome)).toEqual(['expired', 'expired', 'expired']);
+    expect(view?.history?.map((h) => h.outcome)).toEqual(['expired', 'expired', 'expired']);
   });
 
   it("a peer settles a lost attempt of a dead coordinator's session after the grace, once", async () => {
@@ -162,7 +162,7 @@ describe('sink outages', () => {
     expect(abandonedGrants).toBe(4);
     const view = await c1.services.tasks.get('t1');
     expect(view).toMatchObject({ state: 'delayed', attempts: 0 });
-    expect(view?.history.every((h) => h.outcome === 'abandoned')).toBe(true);
+    expect(view?.history?.every((h) => h.outcome === 'abandoned')).toBe(true);
     cluster.fence.down = false;
     await cluster.advance(10_000);
     const granted = await cluster.acquire(await cluster.worker(c1, 'w2'));
@@ -185,7 +185,7 @@ describe('cancel', () => {
     expect(cluster.fence.fence('r1')).toBeGreaterThan(token);
     expect(cluster.fence.write('r1', token)).toBe('STALE_TOKEN');
     expect(await cluster.complete(w, 't1', 'r1', token)).toMatchObject({ code: 'NOT_HOLDER' });
-    expect((await c1.services.tasks.get('t1'))?.history.map((h) => h.outcome)).toEqual(['cancelled']);
+    expect((await c1.services.tasks.get('t1'))?.history?.map((h) => h.outcome)).toEqual(['cancelled']);
   });
 
   it('a cancel whose fence advance fails answers UNAVAILABLE; cancelling again advances it', async () => {
@@ -225,7 +225,7 @@ describe('retry and purge', () => {
     expect(await cluster.complete(w, 't1', 'r1', tokenOf(b))).toMatchObject({ type: 'task.completed' });
     const view = await c1.services.tasks.get('t1');
     expect(view?.state).toBe('completed');
-    expect(view?.history.map((h) => h.outcome)).toEqual(['failed', 'completed']);
+    expect(view?.history?.map((h) => h.outcome)).toEqual(['failed', 'completed']);
     // Purge: completed more than 1 h ago. Not yet...
     expect(await c1.services.tasks.purge({ state: 'completed', olderThanMs: 3_600_000 })).toEqual({
       purged: 0,

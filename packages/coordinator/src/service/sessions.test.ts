@@ -45,7 +45,7 @@ describe('expiry by the coordinator clock', () => {
     expect(cluster.etcd.revision).toBe(revisionBefore + 3n);
     expect(cluster.etcd.get(cluster.keys.owner('r1'))).toBeUndefined();
     for (const taskId of ['t1', 't2']) {
-      expect((await c1.services.tasks.get(taskId))?.history.map((h) => h.outcome)).toEqual(['expired']);
+      expect((await c1.services.tasks.get(taskId))?.history?.map((h) => h.outcome)).toEqual(['expired']);
     }
     expect(cluster.etcd.keys(cluster.keys.sessions)).toEqual([]);
     expect(cluster.etcd.leaseCount).toBe(0);

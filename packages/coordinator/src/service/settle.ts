@@ -14,7 +14,7 @@
  */
 import { attemptFailed, LEASE_LOST_ERROR, policyOf } from '../core/lifecycle.js';
 import type { TaskRecord } from '../core/records.js';
-import type { OwnerEntry, PendingTask } from '../core/task-index.js';
+import { recordOf, type OwnerEntry, type PendingTask } from '../core/task-index.js';
 import type { TimerHandle } from '../core/timers.js';
 import { lifecycleEnv, type ServiceContext } from './context.js';
 
@@ -37,7 +37,7 @@ export class SettleService {
    */
   ownerGone(owner: OwnerEntry, servedHere: boolean): void {
     const task = this.#ctx.index.pendingTask(owner.taskId);
-    if (task?.record.open === undefined || task.modRevision !== owner.token) return;
+    if (task?.open !== true || task.modRevision !== owner.token) return;
     this.#schedule(task.taskId, owner.token, servedHere ? 0 : this.#ctx.config.settleGraceMs);
   }
 
@@ -101,8 +101,12 @@ export class SettleService {
     const task: PendingTask | undefined = index.pendingTask(taskId);
     // Already settled, closed by its holder, or held again: nothing to do.
     if (task === undefined || task.modRevision !== token || !index.isLost(task)) return;
-    const next = this.#settled(task.record, token);
-    const res = await store.settleLostAttempt({ token, next });
+    // A record of layout v1 is read whole (its payload and history move out with this write).
+    const stored = task.legacy ? await store.task(taskId) : undefined;
+    if (task.legacy && stored?.modRevision !== token) return;
+    const prev = stored?.record ?? recordOf(task);
+    const next = this.#settled(prev, token);
+    const res = await store.settleLostAttempt({ token, prev, next, legacy: stored?.legacy });
     metrics.lifecycle.inc({ change: 'settle', outcome: res.kind });
     if (res.kind !== 'rewritten') return;
     const outcome = next.state === 'failed' ? 'failed' : 'retrying';

@@ -7,11 +7,13 @@ import {
   formatToken,
   MAX_ATTEMPTS_LIMIT,
   MAX_DELAY_MS,
+  type AttemptView,
   type ErrorCode,
   type JsonValue,
   type OwnerView,
   type ResourceOwnerView,
   type RetryPolicyInput,
+  type TaskRetention,
   type TaskStateName,
   type TaskView,
   type TerminalTaskState,
@@ -19,9 +21,18 @@ import {
 import type { Span } from '@opentelemetry/api';
 import { ExponentialBackoff, handleAll, retry as retryPolicy } from 'cockatiel';
 import { cancelled, lastEventOf, newTask, policyOf, retried, viewState } from '../core/lifecycle.js';
-import { encodeRecord, sameDefinition, type TaskRecord } from '../core/records.js';
+import {
+  encodeTask,
+  MAX_TASK_RECORD_BYTES,
+  RECORD_GROWTH_BYTES,
+  sameDefinition,
+  utf8Bytes,
+  type AttemptRecord,
+  type TaskRecord,
+} from '../core/task-record.js';
 import { CoordinatorError } from '../errors.js';
-import type { StoredOwner, StoredTask } from '../store/port.js';
+import { payloadDigest } from '../payload-digest.js';
+import type { NewTask, StoredOwner, StoredTask } from '../store/port.js';
 import type { ServiceContext } from './context.js';
 import type { SessionManager } from './sessions.js';
 import { Attr, markRefused, traceparentOf, tracer } from './tracing.js';
@@ -46,6 +57,7 @@ export interface SubmitInput {
   readonly runAt?: string | undefined;
   readonly delayMs?: number | undefined;
   readonly retry?: RetryPolicyInput | undefined;
+  readonly retention?: TaskRetention | undefined;
 }
 
 export type SubmitOutcome = { readonly ok: true; readonly created: boolean; readonly task: TaskView } | Refusal;
@@ -61,18 +73,29 @@ function ownerView(owner: StoredOwner): OwnerView {
   return { sessionId, workerId, incarnation, attempt, token: formatToken(owner.token) };
 }
 
-/** The admin view of a record; `owner` when the task is leased (its owner key names this task). */
+/** An ended attempt as the API shows it (the session that held it is the coordinator's to know). */
+function attemptView(attempt: AttemptRecord): AttemptView {
+  const { sessionId: _session, ...view } = attempt;
+  return view;
+}
+
+/**
+ * The admin view of a record; `owner` when the task is leased (its owner key names this task);
+ * `detail` (payload and history, read on demand) for `GET /v1/tasks/:taskId` only.
+ */
 export function taskView(
   task: TaskRecord,
   owner: StoredOwner | undefined,
   nowMs: number,
   ctx: Pick<ServiceContext, 'config'>,
+  detail?: { readonly payload: JsonValue | undefined; readonly history: readonly AttemptRecord[] },
 ): TaskView {
   const leased = task.state === 'pending' && owner?.record.taskId === task.taskId;
   return {
     taskId: task.taskId,
     resource: task.resource,
-    payload: task.payload,
+    ...(detail?.payload === undefined ? {} : { payload: detail.payload }),
+    payloadBytes: task.payloadBytes,
     state: viewState(task, leased, nowMs),
     attempts: task.attempts,
     priority: task.priority ?? 0,
@@ -80,8 +103,9 @@ export function taskView(
     ...(task.notBeforeMs === undefined ? {} : { notBeforeMs: task.notBeforeMs }),
     lastEvent: lastEventOf(task),
     ...(task.lastError === undefined ? {} : { lastError: task.lastError }),
-    // The session that held an attempt is the coordinator's to know (replays), not the API's.
-    history: (task.history ?? []).map(({ sessionId: _session, ...attempt }) => attempt),
+    ...(detail === undefined ? {} : { history: detail.history.map(attemptView) }),
+    ...(task.last === undefined ? {} : { lastAttempt: attemptView(task.last) }),
+    ...(task.retention === undefined ? {} : { retention: task.retention }),
     ...(task.createdAtMs === undefined ? {} : { createdAtMs: task.createdAtMs }),
     ...(task.endedAtMs === undefined ? {} : { endedAtMs: task.endedAtMs }),
     ...(task.result === undefined ? {} : { result: task.result }),
@@ -89,11 +113,11 @@ export function taskView(
   };
 }
 
+/** A list page ends at its `limit` or at about this many bytes of views, whichever comes first. */
+export const LIST_RESPONSE_BYTES = 4 * 1024 * 1024;
+
 /** A fence advance is idempotent: retried by one policy (4 more attempts, 100 ms doubling). */
 const advanceRetry = retryPolicy(handleAll, { maxAttempts: 4, backoff: new ExponentialBackoff({ initialDelay: 100 }) });
-
-/** Tasks read per purge call before it answers `more` (bounds one call's work). */
-const PURGE_SCAN_MAX = 20_000;
 
 export class TaskService {
   readonly #ctx: ServiceContext;
@@ -145,44 +169,43 @@ export class TaskService {
     const first = new Map<string, number>();
     const nowMs = this.#ctx.wallClock();
     const { maxSubmitsPerCall, maxSubmitBytesPerCall } = this.#ctx.store.limits;
-    const chunks: { index: number; record: TaskRecord }[][] = [];
-    let chunk: { index: number; record: TaskRecord }[] = [];
-    let bytes = 0;
-    inputs.forEach((input, index) => {
-      if (first.has(input.taskId)) return;
+    const prepared: { index: number; task: NewTask }[] = [];
+    // First every task is made and measured: one too large refuses the whole call, before any write.
+    for (const [index, input] of inputs.entries()) {
+      if (first.has(input.taskId)) continue;
       first.set(input.taskId, index);
       const notBeforeMs = this.#notBefore(input, nowMs);
       if (typeof notBeforeMs === 'object') {
         out[index] = notBeforeMs;
-        return;
+        continue;
       }
-      // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken lifecycle the chaos
-      // checker must catch — the submitted retry policy ignored, unlimited attempts without backoff.
-      const retry = this.#ctx.config.testSabotage === 'ignore-retry-policy' ? IGNORED_RETRY_POLICY : input.retry;
-      const span = spans[index];
-      const traceparent = span === undefined ? undefined : traceparentOf(span);
-      const record = newTask(
-        { ...input, notBeforeMs, retry, traceparent },
-        { nowMs, defaults: this.#ctx.config.retryPolicy },
-      );
-      const size = encodeRecord(record).length + input.taskId.length;
+      const made = this.#newTask(input, notBeforeMs, spans[index], nowMs);
+      if (!made.ok) return inputs.map(() => made);
+      prepared.push({ index, task: made.task });
+    }
+    const chunks: { index: number; task: NewTask }[][] = [];
+    let chunk: { index: number; task: NewTask }[] = [];
+    let bytes = 0;
+    for (const job of prepared) {
+      const size = job.task.payloadJson.length + encodeTask(job.task.record).length + 2 * job.task.record.taskId.length;
       if (chunk.length >= maxSubmitsPerCall || (chunk.length > 0 && bytes + size > maxSubmitBytesPerCall)) {
         chunks.push(chunk);
         chunk = [];
         bytes = 0;
       }
-      chunk.push({ index, record });
+      chunk.push(job);
       bytes += size;
-    });
+    }
     if (chunk.length > 0) chunks.push(chunk);
     await Promise.all(
       chunks.map(async (jobs) => {
         let left = jobs;
         for (let attempt = 0; left.length > 0; attempt += 1) {
           if (attempt >= 5) throw new CoordinatorError('UNAVAILABLE', 'tasks kept changing; submit again');
-          const res = await this.#ctx.store.submitTasks(left.map((j) => j.record));
+          const res = await this.#ctx.store.submitTasks(left.map((j) => j.task));
           if (res.kind === 'created') {
-            for (const j of left) out[j.index] = { ok: true, created: true, task: this.#viewOf(j.record, undefined) };
+            for (const j of left)
+              out[j.index] = { ok: true, created: true, task: this.#viewOf(j.task.record, undefined) };
             return;
           }
           const absent: typeof left = [];
@@ -190,7 +213,7 @@ export class TaskService {
             left.map(async (j, i) => {
               const existing = res.existing[i];
               if (existing === undefined) absent.push(j);
-              else out[j.index] = await this.#settleExisting(j.record, existing);
+              else out[j.index] = await this.#settleExisting(j.task.record, existing);
             }),
           );
           left = absent;
@@ -206,40 +229,78 @@ export class TaskService {
       }
       if (index === firstIndex) return settled;
       // A repeat in the same batch: the first occurrence decided; same definition → the same task.
-      if (
-        original.resource !== input.resource ||
-        !sameDefinition(
-          {
-            v: 1,
-            taskId: original.taskId,
-            resource: original.resource,
-            payload: original.payload,
-            state: 'pending',
-            attempts: 0,
-          },
-          input.resource,
-          input.payload,
-        )
-      ) {
+      if (original.resource !== input.resource || payloadDigest(original.payload) !== payloadDigest(input.payload)) {
         return { ok: false, code: 'CONFLICT', message: `task ${input.taskId} exists with a different definition` };
       }
       return settled.ok ? { ok: true, created: false, task: settled.task } : settled;
     });
   }
 
+  /** The task a submit creates (record and payload), or the refusal of a payload or record too large. */
+  #newTask(
+    input: SubmitInput,
+    notBeforeMs: number | undefined,
+    span: Span | undefined,
+    nowMs: number,
+  ): { readonly ok: true; readonly task: NewTask } | Refusal {
+    const payloadJson = JSON.stringify(input.payload);
+    const payloadBytes = utf8Bytes(payloadJson);
+    const maxBytes = this.#ctx.config.maxTaskPayloadBytes;
+    if (payloadBytes > maxBytes) {
+      return {
+        ok: false,
+        code: 'PAYLOAD_TOO_LARGE',
+        message:
+          `task ${input.taskId}: payload of ${payloadBytes} bytes, over MAX_TASK_PAYLOAD_BYTES (${maxBytes}); ` +
+          'pass large inputs by reference (a URL or object-store key in the payload)',
+      };
+    }
+    // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken lifecycle the chaos
+    // checker must catch — the submitted retry policy ignored, unlimited attempts without backoff.
+    const retry = this.#ctx.config.testSabotage === 'ignore-retry-policy' ? IGNORED_RETRY_POLICY : input.retry;
+    const traceparent = span === undefined ? undefined : traceparentOf(span);
+    const record = newTask(
+      {
+        taskId: input.taskId,
+        resource: input.resource,
+        payloadBytes,
+        payloadDigest: payloadDigest(input.payload),
+        priority: input.priority,
+        notBeforeMs,
+        retry,
+        traceparent,
+        retention: input.retention,
+      },
+      { nowMs, defaults: this.#ctx.config.retryPolicy },
+    );
+    const recordBytes = utf8Bytes(encodeTask(record));
+    if (recordBytes > MAX_TASK_RECORD_BYTES - RECORD_GROWTH_BYTES) {
+      return {
+        ok: false,
+        code: 'PAYLOAD_TOO_LARGE',
+        message: `task ${input.taskId}: its record would take ${recordBytes} bytes (at most ${MAX_TASK_RECORD_BYTES - RECORD_GROWTH_BYTES}): fewer or shorter retry.nonRetryable names`,
+      };
+    }
+    return { ok: true, task: { record, payloadJson } };
+  }
+
   async #settleExisting(record: TaskRecord, existing: StoredTask | 'unreadable'): Promise<SubmitOutcome> {
     if (existing === 'unreadable') {
       return { ok: false, code: 'CONFLICT', message: 'task id exists with an unreadable record' };
     }
-    if (!sameDefinition(existing.record, record.resource, record.payload)) {
+    if (!sameDefinition(existing, record.resource, record.payloadDigest)) {
       return { ok: false, code: 'CONFLICT', message: `task ${record.taskId} exists with a different definition` };
     }
     return { ok: true, created: false, task: await this.#view(existing) };
   }
 
+  /** One task with its payload and history (read on demand, at one revision). */
   async get(taskId: string): Promise<TaskView | undefined> {
-    const task = await this.#ctx.store.task(taskId);
-    return task === undefined ? undefined : this.#view(task);
+    const detail = await this.#ctx.store.taskDetail(taskId);
+    if (detail === undefined) return undefined;
+    const { task } = detail;
+    const owner = task.record.state === 'pending' ? await this.#ctx.store.owner(task.record.resource) : undefined;
+    return taskView(task.record, owner, this.#ctx.wallClock(), this.#ctx, detail);
   }
 
   /** Tasks in id order after `after`; `state` filters (leased is judged from the index). */
@@ -250,6 +311,7 @@ export class TaskService {
   }): Promise<{ tasks: TaskView[]; next: string | null }> {
     const out: TaskView[] = [];
     let after = options.after;
+    let bytes = 0;
     const nowMs = this.#ctx.wallClock();
     for (let page = 0; page < 50 && out.length < options.limit; page += 1) {
       const { tasks, more } = await this.#ctx.store.taskPage(after, Math.max(options.limit, 100));
@@ -260,7 +322,11 @@ export class TaskService {
         const state = viewState(t.record, leased, nowMs);
         if (options.state !== undefined && state !== options.state) continue;
         out.push({ ...taskView(t.record, undefined, nowMs, this.#ctx), state });
-        if (out.length >= options.limit) return { tasks: out, next: more || t !== tasks.at(-1) ? after : null };
+        // A view is about the size of its stored record: the page ends at the count or the bytes.
+        bytes += t.value.length;
+        if (out.length >= options.limit || bytes >= LIST_RESPONSE_BYTES) {
+          return { tasks: out, next: more || t !== tasks.at(-1) ? after : null };
+        }
       }
       if (!more) return { tasks: out, next: null };
     }
@@ -279,7 +345,7 @@ export class TaskService {
       if (task === undefined) return { ok: false, code: 'NOT_FOUND', message: `no task ${taskId}` };
       if (task.record.state === 'cancelled') {
         // A repeat: make sure the fence moved past the cancelled attempt.
-        const last = task.record.history?.at(-1);
+        const last = task.record.last;
         if (last?.outcome === 'cancelled') await this.#fenceAfterCancel(task.record, task.modRevision);
         return { ok: true, task: this.#viewOf(task.record, undefined) };
       }
@@ -295,6 +361,7 @@ export class TaskService {
         task: task.record,
         taskModRevision: task.modRevision,
         next,
+        legacy: task.legacy,
         owner:
           holder === undefined
             ? undefined
@@ -342,7 +409,7 @@ export class TaskService {
         return { ok: false, code: 'CONFLICT', message: `task ${taskId} is ${state}, not failed` };
       }
       const next = retried(task.record, this.#ctx.wallClock());
-      const res = await this.#ctx.store.retryTask({ modRevision: task.modRevision, next });
+      const res = await this.#ctx.store.retryTask({ modRevision: task.modRevision, next, legacy: task.legacy });
       if (res.kind === 'rewritten') {
         this.#ctx.metrics.lifecycle.inc({ change: 'retry', outcome: 'done' });
         this.#ctx.log.info({ taskId }, 'failed task retried');
@@ -353,36 +420,24 @@ export class TaskService {
   }
 
   /**
-   * Delete terminal tasks of `state` that ended at least `olderThanMs` ago, up to `limit` per call
-   * (and at most {@link PURGE_SCAN_MAX} tasks read); `more` says whether to call again.
+   * Delete ended tasks of `state` that ended at least `olderThanMs` ago — record, payload and
+   * history — oldest first, up to `limit` per call; `more` says whether to call again. The
+   * candidates come from the index's ended tasks (nothing is scanned); each delete compares the
+   * record's mod_revision as the index saw it, so a task retried since stays.
    */
   async purge(input: PurgeInput): Promise<{ purged: number; more: boolean }> {
     const limit = input.limit ?? 1_000;
     const cutoff = this.#ctx.wallClock() - input.olderThanMs;
-    const refs: { taskId: string; modRevision: bigint }[] = [];
-    let after: string | undefined;
-    let scanned = 0;
-    let more = false;
-    scan: for (;;) {
-      const page = await this.#ctx.store.taskPage(after, 500);
-      for (const [i, t] of page.tasks.entries()) {
-        after = t.record.taskId;
-        scanned += 1;
-        const endedAt = t.record.endedAtMs ?? t.record.atMs ?? 0;
-        if (t.record.state === input.state && endedAt <= cutoff) {
-          refs.push({ taskId: t.record.taskId, modRevision: t.modRevision });
-        }
-        if (refs.length >= limit || scanned >= PURGE_SCAN_MAX) {
-          more = page.more || i < page.tasks.length - 1;
-          break scan;
-        }
-      }
-      if (!page.more) break;
+    const candidates: { taskId: string; modRevision: bigint; endedAtMs: number }[] = [];
+    for (const t of this.#ctx.index.endedTasks()) {
+      if (t.state === input.state && t.endedAtMs <= cutoff) candidates.push(t);
     }
-    const purged = refs.length === 0 ? 0 : await this.#ctx.store.purgeTasks(refs);
+    candidates.sort((a, b) => a.endedAtMs - b.endedAtMs || (a.taskId < b.taskId ? -1 : 1));
+    const refs = candidates.slice(0, limit).map((t) => ({ taskId: t.taskId, modRevision: t.modRevision }));
+    const purged = refs.length === 0 ? 0 : (await this.#ctx.store.purgeTasks(refs)).length;
     this.#ctx.metrics.lifecycle.inc({ change: 'purge', outcome: 'done' }, purged);
     if (purged > 0) this.#ctx.log.info({ state: input.state, purged, olderThanMs: input.olderThanMs }, 'tasks purged');
-    return { purged, more };
+    return { purged, more: candidates.length > refs.length };
   }
 
   /** `delayMs` / `runAt` -> notBeforeMs (undefined: at once), or a refusal. */

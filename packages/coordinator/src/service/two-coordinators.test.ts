@@ -168,6 +168,23 @@ describe('a coordinator cut off from etcd', () => {
   });
 });
 
+describe('a coordinator whose etcd answers with refusals (NOSPACE, permission denied)', () => {
+  it('is not cut off: refusals are answers, so no session is handed off', async () => {
+    const refused = new ServiceCluster({ SESSION_TTL_MS: '4000', ETCD_GIVE_UP_MS: '1000' });
+    try {
+      const a = await refused.coordinator('a');
+      const w = await refused.worker(a, 'w1');
+      a.backend.refuseAll = 'permission-denied';
+      await refused.advance(2_500); // well past ETCD_GIVE_UP_MS, every probe refused
+      expect(a.services.ctx.state.etcdUnreachable).toBe(false);
+      expect(w.channel.closed).toBeUndefined();
+      a.backend.refuseAll = undefined;
+    } finally {
+      await refused.close();
+    }
+  });
+});
+
 describe('a coordinator that was paused (its clock jumps) while etcd is fine', () => {
   it('asks etcd once more before giving its sessions away', async () => {
     const paused = new ServiceCluster({ SESSION_TTL_MS: '4000', ETCD_GIVE_UP_MS: '1000' });

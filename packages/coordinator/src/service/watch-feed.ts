@@ -13,7 +13,7 @@
  */
 import { RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
-import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
+import { entryOf, type OwnerEntry, type TaskEntry, type TaskIndex } from '../core/task-index.js';
 import type { Timers } from '../core/timers.js';
 import type { LeaseStore, StoreEvent, StoredOwner, StoredSession, StoredTask } from '../store/port.js';
 
@@ -44,6 +44,10 @@ export interface WatchFeedOptions {
   readonly onApplied?: () => void;
   /** After the index was (re)built from a snapshot. */
   readonly onBuilt?: () => void;
+  /** Records of layout v1 seen (in the snapshot or the watch): to convert. */
+  readonly onLegacy?: (tasks: readonly StoredTask[]) => void;
+  /** A task key written or deleted (after the index applied it): `modRevision` of the event. */
+  readonly onTaskWritten?: (taskId: string, modRevision: bigint) => void;
 }
 
 export class WatchFeed {
@@ -54,8 +58,6 @@ export class WatchFeed {
   #rebuilding: Promise<void> | undefined;
   #failures = 0;
   readonly #repeats = new RepeatGate();
-  /** Ids of tasks in state `failed` (the dead-letter gauge). */
-  #failed = new Set<string>();
 
   constructor(options: WatchFeedOptions) {
     this.#o = options;
@@ -63,11 +65,6 @@ export class WatchFeed {
 
   get ready(): boolean {
     return this.#ready;
-  }
-
-  /** Tasks in state `failed`, as of the index's revision. */
-  get failedTasks(): number {
-    return this.#failed.size;
   }
 
   /** First build; rejects if etcd cannot be read at all (start-up fails loudly). */
@@ -83,19 +80,22 @@ export class WatchFeed {
 
   async #build(): Promise<void> {
     await this.#cancelWatcher();
-    const snap = await this.#o.store.snapshot();
-    const pending = snap.tasks
-      .filter((t) => t.record.state === 'pending')
-      .map((t) => ({
-        taskId: t.record.taskId,
-        resource: t.record.resource,
-        createRevision: t.createRevision,
-        modRevision: t.modRevision,
-        record: t.record,
-      }));
+    // Page by page into lean entries: the snapshot never holds the stored records all at once.
+    const entries: TaskEntry[] = [];
+    const defaults = this.#o.index.defaults;
+    let legacy = 0;
+    const snap = await this.#o.store.snapshot((tasks) => {
+      const old: StoredTask[] = [];
+      for (const t of tasks) {
+        entries.push(entryOf(t, defaults));
+        if (t.legacy !== undefined) old.push(t);
+      }
+      legacy += old.length;
+      if (old.length > 0) this.#o.onLegacy?.(old);
+    });
     const owners = snap.owners.map(ownerEntry);
-    this.#o.index.reset(pending, owners, snap.revision);
-    this.#failed = new Set(snap.tasks.filter((t) => t.record.state === 'failed').map((t) => t.record.taskId));
+    this.#o.index.reset(entries, owners, snap.revision);
+    const pending = this.#o.index.stats().pending;
     let failed = false;
     const watcher = await this.#o.store.watch(snap.revision + 1n, {
       onRevision: (revision, events) => {
@@ -131,7 +131,7 @@ export class WatchFeed {
     this.#ready = true;
     this.#failures = 0;
     this.#o.log.info(
-      { revision: snap.revision.toString(), pending: pending.length, owners: owners.length },
+      { revision: snap.revision.toString(), tasks: entries.length, pending, owners: owners.length, layoutV1: legacy },
       'index built',
     );
     this.#o.onBuilt?.();
@@ -185,29 +185,20 @@ export class WatchFeed {
 
   #apply(group: RevisionGroup): void {
     const index = this.#o.index;
+    let legacy: StoredTask[] | undefined;
     for (const ev of group.events) {
       if (ev.kind === 'task') {
         const t = ev.task;
-        if (t?.record.state === 'failed') this.#failed.add(ev.taskId);
-        else this.#failed.delete(ev.taskId);
-        index.applyTask(
-          ev.taskId,
-          t?.record.state === 'pending'
-            ? {
-                taskId: t.record.taskId,
-                resource: t.record.resource,
-                createRevision: t.createRevision,
-                modRevision: t.modRevision,
-                record: t.record,
-              }
-            : undefined,
-        );
+        index.applyTask(ev.taskId, t === undefined ? undefined : entryOf(t, index.defaults));
+        if (t?.legacy !== undefined) (legacy ??= []).push(t);
+        else this.#o.onTaskWritten?.(ev.taskId, group.revision);
       } else if (ev.kind === 'owner') {
         const o = ev.owner;
         index.applyOwner(ev.resource, o === undefined ? undefined : ownerEntry(o));
       }
     }
     index.advanceTo(group.revision);
+    if (legacy !== undefined) this.#o.onLegacy?.(legacy);
   }
 }
 

@@ -9,12 +9,45 @@
  * in-memory etcd of the unit tests (`etcd/memory-etcd.ts`). `store.contract.ts` runs one suite
  * against both.
  */
-import type { HoldingRecord, OwnerRecord, SessionRecord, TaskRecord } from '../core/records.js';
+import type { JsonValue } from '@leasehold/protocol';
+import type { HoldingRecord, OwnerRecord, SessionRecord } from '../core/records.js';
+import type { AttemptRecord, LegacyParts, TaskRecord } from '../core/task-record.js';
+import type { BackendStatus } from '../etcd/backend.js';
 
 export interface StoredTask {
+  /** The record (layout v2; a v1 record as its v2 shape, see `legacy`). */
   readonly record: TaskRecord;
+  /** The stored value as read (layout v2: the record's JSON, kept by the index for the grant). */
+  readonly value: string;
+  /**
+   * Set for a record of layout v1 (payload and history inside): every write computed from it moves
+   * them to `inputs/` and `history/` in the same txn.
+   */
+  readonly legacy?: LegacyParts;
   readonly createRevision: bigint;
   readonly modRevision: bigint;
+}
+
+/** A task with what a task view reads on demand. */
+export interface TaskDetail {
+  readonly task: StoredTask;
+  /** undefined: `inputs/<t>` is missing (a broken invariant, shown as such). */
+  readonly payload: JsonValue | undefined;
+  /** Oldest first, at most MAX_TASK_HISTORY. */
+  readonly history: readonly AttemptRecord[];
+}
+
+/** A task to create: its record and its payload's JSON (`inputs/<t>`). */
+export interface NewTask {
+  readonly record: TaskRecord;
+  readonly payloadJson: string;
+}
+
+/** A write of a task record computed from `prev` (as read), with the moves of a v1 record. */
+export interface TaskWrite {
+  readonly next: TaskRecord;
+  /** The record was of layout v1: these parts move to their own keys in the same txn. */
+  readonly legacy?: LegacyParts | undefined;
 }
 
 export interface StoredOwner {
@@ -90,8 +123,11 @@ export interface GrantJob {
 }
 
 export type GrantOutcome =
-  /** The owner key was created; its create_revision is the token. */
-  | { readonly kind: 'granted'; readonly token: bigint }
+  /**
+   * The owner key was created; its create_revision is the token. `payloadJson`: `inputs/<t>` as
+   * the grant txn read it (undefined when missing: a broken invariant, the grant is abandoned).
+   */
+  | { readonly kind: 'granted'; readonly token: bigint; readonly payloadJson: string | undefined }
   /** This request id already holds a grant (a retry after a lost reply): that one. */
   | { readonly kind: 'replay'; readonly holding: StoredHolding }
   /** The session is gone or served by a peer. */
@@ -134,10 +170,9 @@ export interface HolderProof {
 }
 
 /** End a held lease: complete, fail or release, as the `next` record of its task says. */
-export interface FinishJob extends HolderProof {
+export interface FinishJob extends HolderProof, TaskWrite {
   /** The task's mod_revision the next record was computed from. */
   readonly taskModRevision: bigint;
-  readonly next: TaskRecord;
 }
 
 export type LeaseOutcome =
@@ -152,7 +187,7 @@ export type SubmitBatchOutcome =
   /** Nothing was created; per task (in order), the existing one or undefined when absent. */
   | { readonly kind: 'exists'; readonly existing: readonly (StoredTask | 'unreadable' | undefined)[] };
 
-export interface CancelArgs {
+export interface CancelArgs extends TaskWrite {
   readonly task: TaskRecord;
   readonly taskModRevision: bigint;
   /** The cancelled record (the lifecycle's `cancelled`). */
@@ -164,9 +199,26 @@ export interface CancelArgs {
 export type CancelOutcome = { readonly kind: 'cancelled'; readonly revision: bigint } | { readonly kind: 'raced' };
 
 /** Settle an attempt whose lease ended without an outcome: `token` is its grant's. */
-export interface SettleArgs {
+export interface SettleArgs extends TaskWrite {
   readonly token: bigint;
-  readonly next: TaskRecord;
+  /** The record as read (whether the write closes an attempt is judged against it). */
+  readonly prev: TaskRecord;
+}
+
+/** A record of layout v1 to convert (its mod_revision as read). */
+export interface MigrateItem {
+  readonly modRevision: bigint;
+  readonly record: TaskRecord;
+  readonly legacy: LegacyParts;
+}
+
+export type LockName = 'retention' | 'migration';
+
+/** A short lock in the store (the retention sweeper's, the layout converter's), on a lease of its own. */
+export interface StoreLock {
+  readonly leaseId: string;
+  /** The lock key's create_revision: only this holder's release deletes it. */
+  readonly revision: bigint;
 }
 
 export type RewriteOutcome = { readonly kind: 'rewritten'; readonly revision: bigint } | { readonly kind: 'raced' };
@@ -225,7 +277,6 @@ export interface StoreWatchListener {
 }
 
 export interface StoreSnapshot {
-  readonly tasks: readonly StoredTask[];
   readonly owners: readonly StoredOwner[];
   readonly revision: bigint;
 }
@@ -248,9 +299,11 @@ export interface SessionLeaseKeeper {
 export interface StoreLimits {
   /** endSession takes at most this many owner keys; more: closeSession + revoke. */
   readonly maxEndSessionOwners: number;
-  /** submitTasks takes at most this many tasks / bytes of records per call. */
+  /** submitTasks takes at most this many tasks / bytes of records and payloads per call. */
   readonly maxSubmitsPerCall: number;
   readonly maxSubmitBytesPerCall: number;
+  /** purgeTasks deletes at most this many per txn (the store splits bigger calls). */
+  readonly maxPurgesPerTxn: number;
 }
 
 export interface LeaseStore extends ConsoleRevocationStore {
@@ -292,14 +345,23 @@ export interface LeaseStore extends ConsoleRevocationStore {
   finish(jobs: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]>;
 
   // tasks
-  submitTasks(tasks: readonly TaskRecord[]): Promise<SubmitBatchOutcome>;
+  submitTasks(tasks: readonly NewTask[]): Promise<SubmitBatchOutcome>;
   cancelTask(args: CancelArgs): Promise<CancelOutcome>;
   /** Record an attempt whose lease ended without an outcome (any coordinator; one lands). */
   settleLostAttempt(args: SettleArgs): Promise<RewriteOutcome>;
   /** A failed task, read at `modRevision`, pending again. */
-  retryTask(args: { readonly modRevision: bigint; readonly next: TaskRecord }): Promise<RewriteOutcome>;
-  /** Delete terminal tasks as read; how many were deleted (a changed one is skipped). */
-  purgeTasks(tasks: readonly TaskRef[]): Promise<number>;
+  retryTask(args: TaskWrite & { readonly modRevision: bigint }): Promise<RewriteOutcome>;
+  /**
+   * Delete ended tasks as read — record, payload and history; the ids deleted (a task changed
+   * since it was read, e.g. retried, is skipped).
+   */
+  purgeTasks(tasks: readonly TaskRef[]): Promise<string[]>;
+  /** Convert records of layout v1 (unchanged since read) to layout v2; how many were converted. */
+  migrateTasks(items: readonly MigrateItem[]): Promise<number>;
+  /** Take the lock `name` for `ttlSeconds` (undefined: someone holds it). */
+  acquireLock(name: LockName, holder: string, ttlSeconds: number): Promise<StoreLock | undefined>;
+  /** Give the lock back (only if still this holder's). */
+  releaseLock(name: LockName, lock: StoreLock): Promise<void>;
 
   // reads
   task(taskId: string): Promise<StoredTask | undefined>;
@@ -308,8 +370,22 @@ export interface LeaseStore extends ConsoleRevocationStore {
     resource: string,
     taskId: string,
   ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined }>;
+  /** The owner key, the task and its payload's JSON, at one revision (a replayed grant). */
+  grantedTask(
+    resource: string,
+    taskId: string,
+  ): Promise<{ owner: StoredOwner | undefined; task: StoredTask | undefined; payloadJson: string | undefined }>;
+  /** Tasks by id, absent ones left out (read in replies bounded by the receive limit). */
+  tasksByIds(ids: readonly string[]): Promise<StoredTask[]>;
+  /** A task with its payload and history (a task view). */
+  taskDetail(taskId: string): Promise<TaskDetail | undefined>;
+  /** Up to `limit` tasks after `after` in id order, read in byte-bounded pages. */
   taskPage(after: string | undefined, limit: number): Promise<{ tasks: StoredTask[]; more: boolean }>;
-  snapshot(): Promise<StoreSnapshot>;
+  /**
+   * Every task and owner at one revision, in byte-bounded pages: tasks handed to `onTasks` as read,
+   * owners and the revision returned.
+   */
+  snapshot(onTasks: (tasks: readonly StoredTask[]) => void): Promise<StoreSnapshot>;
   /** Every session key, at `atRevision` when given (the web console's session list). */
   sessions(atRevision?: bigint): Promise<StoredSession[]>;
 
@@ -317,7 +393,13 @@ export interface LeaseStore extends ConsoleRevocationStore {
   /** Watch tasks, owners and sessions from `fromRevision`. */
   watch(fromRevision: bigint, listener: StoreWatchListener): Promise<{ cancel(): Promise<void> }>;
 
-  /** The store answers (readiness). */
+  /** The store's size and quota alarm (the etcd db size metrics). */
+  status(): Promise<BackendStatus>;
+
+  /**
+   * The store answers (readiness, etcd health): true also when it answers with a refusal (NOSPACE,
+   * permission): only unavailability is false.
+   */
   ping(): Promise<boolean>;
   close(): void;
 }

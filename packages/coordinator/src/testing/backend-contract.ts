@@ -5,8 +5,9 @@
  * transactions look, a test here fails on one of the two.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { EtcdError } from '../errors.js';
 import type { KvBackend, LeaseKeeper, WatchEvent, WatchHandle } from '../etcd/backend.js';
-import { cmp, op } from '../etcd/kv.js';
+import { cmp, Kv, op } from '../etcd/kv.js';
 
 export interface BackendTarget {
   readonly backend: KvBackend;
@@ -28,12 +29,19 @@ async function eventually(target: BackendTarget, check: () => Promise<boolean>, 
   throw new Error('condition not reached');
 }
 
-function collect(): { events: WatchEvent[]; errors: unknown[]; listener: Parameters<KvBackend['watch']>[2] } {
+function collect(): {
+  events: WatchEvent[];
+  errors: unknown[];
+  disconnects: unknown[];
+  listener: Parameters<KvBackend['watch']>[2];
+} {
   const events: WatchEvent[] = [];
   const errors: unknown[] = [];
+  const disconnects: unknown[] = [];
   return {
     events,
     errors,
+    disconnects,
     listener: {
       onEvents: (batch) => {
         events.push(...batch);
@@ -41,11 +49,22 @@ function collect(): { events: WatchEvent[]; errors: unknown[]; listener: Paramet
       onError: (err) => {
         errors.push(err);
       },
+      onDisconnected: (err) => {
+        disconnects.push(err);
+      },
     },
   };
 }
 
-export function describeBackendContract(name: string, open: () => Promise<BackendTarget>): void {
+export interface BackendOpenOptions {
+  /** The client's receive limit (ETCD_MAX_RESPONSE_BYTES). */
+  readonly maxResponseBytes?: number;
+}
+
+export function describeBackendContract(
+  name: string,
+  open: (options?: BackendOpenOptions) => Promise<BackendTarget>,
+): void {
   describe(`KvBackend contract: ${name}`, () => {
     let target: BackendTarget;
     let b: KvBackend;
@@ -251,9 +270,72 @@ export function describeBackendContract(name: string, open: () => Promise<Backen
 
     it('refuses a txn with more than 128 operations in one list', async () => {
       const ops = Array.from({ length: 129 }, (_, i) => op.put(`${p}many/${i}`, 'v'));
-      await expect(b.txn({ compare: [], success: ops })).rejects.toThrow(/too many operations/);
+      const refused = await b.txn({ compare: [], success: ops }).catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(EtcdError);
+      expect(refused).toMatchObject({ failure: 'too-many-ops', transient: false });
       const fits = await b.txn({ compare: [], success: ops.slice(0, 128) });
       expect(fits.succeeded).toBe(true);
+    });
+
+    it('reports its db size', async () => {
+      await put(`${p}size`, 'x'.repeat(1_000));
+      const status = await b.status();
+      expect(status.dbSizeBytes).toBeGreaterThan(1_000);
+      expect(status.noSpaceAlarm).toBe(false);
+    });
+
+    describe('a reply over the receive limit', () => {
+      let limited: BackendTarget;
+      beforeEach(async () => {
+        limited = await open({ maxResponseBytes: 64 * 1024 });
+      });
+      afterEach(async () => {
+        await limited.close();
+      });
+
+      it("fails that call only, as response-too-large: no breaker opens, the member's watch lives on", async () => {
+        const lb = limited.backend;
+        await b.txn({
+          compare: [],
+          success: Array.from({ length: 10 }, (_, i) => op.put(`${p}big/${i}`, 'x'.repeat(10 * 1024))),
+        });
+        const seen = collect();
+        const start = await put(`${p}w/0`);
+        watches.push(await lb.watch({ start: `${p}w/`, endPrefix: `${p}w/` }, start.revision + 1n, seen.listener));
+        for (let i = 0; i < 6; i += 1) {
+          const err = await lb.range(`${p}big/`, { limit: 10 }).catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(EtcdError);
+          expect(err).toMatchObject({ failure: 'response-too-large', transient: false, code: 'INTERNAL' });
+        }
+        // Six in a row: a breaker on them would be open now. The next call goes through…
+        expect((await lb.range(`${p}big/`, { limit: 2 })).kvs).toHaveLength(2);
+        // … and the watch opened before them still delivers (etcd3 closes a member's channels on
+        // what it deems recoverable; a refusal must not count).
+        const w1 = await put(`${p}w/1`);
+        await eventually(limited, () => Promise.resolve(seen.events.length >= 1));
+        expect(seen.events.map((e) => e.kv.modRevision)).toEqual([w1.revision]);
+        expect(seen.errors).toEqual([]);
+        expect(seen.disconnects).toEqual([]);
+      });
+
+      it('Kv.rangePages halves a page whose reply is over the limit, and reads every key', async () => {
+        await b.txn({
+          compare: [],
+          success: Array.from({ length: 12 }, (_, i) =>
+            op.put(`${p}pages/${String(i).padStart(2, '0')}`, 'y'.repeat(9_000)),
+          ),
+        });
+        // A budget that believes values are small: pages of 1000 keys, 12 × 9 KB > 64 KiB.
+        const kv = new Kv(limited.backend, {}, { pageBytes: 1_000_000 });
+        const keys: string[] = [];
+        let pages = 0;
+        for await (const page of kv.rangePages(`${p}pages/`, { valueBytes: 100 })) {
+          pages += 1;
+          keys.push(...page.kvs.map((k) => k.key.slice(-2)));
+        }
+        expect(keys).toEqual(Array.from({ length: 12 }, (_, i) => String(i).padStart(2, '0')));
+        expect(pages).toBeGreaterThan(1);
+      });
     });
   });
 }

@@ -53,6 +53,8 @@ export function testConfig(env: Record<string, string> = {}): CoordinatorConfig 
       LEASEHOLD_COORDINATOR_RETRY_INITIAL_MS: '0',
       LEASEHOLD_COORDINATOR_RETRY_JITTER: '0',
       LEASEHOLD_COORDINATOR_SETTLE_GRACE_MS: '0',
+      // Retention off: ended tasks stay (the retention tests turn it on with their own limits).
+      LEASEHOLD_COORDINATOR_RETENTION: 'false',
       ...Object.fromEntries(Object.entries(env).map(([k, v]) => [`LEASEHOLD_COORDINATOR_${k}`, v])),
     },
     [],

@@ -14,13 +14,15 @@ import {
   released,
   retried,
 } from '../core/lifecycle.js';
-import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
-import type { OwnerRecord, SessionRecord, TaskRecord } from '../core/records.js';
+import { DEFAULT_RETRY_POLICY, MAX_TASK_HISTORY } from '@leasehold/protocol';
+import type { OwnerRecord, SessionRecord } from '../core/records.js';
+import type { TaskRecord } from '../core/task-record.js';
 import type { KvBackend } from '../etcd/backend.js';
 import { KeyLayout } from '../etcd/keys.js';
 import { op } from '../etcd/kv.js';
 import { KvLeaseStore } from '../etcd/lease-store.js';
-import type { GrantJob, OpenedSession, StoreEvent } from '../store/port.js';
+import { payloadDigest } from '../payload-digest.js';
+import type { GrantJob, NewTask, OpenedSession, StoredTask, StoreEvent } from '../store/port.js';
 
 export interface StoreTarget {
   readonly backend: KvBackend;
@@ -41,8 +43,42 @@ const sessionRecord = (workerId: string, coordinatorId = 'c1'): SessionRecord =>
 
 const ENV = { nowMs: 1_000, random: () => 0.5, defaults: DEFAULT_RETRY_POLICY };
 
-const taskRecord = (taskId: string, resource: string): TaskRecord =>
-  newTask({ taskId, resource, payload: { n: 1 }, retry: { maxAttempts: 2 } }, ENV);
+const PAYLOAD = { n: 1 };
+
+const taskRecord = (taskId: string, resource: string, payload: unknown = PAYLOAD): TaskRecord =>
+  newTask(
+    {
+      taskId,
+      resource,
+      payloadBytes: Buffer.byteLength(JSON.stringify(payload)),
+      payloadDigest: payloadDigest(payload as never),
+      retry: { maxAttempts: 2 },
+    },
+    ENV,
+  );
+
+const newTaskOf = (taskId: string, resource: string, payload: unknown = PAYLOAD): NewTask => ({
+  record: taskRecord(taskId, resource, payload),
+  payloadJson: JSON.stringify(payload),
+});
+
+/** A task record of layout v1, as coordinators before 0.3 wrote it (payload and history inside). */
+export function legacyRecord(taskId: string, resource: string, over: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    v: 1,
+    taskId,
+    resource,
+    payload: { legacy: taskId },
+    state: 'pending',
+    attempts: 0,
+    priority: 0,
+    retry: DEFAULT_RETRY_POLICY,
+    lastEvent: 'submitted',
+    atMs: 1_000,
+    createdAtMs: 1_000,
+    ...over,
+  });
+}
 
 export function describeStoreContract(name: string, openTarget: () => Promise<StoreTarget>): void {
   describe(`LeaseStore contract: ${name}`, () => {
@@ -61,8 +97,8 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
       await target.close();
     });
 
-    async function submit(taskId: string, resource: string) {
-      const res = await store.submitTasks([taskRecord(taskId, resource)]);
+    async function submit(taskId: string, resource: string, payload: unknown = PAYLOAD) {
+      const res = await store.submitTasks([newTaskOf(taskId, resource, payload)]);
       expect(res.kind).toBe('created');
       const task = await store.task(taskId);
       if (task === undefined) throw new Error('task not stored');
@@ -75,7 +111,7 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
 
     function job(
       session: OpenedSession,
-      task: { record: TaskRecord; modRevision: bigint },
+      task: Pick<StoredTask, 'record' | 'modRevision'>,
       requestId: string,
     ): GrantJob {
       const owner: OwnerRecord = {
@@ -237,6 +273,21 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         expect((await store.holding(s.sessionId, requestId))?.token).toBe(token);
       });
 
+      it('delivers the payload from the grant txn itself, and splits a batch by payload bytes', async () => {
+        const s = await open();
+        const big = { pad: 'x'.repeat(700_000) };
+        const tasks = await Promise.all(['p1', 'p2', 'p3', 'p4'].map((id, i) => submit(id, `r-${id}`, { ...big, i })));
+        const out = await store.grant(tasks.map((t, i) => job(s, t, `q${i}`)));
+        const granted = out.map((r) => (r.ok && r.value.kind === 'granted' ? r.value : undefined));
+        expect(
+          granted.map((g) => (g === undefined ? undefined : (JSON.parse(g.payloadJson ?? 'null') as unknown))),
+        ).toEqual([0, 1, 2, 3].map((i) => ({ ...big, i })));
+        // 4 × 700 KB of payloads do not come back in one reply: more than one txn (revision).
+        expect(new Set(granted.map((g) => g?.token)).size).toBeGreaterThan(1);
+        const replay = await store.grantedTask('r-p2', 'p2');
+        expect(JSON.parse(replay.payloadJson ?? 'null')).toEqual({ ...big, i: 1 });
+      });
+
       it('refuses a second owner of a resource (raced), whoever asks', async () => {
         const s1 = await open('w1');
         const s2 = await open('w2');
@@ -384,8 +435,12 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         expect((await current('t1')).record).toMatchObject({
           state: 'completed',
           result: { resultId: 'task:t1', token: a.token.toString() },
-          history: [{ attempt: 1, outcome: 'completed', token: a.token.toString() }],
+          last: { attempt: 1, outcome: 'completed', token: a.token.toString() },
+          endedAttempts: 1,
         });
+        expect((await store.taskDetail('t1'))?.history).toMatchObject([
+          { attempt: 1, outcome: 'completed', token: a.token.toString() },
+        ]);
         expect(await store.owner('r1')).toBeUndefined();
       });
 
@@ -445,12 +500,48 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
     describe('tasks', () => {
       it('submits idempotently by id: nothing is created when one id exists', async () => {
         await submit('t1', 'r1');
-        const res = await store.submitTasks([taskRecord('t1', 'r1'), taskRecord('t2', 'r2')]);
+        const res = await store.submitTasks([newTaskOf('t1', 'r1'), newTaskOf('t2', 'r2')]);
         expect(res.kind).toBe('exists');
         if (res.kind !== 'exists') return;
         expect(res.existing[0]).toMatchObject({ record: { taskId: 't1' } });
         expect(res.existing[1]).toBeUndefined();
         expect(await store.task('t2')).toBeUndefined();
+        expect((await store.taskDetail('t2'))?.payload).toBeUndefined();
+      });
+
+      it('keeps the payload under inputs/ (never in the record) and shows it with the history on demand', async () => {
+        await submit('t1', 'r1', { big: 'y'.repeat(10_000) });
+        const task = await current('t1');
+        expect(task.value.length).toBeLessThan(1_000);
+        expect(task.record).toMatchObject({ payloadBytes: 10_010 });
+        expect((await store.taskDetail('t1'))?.payload).toEqual({ big: 'y'.repeat(10_000) });
+        const page = await store.taskPage(undefined, 10);
+        expect(page.tasks.map((t) => t.value.length).every((n) => n < 1_000)).toBe(true);
+      });
+
+      it('keeps the last MAX_TASK_HISTORY ended attempts as history keys, dropping older ones', async () => {
+        const s = await open();
+        await submit('h', 'rh');
+        for (let n = 1; n <= MAX_TASK_HISTORY + 3; n += 1) {
+          const t = await current('h');
+          const g = await grantOne(job(s, t, `q${n}`));
+          if (g.kind !== 'granted') throw new Error(g.kind);
+          const held = await current('h');
+          const [r] = await store.finish([
+            {
+              ...proofOf(s, 'rh', { token: g.token, requestId: `q${n}` }),
+              taskModRevision: held.modRevision,
+              next: released(held.record, g.token, ENV.nowMs),
+            },
+          ]);
+          expect(r?.ok && r.value.kind).toBe('done');
+        }
+        const detail = await store.taskDetail('h');
+        expect(detail?.history).toHaveLength(MAX_TASK_HISTORY);
+        expect(detail?.history.map((h) => h.outcome)).toEqual(Array(MAX_TASK_HISTORY).fill('released'));
+        expect(detail?.task.record.endedAttempts).toBe(MAX_TASK_HISTORY + 3);
+        const tokens = detail?.history.map((h) => BigInt(h.token)) ?? [];
+        expect([...tokens].sort((a, b) => (a < b ? -1 : 1))).toEqual(tokens);
       });
 
       it('cancels a held task: the owner key goes with it; a stale read is raced', async () => {
@@ -492,19 +583,23 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
           'expired',
           ENV,
         );
+        const prev = task.record;
         // Still held (owner compare): raced.
-        expect(await store.settleLostAttempt({ token: a.token, next })).toEqual({ kind: 'raced' });
+        expect(await store.settleLostAttempt({ token: a.token, prev, next })).toEqual({ kind: 'raced' });
         await store.endSession({
           sessionId: s.sessionId,
           knownModRevision: s.modRevision,
           held: [{ resource: 'r1', token: a.token }],
         });
         // Another attempt's token (task compare): raced.
-        expect(await store.settleLostAttempt({ token: a.token - 1n, next })).toEqual({ kind: 'raced' });
-        expect((await store.settleLostAttempt({ token: a.token, next })).kind).toBe('rewritten');
+        expect(await store.settleLostAttempt({ token: a.token - 1n, prev, next })).toEqual({ kind: 'raced' });
+        expect((await store.settleLostAttempt({ token: a.token, prev, next })).kind).toBe('rewritten');
         expect((await current('t1')).record).toMatchObject({ state: 'pending', lastEvent: 'expired', attempts: 1 });
+        expect((await store.taskDetail('t1'))?.history).toMatchObject([
+          { outcome: 'expired', token: a.token.toString() },
+        ]);
         // Settled once: a second settlement of the same attempt is raced.
-        expect(await store.settleLostAttempt({ token: a.token, next })).toEqual({ kind: 'raced' });
+        expect(await store.settleLostAttempt({ token: a.token, prev, next })).toEqual({ kind: 'raced' });
       });
 
       it('retries a failed task only from the record read; purges only unchanged records', async () => {
@@ -528,9 +623,29 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
             { taskId: 't1', modRevision: now.modRevision - 1n },
             { taskId: 't2', modRevision: t2.modRevision },
           ]),
-        ).toBe(1);
+        ).toEqual(['t2']);
         expect(await store.task('t1')).toBeDefined();
         expect(await store.task('t2')).toBeUndefined();
+      });
+
+      it('purges a task with its payload and its history, and no other task of a longer id', async () => {
+        const s = await open();
+        const a = await granted(s, 'p', 'rp');
+        await submit('p/2', 'rp2');
+        const held = await current('p');
+        await store.finish([
+          {
+            ...proofOf(s, 'rp', a),
+            taskModRevision: held.modRevision,
+            next: completed(held.record, a.token, 'task:p', ENV.nowMs),
+          },
+        ]);
+        const done = await current('p');
+        expect(await store.purgeTasks([{ taskId: 'p', modRevision: done.modRevision }])).toEqual(['p']);
+        const left = await store.kv.rangeAll(store.keys.prefix, { valueBytes: 1_000 });
+        const keys = left.kvs.map((kv) => kv.key.slice(store.keys.prefix.length));
+        expect(keys.filter((k) => k.includes('/p#') || k.endsWith('/p'))).toEqual([]);
+        expect(keys).toEqual(expect.arrayContaining(['inputs/p/2', 'tasks/p/2']));
       });
 
       it('pages tasks in id order and snapshots tasks and owners at one revision', async () => {
@@ -543,16 +658,105 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
         const task = await store.task('b');
         if (task === undefined) throw new Error('no task');
         const g = await grantOne(job(s, task, 'q'));
-        const snap = await store.snapshot();
-        expect(snap.tasks.map((t) => t.record.taskId)).toEqual(['a', 'b', 'c']);
+        const seen: string[] = [];
+        const snap = await store.snapshot((tasks) => seen.push(...tasks.map((t) => t.record.taskId)));
+        expect(seen).toEqual(['a', 'b', 'c']);
         expect(snap.owners.map((o) => [o.resource, o.token])).toEqual([['r-b', g.kind === 'granted' ? g.token : 0n]]);
         expect(snap.revision).toBeGreaterThanOrEqual(g.kind === 'granted' ? g.token : 0n);
       });
     });
 
+    describe('layout v1', () => {
+      async function putLegacy(taskId: string, resource: string, over: Record<string, unknown> = {}) {
+        await store.kv.txn('test', {
+          compare: [],
+          success: [op.put(store.keys.task(taskId), legacyRecord(taskId, resource, over))],
+        });
+        const t = await store.task(taskId);
+        if (t?.legacy === undefined) throw new Error('not read as a v1 record');
+        return t;
+      }
+      const HISTORY = [
+        { attempt: 1, workerId: 'w0', token: '3', outcome: 'released', startedAtMs: 1, endedAtMs: 2 },
+        { attempt: 1, workerId: 'w0', token: '4', outcome: 'expired', startedAtMs: 3, endedAtMs: 4 },
+      ];
+
+      it('reads a v1 record as its v2 shape, and migrateTasks moves payload and history out (once)', async () => {
+        const old = await putLegacy('old', 'r-old', { history: HISTORY });
+        expect(old.record).toMatchObject({ v: 2, endedAttempts: 2, last: { token: '4' } });
+        const item = { modRevision: old.modRevision, record: old.record, legacy: old.legacy };
+        if (item.legacy === undefined) throw new Error('legacy');
+        expect(await store.migrateTasks([{ ...item, legacy: item.legacy }])).toBe(1);
+        const now = await current('old');
+        expect(now.legacy).toBeUndefined();
+        expect(now.value).not.toContain('payload"');
+        const detail = await store.taskDetail('old');
+        expect(detail?.payload).toEqual({ legacy: 'old' });
+        expect(detail?.history.map((h) => h.token)).toEqual(['3', '4']);
+        // A second conversion from the same read is a failed compare: nothing changes.
+        expect(await store.migrateTasks([{ ...item, legacy: item.legacy }])).toBe(0);
+        expect((await current('old')).modRevision).toBe(now.modRevision);
+      });
+
+      it('a held v1 record is converted by the txn that ends its attempt', async () => {
+        const s = await open();
+        const old = await putLegacy('held', 'r-held', { history: HISTORY });
+        const g = await grantOne(job(s, old, 'q'));
+        if (g.kind !== 'granted') throw new Error(g.kind);
+        // The grant of a v1 record wrote the v2 shape; make it a v1 open attempt again, as an old
+        // coordinator's grant would have left it.
+        await store.kv.txn('test', {
+          compare: [],
+          success: [
+            op.put(
+              store.keys.task('held'),
+              legacyRecord('held', 'r-held', {
+                history: HISTORY,
+                attempts: 1,
+                open: { attempt: 1, workerId: 'w1', sessionId: s.sessionId, startedAtMs: 5 },
+              }),
+            ),
+          ],
+        });
+        const read = await current('held');
+        if (read.legacy === undefined) throw new Error('legacy');
+        const [r] = await store.finish([
+          {
+            ...proofOf(s, 'r-held', { token: g.token, requestId: 'q' }),
+            taskModRevision: read.modRevision,
+            next: completed(read.record, g.token, 'task:held', ENV.nowMs),
+            legacy: read.legacy,
+          },
+        ]);
+        expect(r?.ok && r.value.kind).toBe('done');
+        const detail = await store.taskDetail('held');
+        expect(detail?.task.legacy).toBeUndefined();
+        expect(detail?.payload).toEqual({ legacy: 'held' });
+        expect(detail?.history.map((h) => h.outcome)).toEqual(['released', 'expired', 'completed']);
+      });
+    });
+
+    describe('locks', () => {
+      it('one holder at a time; released by its lease, and gone by itself when the lease ends', async () => {
+        const lock = await store.acquireLock('retention', 'c1', 2);
+        expect(lock).toBeDefined();
+        expect(await store.acquireLock('retention', 'c2', 2)).toBeUndefined();
+        if (lock === undefined) return;
+        await store.releaseLock('retention', lock);
+        const again = await store.acquireLock('retention', 'c2', 1);
+        expect(again).toBeDefined();
+        let free: unknown;
+        for (let i = 0; i < 100 && free === undefined; i += 1) {
+          await target.pass(50);
+          free = await store.acquireLock('retention', 'c3', 5);
+        }
+        expect(free).toBeDefined();
+      });
+    });
+
     describe('watch', () => {
       it('delivers parsed task, owner and session events grouped by revision, then progress', async () => {
-        const start = await store.snapshot();
+        const start = await store.snapshot(() => undefined);
         const groups: { revision: bigint; events: readonly StoreEvent[] }[] = [];
         let progress = 0n;
         const handle = await store.watch(start.revision + 1n, {
@@ -574,7 +778,7 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
             true,
           );
           await store.revokeLease(s.leaseId);
-          const revoked = await store.snapshot();
+          const revoked = await store.snapshot(() => undefined);
           for (let i = 0; i < 50 && progress < revoked.revision; i += 1) await target.pass(20);
           const last = groups.at(-1);
           expect(last?.events).toEqual(

@@ -29,6 +29,37 @@ export const PrioritySchema = z.number().int().min(0).max(MAX_PRIORITY);
 export const MAX_DELAY_MS = 366 * 24 * 3_600_000;
 
 /**
+ * Largest task payload a coordinator accepts by default: the bytes of its JSON (UTF-8), as stored
+ * in etcd. A bigger submit is refused with 413 `PAYLOAD_TOO_LARGE` and nothing is stored. Pass
+ * large inputs by reference (a URL or an object-store key in the payload).
+ */
+export const DEFAULT_MAX_TASK_PAYLOAD_BYTES = 256 * 1024;
+/** The highest `MAX_TASK_PAYLOAD_BYTES` may be set: one submit txn stays below etcd's 1.5 MiB request limit. */
+export const MAX_TASK_PAYLOAD_BYTES_LIMIT = 1024 * 1024;
+
+/** Longest retention a submit may ask for (10 years, in ms). */
+export const MAX_RETENTION_MS = 10 * 366 * 24 * 3_600_000;
+
+/**
+ * How long an ended task stays in etcd after it ended, in ms (0: removed by the next sweep), or
+ * `null`: never by age or count (only by purge, or by the byte cap that protects etcd's quota).
+ */
+export const KeepForSchema = z.union([z.number().int().nonnegative().max(MAX_RETENTION_MS), z.null()]);
+export type KeepFor = z.infer<typeof KeepForSchema>;
+
+/**
+ * A task's own retention (like BullMQ's removeOnComplete / removeOnFail), per end state; a state
+ * left out follows the installation's `RETENTION_*` settings. A task with its own rule for the
+ * state it ended in is not counted against that state's count limit.
+ */
+export const TaskRetentionSchema = z.strictObject({
+  completed: KeepForSchema.optional(),
+  failed: KeepForSchema.optional(),
+  cancelled: KeepForSchema.optional(),
+});
+export type TaskRetention = z.infer<typeof TaskRetentionSchema>;
+
+/**
  * `POST /v1/tasks` body; also one item of `POST /v1/tasks/batch`. Idempotent by `taskId`: the same
  * id with the same resource and payload is the same task (the scheduling options of a repeat are
  * ignored: the first submit's apply); with another resource or payload it is a conflict.
@@ -45,6 +76,8 @@ export const SubmitTaskRequestSchema = z.strictObject({
   delayMs: z.number().int().nonnegative().max(MAX_DELAY_MS).optional(),
   /** Overrides of the installation's retry policy. */
   retry: RetryPolicyInputSchema.optional(),
+  /** How long the task stays in etcd once ended (default: the installation's RETENTION_* settings). */
+  retention: TaskRetentionSchema.optional(),
 });
 export type SubmitTaskRequest = z.infer<typeof SubmitTaskRequestSchema>;
 
@@ -116,11 +149,19 @@ export const TaskEventKindSchema = z.enum([
 ]);
 export type TaskEventKind = z.infer<typeof TaskEventKindSchema>;
 
-/** A task as the admin API shows it. `leased` and `delayed` are derived. */
+/**
+ * A task as the admin API shows it. `leased` and `delayed` are derived. `payload` and `history`
+ * are read on demand: present in `GET /v1/tasks/:taskId` only; lists, submit, cancel and retry
+ * replies leave them out (their size is bounded by the record, never by the payload) and carry
+ * `payloadBytes` and the `lastAttempt` instead.
+ */
 export const TaskViewSchema = z.object({
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
-  payload: JsonValueSchema,
+  /** `GET /v1/tasks/:taskId` only. */
+  payload: JsonValueSchema.optional(),
+  /** Size of the stored payload (its JSON, UTF-8 bytes). */
+  payloadBytes: z.number().int().nonnegative(),
   state: TaskStateSchema,
   /** Grants in the current attempt budget (a retry starts a fresh one). */
   attempts: z.number().int().nonnegative(),
@@ -130,7 +171,12 @@ export const TaskViewSchema = z.object({
   notBeforeMs: z.number().int().nonnegative().optional(),
   lastEvent: TaskEventKindSchema,
   lastError: TaskErrorSchema.optional(),
-  history: z.array(AttemptViewSchema),
+  /** The attempts that ended, oldest first (the last {@link MAX_TASK_HISTORY}): `GET /v1/tasks/:taskId` only. */
+  history: z.array(AttemptViewSchema).optional(),
+  /** The attempt that ended last, if any (in every view). */
+  lastAttempt: AttemptViewSchema.optional(),
+  /** The task's own retention rules, when it was submitted with some. */
+  retention: TaskRetentionSchema.optional(),
   createdAtMs: z.number().int().nonnegative().optional(),
   /** When it reached its terminal state (purge's `olderThanMs` counts from here). */
   endedAtMs: z.number().int().nonnegative().optional(),

@@ -3,23 +3,31 @@
  * fencing token — and its undo when step (b), the sink's fence advance, fails. Each classifies its
  * own failure into a typed outcome; callers never read what a compare saw.
  */
-import { encodeRecord, type HoldingRecord, type TaskRecord } from '../../core/records.js';
+import { encodeRecord, type HoldingRecord } from '../../core/records.js';
+import type { TaskRecord } from '../../core/task-record.js';
 import { CoordinatorError } from '../../errors.js';
 import type { AbandonOutcome, AbandonRef, GrantJob, GrantOutcome, GrantRef } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
 import { parseHolding, parseSession } from '../reads.js';
+import { encodeChecked, recordWriteOps } from '../record-ops.js';
 
 /**
  * etcd refuses a txn with more than `--max-txn-ops` (default 128) compares, or success ops, or
- * failure ops ("too many operations in txn request"). A grant job takes 4 compares and 3 success
- * ops, so one txn carries at most floor(128 / 4) = 32 jobs.
+ * failure ops ("too many operations in txn request"). A grant job takes 4 compares and 4 success
+ * ops, so one txn carries at most floor(128 / 4) = 32 jobs — and at most
+ * {@link MAX_GRANT_PAYLOAD_BYTES} of payloads read back (the store splits batches by both).
  */
 export const ETCD_MAX_TXN_OPS = 128;
 export const MAX_GRANTS_PER_TXN = Math.floor(ETCD_MAX_TXN_OPS / 4);
+/** Payload bytes one grant txn's reply may carry (32 × 256 KiB would be 8 MiB). */
+export const MAX_GRANT_PAYLOAD_BYTES = 2 * 1024 * 1024;
 
 /** A multi-job txn that failed says only that: the caller retries one txn per job to tell which. */
-export type GrantTxnResult = GrantOutcome | { readonly kind: 'batchFailed' };
+export type GrantTxnResult =
+  | { readonly kind: 'granted'; readonly token: bigint; readonly payloads: readonly (string | undefined)[] }
+  | Exclude<GrantOutcome, { readonly kind: 'granted' }>
+  | { readonly kind: 'batchFailed' };
 
 /**
  * grantOwners — many grants in one txn (only for resources believed free).
@@ -29,11 +37,12 @@ export type GrantTxnResult = GrantOutcome | { readonly kind: 'batchFailed' };
  *           holdings/<sid>/<q> absent (this request id holds no grant)
  * success:  per job: put owners/<r> = OwnerRecord (session lease); put holdings/<sid>/<q> =
  *           HoldingRecord (session lease); put tasks/<t> = the job's next record (one more attempt,
- *           opened: so while the attempt is open, the task key's mod_revision is its token)
- * failure:  single job only: get owners/<r>, tasks/<t>, sessions/<sid>, holdings/<sid>/<q>
- * result:   granted{token R} where R = the txn revision, which is the create_revision of every owner
- *           key created: each was absent (compare) and is put by this txn, and etcd gives all keys a
- *           txn creates its one revision (no read-back needed). A single job's failure is
+ *           opened: so while the attempt is open, the task key's mod_revision is its token); get
+ *           inputs/<t> (the payload the grant delivers, without another round trip)
+ * failure:  single job only: get sessions/<sid>, holdings/<sid>/<q>
+ * result:   granted{token R, payloads} where R = the txn revision, which is the create_revision of
+ *           every owner key created: each was absent (compare) and is put by this txn, and etcd
+ *           gives all keys a txn creates its one revision (no read-back needed). A single job's failure is
  *           classified: the holding exists -> replay{holding}; the session key is gone or has
  *           another mod_revision -> sessionMoved; otherwise (owner present or task changed) ->
  *           raced{revision}. A batch's failure -> batchFailed (retry one txn per job).
@@ -54,7 +63,8 @@ export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJ
     return [
       op.put(keys.owner(j.task.resource), encodeRecord(j.owner), j.leaseId),
       op.put(keys.holding(j.sessionId, j.requestId), encodeRecord(holding), j.leaseId),
-      op.put(keys.task(j.task.taskId), encodeRecord(j.next)),
+      op.put(keys.task(j.task.taskId), encodeChecked(j.next)),
+      op.get(keys.input(j.task.taskId)),
     ];
   });
   const single = jobs.length === 1 ? jobs[0] : undefined;
@@ -63,7 +73,9 @@ export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJ
       ? []
       : [op.get(keys.session(single.sessionId)), op.get(keys.holding(single.sessionId, single.requestId))];
   const res = await kv.txn(jobs.length === 1 ? 'grantOwner' : 'grantOwners', { compare, success, failure });
-  if (res.succeeded) return { kind: 'granted', token: res.revision };
+  if (res.succeeded) {
+    return { kind: 'granted', token: res.revision, payloads: jobs.map((_, i) => firstKv(res, 4 * i + 3)?.value) };
+  }
   if (single === undefined) return { kind: 'batchFailed' };
   const holding = parseHolding(firstKv(res, 1));
   if (holding !== undefined) return { kind: 'replay', holding };
@@ -75,10 +87,11 @@ export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJ
 /**
  * abandonAttempt — the fence advance failed or was refused: the grant is never sent, and its
  * attempt is closed (given back, with the task's own backoff for abandoned grants).
- * keys:     owners/<r>, holdings/<sid>/<q>, tasks/<t>
+ * keys:     owners/<r>, holdings/<sid>/<q>, tasks/<t>, history/<t>#<n>
  * compares: owners/<r> create_revision == R; holdings/<sid>/<q> create_revision == R;
  *           tasks/<t> mod_revision == R (the record is still the one the grant wrote)
- * success:  delete owners/<r>, holdings/<sid>/<q>; put tasks/<t> = the abandoned record
+ * success:  delete owners/<r>, holdings/<sid>/<q>; put tasks/<t> = the abandoned record and its
+ *           history entry
  * failure:  nothing (then abandonGrant, which does not touch the task)
  * result:   true when done
  */
@@ -96,7 +109,12 @@ export async function abandonAttempt(
       cmp.createdAt(holdingKey, args.token),
       cmp.modifiedAt(taskKey, args.token),
     ],
-    success: [op.del(ownerKey), op.del(holdingKey), op.put(taskKey, encodeRecord(args.next))],
+    success: [
+      op.del(ownerKey),
+      op.del(holdingKey),
+      // The abandon closes the attempt the grant opened: one more ended attempt than before.
+      ...recordWriteOps(keys, { next: args.next }, Math.max(0, (args.next.endedAttempts ?? 1) - 1)),
+    ],
   });
   return res.succeeded;
 }

@@ -3,10 +3,10 @@
  * the resource. They prove the caller is the holder in etcd itself: the owner key was created at
  * the worker's token, never rewritten since, and is attached to the caller's session lease.
  */
-import { encodeRecord } from '../../core/records.js';
 import type { FinishJob, HolderProof, LeaseOutcome } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, op, type Kv } from '../kv.js';
+import { recordWriteOps } from '../record-ops.js';
 
 /** 4 compares: the owner key is this grant's, unchanged, on this session's lease; so is its holding. */
 function holderCompares(keys: KeyLayout, proof: HolderProof) {
@@ -24,19 +24,24 @@ function holderDeletes(keys: KeyLayout, proof: HolderProof) {
   return [op.del(keys.owner(proof.resource)), op.del(keys.holding(proof.sessionId, proof.requestId))];
 }
 
-/** finishAttempts takes at most this many jobs (5 compares each; etcd's default limit is 128). */
+/**
+ * finishAttempts takes at most this many jobs (5 compares and 5 success ops each; etcd's default
+ * limit is 128). A job of a layout-v1 record (its moves add up to 11 ops) goes alone.
+ */
 export const MAX_FINISHES_PER_TXN = 25;
 
 /**
  * finishAttempts — end one or many held leases (distinct resources and tasks) in one txn: each
  * job's task record is replaced by the one the lifecycle computed (completed with its result;
  * failed, or pending after a backoff; pending again after a release).
- * keys:     per job: owners/<r>, holdings/<sid>/<q>, tasks/<t>
+ * keys:     per job: owners/<r>, holdings/<sid>/<q>, tasks/<t>, history/<t>#<n>, history/<t>#<n-10>
  * compares: per job: owners/<r> create_revision == token and mod_revision == token and
  *           lease == session lease (this session holds this token); holdings/<sid>/<q>
  *           create_revision == token; tasks/<t> mod_revision == the one known (unchanged since
  *           read: the record written is computed from it)
- * success:  per job: delete owners/<r>, holdings/<sid>/<q>; put tasks/<t> = the job's next record
+ * success:  per job: delete owners/<r>, holdings/<sid>/<q>; put tasks/<t> = the job's next record,
+ *           put its ended attempt as history/<t>#<n>, delete history/<t>#<n-10> (a v1 record: its
+ *           payload and history moved out too)
  * failure:  nothing
  * result:   done{revision} when every job succeeded (all at that revision), else notHolder (for a
  *           batch: retry one txn per job to tell which; a retry after a lost reply is recognised by
@@ -56,7 +61,11 @@ export async function finishAttempts(kv: Kv, keys: KeyLayout, jobs: readonly Fin
       ...holderCompares(keys, j),
       cmp.modifiedAt(keys.task(j.next.taskId), j.taskModRevision),
     ]),
-    success: jobs.flatMap((j) => [...holderDeletes(keys, j), op.put(keys.task(j.next.taskId), encodeRecord(j.next))]),
+    // Every finish closes the attempt the grant opened: one more ended attempt than the record read.
+    success: jobs.flatMap((j) => [
+      ...holderDeletes(keys, j),
+      ...recordWriteOps(keys, j, Math.max(0, (j.next.endedAttempts ?? 1) - 1)),
+    ]),
   });
   return res.succeeded ? { kind: 'done', revision: res.revision } : { kind: 'notHolder' };
 }

@@ -30,6 +30,7 @@ const view = (taskId: string): TaskView => ({
   taskId,
   resource: 'r',
   payload: 1,
+  payloadBytes: 1,
   state: 'cancelled',
   attempts: 0,
   priority: 0,

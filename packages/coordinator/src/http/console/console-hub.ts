@@ -84,9 +84,19 @@ export class ConsoleHub {
 
   async #load(): Promise<void> {
     const { store, log } = this.#deps;
-    const snapshot = await store.snapshot();
+    // Tasks page by page (byte-bounded reads) straight into the model, which keeps slim copies.
+    this.model.beginReset();
+    const snapshot = await store.snapshot((tasks) => {
+      for (const t of tasks) this.model.applyTask(t.record.taskId, t);
+    });
     const sessions = await store.sessions(snapshot.revision);
-    this.model.reset(snapshot.tasks, snapshot.owners, sessions);
+    this.model.endReset(snapshot.owners, sessions);
+    if (this.model.truncated) {
+      log.warn(
+        { kept: this.model.taskCount },
+        'the console keeps at most CONSOLE_MAX_TASKS tasks; later ones are not shown',
+      );
+    }
     this.#watch = await store.watch(snapshot.revision + 1n, {
       onRevision: (_revision, events) => {
         this.#apply(events);
@@ -118,7 +128,7 @@ export class ConsoleHub {
           if (ev.task === undefined) break;
           const now = this.#deps.wallClock();
           const event = this.#deps.taskEventOf(ev.task);
-          const last = ev.task.record.history?.at(-1);
+          const last = ev.task.record.last;
           const lost =
             event.event === 'granted' && last?.outcome === 'expired' && last.workerId !== event.workerId
               ? { workerId: last.workerId, token: last.token }

@@ -8,7 +8,8 @@
  */
 import type { RetryPolicy, SinkEvent } from '@leasehold/protocol';
 import { lastEventOf, policyOf, viewState } from '../../core/lifecycle.js';
-import type { StoredOwner, StoredSession, StoredTask } from '../../store/port.js';
+import type { TaskRecord } from '../../core/task-record.js';
+import type { StoredOwner, StoredSession } from '../../store/port.js';
 import type {
   ConsolePage,
   ConsoleResourceRow,
@@ -27,6 +28,18 @@ const STATE_RANK: Readonly<Record<string, number>> = {
   cancelled: 5,
 };
 
+/** What the console keeps of a task: its record (layout v2 shape) and revision, nothing read on demand. */
+export interface ConsoleTask {
+  readonly record: TaskRecord;
+  readonly modRevision: bigint;
+}
+
+/**
+ * Most tasks the console keeps in memory (a bound in count and, records being bounded, in bytes:
+ * about 1 KiB each). Past it, tasks not seen yet are left out and the views say `truncated`.
+ */
+export const CONSOLE_MAX_TASKS = 50_000;
+
 export interface ResourceFilter {
   /** Substring of the resource id, task id or worker id. */
   readonly q?: string | undefined;
@@ -36,7 +49,8 @@ export interface ResourceFilter {
 }
 
 export class ConsoleModel {
-  readonly #tasks = new Map<string, StoredTask>();
+  readonly #tasks = new Map<string, ConsoleTask>();
+  #truncated = false;
   readonly #byResource = new Map<string, Set<string>>();
   readonly #owners = new Map<string, StoredOwner>();
   readonly #sessions = new Map<string, StoredSession>();
@@ -48,18 +62,44 @@ export class ConsoleModel {
     this.#defaults = defaults;
   }
 
-  reset(tasks: readonly StoredTask[], owners: readonly StoredOwner[], sessions: readonly StoredSession[]): void {
+  reset(tasks: readonly ConsoleTask[], owners: readonly StoredOwner[], sessions: readonly StoredSession[]): void {
+    this.beginReset();
+    for (const t of tasks) this.applyTask(t.record.taskId, t);
+    this.endReset(owners, sessions);
+  }
+
+  /** Start a reset: tasks come next ({@link applyTask}), then {@link endReset}. */
+  beginReset(): void {
     this.#tasks.clear();
     this.#byResource.clear();
+    this.#truncated = false;
+    this.#sortedResources = undefined;
+  }
+
+  endReset(owners: readonly StoredOwner[], sessions: readonly StoredSession[]): void {
     this.#owners.clear();
     this.#sessions.clear();
-    for (const t of tasks) this.applyTask(t.record.taskId, t);
     for (const o of owners) this.#owners.set(o.resource, o);
     for (const s of sessions) this.#sessions.set(s.sessionId, s);
     this.#sortedResources = undefined;
   }
 
-  applyTask(taskId: string, task: StoredTask | undefined): void {
+  /** Tasks were left out ({@link CONSOLE_MAX_TASKS}). */
+  get truncated(): boolean {
+    return this.#truncated;
+  }
+
+  get taskCount(): number {
+    return this.#tasks.size;
+  }
+
+  applyTask(taskId: string, stored: ConsoleTask | undefined): void {
+    // A slim copy: never the stored value or a v1 record's payload.
+    const task = stored === undefined ? undefined : { record: stored.record, modRevision: stored.modRevision };
+    if (task !== undefined && !this.#tasks.has(taskId) && this.#tasks.size >= CONSOLE_MAX_TASKS) {
+      this.#truncated = true;
+      return;
+    }
     const before = this.#tasks.get(taskId);
     if (before !== undefined && before.record.resource !== task?.record.resource) {
       const set = this.#byResource.get(before.record.resource);
@@ -111,17 +151,17 @@ export class ConsoleModel {
     return this.#fences.has(resource);
   }
 
-  task(taskId: string): StoredTask | undefined {
+  task(taskId: string): ConsoleTask | undefined {
     return this.#tasks.get(taskId);
   }
 
-  tasksOf(resource: string): StoredTask[] {
+  tasksOf(resource: string): ConsoleTask[] {
     return [...(this.#byResource.get(resource) ?? [])]
       .map((id) => this.#tasks.get(id))
-      .filter((t): t is StoredTask => t !== undefined);
+      .filter((t): t is ConsoleTask => t !== undefined);
   }
 
-  taskRow(task: StoredTask, nowMs: number): ConsoleTaskRow {
+  taskRow(task: ConsoleTask, nowMs: number): ConsoleTaskRow {
     const r = task.record;
     const leased = r.state === 'pending' && this.#owners.get(r.resource)?.record.taskId === r.taskId;
     return {
@@ -189,6 +229,7 @@ export class ConsoleModel {
       offset: filter.offset,
       items: matched.slice(filter.offset, filter.offset + filter.limit),
       counts,
+      ...(this.#truncated ? { truncated: true } : {}),
     };
   }
 
@@ -210,6 +251,7 @@ export class ConsoleModel {
       offset: filter.offset,
       items: matched.slice(filter.offset, filter.offset + filter.limit),
       counts,
+      ...(this.#truncated ? { truncated: true } : {}),
     };
   }
 
@@ -255,7 +297,8 @@ export class ConsoleModel {
       if (r.createdAtMs !== undefined) {
         entries.push(entry(r.createdAtMs, 'submitted', null, null, `task ${r.taskId} submitted`));
       }
-      for (const a of r.history ?? []) {
+      // The record keeps the attempt that ended last (the full history is read by the task view).
+      for (const a of r.last === undefined ? [] : [r.last]) {
         attempts.push({
           taskId: r.taskId,
           startedAtMs: a.startedAtMs,
@@ -312,8 +355,7 @@ export class ConsoleModel {
   holderOf(resource: string, token: string): string | undefined {
     for (const t of this.tasksOf(resource)) {
       if (t.record.open !== undefined && t.modRevision.toString() === token) return t.record.open.workerId;
-      const found = t.record.history?.find((a) => a.token === token);
-      if (found !== undefined) return found.workerId;
+      if (t.record.last?.token === token) return t.record.last.workerId;
     }
     return undefined;
   }

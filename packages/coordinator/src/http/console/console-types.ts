@@ -55,6 +55,8 @@ export interface ConsolePage<T> {
   readonly items: readonly T[];
   /** Rows per state over the whole filter-less set. */
   readonly counts: Readonly<Record<string, number>>;
+  /** The console keeps at most CONSOLE_MAX_TASKS tasks: some are not shown. */
+  readonly truncated?: true;
 }
 
 /**
