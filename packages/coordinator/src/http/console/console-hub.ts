@@ -225,8 +225,7 @@ export class ConsoleHub {
     await Promise.all(
       missing.map(async (resource) => {
         try {
-          const view = await client.getResource(resource);
-          this.model.setFence(resource, view.fence);
+          this.model.setFence(resource, await client.getFence(resource));
         } catch {
           // Unknown for now: the row shows no fence.
         }
