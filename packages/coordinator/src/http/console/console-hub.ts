@@ -14,6 +14,7 @@ import { sinkEvents } from '@leasehold/client';
 import type { RetryPolicy, SinkEvent, TaskEvent } from '@leasehold/protocol';
 import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import type { Logger } from 'pino';
+import type { AttemptRecord } from '../../core/task-record.js';
 import type { StoreEvent, LeaseStore } from '../../store/port.js';
 import { ConsoleModel } from './console-model.js';
 import type { ConsoleFeedItem, ConsoleHello, ConsoleLeases, ConsoleTimeline } from './console-types.js';
@@ -43,6 +44,8 @@ const RECENT_ITEMS = 200;
 /** Sink items kept for the per-resource timelines (the durable task part comes from etcd). */
 const STORY_ITEMS = 20_000;
 const TICK_MS = 1_000;
+/** Tasks of one resource whose histories a timeline reads on demand (the newest). */
+const TIMELINE_TASKS = 20;
 
 export class ConsoleHub {
   readonly model: ConsoleModel;
@@ -233,7 +236,32 @@ export class ConsoleHub {
     );
   }
 
-  timeline(resource: string): ConsoleTimeline {
+  /**
+   * The ended attempts of the resource's newest tasks (at most {@link TIMELINE_TASKS}, each at most
+   * its kept history), read on demand: records carry only their last ended attempt, and a
+   * takeover's story needs the attempt it took over from. A task that cannot be read keeps its
+   * record's last attempt.
+   */
+  async histories(resource: string): Promise<Map<string, readonly AttemptRecord[]>> {
+    const tasks = this.model
+      .tasksOf(resource)
+      .sort((a, b) => (b.record.createdAtMs ?? 0) - (a.record.createdAtMs ?? 0))
+      .slice(0, TIMELINE_TASKS);
+    const out = new Map<string, readonly AttemptRecord[]>();
+    await Promise.all(
+      tasks.map(async (t) => {
+        try {
+          const detail = await this.#deps.store.taskDetail(t.record.taskId);
+          if (detail !== undefined) out.set(t.record.taskId, detail.history);
+        } catch {
+          // Shown from the record alone.
+        }
+      }),
+    );
+    return out;
+  }
+
+  timeline(resource: string, histories?: ReadonlyMap<string, readonly AttemptRecord[]>): ConsoleTimeline {
     const sinkPart = this.#story
       .filter((i) => i.resource === resource)
       .map((i) => ({
@@ -245,7 +273,7 @@ export class ConsoleHub {
         problem: i.problem,
         text: i.text,
       }));
-    const entries = [...this.model.taskStory(resource), ...sinkPart].sort((a, b) => a.atMs - b.atMs);
+    const entries = [...this.model.taskStory(resource, histories), ...sinkPart].sort((a, b) => a.atMs - b.atMs);
     return { resource, row: this.model.resourceRow(resource, this.#deps.wallClock()) ?? null, entries };
   }
 

@@ -8,7 +8,7 @@
  */
 import type { RetryPolicy, SinkEvent } from '@leasehold/protocol';
 import { lastEventOf, policyOf, viewState } from '../../core/lifecycle.js';
-import type { TaskRecord } from '../../core/task-record.js';
+import type { AttemptRecord, TaskRecord } from '../../core/task-record.js';
 import type { StoredOwner, StoredSession } from '../../store/port.js';
 import type {
   ConsolePage,
@@ -281,7 +281,10 @@ export class ConsoleModel {
    * The durable part of a resource's story, from its tasks' records: each attempt's grant (with its
    * token, and whose lease it took over) and its end. Sink decisions are merged in by the hub.
    */
-  taskStory(resource: string): ConsoleTimelineEntry[] {
+  taskStory(
+    resource: string,
+    histories: ReadonlyMap<string, readonly AttemptRecord[]> = new Map(),
+  ): ConsoleTimelineEntry[] {
     const entries: ConsoleTimelineEntry[] = [];
     const tasks = this.tasksOf(resource);
     const attempts: {
@@ -297,8 +300,10 @@ export class ConsoleModel {
       if (r.createdAtMs !== undefined) {
         entries.push(entry(r.createdAtMs, 'submitted', null, null, `task ${r.taskId} submitted`));
       }
-      // The record keeps the attempt that ended last (the full history is read by the task view).
-      for (const a of r.last === undefined ? [] : [r.last]) {
+      // The ended attempts: the history read on demand for this timeline, else (not read) the one
+      // the record keeps, the attempt that ended last.
+      const history = histories.get(r.taskId);
+      for (const a of history !== undefined && history.length > 0 ? history : r.last === undefined ? [] : [r.last]) {
         attempts.push({
           taskId: r.taskId,
           startedAtMs: a.startedAtMs,

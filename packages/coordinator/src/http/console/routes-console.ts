@@ -236,8 +236,8 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     if (!id.success) return sendError(reply, 'INVALID_MESSAGE', 'not a resource id');
     const h = await withHub(reply);
     if (h === undefined) return reply;
-    await h.fillFences([id.data]);
-    return h.timeline(id.data);
+    const [, histories] = await Promise.all([h.fillFences([id.data]), h.histories(id.data)]);
+    return h.timeline(id.data, histories);
   });
 
   app.get('/ui/api/tasks', consoleRead, async (req, reply) => {
