@@ -304,7 +304,7 @@ export interface OptionInit<T> extends OptionSpec {
   /** Parses the raw text (`undefined` when no source set it and there is no default). */
   readonly schema: z.ZodType<T>;
   /** The value as the redacted config shows it. Default: as it is; for a secret `[redacted]` (a list: `[N redacted]`). */
-  redact?(value: T): unknown;
+  readonly redact?: (value: T) => unknown;
 }
 
 /** One option, declared once. Its place in a {@link Declarations} tree is its place in the config. */
@@ -319,24 +319,28 @@ export interface DeclarationContext {
   /** The whole environment (for switches outside the prefix). */
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Where an option's value came from (`--port`, `LEASEHOLD_SINK_PORT`, `config.yaml: port`), or `<PREFIX><ENV>`. */
-  where(option: OptionDeclaration<unknown>): string;
+  readonly where: <T>(option: OptionDeclaration<T>) => string;
+}
+
+/** A derivation is told the same, and may add problems to the ConfigError (its value is then never used). */
+export interface DerivationContext extends DeclarationContext {
+  readonly report: (problem: string) => void;
 }
 
 /** A config value computed from other declarations (options or derivations), e.g. TLS from a cert and a key. */
 export interface DerivedDeclaration<T> {
   readonly [DECLARATION]: 'derived';
   readonly inputs: Declarations;
-  /** `report` adds a problem to the ConfigError (the value is then never used). */
-  derive(values: never, context: DeclarationContext & { report(problem: string): void }): T;
+  readonly derive: (values: never, context: DerivationContext) => T;
   /** The value as the redacted config shows it. Default: as it is, or `[redacted]` when an input is a secret. */
-  redact?(value: T): unknown;
+  readonly redact?: (value: T) => unknown;
 }
 
 /** A cross-field rule (like zod's `.refine`): runs when all its inputs parsed; returns its problems. */
 export interface CheckDeclaration {
   readonly [DECLARATION]: 'check';
   readonly inputs: Declarations;
-  check(values: never, context: DeclarationContext): string | undefined | readonly (string | undefined)[];
+  readonly check: (values: never, context: DeclarationContext) => string | undefined | readonly (string | undefined)[];
 }
 
 /** An option or a derivation, whatever its value type (the constraint of a {@link Declarations} tree). */
@@ -368,13 +372,13 @@ export function option<T>(init: OptionInit<T>): OptionDeclaration<T> {
 
 export function derived<const D extends Declarations, T>(
   inputs: D,
-  derive: (values: ValueOf<D>, context: DeclarationContext & { report(problem: string): void }) => T,
-  options: { redact?(value: T): unknown } = {},
+  derive: (values: ValueOf<D>, context: DerivationContext) => T,
+  options: { readonly redact?: (value: T) => unknown } = {},
 ): DerivedDeclaration<T> {
   return Object.freeze({
     [DECLARATION]: 'derived' as const,
     inputs,
-    derive: derive as DerivedDeclaration<T>['derive'],
+    derive,
     ...(options.redact === undefined ? {} : { redact: options.redact }),
   });
 }
@@ -383,13 +387,20 @@ export function check<const D extends Declarations>(
   inputs: D,
   rule: (values: ValueOf<D>, context: DeclarationContext) => string | undefined | readonly (string | undefined)[],
 ): CheckDeclaration {
-  return Object.freeze({ [DECLARATION]: 'check' as const, inputs, check: rule as CheckDeclaration['check'] });
+  return Object.freeze({ [DECLARATION]: 'check' as const, inputs, check: rule });
 }
 
 type Node = AnyDeclaration | Declarations;
+/** An option of any value type, as the machinery handles it. */
+type SomeOption = OptionSpec & {
+  readonly [DECLARATION]: 'option';
+  readonly schema: z.ZodType;
+  readonly redact?: (value: never) => unknown;
+};
+type SomeDerived = Omit<DerivedDeclaration<unknown>, 'redact'> & { readonly redact?: (value: never) => unknown };
 
 const kindOf = (node: Node): 'option' | 'derived' | 'tree' =>
-  DECLARATION in node ? (node as OptionDeclaration<unknown> | DerivedDeclaration<unknown>)[DECLARATION] : 'tree';
+  DECLARATION in node ? (node)[DECLARATION] : 'tree';
 
 /** `SINK_URL` → `sink-url`: the flag and config-file key of an option. */
 export function flagOf(env: string): string {
@@ -410,9 +421,9 @@ export interface DefinedConfig<C> {
   /** Every option by flag, in declaration order: for collectOptions, --help and the deploy-file checks. */
   readonly options: OptionTable;
   /** Resolve and validate (pure): a frozen config, or one ConfigError listing every problem. */
-  load(input: ConfigInput): C;
+  readonly load: (input: ConfigInput) => C;
   /** The config with secrets replaced, for the one start-up log line and --check-config. */
-  redact(config: C): Record<string, unknown>;
+  readonly redact: (config: C) => Record<string, unknown>;
 }
 
 const SECRET = '[redacted]';
@@ -430,19 +441,19 @@ function redactSecret(value: unknown): unknown {
 export function defineConfig<const D extends Declarations>(definition: ConfigDefinition<D>): DefinedConfig<ValueOf<D>> {
   const { prefix, fields } = definition;
   const checks = definition.checks ?? [];
-  const options: OptionDeclaration<unknown>[] = [];
-  const byEnv = new Map<string, OptionDeclaration<unknown>>();
+  const options: SomeOption[] = [];
+  const byEnv = new Map<string, SomeOption>();
   const seen = new Set<Node>();
   const collect = (node: Node): void => {
     if (seen.has(node)) return;
     seen.add(node);
     const kind = kindOf(node);
     if (kind === 'option') {
-      const decl = node as OptionDeclaration<unknown>;
+      const decl = node as SomeOption;
       if (byEnv.has(decl.env)) throw new Error(`config option ${decl.env} is declared twice`);
       byEnv.set(decl.env, decl);
       options.push(decl);
-    } else if (kind === 'derived') collect((node as DerivedDeclaration<unknown>).inputs);
+    } else if (kind === 'derived') collect((node as SomeDerived).inputs);
     else for (const child of Object.values(node as Declarations)) collect(child);
   };
   collect(fields);
@@ -462,9 +473,9 @@ export function defineConfig<const D extends Declarations>(definition: ConfigDef
     const kind = kindOf(node);
     const secret =
       kind === 'option'
-        ? (node as OptionDeclaration<unknown>).secret === true
+        ? (node as SomeOption).secret === true
         : kind === 'derived'
-          ? hasSecret((node as DerivedDeclaration<unknown>).inputs)
+          ? hasSecret((node as SomeDerived).inputs)
           : Object.values(node as Declarations).some(hasSecret);
     secretInputs.set(node, secret);
     return secret;
@@ -472,7 +483,7 @@ export function defineConfig<const D extends Declarations>(definition: ConfigDef
 
   const load = (input: ConfigInput): ValueOf<D> => {
     const { raw, problems, origin } = collectOptions(table, prefix, input);
-    const where = (decl: OptionDeclaration<unknown>) => {
+    const where = (decl: { readonly env: string }) => {
       const from = origin[decl.env];
       return from === undefined || from === 'default' ? `${prefix}${decl.env}` : from;
     };
@@ -525,8 +536,8 @@ export function defineConfig<const D extends Declarations>(definition: ConfigDef
         Object.entries(node as Declarations).map(([key, child]) => [key, redactNode(child, tree[key])]),
       );
     }
-    const decl = node as OptionDeclaration<unknown> | DerivedDeclaration<unknown>;
-    if (decl.redact !== undefined) return decl.redact(value);
+    const decl = node as SomeOption | SomeDerived;
+    if (decl.redact !== undefined) return decl.redact(value as never);
     return hasSecret(node) ? redactSecret(value) : value;
   };
 

@@ -110,6 +110,7 @@ export type {
   CheckDeclaration,
   ConfigDefinition,
   DeclarationContext,
+  DerivationContext,
   Declarations,
   DefinedConfig,
   DerivedDeclaration,
