@@ -71,7 +71,7 @@ export const logLevelOption = option({
 
 export const maxJsonDepthOption = option({
   env: 'MAX_JSON_DEPTH',
-  help: 'deepest JSON nesting accepted in frames and bodies',
+  help: 'deepest JSON nesting accepted in a request (a WebSocket frame, a body)',
   default: '64',
   schema: int(2, 1_000),
 });

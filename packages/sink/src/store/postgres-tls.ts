@@ -107,10 +107,10 @@ export function connectionTls(url: string): { readonly url: string; readonly ssl
 
 /** The sink's TLS options (LEASEHOLD_SINK_DATABASE_SSL_MODE, _CA, _CERT, _KEY), as parsed. */
 export interface DatabaseTlsOptions {
-  readonly DATABASE_SSL_MODE?: SslMode | undefined;
-  readonly DATABASE_CA?: string | undefined;
-  readonly DATABASE_CERT?: string | undefined;
-  readonly DATABASE_KEY?: string | undefined;
+  readonly sslMode: SslMode | undefined;
+  readonly ca: string | undefined;
+  readonly cert: string | undefined;
+  readonly key: string | undefined;
 }
 
 /**
@@ -123,34 +123,34 @@ export function databaseUrlWithTls(
   c: DatabaseTlsOptions,
   prefix: string,
 ): { url: string; problems: string[] } {
-  const options = c.DATABASE_SSL_MODE !== undefined || c.DATABASE_CA !== undefined;
+  const options = c.sslMode !== undefined || c.ca !== undefined;
   const inUrl = Object.values(urlTls(url)).some((v) => v !== undefined);
   if (options && inUrl) {
     const problem = `${prefix}DATABASE_SSL_MODE: the URL has TLS parameters (sslmode=...) too; give TLS in one place`;
     return { url, problems: [problem] };
   }
   if (!options) {
-    if (c.DATABASE_CERT !== undefined || c.DATABASE_KEY !== undefined)
+    if (c.cert !== undefined || c.key !== undefined)
       return { url, problems: [`${prefix}DATABASE_CERT / DATABASE_KEY: only with DATABASE_SSL_MODE=verify-full`] };
     return { url, problems: urlTlsProblems(url).map((p) => `${prefix}DATABASE_URL: ${p}`) };
   }
   const problems: string[] = [];
-  const mode = c.DATABASE_SSL_MODE ?? 'verify-full';
+  const mode = c.sslMode ?? 'verify-full';
   const parsed = new URL(url);
   if (mode === 'verify-full') {
-    if (c.DATABASE_CA === undefined) problems.push(`${prefix}DATABASE_CA: required with DATABASE_SSL_MODE=verify-full`);
-    if ((c.DATABASE_CERT === undefined) !== (c.DATABASE_KEY === undefined))
+    if (c.ca === undefined) problems.push(`${prefix}DATABASE_CA: required with DATABASE_SSL_MODE=verify-full`);
+    if ((c.cert === undefined) !== (c.key === undefined))
       problems.push(`${prefix}DATABASE_CERT / DATABASE_KEY: give both or neither`);
     if (isSocketUrl(url))
       problems.push(
         `${prefix}DATABASE_SSL_MODE: verify-full, but the URL is a Unix socket (PostgreSQL has no TLS there)`,
       );
     parsed.searchParams.set('sslmode', 'verify-full');
-    if (c.DATABASE_CA !== undefined) parsed.searchParams.set('sslrootcert', c.DATABASE_CA);
-    if (c.DATABASE_CERT !== undefined) parsed.searchParams.set('sslcert', c.DATABASE_CERT);
-    if (c.DATABASE_KEY !== undefined) parsed.searchParams.set('sslkey', c.DATABASE_KEY);
+    if (c.ca !== undefined) parsed.searchParams.set('sslrootcert', c.ca);
+    if (c.cert !== undefined) parsed.searchParams.set('sslcert', c.cert);
+    if (c.key !== undefined) parsed.searchParams.set('sslkey', c.key);
   } else {
-    if (c.DATABASE_CA !== undefined || c.DATABASE_CERT !== undefined || c.DATABASE_KEY !== undefined)
+    if (c.ca !== undefined || c.cert !== undefined || c.key !== undefined)
       problems.push(`${prefix}DATABASE_CA / DATABASE_CERT / DATABASE_KEY: only with DATABASE_SSL_MODE=verify-full`);
     parsed.searchParams.set('sslmode', 'disable');
   }
