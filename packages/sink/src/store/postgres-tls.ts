@@ -13,7 +13,6 @@
  * The TLS parameters are taken out of the URL handed to node-postgres: its URL parser would
  * otherwise override the `ssl` options built here.
  */
-import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { ConfigError } from '../errors.js';
 
@@ -73,12 +72,23 @@ export function urlTlsProblems(url: string): string[] {
   return problems;
 }
 
+/** A connection string without TLS parameters, and node-postgres's `ssl` option for them. */
+export interface PostgresConnection {
+  readonly url: string;
+  readonly ssl: false | ConnectionOptions;
+}
+
+/** For a URL that must name no TLS files: refuses every read. */
+export const NO_FILES = (path: string): string => {
+  throw new Error(`${path} was not read: the sink reads no files itself (pass the connection, see main.ts)`);
+};
+
 /**
- * The connection string without its TLS parameters, and node-postgres's `ssl` option for them
- * (files read here). Throws a ConfigError on parameters {@link urlTlsProblems} refuses, or a file
- * it cannot read.
+ * The connection string without its TLS parameters, and node-postgres's `ssl` option for them,
+ * the files read with `readFile` (main.ts passes `fs.readFileSync`). Throws a ConfigError on
+ * parameters {@link urlTlsProblems} refuses, or a file it cannot read.
  */
-export function connectionTls(url: string): { readonly url: string; readonly ssl: false | ConnectionOptions } {
+export function connectionTls(url: string, readFile: (path: string) => string): PostgresConnection {
   const problems = urlTlsProblems(url);
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `database URL: ${p}`));
   const t = urlTls(url);
@@ -87,9 +97,9 @@ export function connectionTls(url: string): { readonly url: string; readonly ssl
   if (t.sslmode !== 'verify-full') return { url: parsed.toString(), ssl: false };
   const read = (what: string, path: string): string => {
     try {
-      return readFileSync(path, 'utf8');
+      return readFile(path);
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? String(err);
+      const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
       throw new ConfigError([`database TLS: cannot read ${what} ${path}: ${code}`]);
     }
   };
