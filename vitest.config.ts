@@ -23,6 +23,7 @@ const resolve = {
     { find: /^@leasehold\/cli\/worker-http$/, replacement: src('cli/src/worker-http.ts') },
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },
     { find: /^@leasehold\/telemetry$/, replacement: src('telemetry/src/index.ts') },
+    { find: /^@leasehold\/daemon-kit$/, replacement: src('daemon-kit/src/index.ts') },
   ],
 };
 

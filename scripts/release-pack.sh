@@ -8,7 +8,7 @@ out="$(realpath -m "${1:-release}")"
 rm -rf "$out" && mkdir -p "$out"
 rm -rf packages/*/dist bench/dist
 pnpm run --silent build >&2
-for pkg in protocol telemetry sink-client client worker fence-pg sink coordinator cli; do
+for pkg in protocol telemetry daemon-kit sink-client client worker fence-pg sink coordinator cli; do
   (cd "packages/$pkg" && pnpm pack --pack-destination "$out" >/dev/null)
 done
 for f in "$out"/*.tgz; do

@@ -103,7 +103,11 @@ beforeAll(async () => {
       capabilityPublicKeys: publicKeysOf(parseCapabilitySigningKey(KEYS.capability)),
       tls: { certFile: service.cert, keyFile: service.key },
     },
-    { processMetrics: false, logger: pino({ level: 'silent' }) },
+    {
+      processMetrics: false,
+      logger: pino({ level: 'silent' }),
+      tls: { cert: readFileSync(service.cert), key: readFileSync(service.key) },
+    },
   );
   cleanups.push(() => sink.close());
   const etcdClient = pki.client('coordinator-etcd', 'leasehold');

@@ -9,12 +9,12 @@
  * - a host the certificate does not name (127.0.0.1, same server): refused;
  * - without TLS: the server refuses it (the hostssl rule; the control for "TLS is really on").
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPki, type Pki } from '@leasehold/cli/pki';
 import { findPostgresBinDir, startLocalPostgres, type LocalPostgres } from '@leasehold/devkit';
-import { createSink, loadConfig } from '@leasehold/sink';
+import { connectionTls, createSink, loadConfig } from '@leasehold/sink';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -58,7 +58,9 @@ async function startSink(host: string, tls: Record<string, string>) {
     },
     [],
   );
-  return createSink(config, { logger: pino({ level: 'silent' }), processMetrics: false });
+  // As main.ts does: the TLS files the URL names are read by the caller, not by the sink.
+  const database = connectionTls(config.databaseUrl ?? '', (path) => readFileSync(path, 'utf8'));
+  return createSink(config, { logger: pino({ level: 'silent' }), processMetrics: false, database });
 }
 
 const verifyFull = (ca: string) => ({

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server as TlsServer } from 'node:tls';
 import type { Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
-import type { CoordinatorConfig } from './config.js';
+import { certificatesMatch, readCertificates, type CoordinatorCertificates, type CoordinatorConfig } from './config.js';
 import { CLOSE_GOING_AWAY } from './core/dispatch.js';
 import type { Timers } from './core/timers.js';
 import { EtcdBackend } from './etcd/etcd-backend.js';
@@ -31,7 +31,7 @@ import { WorkerSockets } from './ws/server.js';
 import { createWorkerAuthenticator } from './ws/worker-auth.js';
 
 export { loadConfig, redactConfig, HELP_TEXT, ENV_PREFIX, OPTIONS } from './config.js';
-export type { CoordinatorConfig } from './config.js';
+export type { CoordinatorCertificates, CoordinatorConfig } from './config.js';
 export { CoordinatorError, EtcdUnavailableError, SinkUnavailableError } from './errors.js';
 export { SinkFenceTarget } from './fence/fence-target.js';
 export type { FenceTarget, AdvanceItem, AdvanceItemResult } from './fence/fence-target.js';
@@ -54,6 +54,8 @@ export interface CoordinatorDeps {
   readonly fenceTarget?: FenceTarget;
   /** Also collect Node's default process metrics. */
   readonly defaultMetrics?: boolean;
+  /** The certificate files of `config`, read by main.ts (default: read here, from the config's paths). */
+  readonly certificates?: CoordinatorCertificates;
 }
 
 export interface Coordinator {
@@ -62,18 +64,9 @@ export interface Coordinator {
   /** `http://host:port` */
   readonly url: string;
   readonly metrics: Metrics;
-  /** Read the TLS certificate and key files again (SIGHUP): new connections use them, open ones stay. */
-  reloadTls(): void;
+  /** New TLS material (SIGHUP; default: the files read again): new connections use it, open ones stay. */
+  reloadTls(server?: CoordinatorCertificates['server']): void;
   close(): Promise<void>;
-}
-
-/** The server TLS material of `config`, read from its files now. */
-function tlsMaterial(tls: NonNullable<CoordinatorConfig['http']['tls']>) {
-  return {
-    cert: readFileSync(tls.certFile),
-    key: readFileSync(tls.keyFile),
-    ...(tls.clientCaFile === undefined ? {} : { ca: readFileSync(tls.clientCaFile) }),
-  };
 }
 
 const monotonic: Clock = { nowMs: () => performance.now() };
@@ -82,15 +75,9 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const coordinatorId = config.coordinatorId ?? `c-${randomUUID().slice(0, 8)}`;
   const log = deps.logger.child({ coordinatorId });
   const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
-  const etcdTls =
-    config.etcd.caFile === undefined
-      ? undefined
-      : {
-          ca: readFileSync(config.etcd.caFile),
-          ...(config.etcd.certFile === undefined || config.etcd.keyFile === undefined
-            ? {}
-            : { cert: readFileSync(config.etcd.certFile), key: readFileSync(config.etcd.keyFile) }),
-        };
+  const certificates = deps.certificates ?? readCertificates(config, (path) => readFileSync(path));
+  if (!certificatesMatch(config, certificates)) throw new Error('deps.certificates does not match the config');
+  const etcdTls = certificates.etcd;
   const backend = new EtcdBackend({
     endpoints: config.etcd.endpoints,
     requestTimeoutMs: config.etcd.requestTimeoutMs,
@@ -119,7 +106,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
       url: config.sink.url,
       key: config.sink.key,
       timeoutMs: config.sink.timeoutMs,
-      ...(config.sink.caFile === undefined ? {} : { tls: { ca: readFileSync(config.sink.caFile) } }),
+      ...(certificates.sinkCa === undefined ? {} : { tls: { ca: certificates.sinkCa } }),
     });
   const services = createServices({
     config,
@@ -174,7 +161,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     sink: {
       url: config.sink.url,
       key: config.sink.key,
-      ...(config.sink.caFile === undefined ? {} : { tls: { ca: readFileSync(config.sink.caFile) } }),
+      ...(certificates.sinkCa === undefined ? {} : { tls: { ca: certificates.sinkCa } }),
     },
     wallClock: ctx.wallClock,
     log: log.child({ component: 'console' }),
@@ -197,9 +184,11 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     consoleRevocations,
     consoleLogin: config.consoleLogin,
     wallClock: ctx.wallClock,
-    ...(tls === undefined
+    ...(tls === undefined || certificates.server === undefined
       ? {}
-      : { https: { ...tlsMaterial(tls), requestCert: tls.clientCaFile !== undefined, rejectUnauthorized: false } }),
+      : {
+          https: { ...certificates.server, requestCert: tls.clientCaFile !== undefined, rejectUnauthorized: false },
+        }),
     adminKeys: config.adminKeys,
     maxJsonDepth: config.maxJsonDepth,
     maxPayloadBytes: config.http.maxPayloadBytes,
@@ -254,9 +243,10 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     address: { host, port: bound.port },
     url,
     metrics,
-    reloadTls: () => {
-      if (tls === undefined) return;
-      (app.server as unknown as TlsServer).setSecureContext(tlsMaterial(tls));
+    reloadTls: (server) => {
+      const material = server ?? readCertificates(config, (path) => readFileSync(path)).server;
+      if (tls === undefined || material === undefined) return;
+      (app.server as unknown as TlsServer).setSecureContext(material);
       log.info('tls certificates reloaded');
     },
     close: () =>

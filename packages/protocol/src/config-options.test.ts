@@ -1,8 +1,15 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
 import {
+  check,
   collectOptions,
   deepFreeze,
+  defineConfig,
+  derived,
+  flagOf,
   formatHelp,
+  option,
   splitList,
   wantsCheckConfig,
   wantsHelp,
@@ -120,5 +127,166 @@ describe('weakSecretProblem', () => {
 
   it('accepts a random key', () => {
     expect(weakSecretProblem('Zq3vN8kP2xR7mT1wY5bH9cL4')).toBeUndefined();
+  });
+});
+
+describe('defineConfig: each option declared once, everything else derived', () => {
+  const int = z
+    .string()
+    .regex(/^[0-9]+$/, 'must be digits')
+    .transform(Number);
+  const ttl = option({ env: 'TTL_MS', help: 'session ttl', default: '1000', schema: int });
+  const removed = option({ env: 'OLD_KEYS', help: 'REMOVED', secret: true, schema: z.string().optional() });
+  const definition = defineConfig({
+    prefix: 'X_',
+    fields: {
+      host: option({ env: 'HOST', help: 'listen address', default: '127.0.0.1', schema: z.string().min(1) }),
+      adminKeys: option({
+        env: 'ADMIN_KEYS',
+        help: 'admin keys',
+        secret: true,
+        schema: z.string({ error: 'is required' }).transform(splitList),
+      }),
+      password: option({ env: 'PASSWORD', help: 'optional secret', secret: true, schema: z.string().optional() }),
+      signingKey: option({
+        env: 'SIGNING_KEY',
+        help: 'id:secret',
+        secret: true,
+        schema: z
+          .string()
+          .default('k1:s3cr3t')
+          .transform((s) => ({ id: s.split(':')[0] ?? '', secret: s })),
+        redact: (key) => ({ id: key.id, secret: '[redacted]' }),
+      }),
+      ttlMs: ttl,
+      session: {
+        heartbeatMs: derived(
+          { ttl, heartbeat: option({ env: 'HEARTBEAT_MS', help: 'heartbeat', schema: int.optional() }) },
+          ({ ttl, heartbeat }) => heartbeat ?? ttl / 4,
+        ),
+        /** A derivation of a secret is redacted unless it says how to show itself. */
+        keyCount: derived(
+          { keys: option({ env: 'SHARED', help: 'shared', secret: true, schema: z.string().optional() }) },
+          ({ keys }) => keys?.length ?? 0,
+        ),
+      },
+      tls: derived(
+        {
+          cert: option({ env: 'TLS_CERT', help: 'cert', schema: z.string().optional() }),
+          key: option({ env: 'TLS_KEY', help: 'key', schema: z.string().optional() }),
+        },
+        ({ cert, key }, { report, prefix }) => {
+          if ((cert === undefined) !== (key === undefined)) report(`${prefix}TLS_CERT / TLS_KEY: give both or neither`);
+          return cert === undefined || key === undefined ? undefined : { certFile: cert, keyFile: key };
+        },
+      ),
+    },
+  });
+  const checked = defineConfig({
+    prefix: 'X_',
+    fields: { ttlMs: ttl, host: option({ env: 'HOST', help: 'h', default: 'ab', schema: z.string().min(2) }) },
+    checks: [
+      check({ ttl }, ({ ttl }, { prefix }) => (ttl > 5000 ? `${prefix}TTL_MS: at most 5000` : undefined)),
+      check({ old: removed }, ({ old }, { where }) => (old === undefined ? [] : [`${where(removed)}: gone`])),
+      check({ ttl }, (_values, { env }) => (env.ALLOW === '1' ? undefined : 'ALLOW: not set')),
+    ],
+  });
+  const load = (env: Record<string, string>, argv: string[] = []) => definition.load({ env, argv });
+  const problems = (fn: () => unknown): readonly string[] => {
+    try {
+      fn();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      return (err as ConfigError).problems;
+    }
+    throw new Error('expected a ConfigError');
+  };
+
+  it('derives the option table: flag and key from the env name, declaration order, each option once', () => {
+    expect(flagOf('ETCD_MAX_RESPONSE_BYTES')).toBe('etcd-max-response-bytes');
+    expect(Object.keys(definition.options)).toEqual([
+      'host',
+      'admin-keys',
+      'password',
+      'signing-key',
+      'ttl-ms',
+      'heartbeat-ms',
+      'shared',
+      'tls-cert',
+      'tls-key',
+    ]);
+    expect(definition.options['ttl-ms']).toEqual({ env: 'TTL_MS', help: 'session ttl', default: '1000' });
+    expect(definition.options['admin-keys']).toEqual({ env: 'ADMIN_KEYS', help: 'admin keys', secret: true });
+    expect(Object.keys(checked.options)).toEqual(['ttl-ms', 'host', 'old-keys']);
+    expect(() =>
+      defineConfig({
+        prefix: 'X_',
+        fields: {
+          a: option({ env: 'A', help: '', schema: z.string() }),
+          b: option({ env: 'A', help: '', schema: z.string() }),
+        },
+      }),
+    ).toThrow(/A is declared twice/);
+  });
+
+  it('types the config from the tree', () => {
+    expectTypeOf(definition.load).returns.toEqualTypeOf<{
+      readonly host: string;
+      readonly adminKeys: readonly string[];
+      readonly password: string | undefined;
+      readonly signingKey: { id: string; secret: string };
+      readonly ttlMs: number;
+      readonly session: { readonly heartbeatMs: number; readonly keyCount: number };
+      readonly tls: { certFile: string; keyFile: string } | undefined;
+    }>();
+  });
+
+  it('loads into the tree: defaults, parsers, derivations; frozen all the way down', () => {
+    const config = load({ X_ADMIN_KEYS: 'a,b', X_TLS_CERT: 'c.pem' }, ['--tls-key', 'k.pem', '--heartbeat-ms=50']);
+    expect(config).toEqual({
+      host: '127.0.0.1',
+      adminKeys: ['a', 'b'],
+      password: undefined,
+      signingKey: { id: 'k1', secret: 'k1:s3cr3t' },
+      ttlMs: 1000,
+      session: { heartbeatMs: 50, keyCount: 0 },
+      tls: { certFile: 'c.pem', keyFile: 'k.pem' },
+    });
+    expect(load({ X_ADMIN_KEYS: 'a' }).session.heartbeatMs).toBe(250);
+    expect(Object.isFrozen(config.session)).toBe(true);
+    expect(Object.isFrozen(config.adminKeys)).toBe(true);
+  });
+
+  it('lists every problem: each option where it came from, derivations that report, in one ConfigError', () => {
+    expect(problems(() => load({ X_TTL_MS: 'x', X_TLS_CERT: 'c.pem' }, ['--host', '']))).toEqual([
+      '--host: Too small: expected string to have >=1 characters',
+      'X_ADMIN_KEYS: is required',
+      'X_TTL_MS: must be digits',
+      'X_TLS_CERT / TLS_KEY: give both or neither',
+    ]);
+  });
+
+  it('runs a check when its inputs parsed, whatever else failed; skips it when one did not', () => {
+    const load2 = (env: Record<string, string>) => checked.load({ env, argv: [] });
+    expect(load2({ ALLOW: '1' })).toEqual({ ttlMs: 1000, host: 'ab' });
+    expect(problems(() => load2({ X_TTL_MS: '9000', X_HOST: 'b', X_OLD_KEYS: 'k' }))).toEqual([
+      'X_HOST: Too small: expected string to have >=2 characters',
+      'X_TTL_MS: at most 5000',
+      'X_OLD_KEYS: gone',
+      'ALLOW: not set',
+    ]);
+    expect(problems(() => load2({ X_TTL_MS: 'nine', ALLOW: '1' }))).toEqual(['X_TTL_MS: must be digits']);
+  });
+
+  it('redacts from the secret flags: scalars, lists, unset ones, derivations of secrets; custom views win', () => {
+    const config = load({ X_ADMIN_KEYS: 'a,b,c', X_SHARED: 'xyz' });
+    expect(definition.redact(config)).toEqual({
+      ...config,
+      adminKeys: '[3 redacted]',
+      signingKey: { id: 'k1', secret: '[redacted]' },
+      session: { heartbeatMs: 250, keyCount: '[redacted]' },
+    });
+    expect(definition.redact(load({ X_ADMIN_KEYS: 'a', X_PASSWORD: 'pw' })).password).toBe('[redacted]');
+    expect(JSON.stringify(definition.redact(config))).not.toContain('s3cr3t');
   });
 });

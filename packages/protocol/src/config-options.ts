@@ -11,6 +11,8 @@
  */
 import { parseArgs } from 'node:util';
 import { parse as parseYaml } from 'yaml';
+import type { z } from 'zod';
+import { ConfigError } from './errors.js';
 
 export interface OptionSpec {
   /** Environment variable name without the prefix, e.g. `SINK_URL`. */
@@ -287,4 +289,262 @@ export function weakSecretProblem(key: string, minLength = 16): string | undefin
     return 'is a placeholder (replace it with a random secret, e.g. `openssl rand -base64 24`)';
   if (new Set(key).size < 6) return 'is too repetitive to be a secret';
   return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Declared once: each option is one `option({...})` placed where its value goes in the config
+// object. The option table (flags, env names, help, defaults), the parsing, the config's type and
+// its redacted view are all derived from that tree by `defineConfig`.
+// ---------------------------------------------------------------------------------------------
+
+const DECLARATION: unique symbol = Symbol('leasehold.config.declaration');
+
+/** What `option()` takes: the option's spec, its parser, and optionally how the log shows it. */
+export interface OptionInit<T> extends OptionSpec {
+  /** Parses the raw text (`undefined` when no source set it and there is no default). */
+  readonly schema: z.ZodType<T>;
+  /** The value as the redacted config shows it. Default: as it is; for a secret `[redacted]` (a list: `[N redacted]`). */
+  readonly redact?: (value: T) => unknown;
+}
+
+/** One option, declared once. Its place in a {@link Declarations} tree is its place in the config. */
+export interface OptionDeclaration<T> extends OptionInit<T> {
+  readonly [DECLARATION]: 'option';
+}
+
+/** What a derivation or a check is told besides its inputs' values. */
+export interface DeclarationContext {
+  /** The environment prefix, e.g. `LEASEHOLD_SINK_`. */
+  readonly prefix: string;
+  /** The whole environment (for switches outside the prefix). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Where an option's value came from (`--port`, `LEASEHOLD_SINK_PORT`, `config.yaml: port`), or `<PREFIX><ENV>`. */
+  readonly where: <T>(option: OptionDeclaration<T>) => string;
+}
+
+/** A derivation is told the same, and may add problems to the ConfigError (its value is then never used). */
+export interface DerivationContext extends DeclarationContext {
+  readonly report: (problem: string) => void;
+}
+
+/** A config value computed from other declarations (options or derivations), e.g. TLS from a cert and a key. */
+export interface DerivedDeclaration<T> {
+  readonly [DECLARATION]: 'derived';
+  readonly inputs: Declarations;
+  readonly derive: (values: never, context: DerivationContext) => T;
+  /** The value as the redacted config shows it. Default: as it is, or `[redacted]` when an input is a secret. */
+  readonly redact?: (value: T) => unknown;
+}
+
+/** A cross-field rule (like zod's `.refine`): runs when all its inputs parsed; returns its problems. */
+export interface CheckDeclaration {
+  readonly [DECLARATION]: 'check';
+  readonly inputs: Declarations;
+  readonly check: (values: never, context: DeclarationContext) => string | undefined | readonly (string | undefined)[];
+}
+
+/** An option or a derivation, whatever its value type (the constraint of a {@link Declarations} tree). */
+export interface AnyDeclaration {
+  readonly [DECLARATION]: 'option' | 'derived';
+}
+
+/** A tree of declarations: its shape is the config's shape. */
+export interface Declarations {
+  readonly [key: string]: AnyDeclaration | Declarations;
+}
+
+/** Lists in a config are read-only. */
+type Frozen<T> = T extends readonly (infer U)[] ? readonly U[] : T;
+
+/** The config value a declaration (tree) produces. */
+export type ValueOf<D> =
+  D extends OptionDeclaration<infer T>
+    ? Frozen<T>
+    : D extends DerivedDeclaration<infer T>
+      ? T
+      : D extends Declarations
+        ? { readonly [K in keyof D]: ValueOf<D[K]> }
+        : never;
+
+export function option<T>(init: OptionInit<T>): OptionDeclaration<T> {
+  return Object.freeze({ ...init, [DECLARATION]: 'option' as const });
+}
+
+export function derived<const D extends Declarations, T>(
+  inputs: D,
+  derive: (values: ValueOf<D>, context: DerivationContext) => T,
+  options: { readonly redact?: (value: T) => unknown } = {},
+): DerivedDeclaration<T> {
+  return Object.freeze({
+    [DECLARATION]: 'derived' as const,
+    inputs,
+    derive,
+    ...(options.redact === undefined ? {} : { redact: options.redact }),
+  });
+}
+
+export function check<const D extends Declarations>(
+  inputs: D,
+  rule: (values: ValueOf<D>, context: DeclarationContext) => string | undefined | readonly (string | undefined)[],
+): CheckDeclaration {
+  return Object.freeze({ [DECLARATION]: 'check' as const, inputs, check: rule });
+}
+
+type Node = AnyDeclaration | Declarations;
+/** An option of any value type, as the machinery handles it. */
+type SomeOption = OptionSpec & {
+  readonly [DECLARATION]: 'option';
+  readonly schema: z.ZodType;
+  readonly redact?: (value: never) => unknown;
+};
+type SomeDerived = Omit<DerivedDeclaration<unknown>, 'redact'> & { readonly redact?: (value: never) => unknown };
+
+const kindOf = (node: Node): 'option' | 'derived' | 'tree' =>
+  DECLARATION in node ? (node)[DECLARATION] : 'tree';
+
+/** `SINK_URL` → `sink-url`: the flag and config-file key of an option. */
+export function flagOf(env: string): string {
+  return env.toLowerCase().replaceAll('_', '-');
+}
+
+export interface ConfigDefinition<D extends Declarations> {
+  /** Environment prefix, e.g. `LEASEHOLD_SINK_`. */
+  readonly prefix: string;
+  /** The config's shape, every option placed where its value goes. */
+  readonly fields: D;
+  /** Cross-field rules, each run when its inputs parsed (options only they read are options too). */
+  readonly checks?: readonly CheckDeclaration[];
+}
+
+export interface DefinedConfig<C> {
+  readonly prefix: string;
+  /** Every option by flag, in declaration order: for collectOptions, --help and the deploy-file checks. */
+  readonly options: OptionTable;
+  /** Resolve and validate (pure): a frozen config, or one ConfigError listing every problem. */
+  readonly load: (input: ConfigInput) => C;
+  /** The config with secrets replaced, for the one start-up log line and --check-config. */
+  readonly redact: (config: C) => Record<string, unknown>;
+}
+
+const SECRET = '[redacted]';
+
+function redactSecret(value: unknown): unknown {
+  if (value === undefined) return undefined;
+  return Array.isArray(value) ? `[${value.length} redacted]` : SECRET;
+}
+
+/**
+ * Derive everything from one declaration tree: the option table (each option once; flag and
+ * config-file key `flagOf(env)`), `load` (collectOptions, each option's schema, the derivations,
+ * the checks — every problem in one ConfigError, the result deep-frozen) and `redact`.
+ */
+export function defineConfig<const D extends Declarations>(definition: ConfigDefinition<D>): DefinedConfig<ValueOf<D>> {
+  const { prefix, fields } = definition;
+  const checks = definition.checks ?? [];
+  const options: SomeOption[] = [];
+  const byEnv = new Map<string, SomeOption>();
+  const seen = new Set<Node>();
+  const collect = (node: Node): void => {
+    if (seen.has(node)) return;
+    seen.add(node);
+    const kind = kindOf(node);
+    if (kind === 'option') {
+      const decl = node as SomeOption;
+      if (byEnv.has(decl.env)) throw new Error(`config option ${decl.env} is declared twice`);
+      byEnv.set(decl.env, decl);
+      options.push(decl);
+    } else if (kind === 'derived') collect((node as SomeDerived).inputs);
+    else for (const child of Object.values(node as Declarations)) collect(child);
+  };
+  collect(fields);
+  for (const rule of checks) collect(rule.inputs);
+  const table: OptionTable = Object.freeze(
+    Object.fromEntries(
+      options.map((decl) => {
+        const { schema: _schema, redact: _redact, [DECLARATION]: _kind, ...spec } = decl;
+        return [flagOf(decl.env), Object.freeze(spec)];
+      }),
+    ),
+  );
+  const secretInputs = new Map<Node, boolean>();
+  const hasSecret = (node: Node): boolean => {
+    const known = secretInputs.get(node);
+    if (known !== undefined) return known;
+    const kind = kindOf(node);
+    const secret =
+      kind === 'option'
+        ? (node as SomeOption).secret === true
+        : kind === 'derived'
+          ? hasSecret((node as SomeDerived).inputs)
+          : Object.values(node as Declarations).some(hasSecret);
+    secretInputs.set(node, secret);
+    return secret;
+  };
+
+  const load = (input: ConfigInput): ValueOf<D> => {
+    const { raw, problems, origin } = collectOptions(table, prefix, input);
+    const where = (decl: { readonly env: string }) => {
+      const from = origin[decl.env];
+      return from === undefined || from === 'default' ? `${prefix}${decl.env}` : from;
+    };
+    const context: DeclarationContext = { prefix, env: input.env, where };
+    const FAILED = Symbol('failed');
+    const values = new Map<Node, unknown>();
+    for (const decl of options) {
+      const parsed = decl.schema.safeParse(raw[decl.env]);
+      if (parsed.success) values.set(decl, parsed.data);
+      else {
+        values.set(decl, FAILED);
+        for (const issue of parsed.error.issues) problems.push(`${where(decl)}: ${issue.message}`);
+      }
+    }
+    const resolve = (node: Node): unknown => {
+      if (values.has(node)) return values.get(node);
+      let value: unknown;
+      if (kindOf(node) === 'derived') {
+        const decl = node as DerivedDeclaration<unknown>;
+        const inputs = resolve(decl.inputs);
+        value =
+          inputs === FAILED
+            ? FAILED
+            : decl.derive(inputs as never, { ...context, report: (problem: string) => problems.push(problem) });
+      } else {
+        const entries = Object.entries(node as Declarations).map(([key, child]) => [key, resolve(child)] as const);
+        value = entries.some(([, v]) => v === FAILED) ? FAILED : Object.fromEntries(entries);
+      }
+      values.set(node, value);
+      return value;
+    };
+    const config = resolve(fields);
+    for (const rule of checks) {
+      const inputs = resolve(rule.inputs);
+      if (inputs === FAILED) continue;
+      const found = rule.check(inputs as never, context);
+      for (const problem of typeof found === 'string' ? [found] : (found ?? [])) {
+        if (problem !== undefined) problems.push(problem);
+      }
+    }
+    if (problems.length > 0 || config === FAILED) throw new ConfigError(problems);
+    return deepFreeze(config as ValueOf<D>);
+  };
+
+  const redactNode = (node: Node, value: unknown): unknown => {
+    const kind = kindOf(node);
+    if (kind === 'tree') {
+      const tree = value as Record<string, unknown>;
+      return Object.fromEntries(
+        Object.entries(node as Declarations).map(([key, child]) => [key, redactNode(child, tree[key])]),
+      );
+    }
+    const decl = node as SomeOption | SomeDerived;
+    if (decl.redact !== undefined) return decl.redact(value as never);
+    return hasSecret(node) ? redactSecret(value) : value;
+  };
+
+  return Object.freeze({
+    prefix,
+    options: table,
+    load,
+    redact: (config: ValueOf<D>) => redactNode(fields, config) as Record<string, unknown>,
+  });
 }

@@ -85,7 +85,12 @@ export type {
 } from './model/lease-table.js';
 export { JSON_SCHEMA_SOURCES, generateJsonSchemas } from './json-schemas.js';
 export {
+  check,
   collectOptions,
+  defineConfig,
+  derived,
+  flagOf,
+  option,
   formatOptionsHelp,
   formatHelp,
   wantsHelp,
@@ -95,7 +100,24 @@ export {
   splitList,
   weakSecretProblem,
 } from './config-options.js';
-export type { OptionSpec, OptionTable, ConfigInput, CollectedOptions, OptionSource } from './config-options.js';
+export type {
+  OptionSpec,
+  OptionTable,
+  ConfigInput,
+  CollectedOptions,
+  OptionSource,
+  AnyDeclaration,
+  CheckDeclaration,
+  ConfigDefinition,
+  DeclarationContext,
+  DerivationContext,
+  Declarations,
+  DefinedConfig,
+  DerivedDeclaration,
+  OptionDeclaration,
+  OptionInit,
+  ValueOf,
+} from './config-options.js';
 export { createKeyRing, parseBearer } from './bearer.js';
 export { normalizePath, RouteCredential } from './http-path.js';
 export { jsonLimitProblem, DEFAULT_JSON_LIMITS } from './json-limits.js';
@@ -105,6 +127,7 @@ export { fastWorkerMessage } from './messages/fast-decode.js';
 export { compileValidator } from './validate.js';
 export {
   TracingExporter,
+  TRACING,
   TRACING_OPTIONS,
   TRACING_RAW_SHAPE,
   tracingProblems,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { collectOptions } from './config-options.js';
-import { TRACING_OPTIONS, TRACING_RAW_SHAPE, tracingConfigOf, tracingProblems } from './tracing-options.js';
+import { collectOptions, defineConfig } from './config-options.js';
+import { TRACING, TRACING_OPTIONS, TRACING_RAW_SHAPE, tracingConfigOf, tracingProblems } from './tracing-options.js';
 
 const PREFIX = 'LEASEHOLD_TEST_';
 const Raw = z.object(TRACING_RAW_SHAPE);
@@ -38,5 +38,20 @@ describe('tracing options', () => {
   it('refuses an unknown exporter and a ratio outside 0..1', () => {
     expect(load({ LEASEHOLD_TEST_TRACING: 'jaeger' }).problems).toHaveLength(1);
     expect(load({ LEASEHOLD_TEST_TRACING_SAMPLE_RATIO: '1.5' }).problems).toHaveLength(1);
+  });
+});
+
+describe('TRACING, declared once', () => {
+  const tracing = defineConfig({ prefix: PREFIX, fields: { tracing: TRACING } });
+  const loadDeclared = (env: Record<string, string>) => tracing.load({ env, argv: [] }).tracing;
+
+  it('gives the same config and problems as the table form', () => {
+    expect(loadDeclared({})).toEqual(load({}).config);
+    const otlp = { LEASEHOLD_TEST_TRACING: 'otlp', LEASEHOLD_TEST_TRACING_SAMPLE_RATIO: '0.25' };
+    expect(loadDeclared(otlp)).toEqual(load(otlp).config);
+    expect(() => loadDeclared({ LEASEHOLD_TEST_TRACING: 'file' })).toThrow(
+      'LEASEHOLD_TEST_TRACING_PATH: required with TRACING=file',
+    );
+    expect(Object.keys(tracing.options)).toEqual(Object.keys(TRACING_OPTIONS));
   });
 });

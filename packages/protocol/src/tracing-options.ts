@@ -1,13 +1,17 @@
 /**
  * The tracing options every daemon shares (`<PREFIX>TRACING`, `<PREFIX>TRACING_PATH`,
- * `<PREFIX>TRACING_SAMPLE_RATIO`), declared once: each service spreads {@link TRACING_OPTIONS} into
- * its option table, {@link TRACING_RAW_SHAPE} into its raw zod schema, and adds
- * {@link tracingProblems} to its cross-field checks. Pure; the SDK that acts on the result lives in
- * `@leasehold/telemetry` and is loaded only when tracing is on. (`TRACING_PATH`, not `_FILE`: a
- * `<NAME>_FILE` variable means "read <NAME> from this file" to `collectOptions`.)
+ * `<PREFIX>TRACING_SAMPLE_RATIO`), declared once in {@link TRACING}: a daemon places it in its
+ * config tree (`tracing: TRACING`, see `defineConfig`) and gets the options, their parsing and the
+ * "file needs a path" rule. Pure; the SDK that acts on the result lives in `@leasehold/telemetry`
+ * and is loaded only when tracing is on. (`TRACING_PATH`, not `_FILE`: a `<NAME>_FILE` variable
+ * means "read <NAME> from this file" to `collectOptions`.)
+ *
+ * `TRACING_OPTIONS`, `TRACING_RAW_SHAPE`, `tracingProblems` and `tracingConfigOf` are the same
+ * declaration in the older table + raw-schema form, for configs not yet declared with
+ * `defineConfig` (the worker's).
  */
 import { z } from 'zod';
-import type { OptionTable } from './config-options.js';
+import { defineConfig, derived, option, type OptionTable } from './config-options.js';
 
 export const TracingExporter = {
   /** No SDK loaded; the libraries' `@opentelemetry/api` calls are no-ops. The default. */
@@ -27,36 +31,51 @@ export interface TracingConfig {
   readonly sampleRatio: number;
 }
 
-export const TRACING_OPTIONS: OptionTable = Object.freeze({
-  tracing: {
-    env: 'TRACING',
-    help: 'OpenTelemetry tracing: off | otlp (OTEL_EXPORTER_OTLP_ENDPOINT) | file (TRACING_PATH)',
-    default: 'off',
-  },
-  'tracing-path': { env: 'TRACING_PATH', help: 'with --tracing file: append finished spans here, one JSON per line' },
-  'tracing-sample-ratio': {
-    env: 'TRACING_SAMPLE_RATIO',
-    help: 'share of new traces recorded, 0..1 (spans with a remote parent follow its decision)',
-    default: '1',
-  },
+const exporter = option({
+  env: 'TRACING',
+  help: 'OpenTelemetry tracing: off | otlp (OTEL_EXPORTER_OTLP_ENDPOINT) | file (TRACING_PATH)',
+  default: 'off',
+  schema: z.enum(['off', 'otlp', 'file']),
 });
-
-export const TRACING_RAW_SHAPE = {
-  TRACING: z.enum(['off', 'otlp', 'file']),
-  TRACING_PATH: z.string().min(1).optional(),
-  TRACING_SAMPLE_RATIO: z
+const file = option({
+  env: 'TRACING_PATH',
+  help: 'with --tracing file: append finished spans here, one JSON per line',
+  schema: z.string().min(1).optional(),
+});
+const sampleRatio = option({
+  env: 'TRACING_SAMPLE_RATIO',
+  help: 'share of new traces recorded, 0..1 (spans with a remote parent follow its decision)',
+  default: '1',
+  schema: z
     .string()
     .regex(/^[0-9]+(\.[0-9]+)?$/, 'must be a decimal number')
     .transform(Number)
     .pipe(z.number().min(0).max(1)),
+});
+
+function fileProblem(mode: string | undefined, path: string | undefined, prefix: string): string | undefined {
+  return mode === 'file' && path === undefined ? `${prefix}TRACING_PATH: required with TRACING=file` : undefined;
+}
+
+/** The tracing config of a daemon: `tracing: TRACING` in its `defineConfig` fields. */
+export const TRACING = derived({ exporter, file, sampleRatio }, (values, { prefix, report }): TracingConfig => {
+  const problem = fileProblem(values.exporter, values.file, prefix);
+  if (problem !== undefined) report(problem);
+  return { exporter: values.exporter, file: values.file, sampleRatio: values.sampleRatio };
+});
+
+export const TRACING_OPTIONS: OptionTable = defineConfig({ prefix: '', fields: { tracing: TRACING } }).options;
+
+export const TRACING_RAW_SHAPE = {
+  TRACING: exporter.schema,
+  TRACING_PATH: file.schema,
+  TRACING_SAMPLE_RATIO: sampleRatio.schema,
 };
 
 /** Cross-field rules on the raw values. */
 export function tracingProblems(raw: Readonly<Record<string, string>>, prefix: string): string[] {
-  if (raw.TRACING === 'file' && raw.TRACING_PATH === undefined) {
-    return [`${prefix}TRACING_PATH: required with TRACING=file`];
-  }
-  return [];
+  const problem = fileProblem(raw.TRACING, raw.TRACING_PATH, prefix);
+  return problem === undefined ? [] : [problem];
 }
 
 export function tracingConfigOf(parsed: {

@@ -153,7 +153,8 @@ describe('loadConfig', () => {
     const text = JSON.stringify(redactConfig(loadConfig(ENV, [])));
     expect(text).not.toContain('secret-secret');
     expect(text).not.toContain('coordinator-key-aaaaaaaa');
-    expect(text).toContain('"capabilityPublicKeyIds":["k1","k2"]');
+    expect(text).toContain('"capabilityPublicKeys":["k1","k2"]');
+    expect(text).toContain('"coordinatorKeys":"[2 redacted]"');
   });
 
   it('knows --help', () => {

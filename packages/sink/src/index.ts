@@ -41,6 +41,8 @@ export { ThreadedSqliteStore } from './store/threaded-sqlite-store.js';
 export type { SqliteStoreOptions } from './store/sqlite-store.js';
 export { PostgresFenceStore } from './store/postgres-store.js';
 export type { PostgresStoreOptions } from './store/postgres-store.js';
+export { connectionTls } from './store/postgres-tls.js';
+export type { PostgresConnection } from './store/postgres-tls.js';
 export { SCHEMA_VERSION, APPLICATION_ID } from './store/migrations.js';
 
 export { FencedService, DEFAULT_READ_PAGE_MAX_BYTES } from './service/fenced-service.js';

@@ -1,130 +1,70 @@
 #!/usr/bin/env node
 /**
- * The leasehold-sink daemon. The only file that reads process.env / argv, builds the root logger
- * and handles signals.
+ * The leasehold-sink daemon: the only file that reads process.env / argv and the certificate
+ * files (HTTPS, and those the PostgreSQL URL names); the process around it (root logger, signals,
+ * exit codes) is the daemon kit's `runMain`.
  *
  * Start-up prints one JSON log line `{"msg":"listening","host":...,"port":N}` and, with
  * `--port-file PATH`, writes the bound port to PATH (atomically) so tests can use `--port 0`.
- * SIGTERM / SIGINT: stop accepting, finish the in-flight batch, close the database, exit 0.
- * SIGHUP: read the TLS certificate and key again (open connections stay).
- * Exit codes: 0 clean stop, --help, --version or --check-config; 1 start-up failure (e.g. newer
- * schema); 2 bad configuration.
+ * SIGTERM / SIGINT: stop accepting, finish the in-flight batch, close the database, exit 0 (a
+ * shutdown longer than shutdown-timeout-ms + 10 s exits 1). SIGHUP: read the TLS certificate and
+ * key again (open connections stay). Exit codes: 0 clean stop, --help, --version or
+ * --check-config; 1 start-up failure (e.g. newer schema); 2 bad configuration.
  */
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { wantsCheckConfig, wantsVersion } from '@leasehold/protocol';
-import { startTracing } from '@leasehold/telemetry';
-import pino from 'pino';
-import { HELP_TEXT, loadConfig, redactConfig, wantsHelp, type SinkConfig } from './config.js';
-import { ConfigError, SchemaVersionError } from './errors.js';
+import { readFileSync } from 'node:fs';
+import { packageVersion, readTlsFiles, runMain, writePortFile, type DaemonDefinition } from '@leasehold/daemon-kit';
+import { HELP_TEXT, loadConfig, redactConfig, type SinkConfig } from './config.js';
+import { SchemaVersionError } from './errors.js';
 import { createSink } from './sink.js';
+import { connectionTls } from './store/postgres-tls.js';
 
-function writePortFile(path: string, port: number): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, `${port}\n`);
-  renameSync(tmp, path);
-}
+const readText = (path: string): string => readFileSync(path, 'utf8');
+const readBytes = (path: string): Buffer => readFileSync(path);
 
-async function main(): Promise<number> {
-  const argv = process.argv.slice(2);
-  if (wantsHelp(argv)) {
-    process.stdout.write(HELP_TEXT);
-    return 0;
-  }
-  const pkg = createRequire(import.meta.url)('../package.json') as { version: string };
-  if (wantsVersion(argv)) {
-    process.stdout.write(`leasehold-sink ${pkg.version}\n`);
-    return 0;
-  }
-  let config: SinkConfig;
-  try {
-    config = loadConfig(process.env, argv, { readFile: (path) => readFileSync(path, 'utf8') });
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`leasehold-sink: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
-
-  if (wantsCheckConfig(argv)) {
-    process.stdout.write(`${JSON.stringify(redactConfig(config), null, 2)}\nconfiguration OK\n`);
-    return 0;
-  }
-  const logger = pino({
-    level: config.logLevel,
-    base: { service: 'leasehold-sink', pid: process.pid },
-    redact: {
-      paths: ['req.headers.authorization', 'capability', '*.capability', 'payload', '*.payload'],
-      remove: true,
-    },
-  });
-  logger.info({ config: redactConfig(config) }, 'starting');
-  if (config.testSabotage !== undefined) {
-    logger.warn({ sabotage: config.testSabotage }, 'TEST SABOTAGE ACTIVE: this sink breaks its own guarantees');
-  }
-
-  // Before the sink exists: its spans need the SDK registered (tracing off: nothing loaded).
-  const tracing = await startTracing(config.tracing, { name: 'leasehold-sink', version: pkg.version });
-  if (tracing.enabled) logger.info({ tracing: config.tracing }, 'tracing on');
-  const stopTracing = (): Promise<void> =>
-    tracing.shutdown().catch((err: unknown) => {
-      logger.warn({ err }, 'tracing shutdown failed; spans may be lost');
-    });
-
-  let sink;
-  try {
-    sink = await createSink(config, { logger });
-  } catch (err) {
-    const message = err instanceof SchemaVersionError ? 'database schema is newer than this build' : 'start-up failed';
-    logger.fatal({ err }, message);
-    process.stderr.write(`leasehold-sink: ${message}: ${err instanceof Error ? err.message : String(err)}\n`);
-    await stopTracing();
-    return 1;
-  }
-  const address = sink.address;
-  if (address === null) throw new Error('sink is not listening');
-  logger.info({ host: address.host, port: address.port }, 'listening');
-  if (config.portFile !== undefined) writePortFile(config.portFile, address.port);
-
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = (signal: NodeJS.Signals): void => {
-      if (stopping) return;
-      stopping = true;
-      logger.info({ signal }, 'shutting down');
-      const closed = sink.close().then(
-        () => {
-          logger.info({}, 'stopped');
-          return 0;
-        },
-        (err: unknown) => {
-          logger.error({ err }, 'shutdown failed');
-          return 1;
-        },
-      );
-      // Spans still buffered are flushed after the last request was answered.
-      void closed.then(async (code) => {
-        await stopTracing();
-        resolve(code);
-      });
-    };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
-    process.on('SIGHUP', () => {
-      try {
-        sink.reloadTls();
-      } catch (err) {
-        logger.error({ err }, 'tls reload failed; the previous certificates stay in use');
-      }
-    });
-  });
-}
-
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`leasehold-sink: fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
+const sink: DaemonDefinition<SinkConfig> = {
+  name: 'leasehold-sink',
+  version: packageVersion(import.meta.url),
+  help: HELP_TEXT,
+  loadConfig: (env, argv, readFile) => loadConfig(env, argv, { readFile }),
+  redactConfig,
+  logLevel: (config) => config.logLevel,
+  logRedact: {
+    paths: ['req.headers.authorization', 'capability', '*.capability', 'payload', '*.payload'],
+    remove: true,
   },
-);
+  tracing: (config) => ({ config: config.tracing }),
+  // The sink closes lingering connections itself at shutdown-timeout-ms; this is the backstop.
+  forceExitAfterMs: (config) => config.shutdownTimeoutMs + 10_000,
+  describeStartFailure: (err) =>
+    err instanceof SchemaVersionError ? 'database schema is newer than this build' : 'start-up failed',
+  start: async (config, { logger }) => {
+    if (config.testSabotage !== undefined) {
+      logger.warn({ sabotage: config.testSabotage }, 'TEST SABOTAGE ACTIVE: this sink breaks its own guarantees');
+    }
+    const tls = config.tls;
+    const readTls = () => (tls === undefined ? undefined : readTlsFiles(tls, readBytes));
+    const https = readTls();
+    const database =
+      config.store === 'postgres' && config.databaseUrl !== undefined
+        ? connectionTls(config.databaseUrl, readText)
+        : undefined;
+    const started = await createSink(config, {
+      logger,
+      ...(https === undefined ? {} : { tls: https }),
+      ...(database === undefined ? {} : { database }),
+    });
+    const address = started.address;
+    if (address === null) throw new Error('sink is not listening');
+    logger.info({ host: address.host, port: address.port }, 'listening');
+    if (config.portFile !== undefined) writePortFile(config.portFile, address.port);
+    return {
+      reloadTls: () => {
+        const material = readTls();
+        if (material !== undefined) started.reloadTls(material);
+      },
+      close: () => started.close(),
+    };
+  },
+};
+
+runMain(sink, process, { readFile: readText });

@@ -5,8 +5,8 @@
  * Shutdown (`close`): new requests get 503 SHUTTING_DOWN and `Connection: close`; requests already
  * inside the app finish (their batch commits); then the service drains and the database closes.
  */
-import { readFileSync } from 'node:fs';
 import type { Server as TlsServer } from 'node:tls';
+import type { TlsMaterial } from '@leasehold/daemon-kit';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { redactDatabaseUrl, type SinkConfig } from './config.js';
@@ -19,6 +19,7 @@ import { FencedService } from './service/fenced-service.js';
 import { SCHEMA_VERSION } from './store/migrations.js';
 import type { FenceStore } from './store/port.js';
 import { PostgresFenceStore } from './store/postgres-store.js';
+import type { PostgresConnection } from './store/postgres-tls.js';
 import { SqliteFenceStore } from './store/sqlite-store.js';
 import { ThreadedSqliteStore } from './store/threaded-sqlite-store.js';
 
@@ -33,6 +34,13 @@ export interface SinkDeps {
   readonly store?: FenceStore;
   /** Collect process metrics in /metrics. Default true. */
   readonly processMetrics?: boolean;
+  /** The certificate and key of `config.tls`, read by the caller (main.ts); required with `config.tls`. */
+  readonly tls?: TlsMaterial;
+  /**
+   * The PostgreSQL connection with the TLS files its URL names already read (`connectionTls`,
+   * main.ts). Without it, a URL that names TLS files is refused (the sink reads no files itself).
+   */
+  readonly database?: PostgresConnection;
 }
 
 export interface SinkAddress {
@@ -49,8 +57,8 @@ export interface Sink {
   readonly events: EventStreams;
   /** The bound address, or null when not listening. */
   readonly address: SinkAddress | null;
-  /** Read the TLS certificate and key files again (SIGHUP): new connections use them, open ones stay. */
-  reloadTls(): void;
+  /** New TLS material (SIGHUP: main.ts read the files again): new connections use it, open ones stay. */
+  reloadTls(material: TlsMaterial): void;
   /** Graceful stop; idempotent. */
   close(): Promise<void>;
 }
@@ -99,6 +107,7 @@ async function openPostgres(
   if (config.databaseUrl === undefined) throw new Error('store postgres needs a database URL');
   const store = await PostgresFenceStore.open({
     url: config.databaseUrl,
+    ...(deps.database === undefined ? {} : { connection: deps.database }),
     poolSize: config.databasePoolSize ?? 4,
     decisionRetention: config.decisionRetention,
     ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }),
@@ -169,18 +178,19 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     maxBufferedBytes: config.eventsMaxBufferedBytes ?? 1024 * 1024,
   });
   let closing = false;
-  const tls = config.tls;
-  const tlsMaterial = () =>
-    tls === undefined ? undefined : { cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) };
-  if (tls === undefined && (deps.listen ?? true)) {
+  if (config.tls !== undefined && deps.tls === undefined) {
+    await store.close();
+    throw new Error('config.tls is set but its certificate and key were not passed (deps.tls; main.ts reads them)');
+  }
+  const https = config.tls === undefined ? undefined : deps.tls;
+  if (https === undefined && (deps.listen ?? true)) {
     log.warn(
       { host: config.host },
       'PLAINTEXT: serving HTTP without TLS; keys and capabilities cross the network in clear',
     );
   }
-  const https = tlsMaterial();
   const app = buildHttpApp({
-    ...(https === undefined ? {} : { https }),
+    ...(https === undefined ? {} : { https: { cert: https.cert, key: https.key } }),
     maxJsonDepth: config.maxJsonDepth ?? 64,
     service,
     metrics,
@@ -236,10 +246,9 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     return closed;
   };
 
-  const reloadTls = (): void => {
-    const material = tlsMaterial();
-    if (material === undefined) return;
-    (app.server as unknown as TlsServer).setSecureContext(material);
+  const reloadTls = (material: TlsMaterial): void => {
+    if (https === undefined) return;
+    (app.server as unknown as TlsServer).setSecureContext({ cert: material.cert, key: material.key });
     log.info({}, 'tls certificates reloaded');
   };
 

@@ -25,7 +25,7 @@ import type { SinkMetrics } from '../metrics.js';
 import type { DecisionRow } from '../store/port.js';
 import type { DecisionFeed, FeedConsumer, FeedReset, FeedSubscription } from './decision-feed.js';
 import type { RefusalFeed } from './refusal-feed.js';
-import { formatSseComment, formatSseEvent } from './sse-format.js';
+import { formatSseComment, formatSseEvent } from '@leasehold/daemon-kit';
 
 export interface EventStreamsOptions {
   readonly decisions: DecisionFeed;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SinkRefusalEvent } from '@leasehold/protocol';
 import { RefusalFeed } from './refusal-feed.js';
-import { formatSseComment, formatSseEvent } from './sse-format.js';
+import { formatSseComment, formatSseEvent } from '@leasehold/daemon-kit';
 
 const refusal = { route: '/v1/writes', code: 'FORBIDDEN' } as const;
 

@@ -46,7 +46,7 @@ import type {
   ResultPageQuery,
   StoredResultRow,
 } from './port.js';
-import { connectionTls } from './postgres-tls.js';
+import { connectionTls, NO_FILES, type PostgresConnection } from './postgres-tls.js';
 
 export interface PostgresStoreOptions {
   /**
@@ -54,6 +54,11 @@ export interface PostgresStoreOptions {
    * `sslmode=verify-full&sslrootcert=CA[&sslcert=..&sslkey=..]` (see postgres-tls.ts).
    */
   readonly url: string;
+  /**
+   * The connection with the URL's TLS files already read (`connectionTls` with a file reader, in
+   * main.ts). Without it, the URL may name no TLS files.
+   */
+  readonly connection?: PostgresConnection;
   /** Pool connections (one batch at a time, plus reads and the probe). Default 4. */
   readonly poolSize?: number;
   /** Keep at least this many newest decisions; 0 keeps all. */
@@ -200,7 +205,8 @@ export class PostgresFenceStore implements FenceStore {
    * error when PostgreSQL is unreachable.
    */
   static async open(options: PostgresStoreOptions): Promise<PostgresFenceStore> {
-    const { url, ssl } = connectionTls(withSessionOptions(options.url, options.statementTimeoutMs ?? 30_000));
+    const { url: bare, ssl } = options.connection ?? connectionTls(options.url, NO_FILES);
+    const url = withSessionOptions(bare, options.statementTimeoutMs ?? 30_000);
     const pool = new pg.Pool({
       connectionString: url,
       ssl,

@@ -13,7 +13,6 @@
  * The TLS parameters are taken out of the URL handed to node-postgres: its URL parser would
  * otherwise override the `ssl` options built here.
  */
-import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { ConfigError } from '../errors.js';
 
@@ -73,12 +72,23 @@ export function urlTlsProblems(url: string): string[] {
   return problems;
 }
 
+/** A connection string without TLS parameters, and node-postgres's `ssl` option for them. */
+export interface PostgresConnection {
+  readonly url: string;
+  readonly ssl: false | ConnectionOptions;
+}
+
+/** For a URL that must name no TLS files: refuses every read. */
+export const NO_FILES = (path: string): string => {
+  throw new Error(`${path} was not read: the sink reads no files itself (pass the connection, see main.ts)`);
+};
+
 /**
- * The connection string without its TLS parameters, and node-postgres's `ssl` option for them
- * (files read here). Throws a ConfigError on parameters {@link urlTlsProblems} refuses, or a file
- * it cannot read.
+ * The connection string without its TLS parameters, and node-postgres's `ssl` option for them,
+ * the files read with `readFile` (main.ts passes `fs.readFileSync`). Throws a ConfigError on
+ * parameters {@link urlTlsProblems} refuses, or a file it cannot read.
  */
-export function connectionTls(url: string): { readonly url: string; readonly ssl: false | ConnectionOptions } {
+export function connectionTls(url: string, readFile: (path: string) => string): PostgresConnection {
   const problems = urlTlsProblems(url);
   if (problems.length > 0) throw new ConfigError(problems.map((p) => `database URL: ${p}`));
   const t = urlTls(url);
@@ -87,9 +97,9 @@ export function connectionTls(url: string): { readonly url: string; readonly ssl
   if (t.sslmode !== 'verify-full') return { url: parsed.toString(), ssl: false };
   const read = (what: string, path: string): string => {
     try {
-      return readFileSync(path, 'utf8');
+      return readFile(path);
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? String(err);
+      const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
       throw new ConfigError([`database TLS: cannot read ${what} ${path}: ${code}`]);
     }
   };
@@ -107,10 +117,10 @@ export function connectionTls(url: string): { readonly url: string; readonly ssl
 
 /** The sink's TLS options (LEASEHOLD_SINK_DATABASE_SSL_MODE, _CA, _CERT, _KEY), as parsed. */
 export interface DatabaseTlsOptions {
-  readonly DATABASE_SSL_MODE?: SslMode | undefined;
-  readonly DATABASE_CA?: string | undefined;
-  readonly DATABASE_CERT?: string | undefined;
-  readonly DATABASE_KEY?: string | undefined;
+  readonly sslMode: SslMode | undefined;
+  readonly ca: string | undefined;
+  readonly cert: string | undefined;
+  readonly key: string | undefined;
 }
 
 /**
@@ -123,34 +133,34 @@ export function databaseUrlWithTls(
   c: DatabaseTlsOptions,
   prefix: string,
 ): { url: string; problems: string[] } {
-  const options = c.DATABASE_SSL_MODE !== undefined || c.DATABASE_CA !== undefined;
+  const options = c.sslMode !== undefined || c.ca !== undefined;
   const inUrl = Object.values(urlTls(url)).some((v) => v !== undefined);
   if (options && inUrl) {
     const problem = `${prefix}DATABASE_SSL_MODE: the URL has TLS parameters (sslmode=...) too; give TLS in one place`;
     return { url, problems: [problem] };
   }
   if (!options) {
-    if (c.DATABASE_CERT !== undefined || c.DATABASE_KEY !== undefined)
+    if (c.cert !== undefined || c.key !== undefined)
       return { url, problems: [`${prefix}DATABASE_CERT / DATABASE_KEY: only with DATABASE_SSL_MODE=verify-full`] };
     return { url, problems: urlTlsProblems(url).map((p) => `${prefix}DATABASE_URL: ${p}`) };
   }
   const problems: string[] = [];
-  const mode = c.DATABASE_SSL_MODE ?? 'verify-full';
+  const mode = c.sslMode ?? 'verify-full';
   const parsed = new URL(url);
   if (mode === 'verify-full') {
-    if (c.DATABASE_CA === undefined) problems.push(`${prefix}DATABASE_CA: required with DATABASE_SSL_MODE=verify-full`);
-    if ((c.DATABASE_CERT === undefined) !== (c.DATABASE_KEY === undefined))
+    if (c.ca === undefined) problems.push(`${prefix}DATABASE_CA: required with DATABASE_SSL_MODE=verify-full`);
+    if ((c.cert === undefined) !== (c.key === undefined))
       problems.push(`${prefix}DATABASE_CERT / DATABASE_KEY: give both or neither`);
     if (isSocketUrl(url))
       problems.push(
         `${prefix}DATABASE_SSL_MODE: verify-full, but the URL is a Unix socket (PostgreSQL has no TLS there)`,
       );
     parsed.searchParams.set('sslmode', 'verify-full');
-    if (c.DATABASE_CA !== undefined) parsed.searchParams.set('sslrootcert', c.DATABASE_CA);
-    if (c.DATABASE_CERT !== undefined) parsed.searchParams.set('sslcert', c.DATABASE_CERT);
-    if (c.DATABASE_KEY !== undefined) parsed.searchParams.set('sslkey', c.DATABASE_KEY);
+    if (c.ca !== undefined) parsed.searchParams.set('sslrootcert', c.ca);
+    if (c.cert !== undefined) parsed.searchParams.set('sslcert', c.cert);
+    if (c.key !== undefined) parsed.searchParams.set('sslkey', c.key);
   } else {
-    if (c.DATABASE_CA !== undefined || c.DATABASE_CERT !== undefined || c.DATABASE_KEY !== undefined)
+    if (c.ca !== undefined || c.cert !== undefined || c.key !== undefined)
       problems.push(`${prefix}DATABASE_CA / DATABASE_CERT / DATABASE_KEY: only with DATABASE_SSL_MODE=verify-full`);
     parsed.searchParams.set('sslmode', 'disable');
   }
