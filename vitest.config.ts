@@ -23,6 +23,8 @@ const resolve = {
     { find: /^@leasehold\/cli\/worker-http$/, replacement: src('cli/src/worker-http.ts') },
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },
     { find: /^@leasehold\/telemetry$/, replacement: src('telemetry/src/index.ts') },
+    { find: /^@leasehold\/testing$/, replacement: src('testing/src/index.ts') },
+    { find: /^@leasehold\/testing\/clock$/, replacement: src('testing/src/clock/index.ts') },
   ],
 };
 

@@ -32,7 +32,37 @@ import { createWorkerAuthenticator } from './ws/worker-auth.js';
 
 export { loadConfig, redactConfig, HELP_TEXT, ENV_PREFIX, OPTIONS } from './config.js';
 export type { CoordinatorConfig } from './config.js';
-export { CoordinatorError, EtcdUnavailableError, SinkUnavailableError } from './errors.js';
+export {
+  CoordinatorError,
+  EtcdError,
+  EtcdRefusedError,
+  EtcdUnavailableError,
+  SinkUnavailableError,
+} from './errors.js';
+export type { EtcdFailure } from './errors.js';
+/** The etcd port (what the coordinator needs of etcd) and the injected timers: for other backends and tests. */
+export { inRange } from './etcd/backend.js';
+export type {
+  BackendStatus,
+  Compare,
+  CompareResult,
+  CompareTarget,
+  KeyRange,
+  KeyValue,
+  KvBackend,
+  LeaseKeeper,
+  LeaseKeeperOptions,
+  Op,
+  OpResult,
+  RangeOptions,
+  RangePage,
+  TxnResult,
+  TxnSpec,
+  WatchEvent,
+  WatchHandle,
+  WatchListener,
+} from './etcd/backend.js';
+export type { TimerHandle, Timers } from './core/timers.js';
 export { SinkFenceTarget } from './fence/fence-target.js';
 export type { FenceTarget, AdvanceItem, AdvanceItemResult } from './fence/fence-target.js';
 export { KeyLayout } from './etcd/keys.js';

@@ -6,7 +6,7 @@
  *
  * The implementation is {@link KvLeaseStore} (`etcd/lease-store.ts`): every operation is one of
  * the documented transactions in `etcd/transactions/`, run on a KvBackend — a real etcd, or the
- * in-memory etcd of the unit tests (`etcd/memory-etcd.ts`). `store.contract.ts` runs one suite
+ * in-memory etcd of the unit tests (`MemoryEtcd` of `@leasehold/testing`). `testing/store-contract.ts` runs one suite
  * against both.
  */
 import type { JsonValue } from '@leasehold/protocol';

@@ -8,18 +8,16 @@
 import {
   decideAdvance,
   decideWrite,
-  ManualClock,
   PROTOCOL_VERSION,
   type CoordinatorMessage,
   type Hello,
 } from '@leasehold/protocol';
 import { pino } from 'pino';
 import { loadConfig, type CoordinatorConfig } from '../config.js';
-import { ManualTimers } from '../core/timers.js';
 import { SinkUnavailableError } from '../errors.js';
 import { KeyLayout } from '../etcd/keys.js';
 import { KvLeaseStore } from '../etcd/lease-store.js';
-import { MemoryEtcd, type MemoryBackend } from '../etcd/memory-etcd.js';
+import { ManualClock, ManualTimers, MemoryEtcd, type MemoryBackend } from '@leasehold/testing';
 import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence-target.js';
 import { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';

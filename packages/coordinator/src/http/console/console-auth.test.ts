@@ -14,7 +14,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeyLayout } from '../../etcd/keys.js';
 import { KvLeaseStore } from '../../etcd/lease-store.js';
-import { MemoryEtcd } from '../../etcd/memory-etcd.js';
+import { MemoryEtcd } from '@leasehold/testing';
 import { Metrics } from '../../metrics.js';
 import { realTimers } from '../../timers.js';
 import type { TaskApi } from '../routes-tasks.js';
