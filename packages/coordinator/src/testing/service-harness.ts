@@ -18,7 +18,7 @@ import { SinkUnavailableError } from '../errors.js';
 import { KeyLayout } from '../etcd/keys.js';
 import { KvLeaseStore } from '../etcd/lease-store.js';
 import { ManualClock, ManualTimers, MemoryEtcd, type MemoryBackend } from '@leasehold/testing';
-import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence-target.js';
+import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/port.js';
 import { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';
 import type { LocalSession } from '../service/sessions.js';
