@@ -34,13 +34,7 @@ import { createWorkerAuthenticator, type PresentedCredentials } from './ws/worke
 
 export { loadConfig, redactConfig, HELP_TEXT, ENV_PREFIX, OPTIONS } from './config.js';
 export type { CoordinatorConfig } from './config.js';
-export {
-  CoordinatorError,
-  EtcdError,
-  EtcdRefusedError,
-  EtcdUnavailableError,
-  SinkUnavailableError,
-} from './errors.js';
+export { CoordinatorError, EtcdError, EtcdRefusedError, EtcdUnavailableError, SinkUnavailableError } from './errors.js';
 export type { EtcdFailure } from './errors.js';
 /** The etcd port (what the coordinator needs of etcd) and the injected timers: for other backends and tests. */
 export { inRange } from './etcd/backend.js';

@@ -4,12 +4,7 @@
  * long a long poll waits, whether a recorded grant may be replayed, and the frames it ends with.
  * Table-tested in grant-decisions.test.ts.
  */
-import {
-  formatToken,
-  type CoordinatorMessage,
-  type Grant,
-  type JsonValue,
-} from '@leasehold/protocol';
+import { formatToken, type CoordinatorMessage, type Grant, type JsonValue } from '@leasehold/protocol';
 import { errorFrame } from './replies.js';
 
 /** Candidates an acquire tries per round before it waits (each failed grant txn was a race). */

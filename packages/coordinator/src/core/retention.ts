@@ -115,6 +115,8 @@ export function planPurge(
   const candidates: EndedTask[] = [];
   for (const t of tasks) if (t.state === request.state && t.endedAtMs <= cutoff) candidates.push(t);
   candidates.sort((a, b) => a.endedAtMs - b.endedAtMs || (a.taskId < b.taskId ? -1 : 1));
-  const refs = candidates.slice(0, request.limit ?? 1_000).map((t) => ({ taskId: t.taskId, modRevision: t.modRevision }));
+  const refs = candidates
+    .slice(0, request.limit ?? 1_000)
+    .map((t) => ({ taskId: t.taskId, modRevision: t.modRevision }));
   return { refs, more: candidates.length > refs.length };
 }

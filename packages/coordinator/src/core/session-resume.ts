@@ -22,14 +22,18 @@ export function resumeVerdict<S extends { readonly record: SessionRecord }>(
   stored: S | undefined,
   claim: ResumeClaim,
 ): { readonly ok: true; readonly stored: S } | { readonly ok: false; readonly reason: ExpiredReason } {
-  if (stored === undefined || stored.record.workerId !== claim.workerId) return { ok: false, reason: 'unknown-session' };
+  if (stored === undefined || stored.record.workerId !== claim.workerId)
+    return { ok: false, reason: 'unknown-session' };
   if (stored.record.incarnation !== claim.incarnation) return { ok: false, reason: 'incarnation-mismatch' };
   if (stored.record.ending === true) return { ok: false, reason: 'deadline' };
   return { ok: true, stored };
 }
 
 /** The session as a holdings read found it, against the mod_revision this coordinator wrote. */
-export function holdingsState(readModRevision: bigint | undefined, servedModRevision: bigint): 'gone' | 'ours' | 'moved' {
+export function holdingsState(
+  readModRevision: bigint | undefined,
+  servedModRevision: bigint,
+): 'gone' | 'ours' | 'moved' {
   if (readModRevision === undefined) return 'gone';
   return readModRevision === servedModRevision ? 'ours' : 'moved';
 }

@@ -21,7 +21,10 @@ export interface SubmitInput extends Pick<SubmitSpec, 'taskId' | 'resource' | 'p
 export type SubmitOutcome = { readonly ok: true; readonly created: boolean; readonly task: TaskView } | Refusal;
 
 /** `delayMs` / `runAt` -> notBeforeMs (undefined: at once), or a refusal. */
-export function notBeforeOf(input: Pick<SubmitInput, 'runAt' | 'delayMs'>, nowMs: number): number | undefined | Refusal {
+export function notBeforeOf(
+  input: Pick<SubmitInput, 'runAt' | 'delayMs'>,
+  nowMs: number,
+): number | undefined | Refusal {
   if (input.runAt !== undefined && input.delayMs !== undefined) {
     return { ok: false, code: 'INVALID_MESSAGE', message: 'give runAt or delayMs, not both' };
   }

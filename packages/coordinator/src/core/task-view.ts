@@ -2,13 +2,7 @@
  * The admin API's views of stored records (`GET /v1/tasks/...`, `GET /v1/resources/...`): pure
  * functions of a task record, its owner key and the time.
  */
-import {
-  formatToken,
-  type AttemptView,
-  type OwnerView,
-  type RetryPolicy,
-  type TaskView,
-} from '@leasehold/protocol';
+import { formatToken, type AttemptView, type OwnerView, type RetryPolicy, type TaskView } from '@leasehold/protocol';
 import { lastEventOf, policyOf, viewState } from './lifecycle.js';
 import type { OwnerRecord } from './records.js';
 import type { AttemptRecord, TaskRecord } from './task-record.js';

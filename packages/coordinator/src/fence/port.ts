@@ -42,7 +42,6 @@ export interface FenceTarget {
   close?(): void;
 }
 
-
 /**
  * What the console's read model learns from the sink, besides the fence it advances: the sink's
  * event stream (decisions and refusals) and the fence of a resource on demand. The adapter over

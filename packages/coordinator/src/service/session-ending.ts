@@ -50,7 +50,11 @@ export function delay(timers: Timers, ms: number): Promise<void> {
  * The deadline passed: end the session in the store (if still ours), tell the worker, revoke its
  * lease. Waiting acquires are woken and requests in flight waited for (bounded) first.
  */
-export async function endAtDeadline(session: LocalSession, ctx: SessionEndContext, hooks: SessionEndHooks): Promise<void> {
+export async function endAtDeadline(
+  session: LocalSession,
+  ctx: SessionEndContext,
+  hooks: SessionEndHooks,
+): Promise<void> {
   const { sessionId } = session;
   const log = ctx.log.child({ sessionId, workerId: session.workerId });
   for (const wakeUp of [...session.wakers]) wakeUp();
@@ -123,7 +127,11 @@ async function perform(
     }
     case 'readHoldings': {
       const read = await store.sessionHoldings(session.sessionId);
-      return { kind: 'holdings', session: holdingsState(read.session?.modRevision, session.modRevision), held: read.held };
+      return {
+        kind: 'holdings',
+        session: holdingsState(read.session?.modRevision, session.modRevision),
+        held: read.held,
+      };
     }
     case 'end': {
       const outcome = await store.endSession({
@@ -156,7 +164,12 @@ async function perform(
  * waiting for the watch to say so, and wake waiting acquires. The index is a hint (a grant txn
  * compares the owner key's absence), and the watch's own delete of the same key is a no-op.
  */
-function freeInIndex(ctx: SessionEndContext, hooks: SessionEndHooks, held: readonly HeldOwner[], revision: bigint): void {
+function freeInIndex(
+  ctx: SessionEndContext,
+  hooks: SessionEndHooks,
+  held: readonly HeldOwner[],
+  revision: bigint,
+): void {
   if (held.length === 0) return;
   const freed: OwnerEntry[] = [];
   for (const h of held) {

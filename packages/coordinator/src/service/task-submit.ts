@@ -3,10 +3,7 @@
  * The decisions (schedule, sizes, chunks, repeats) are core/submit-plan.ts; this shell makes the
  * records, runs the txns and settles what already existed.
  */
-import {
-  MAX_ATTEMPTS_LIMIT,
-  type RetryPolicyInput,
-} from '@leasehold/protocol';
+import { MAX_ATTEMPTS_LIMIT, type RetryPolicyInput } from '@leasehold/protocol';
 import type { Span } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';

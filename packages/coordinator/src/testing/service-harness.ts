@@ -5,13 +5,7 @@
  * test can partition one, hold its watch back (a stale index), or hold its fence advances (a
  * coordinator paused between the grant txn and the advance). No sockets, no real time.
  */
-import {
-  decideAdvance,
-  decideWrite,
-  PROTOCOL_VERSION,
-  type CoordinatorMessage,
-  type Hello,
-} from '@leasehold/protocol';
+import { decideAdvance, decideWrite, PROTOCOL_VERSION, type CoordinatorMessage, type Hello } from '@leasehold/protocol';
 import { pino } from 'pino';
 import { loadConfig, type CoordinatorConfig } from '../config.js';
 import { SinkUnavailableError } from '../errors.js';

@@ -77,7 +77,10 @@ function presentedBy(req: IncomingMessage): PresentedCredentials {
   }
   const cert = socket.getPeerCertificate();
   const commonName = typeof cert.subject.CN === 'string' ? cert.subject.CN : undefined;
-  return { authorization: req.headers.authorization, verifiedCertificate: { commonName, serialNumber: cert.serialNumber } };
+  return {
+    authorization: req.headers.authorization,
+    verifiedCertificate: { commonName, serialNumber: cert.serialNumber },
+  };
 }
 
 export class WorkerSockets {
@@ -102,7 +105,10 @@ export class WorkerSockets {
   accept(socket: WorkerSocket, presented: PresentedCredentials, remote?: string): AcceptOutcome {
     const identity = this.#o.authenticate(presented);
     if (identity === undefined) {
-      this.#o.log.warn({ remote, credential: 'worker', presented: 'bearer' }, 'worker connection refused: bad credentials');
+      this.#o.log.warn(
+        { remote, credential: 'worker', presented: 'bearer' },
+        'worker connection refused: bad credentials',
+      );
       return { ok: false, code: 'UNAUTHENTICATED' };
     }
     if (this.#o.isShuttingDown()) return { ok: false, code: 'SHUTTING_DOWN' };
