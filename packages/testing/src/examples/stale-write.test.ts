@@ -15,7 +15,7 @@ it("refuses my handler's stale write after another worker took the task over", a
   const stuck = new Promise<void>((resolve) => (unstick = resolve));
   const a = cluster.worker({
     workerId: 'a',
-    handler: async (task) => {
+    handler: async () => {
       await stuck;
       return { total: 1, by: 'a' };
     },
