@@ -11,6 +11,8 @@ const resolve = {
   alias: [
     { find: /^@leasehold\/protocol$/, replacement: src('protocol/src/index.ts') },
     { find: /^@leasehold\/sink$/, replacement: src('sink/src/index.ts') },
+    { find: /^@leasehold\/sink\/testing\/contract$/, replacement: src('sink/src/testing/contract.ts') },
+    { find: /^@leasehold\/sink\/testing\/targets$/, replacement: src('sink/src/testing/targets.ts') },
     { find: /^@leasehold\/sink-client$/, replacement: src('sink-client/src/index.ts') },
     { find: /^@leasehold\/coordinator$/, replacement: src('coordinator/src/index.ts') },
     { find: /^@leasehold\/worker$/, replacement: src('worker/src/index.ts') },
@@ -24,6 +26,8 @@ const resolve = {
     { find: /^@leasehold\/fence-pg$/, replacement: src('fence-pg/src/index.ts') },
     { find: /^@leasehold\/telemetry$/, replacement: src('telemetry/src/index.ts') },
     { find: /^@leasehold\/daemon-kit$/, replacement: src('daemon-kit/src/index.ts') },
+    { find: /^@leasehold\/testing$/, replacement: src('testing/src/index.ts') },
+    { find: /^@leasehold\/testing\/clock$/, replacement: src('testing/src/clock/index.ts') },
   ],
 };
 

@@ -9,7 +9,8 @@
  * (4) replay of the same result is accepted, a conflicting one refused;
  * (5) coordinator restart (SIGKILL + start of dist/main.js): tokens keep growing, fences intact.
  */
-import { ManualClock, type Grant } from '@leasehold/protocol';
+import type { Grant } from '@leasehold/protocol';
+import { ManualClock } from '@leasehold/testing/clock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Stack, TestWorker, type AdminClient } from '../harness/coordinator.js';
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';

@@ -47,7 +47,6 @@ import {
   serverOptions,
 } from '@leasehold/daemon-kit';
 import { z } from 'zod';
-import { readTlsFiles, type TlsMaterial } from '@leasehold/daemon-kit';
 
 export const ENV_PREFIX = 'LEASEHOLD_COORDINATOR_';
 
@@ -632,49 +631,4 @@ export function loadConfig(
 /** The config with secrets replaced, for the one start-up log line and --check-config. */
 export function redactConfig(config: CoordinatorConfig): Record<string, unknown> {
   return CONFIG.redact(config);
-}
-
-/** The certificate files the config names, as PEM bytes (read in main.ts; see {@link readCertificates}). */
-export interface CoordinatorCertificates {
-  /** HTTPS / WSS: the certificate, its key and the CA of worker client certificates. */
-  readonly server: TlsMaterial | undefined;
-  /** etcd: the CA of its certificate, and a client certificate for etcd's client-cert auth. */
-  readonly etcd: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer } | undefined;
-  /** The CA that issued the sink's certificate (pinned). */
-  readonly sinkCa: Buffer | undefined;
-}
-
-/** Read every certificate file `config` names with `readFile` (main.ts passes `fs.readFileSync`). */
-export function readCertificates(
-  config: CoordinatorConfig,
-  readFile: (path: string) => Buffer,
-): CoordinatorCertificates {
-  const tls = config.http.tls;
-  const etcd = config.etcd;
-  return {
-    server:
-      tls === undefined
-        ? undefined
-        : readTlsFiles({ certFile: tls.certFile, keyFile: tls.keyFile, caFile: tls.clientCaFile }, readFile),
-    etcd:
-      etcd.caFile === undefined
-        ? undefined
-        : {
-            ca: readFile(etcd.caFile),
-            ...(etcd.certFile === undefined || etcd.keyFile === undefined
-              ? {}
-              : { cert: readFile(etcd.certFile), key: readFile(etcd.keyFile) }),
-          },
-    sinkCa: config.sink.caFile === undefined ? undefined : readFile(config.sink.caFile),
-  };
-}
-
-/** Whether `certificates` has exactly the material `config` names files for (a missing CA would trust any peer). */
-export function certificatesMatch(config: CoordinatorConfig, certificates: CoordinatorCertificates): boolean {
-  return (
-    (config.http.tls === undefined) === (certificates.server === undefined) &&
-    (config.http.tls?.clientCaFile === undefined) === (certificates.server?.ca === undefined) &&
-    (config.etcd.caFile === undefined) === (certificates.etcd === undefined) &&
-    (config.sink.caFile === undefined) === (certificates.sinkCa === undefined)
-  );
 }

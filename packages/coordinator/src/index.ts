@@ -7,36 +7,67 @@
  * adopts their sessions: nothing is revoked here), stop the watch and close etcd.
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Server as TlsServer } from 'node:tls';
 import type { Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
-import { certificatesMatch, readCertificates, type CoordinatorCertificates, type CoordinatorConfig } from './config.js';
+import type { CoordinatorConfig } from './config.js';
 import { CLOSE_GOING_AWAY } from './core/dispatch.js';
 import type { Timers } from './core/timers.js';
-import { EtcdBackend } from './etcd/etcd-backend.js';
-import { KeyLayout } from './etcd/keys.js';
-import { KvLeaseStore } from './etcd/lease-store.js';
-import { SinkFenceTarget, type FenceTarget } from './fence/fence-target.js';
-import { ConsoleHub } from './http/console/console-hub.js';
+import type { KvBackend } from './etcd/backend.js';
+import { etcdBackendOf, leaseStoreOf } from './etcd/etcd-store.js';
+import type { FenceTarget } from './fence/port.js';
+import { SinkFenceTarget } from './fence/sink-fence-target.js';
+import { HttpSinkObserver } from './fence/sink-observer.js';
 import { ConsoleRevocations } from './http/console/console-revocations.js';
+import type { TaskApi } from './http/routes-tasks.js';
 import { createHttpServer } from './http/server.js';
-import { taskEventOf } from './service/events.js';
 import { Metrics } from './metrics.js';
 import { Readiness } from './service/readiness.js';
 import { createServices } from './services.js';
+import { readFileFromDisk, tlsMaterialOf, type ReadFile } from './tls-material.js';
 import { realTimers } from './timers.js';
-import { WorkerSockets } from './ws/server.js';
-import { createWorkerAuthenticator } from './ws/worker-auth.js';
+import type { WorkerSocket } from './ws/connection.js';
+import { WorkerSockets, type AcceptOutcome } from './ws/server.js';
+import { createWorkerAuthenticator, type PresentedCredentials } from './ws/worker-auth.js';
 
 export { loadConfig, redactConfig, HELP_TEXT, ENV_PREFIX, OPTIONS } from './config.js';
-export type { CoordinatorCertificates, CoordinatorConfig } from './config.js';
-export { CoordinatorError, EtcdUnavailableError, SinkUnavailableError } from './errors.js';
-export { SinkFenceTarget } from './fence/fence-target.js';
-export type { FenceTarget, AdvanceItem, AdvanceItemResult } from './fence/fence-target.js';
+export type { CoordinatorConfig } from './config.js';
+export { CoordinatorError, EtcdError, EtcdRefusedError, EtcdUnavailableError, SinkUnavailableError } from './errors.js';
+export type { EtcdFailure } from './errors.js';
+/** The etcd port (what the coordinator needs of etcd) and the injected timers: for other backends and tests. */
+export { inRange } from './etcd/backend.js';
+export type {
+  BackendStatus,
+  Compare,
+  CompareResult,
+  CompareTarget,
+  KeyRange,
+  KeyValue,
+  KvBackend,
+  LeaseKeeper,
+  LeaseKeeperOptions,
+  Op,
+  OpResult,
+  RangeOptions,
+  RangePage,
+  TxnResult,
+  TxnSpec,
+  WatchEvent,
+  WatchHandle,
+  WatchListener,
+} from './etcd/backend.js';
+export type { TimerHandle, Timers } from './core/timers.js';
+export { SinkFenceTarget } from './fence/sink-fence-target.js';
+export type { FenceTarget, AdvanceItem, AdvanceItemResult, SinkProbe } from './fence/port.js';
 export { KeyLayout } from './etcd/keys.js';
 export { WORKER_PATH } from './ws/server.js';
+/** A worker connection from a transport other than the WebSocket endpoint (`Coordinator.connectWorker`). */
+export type { AcceptOutcome, AcceptedWorker } from './ws/server.js';
+export type { WorkerSocket } from './ws/connection.js';
+export type { PresentedCredentials } from './ws/worker-auth.js';
+export type { ReadFile } from './tls-material.js';
 export type { TaskView, ResourceView } from './service/tasks.js';
 /** The admin HTTP server alone (embedding, and the fuzzers' planted-bug self-test). */
 export { createHttpServer } from './http/server.js';
@@ -50,22 +81,42 @@ export interface CoordinatorDeps {
   readonly clock?: Clock;
   /** Timers on that clock; default the real ones. */
   readonly timers?: Timers;
+  /** Wall clock (epoch ms) of the times stored in task records (backoffs, history); default `Date.now`. */
+  readonly wallClock?: () => number;
+  /** [0, 1) for backoff jitter; default `Math.random`. */
+  readonly random?: () => number;
   /** The sink's fence; default: HTTP to `config.sink.url`. */
   readonly fenceTarget?: FenceTarget;
+  /** etcd, as the coordinator's port; default: an etcd3 client to `config.etcd` (the in-memory etcd in tests). */
+  readonly backend?: KvBackend;
+  /**
+   * Reads the certificate and key files the config names (TLS server, etcd, sink CA). main.ts
+   * passes its reader (`readFileSync`); an embedding that passes none gets `readFileSync`.
+   */
+  readonly readFile?: ReadFile;
+  /** Listen on `config.http.host:port` (default true). false: no socket; workers come through `connectWorker`. */
+  readonly listen?: boolean;
   /** Also collect Node's default process metrics. */
   readonly defaultMetrics?: boolean;
-  /** The certificate files of `config`, read by main.ts (default: read here, from the config's paths). */
-  readonly certificates?: CoordinatorCertificates;
 }
 
 export interface Coordinator {
   readonly coordinatorId: string;
+  /** The bound address (port 0 when not listening). */
   readonly address: { readonly host: string; readonly port: number };
-  /** `http://host:port` */
+  /** `http(s)://host:port` (empty when not listening). */
   readonly url: string;
   readonly metrics: Metrics;
-  /** New TLS material (SIGHUP; default: the files read again): new connections use it, open ones stay. */
-  reloadTls(server?: CoordinatorCertificates['server']): void;
+  /** The task API in process: what the admin routes (`/v1/tasks`, ...) call. */
+  readonly tasks: TaskApi;
+  /**
+   * Serve a worker connection from a transport other than the WebSocket endpoint (an in-process
+   * pair): the credential it presents is checked as at a WebSocket upgrade; the transport feeds
+   * the frames it receives to the accepted worker and tells it when it closes.
+   */
+  connectWorker(socket: WorkerSocket, presented: PresentedCredentials): AcceptOutcome;
+  /** Read the TLS certificate and key files again (SIGHUP): new connections use them, open ones stay. */
+  reloadTls(): void;
   close(): Promise<void>;
 }
 
@@ -75,50 +126,27 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const coordinatorId = config.coordinatorId ?? `c-${randomUUID().slice(0, 8)}`;
   const log = deps.logger.child({ coordinatorId });
   const metrics = new Metrics({ defaultMetrics: deps.defaultMetrics ?? false });
-  const certificates = deps.certificates ?? readCertificates(config, (path) => readFileSync(path));
-  if (!certificatesMatch(config, certificates)) throw new Error('deps.certificates does not match the config');
-  const etcdTls = certificates.etcd;
-  const backend = new EtcdBackend({
-    endpoints: config.etcd.endpoints,
-    requestTimeoutMs: config.etcd.requestTimeoutMs,
-    maxResponseBytes: config.etcd.maxResponseBytes,
-    log,
-    ...(etcdTls === undefined ? {} : { tls: etcdTls }),
-    ...(config.etcd.username === undefined || config.etcd.password === undefined
-      ? {}
-      : { auth: { username: config.etcd.username, password: config.etcd.password } }),
-  });
-  const store = new KvLeaseStore(backend, new KeyLayout(config.etcd.prefix), {
-    observer: {
-      onTxn: (txn, seconds, outcome) => {
-        // Label values lower-case, like every leasehold metric: `submitTask` → `submit_task`.
-        metrics.etcdTxn.observe({ txn: txn.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), outcome }, seconds);
-      },
-      onError: (failure) => {
-        metrics.etcdErrors.inc({ failure: failure.replace(/-/g, '_') });
-      },
-    },
-    budget: { pageBytes: config.etcd.pageBytes },
-  });
+  const material = tlsMaterialOf(config, deps.readFile ?? readFileFromDisk);
+  const sinkTls = material.sinkCa === undefined ? {} : { tls: { ca: material.sinkCa } };
+  const store = leaseStoreOf(deps.backend ?? etcdBackendOf(config.etcd, material.etcd, log), config.etcd, metrics);
   const fenceTarget =
     deps.fenceTarget ??
-    new SinkFenceTarget({
-      url: config.sink.url,
-      key: config.sink.key,
-      timeoutMs: config.sink.timeoutMs,
-      ...(certificates.sinkCa === undefined ? {} : { tls: { ca: certificates.sinkCa } }),
-    });
+    new SinkFenceTarget({ url: config.sink.url, key: config.sink.key, timeoutMs: config.sink.timeoutMs, ...sinkTls });
   const services = createServices({
     config,
     coordinatorId,
     store,
     fenceTarget,
+    sinkObserver: new HttpSinkObserver({ url: config.sink.url, key: config.sink.key, ...sinkTls }),
     clock: deps.clock ?? monotonic,
     timers: deps.timers ?? realTimers,
+    ...(deps.wallClock === undefined ? {} : { wallClock: deps.wallClock }),
+    ...(deps.random === undefined ? {} : { random: deps.random }),
     log,
     metrics,
   });
-  const { ctx, sessions, grants, leases, tasks, feed } = services;
+  const { sessions, grants, leases, tasks, feed, state } = services;
+  const wallClock = deps.wallClock ?? Date.now;
 
   try {
     await services.start();
@@ -143,33 +171,16 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     etcd: () => store.ping(),
     index: () => feed.ready,
     keepalive: () => sessions.keepaliveConnected,
-    etcdReachable: () => !ctx.state.etcdUnreachable,
+    etcdReachable: () => !state.etcdUnreachable,
     fenceTarget,
     signingKey: config.capabilitySigningKey,
     metrics,
     nowMs: () => performance.now(),
   });
-  const consoleHub = new ConsoleHub({
-    coordinatorId,
-    store,
-    retryDefaults: config.retryPolicy,
-    taskEventOf: (stored) => taskEventOf(stored, ctx, ctx.wallClock()),
-    remainingMs: (sessionId) => {
-      const local = sessions.get(sessionId);
-      return local === undefined || !sessions.isLive(local) ? undefined : sessions.remainingMs(local);
-    },
-    sink: {
-      url: config.sink.url,
-      key: config.sink.key,
-      ...(certificates.sinkCa === undefined ? {} : { tls: { ca: certificates.sinkCa } }),
-    },
-    wallClock: ctx.wallClock,
-    log: log.child({ component: 'console' }),
-  });
   // Console logouts, shared with every coordinator through etcd; read before the first request.
   const consoleRevocations = new ConsoleRevocations({
     store,
-    wallClock: ctx.wallClock,
+    wallClock,
     log: log.child({ component: 'console' }),
   });
   try {
@@ -179,16 +190,15 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     store.close();
     throw err;
   }
+  const serverTls = material.server;
   const app = createHttpServer({
-    console: consoleHub,
+    console: services.console,
     consoleRevocations,
     consoleLogin: config.consoleLogin,
-    wallClock: ctx.wallClock,
-    ...(tls === undefined || certificates.server === undefined
+    wallClock,
+    ...(serverTls === undefined || tls === undefined
       ? {}
-      : {
-          https: { ...certificates.server, requestCert: tls.clientCaFile !== undefined, rejectUnauthorized: false },
-        }),
+      : { https: { ...serverTls(), requestCert: tls.clientCaFile !== undefined, rejectUnauthorized: false } }),
     adminKeys: config.adminKeys,
     maxJsonDepth: config.maxJsonDepth,
     maxPayloadBytes: config.http.maxPayloadBytes,
@@ -206,12 +216,12 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     }),
     metrics,
     log: log.child({ component: 'ws' }),
-    isShuttingDown: () => ctx.state.shuttingDown,
+    isShuttingDown: () => state.shuttingDown,
     connection: {
       sessions,
       grants,
       leases,
-      clock: ctx.clock,
+      clock: deps.clock ?? monotonic,
       metrics,
       log: log.child({ component: 'ws' }),
       coordinatorId,
@@ -223,37 +233,43 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     },
   });
 
-  try {
-    await app.listen({ host: config.http.host, port: config.http.port });
-  } catch (err) {
-    await consoleRevocations.close();
-    await services.close();
-    store.close();
-    throw err;
-  }
-  const bound = app.server.address() as AddressInfo;
-  if (config.http.portFile !== undefined) writeFileSync(config.http.portFile, `${bound.port}\n`);
   const host = config.http.host;
-  const url = `${tls === undefined ? 'http' : 'https'}://${host.includes(':') ? `[${host}]` : host}:${bound.port}`;
-  log.info({ url }, 'coordinator listening');
+  let port = 0;
+  let url = '';
+  if (deps.listen ?? true) {
+    try {
+      await app.listen({ host, port: config.http.port });
+    } catch (err) {
+      await consoleRevocations.close();
+      await services.close();
+      store.close();
+      throw err;
+    }
+    port = (app.server.address() as AddressInfo).port;
+    if (config.http.portFile !== undefined) writeFileSync(config.http.portFile, `${port}\n`);
+    url = `${tls === undefined ? 'http' : 'https'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    log.info({ url }, 'coordinator listening');
+  } else {
+    await app.ready();
+  }
 
   let closing: Promise<void> | undefined;
   return {
     coordinatorId,
-    address: { host, port: bound.port },
+    address: { host, port },
     url,
     metrics,
-    reloadTls: (server) => {
-      const material = server ?? readCertificates(config, (path) => readFileSync(path)).server;
-      if (tls === undefined || material === undefined) return;
-      (app.server as unknown as TlsServer).setSecureContext(material);
+    tasks,
+    connectWorker: (socket, presented) => sockets.accept(socket, presented, 'in-process'),
+    reloadTls: () => {
+      if (serverTls === undefined) return;
+      (app.server as unknown as TlsServer).setSecureContext(serverTls());
       log.info('tls certificates reloaded');
     },
     close: () =>
       (closing ??= (async () => {
         log.info('coordinator shutting down');
         const stopping = services.close();
-        await consoleHub.close();
         await consoleRevocations.close();
         await sockets.close(CLOSE_GOING_AWAY, 'coordinator going away');
         await app.close();

@@ -9,7 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { packageVersion, runMain, type DaemonDefinition } from '@leasehold/daemon-kit';
-import { HELP_TEXT, loadConfig, readCertificates, redactConfig, type CoordinatorConfig } from './config.js';
+import { HELP_TEXT, loadConfig, redactConfig, type CoordinatorConfig } from './config.js';
 import { createCoordinator } from './index.js';
 
 const readBytes = (path: string): Buffer => readFileSync(path);
@@ -31,11 +31,11 @@ const coordinator: DaemonDefinition<CoordinatorConfig> = {
         'TEST SABOTAGE ACTIVE: this coordinator breaks its own guarantees',
       );
     }
-    const certificates = readCertificates(config, readBytes);
-    const started = await createCoordinator(config, { logger, defaultMetrics: true, certificates });
+    // Every certificate file is read through readBytes, at start and again on SIGHUP.
+    const started = await createCoordinator(config, { logger, defaultMetrics: true, readFile: readBytes });
     return {
       reloadTls: () => {
-        started.reloadTls(readCertificates(config, readBytes).server);
+        started.reloadTls();
       },
       close: () => started.close(),
     };

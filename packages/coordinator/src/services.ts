@@ -1,28 +1,36 @@
 /**
  * The coordinator's service graph without transports: sessions, grants, leases, tasks, the watch
- * feed and its reactions, over a {@link LeaseStore} and a {@link FenceTarget}. `createCoordinator`
- * adds the etcd store, the sink client and the HTTP / WebSocket servers; unit tests build it over
- * the in-memory etcd with a manual clock and timers (see `testing/`).
+ * feed and its reactions, the console's read model, over a {@link LeaseStore} and a
+ * {@link FenceTarget}. `createCoordinator` adds the etcd store, the sink client and the HTTP /
+ * WebSocket servers; unit tests build it over the in-memory etcd of `@leasehold/testing` with a
+ * manual clock and timers (see `testing/`).
+ *
+ * There is no shared context: each service gets the narrow context it declares (`SessionsContext`,
+ * `GrantsContext`, …), with only the settings it reads copied out of the configuration
+ * ({@link settingsOf}). The capability signing key reaches only the grant delivery (in a signing
+ * closure) and readiness (its probe signs one); no service sees the admin keys, worker credentials,
+ * the sink key or the etcd password.
  */
-import { RepeatGate, type Clock } from '@leasehold/protocol';
+import { RepeatGate, signCapability, type Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from './config.js';
 import { TaskIndex } from './core/task-index.js';
 import type { Timers } from './core/timers.js';
 import { LeaseholdError, SinkUnavailableError } from './errors.js';
-import type { FenceTarget } from './fence/fence-target.js';
+import type { AdvanceItem, AdvanceItemResult, FenceTarget, SinkObserver } from './fence/port.js';
 import type { Metrics } from './metrics.js';
 import { MicroBatcher } from './service/batcher.js';
-import type { ServiceContext } from './service/context.js';
+import { ConsoleReadModel } from './service/console/console-read-model.js';
+import { settingsOf, type CoordinatorState } from './service/context.js';
+import { EtcdHealth } from './service/etcd-health.js';
+import { EtcdStatusPoller } from './service/etcd-status.js';
+import { TaskEventService } from './service/events.js';
 import { GrantService } from './service/grants.js';
 import { LeaseService } from './service/leases.js';
-import { createGroupHandler } from './service/reactions.js';
-import { SessionManager } from './service/sessions.js';
-import { EtcdHealth } from './service/etcd-health.js';
-import { TaskEventService } from './service/events.js';
-import { EtcdStatusPoller } from './service/etcd-status.js';
 import { LayoutMigration } from './service/migration.js';
+import { createGroupHandler } from './service/reactions.js';
 import { RetentionService } from './service/retention.js';
+import { SessionManager } from './service/sessions.js';
 import { SettleService } from './service/settle.js';
 import { TaskService } from './service/tasks.js';
 import { WatchFeed } from './service/watch-feed.js';
@@ -33,6 +41,8 @@ export interface ServiceDeps {
   readonly coordinatorId: string;
   readonly store: LeaseStore;
   readonly fenceTarget: FenceTarget;
+  /** The sink's events and fences for the console; default: none shown. */
+  readonly sinkObserver?: SinkObserver;
   readonly clock: Clock;
   /** Wall clock (epoch ms) for times stored in task records. Default `Date.now`. */
   readonly wallClock?: () => number;
@@ -44,7 +54,6 @@ export interface ServiceDeps {
 }
 
 export interface Services {
-  readonly ctx: ServiceContext;
   readonly sessions: SessionManager;
   readonly grants: GrantService;
   readonly leases: LeaseService;
@@ -56,6 +65,13 @@ export interface Services {
   readonly retention: RetentionService;
   readonly migration: LayoutMigration;
   readonly etcdStatus: EtcdStatusPoller;
+  /** The web console's read model (built on its first use). */
+  readonly console: ConsoleReadModel;
+  /** The watch-fed index of tasks and owners (what grants select from). */
+  readonly index: TaskIndex;
+  /** Shutting down / etcd unreachable: the flags the transports read too. */
+  readonly state: Readonly<CoordinatorState>;
+  readonly metrics: Metrics;
   /** Build the index and start the watch and keepalives. Rejects when the store cannot be read. */
   start(): Promise<void>;
   /** Stop taking grants, close sessions' sockets ("going away"), stop the watch. */
@@ -63,63 +79,130 @@ export interface Services {
 }
 
 export function createServices(deps: ServiceDeps): Services {
-  const { fenceTarget, log } = deps;
+  const { config, coordinatorId, store, fenceTarget, clock, timers, log, metrics } = deps;
   const wallClock = deps.wallClock ?? Date.now;
-  const ctx: ServiceContext = {
-    config: deps.config,
-    coordinatorId: deps.coordinatorId,
-    clock: deps.clock,
-    wallClock,
-    random: deps.random ?? Math.random,
-    timers: deps.timers,
+  const random = deps.random ?? Math.random;
+  const repeats = new RepeatGate();
+  const state: CoordinatorState = { shuttingDown: false, etcdUnreachable: false };
+  const index = new TaskIndex({ wallClock, defaults: config.retryPolicy });
+  const fences = new MicroBatcher<AdvanceItem, AdvanceItemResult>(async (items) => {
+    try {
+      return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
+    } catch (err) {
+      // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
+      throw err instanceof LeaseholdError
+        ? err
+        : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
+    }
+  }, 1_000);
+  const signingKey = config.capabilitySigningKey;
+
+  const sessions = new SessionManager({
+    coordinatorId,
+    config: settingsOf(config, ['sessionTtlMs', 'maxSessionsPerWorker', 'heartbeatIntervalMs', 'etcdLeaseMarginMs']),
+    inflightGraceMs: config.sink.timeoutMs + 500,
+    clock,
+    timers,
     log,
-    repeats: new RepeatGate(),
-    metrics: deps.metrics,
-    store: deps.store,
-    index: new TaskIndex({ wallClock, defaults: deps.config.retryPolicy }),
-    fenceTarget,
-    fences: new MicroBatcher(async (items) => {
-      try {
-        return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
-      } catch (err) {
-        // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
-        throw err instanceof LeaseholdError
-          ? err
-          : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
-      }
-    }, 1_000),
-    state: { shuttingDown: false, etcdUnreachable: false },
-  };
-  const sessions = new SessionManager(ctx);
-  const grants = new GrantService(ctx, sessions);
-  const settle = new SettleService(ctx);
-  const etcdHealth = new EtcdHealth(ctx, {
-    onUnreachable: () => {
-      sessions.handOffAll('etcd unreachable from this coordinator: resume on a peer');
-      grants.close();
-    },
-    onReachable: () => undefined,
+    metrics,
+    store,
+    index,
+    state,
   });
-  const events = new TaskEventService(ctx);
+  const grants = new GrantService(
+    {
+      config: settingsOf(config, ['grantBatchMax', 'noLeaseRetryAfterMs', 'retryPolicy', 'testSabotage']),
+      clock,
+      wallClock,
+      random,
+      timers,
+      log,
+      repeats,
+      metrics,
+      store,
+      index,
+      fences,
+      signCapability: (claims) => signCapability(signingKey, claims),
+      state,
+    },
+    sessions,
+  );
+  const settle = new SettleService({
+    config: settingsOf(config, ['settleGraceMs', 'retryPolicy']),
+    clock,
+    wallClock,
+    random,
+    timers,
+    log,
+    repeats,
+    metrics,
+    store,
+    index,
+  });
+  const etcdHealth = new EtcdHealth(
+    { config: settingsOf(config, ['etcdGiveUpMs']), clock, timers, log, metrics, store, state },
+    {
+      onUnreachable: () => {
+        sessions.handOffAll('etcd unreachable from this coordinator: resume on a peer');
+        grants.close();
+      },
+      onReachable: () => undefined,
+    },
+  );
+  const events = new TaskEventService({
+    config: settingsOf(config, ['retryPolicy']),
+    wallClock,
+    timers,
+    log,
+    store,
+    index,
+  });
   sessions.onOwnersFreed((freed) => {
     for (const owner of freed) settle.ownerGone(owner, true);
     grants.wake();
   });
-  const leases = new LeaseService(ctx, sessions);
-  const tasks = new TaskService(ctx, sessions);
+  const leases = new LeaseService(
+    { config: settingsOf(config, ['retryPolicy']), wallClock, random, log, metrics, store, index },
+    sessions,
+  );
+  const tasks = new TaskService(
+    {
+      config: settingsOf(config, ['maxTaskPayloadBytes', 'retryPolicy', 'testSabotage']),
+      wallClock,
+      log,
+      metrics,
+      store,
+      index,
+      fences,
+    },
+    sessions,
+  );
   const migration = new LayoutMigration({
-    store: deps.store,
+    store,
     log: log.child({ component: 'layout' }),
-    timers: deps.timers,
-    metrics: deps.metrics,
-    holder: deps.coordinatorId,
+    timers,
+    metrics,
+    holder: coordinatorId,
   });
   const feed = new WatchFeed({
-    store: deps.store,
-    timers: deps.timers,
-    index: ctx.index,
+    store,
+    timers,
+    index,
     log: log.child({ component: 'watch' }),
-    onGroup: createGroupHandler(ctx, sessions, settle),
+    onGroup: createGroupHandler(
+      {
+        coordinatorId,
+        config: settingsOf(config, ['fenceOnExpiry']),
+        clock,
+        log,
+        repeats,
+        metrics,
+        fences,
+        state,
+      },
+      sessions,
+      settle,
+    ),
     onApplied: () => {
       grants.wake();
     },
@@ -133,10 +216,43 @@ export function createServices(deps: ServiceDeps): Services {
       migration.seen(taskId, modRevision);
     },
   });
-  const retention = new RetentionService(ctx, () => feed.ready);
-  const etcdStatus = new EtcdStatusPoller(ctx);
-  deps.metrics.taskCounts = () => {
-    const stats = ctx.index.stats();
+  const retention = new RetentionService(
+    {
+      coordinatorId,
+      config: settingsOf(config, ['retention']),
+      clock,
+      wallClock,
+      timers,
+      log,
+      metrics,
+      store,
+      index,
+      state,
+    },
+    () => feed.ready,
+  );
+  const etcdStatus = new EtcdStatusPoller({
+    config: { etcd: { quotaBytes: config.etcd.quotaBytes, statusIntervalMs: config.etcd.statusIntervalMs } },
+    timers,
+    log,
+    metrics,
+    store,
+  });
+  const consoleReadModel = new ConsoleReadModel({
+    coordinatorId,
+    config: settingsOf(config, ['retryPolicy']),
+    store,
+    feed,
+    sink: deps.sinkObserver,
+    remainingMs: (sessionId) => {
+      const local = sessions.get(sessionId);
+      return local === undefined || !sessions.isLive(local) ? undefined : sessions.remainingMs(local);
+    },
+    wallClock,
+    log: log.child({ component: 'console' }),
+  });
+  metrics.taskCounts = () => {
+    const stats = index.stats();
     return {
       pending: stats.pending - stats.delayed - stats.parked,
       delayed: stats.delayed,
@@ -148,7 +264,6 @@ export function createServices(deps: ServiceDeps): Services {
   };
 
   return {
-    ctx,
     sessions,
     grants,
     leases,
@@ -160,6 +275,10 @@ export function createServices(deps: ServiceDeps): Services {
     retention,
     migration,
     etcdStatus,
+    console: consoleReadModel,
+    index,
+    state,
+    metrics,
     start: async () => {
       await feed.start();
       sessions.start();
@@ -168,7 +287,7 @@ export function createServices(deps: ServiceDeps): Services {
       etcdStatus.start();
     },
     close: async () => {
-      ctx.state.shuttingDown = true;
+      state.shuttingDown = true;
       sessions.close();
       grants.close();
       settle.close();
@@ -177,6 +296,7 @@ export function createServices(deps: ServiceDeps): Services {
       retention.close();
       migration.close();
       etcdStatus.close();
+      await consoleReadModel.close();
       await feed.close();
     },
   };

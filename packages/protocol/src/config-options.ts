@@ -399,8 +399,7 @@ type SomeOption = OptionSpec & {
 };
 type SomeDerived = Omit<DerivedDeclaration<unknown>, 'redact'> & { readonly redact?: (value: never) => unknown };
 
-const kindOf = (node: Node): 'option' | 'derived' | 'tree' =>
-  DECLARATION in node ? (node)[DECLARATION] : 'tree';
+const kindOf = (node: Node): 'option' | 'derived' | 'tree' => (DECLARATION in node ? node[DECLARATION] : 'tree');
 
 /** `SINK_URL` → `sink-url`: the flag and config-file key of an option. */
 export function flagOf(env: string): string {

@@ -63,7 +63,6 @@ export {
 export type { Backoff, RetryPolicy, RetryPolicyInput } from './model/retry-policy.js';
 export { RepeatGate } from './repeat-gate.js';
 export type { GateDecision } from './repeat-gate.js';
-export { ManualClock } from './model/clock.js';
 export type { Clock } from './model/clock.js';
 export { decideAdvance, decideWrite } from './model/fence-rules.js';
 export type { AdvanceDecision, WriteDecision } from './model/fence-rules.js';

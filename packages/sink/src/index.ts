@@ -15,6 +15,7 @@ export type { SinkConfig, LogLevel, ConfigDeps } from './config.js';
 export { SchemaVersionError, ShuttingDownError, isRetryable, LeaseholdError, ConfigError } from './errors.js';
 
 export { decideBatch } from './core/batch.js';
+export { pageLength, resultJsonBytes } from './core/page.js';
 export type { BatchReader } from './core/batch.js';
 export type {
   AdvanceOp,

@@ -93,3 +93,30 @@ export function planRetention(
 function ref(task: EndedTask, reason: RemovalReason): Removal {
   return { taskId: task.taskId, modRevision: task.modRevision, state: task.state, reason };
 }
+
+/** An operator's purge (`POST /v1/tasks/purge`): ended tasks of one state, ended long enough ago. */
+export interface PurgeRequest {
+  readonly state: EndedTask['state'];
+  readonly olderThanMs: number;
+  /** At most this many (default 1000). */
+  readonly limit?: number | undefined;
+}
+
+/**
+ * What a purge deletes now — oldest first, at most `limit` — and whether more are left for the
+ * next call. Each names the record's mod_revision as the index saw it (the delete compares it).
+ */
+export function planPurge(
+  tasks: Iterable<EndedTask>,
+  request: PurgeRequest,
+  nowMs: number,
+): { readonly refs: { readonly taskId: string; readonly modRevision: bigint }[]; readonly more: boolean } {
+  const cutoff = nowMs - request.olderThanMs;
+  const candidates: EndedTask[] = [];
+  for (const t of tasks) if (t.state === request.state && t.endedAtMs <= cutoff) candidates.push(t);
+  candidates.sort((a, b) => a.endedAtMs - b.endedAtMs || (a.taskId < b.taskId ? -1 : 1));
+  const refs = candidates
+    .slice(0, request.limit ?? 1_000)
+    .map((t) => ({ taskId: t.taskId, modRevision: t.modRevision }));
+  return { refs, more: candidates.length > refs.length };
+}

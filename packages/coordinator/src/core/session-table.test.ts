@@ -1,4 +1,4 @@
-import { ManualClock } from '@leasehold/protocol';
+import { ManualClock } from '@leasehold/testing/clock';
 import { describe, expect, it } from 'vitest';
 import { SessionTable } from './session-table.js';
 

@@ -22,11 +22,21 @@
  * tells the grant service when to wake, so nothing polls), or *parked* (an attempt is open, or its
  * attempts are used up: it waits for the record that closes the attempt). Ready tasks are kept in
  * one lane per priority; selection takes the highest priority first, oldest first within it.
+ *
+ * Over 400 lines on purpose: the lanes, the due heap, the per-resource ids and the owners block and
+ * unblock each other (an owner key blocks its resource's ready tasks, its delete returns them in
+ * create order, a due task enters a lane only if its resource is free), and those moves are kept in
+ * one class so each invariant is visible in one place. The pieces that stand alone are their own
+ * files: entries (index-entry.ts), lanes and heap (index-queues.ts), owners and holds
+ * (index-owners.ts).
  */
 
 import { DEFAULT_RETRY_POLICY, MAX_PRIORITY, type RetryPolicy } from '@leasehold/protocol';
 import { PendingEntry, type EndedTask, type PendingTask, type Status, type TaskEntry } from './index-entry.js';
+import { OwnerTable, type OwnerEntry } from './index-owners.js';
 import { DueHeap, Lane } from './index-queues.js';
+
+export type { OwnerEntry } from './index-owners.js';
 
 export {
   entryOf,
@@ -38,25 +48,10 @@ export {
   type TaskEntry,
 } from './index-entry.js';
 
-export interface OwnerEntry {
-  readonly resource: string;
-  readonly taskId: string;
-  readonly sessionId: string;
-  /** The acquire's request id: names the grant's holding key. */
-  readonly requestId: string;
-  /** The owner key's create_revision: the fencing token. */
-  readonly token: bigint;
-}
-
 export interface SelectOptions {
   /** Only this task (if it is eligible). */
   readonly taskId?: string;
   readonly limit?: number;
-}
-
-/** `until === undefined`: held until released explicitly. */
-interface Hold {
-  until: bigint | undefined;
 }
 
 /** A pending task with the index's own bookkeeping (arrival sequence, status, heap generation). */
@@ -108,12 +103,7 @@ export class TaskIndex {
   /** Every ended task, by task id. */
   #ended = new Map<string, EndedTask>();
   #endedCounts: EndedCounts = { completed: 0, failed: 0, cancelled: 0 };
-  #owners = new Map<string, OwnerEntry>();
-  /** Owned resources per session id. */
-  #bySession = new Map<string, Set<string>>();
-  readonly #holds = new Map<string, Hold>();
-  /** Owner entries freed ahead of the watch ({@link freeOwner}), until the watch reaches `at`. */
-  readonly #freedEarly = new Map<string, { readonly owner: OwnerEntry; readonly at: bigint }>();
+  readonly #owners = new OwnerTable();
   #revision = 0n;
 
   constructor(options: TaskIndexOptions = {}) {
@@ -143,8 +133,7 @@ export class TaskIndex {
     this.#due.clear();
     this.#ended = new Map();
     this.#endedCounts = { completed: 0, failed: 0, cancelled: 0 };
-    this.#owners = new Map();
-    this.#bySession = new Map();
+    this.#owners.reset();
     for (const owner of owners) this.#setOwner(owner);
     const pending: PendingTask[] = [];
     for (const task of tasks) {
@@ -153,7 +142,6 @@ export class TaskIndex {
     }
     pending.sort((a, b) => (a.createRevision < b.createRevision ? -1 : a.createRevision > b.createRevision ? 1 : 0));
     for (const task of pending) this.#addTask(task, this.#nextSeq++);
-    this.#freedEarly.clear();
     this.#revision = revision;
   }
 
@@ -205,40 +193,33 @@ export class TaskIndex {
     const owner = this.#owners.get(resource);
     if (owner?.token !== token) return undefined;
     this.#deleteOwner(resource);
-    if (revision > this.#revision) this.#freedEarly.set(resource, { owner, at: revision });
+    if (revision > this.#revision) this.#owners.freedEarly(owner, revision);
     return owner;
   }
 
   /** The owner entry of `resource` before the watch event being applied: current or freed early. */
   previousOwner(resource: string): OwnerEntry | undefined {
-    return this.#owners.get(resource) ?? this.#freedEarly.get(resource)?.owner;
+    return this.#owners.previous(resource);
   }
 
   /** The watch has delivered everything up to `revision`. */
   advanceTo(revision: bigint): void {
     if (revision <= this.#revision) return;
     this.#revision = revision;
-    for (const [resource, freed] of this.#freedEarly) if (freed.at <= revision) this.#freedEarly.delete(resource);
+    this.#owners.seen(revision);
   }
 
   hold(resource: string): void {
-    this.#holds.set(resource, { until: undefined });
+    this.#owners.hold(resource);
   }
 
   /** Keep holding `resource` until the index has seen `revision`. */
   holdUntil(resource: string, revision: bigint): void {
-    if (revision <= this.#revision) this.#holds.delete(resource);
-    else this.#holds.set(resource, { until: revision });
+    this.#owners.holdUntil(resource, revision, this.#revision);
   }
 
   isHeld(resource: string): boolean {
-    const hold = this.#holds.get(resource);
-    if (hold === undefined) return false;
-    if (hold.until !== undefined && hold.until <= this.#revision) {
-      this.#holds.delete(resource);
-      return false;
-    }
-    return true;
+    return this.#owners.isHeld(resource, this.#revision);
   }
 
   ownerOf(resource: string): OwnerEntry | undefined {
@@ -247,12 +228,7 @@ export class TaskIndex {
 
   /** Owner keys of `sessionId` as the index knows them (complete up to {@link revision}). */
   ownersOf(sessionId: string): OwnerEntry[] {
-    const held: OwnerEntry[] = [];
-    for (const resource of this.#bySession.get(sessionId) ?? []) {
-      const owner = this.#owners.get(resource);
-      if (owner !== undefined) held.push(owner);
-    }
-    return held;
+    return this.#owners.ofSession(sessionId);
   }
 
   pendingTask(taskId: string): PendingTask | undefined {
@@ -362,7 +338,7 @@ export class TaskIndex {
       delayed,
       parked,
       owned: this.#owners.size,
-      held: this.#holds.size,
+      held: this.#owners.heldCount,
       ended: { ...this.#endedCounts },
     };
   }
@@ -447,13 +423,7 @@ export class TaskIndex {
   }
 
   #setOwner(owner: OwnerEntry): void {
-    const before = this.#owners.get(owner.resource);
-    if (before !== undefined) this.#bySession.get(before.sessionId)?.delete(owner.resource);
-    this.#owners.set(owner.resource, owner);
-    let resources = this.#bySession.get(owner.sessionId);
-    if (resources === undefined) this.#bySession.set(owner.sessionId, (resources = new Set()));
-    resources.add(owner.resource);
-    if (before !== undefined) return;
+    if (!this.#owners.set(owner)) return;
     // The resource's ready tasks are blocked now.
     for (const taskId of this.#idsOf(owner.resource)) {
       const task = this.#pending.get(taskId);
@@ -462,12 +432,7 @@ export class TaskIndex {
   }
 
   #deleteOwner(resource: string): void {
-    const owner = this.#owners.get(resource);
-    if (owner === undefined) return;
-    this.#owners.delete(resource);
-    const resources = this.#bySession.get(owner.sessionId);
-    resources?.delete(resource);
-    if (resources?.size === 0) this.#bySession.delete(owner.sessionId);
+    if (this.#owners.delete(resource) === undefined) return;
     // The resource's ready tasks are free again, in create order among the returned ones.
     for (const taskId of this.#idsOf(resource)) {
       const task = this.#pending.get(taskId);

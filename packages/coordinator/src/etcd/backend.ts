@@ -1,10 +1,10 @@
 /**
  * The etcd semantics the coordinator relies on, as one small interface with two implementations:
- * {@link EtcdBackend} (a real etcd through etcd3) and {@link MemoryBackend} (an in-memory MVCC store
- * with the same revisions, leases, txn compares and watch). Every transaction of the coordinator
+ * {@link EtcdBackend} (a real etcd through etcd3) and `MemoryBackend` of `@leasehold/testing` (an
+ * in-memory MVCC store with the same revisions, leases, txn compares and watch). Every transaction of the coordinator
  * (`transactions/*.ts`) is built once, as a {@link TxnSpec}, and runs unchanged on either, so a
  * unit test over the memory backend exercises the very compares that run in production; the
- * backend contract suite (`backend.contract.ts`) holds the memory backend to etcd's answers.
+ * backend contract suite (`testing/backend-contract.ts`) holds the memory backend to etcd's answers.
  *
  * No etcd3 type appears here: keys and values are strings, revisions and lease ids bigint / string.
  */

@@ -1,12 +1,10 @@
-import { ManualClock } from '@leasehold/protocol';
-import { ManualTimers } from '../core/timers.js';
+import { ManualClock, ManualTimers, MemoryEtcd } from '@leasehold/testing';
 import { settle } from '../testing/settle.js';
 import { describe, expect, it } from 'vitest';
 import { describeStoreContract, legacyRecord } from '../testing/store-contract.js';
 import { KeyLayout } from './keys.js';
 import { op } from './kv.js';
 import { KvLeaseStore } from './lease-store.js';
-import { MemoryEtcd } from './memory-etcd.js';
 
 describeStoreContract('in-memory etcd', () => {
   const timers = new ManualTimers(new ManualClock(1_000));

@@ -1,10 +1,13 @@
 /**
  * {@link LeaseStore} on a {@link KvBackend} (a real etcd, or the in-memory etcd of the unit tests):
  * each operation is one of the documented transactions in `transactions/`, plus the batching rules
- * (split to fit etcd's 128 ops per txn; when a batch's compares fail, one txn per item tells which)
- * and the parsing of watch events into records.
+ * (split to fit etcd's 128 ops per txn; when a batch's compares fail, one txn per item tells which).
+ * Reads are reads.ts, the watch's parsing store-watch.ts, the console's revocations
+ * console-revocation-store.ts.
  */
-import { ConsoleRevokedRecordSchema, decodeRecord, type SessionRecord } from '../core/records.js';
+import { chunks, chunksBy } from '../core/chunks.js';
+import { batchedOutcomes, settle, wholeThenEach } from '../core/batching.js';
+import type { SessionRecord } from '../core/records.js';
 import type {
   AbandonOutcome,
   AbandonRef,
@@ -31,7 +34,6 @@ import type {
   SessionLeaseKeeper,
   SettleArgs,
   Settled,
-  StoreEvent,
   StoredHolding,
   StoredOwner,
   StoredSession,
@@ -46,13 +48,14 @@ import type {
   TaskWrite,
 } from '../store/port.js';
 import { CoordinatorError, EtcdError } from '../errors.js';
-import type { BackendStatus, KeyValue, KvBackend, WatchEvent } from './backend.js';
+import type { BackendStatus, KvBackend } from './backend.js';
+import { ConsoleRevocationStore } from './console-revocation-store.js';
 import { sessionIdOf, type KeyLayout } from './keys.js';
 import { DEFAULT_READ_BUDGET, Kv, type KvObserver, type ReadBudget } from './kv.js';
-import { EtcdReads, MAX_SMALL_RECORD_BYTES, parseOwner, parseSession, parseTask } from './reads.js';
+import { EtcdReads } from './reads.js';
+import { watchStore } from './store-watch.js';
 import { grantOwners, MAX_GRANT_PAYLOAD_BYTES, MAX_GRANTS_PER_TXN, undoGrant } from './transactions/grant-txns.js';
 import { acquireLock } from './transactions/lock-txns.js';
-import { revokeConsoleSession } from './transactions/console-txns.js';
 import { finishAttempts, MAX_FINISHES_PER_TXN } from './transactions/lease-txns.js';
 import {
   adoptSession,
@@ -81,44 +84,12 @@ export interface KvLeaseStoreOptions {
   readonly budget?: ReadBudget;
 }
 
-async function settle<O>(run: () => Promise<O>): Promise<Settled<O>> {
-  try {
-    return { ok: true, value: await run() };
-  } catch (error) {
-    return { ok: false, error };
-  }
-}
-
-function chunks<T>(items: readonly T[], size: number): (readonly T[])[] {
-  const out: (readonly T[])[] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
-}
-
-/** Consecutive chunks of at most `count` items and `bytes` of `weight` (an item alone may exceed it). */
-function chunksBy<T>(items: readonly T[], count: number, bytes: number, weight: (item: T) => number): T[][] {
-  const out: T[][] = [];
-  let chunk: T[] = [];
-  let total = 0;
-  for (const item of items) {
-    const w = weight(item);
-    if (chunk.length > 0 && (chunk.length >= count || total + w > bytes)) {
-      out.push(chunk);
-      chunk = [];
-      total = 0;
-    }
-    chunk.push(item);
-    total += w;
-  }
-  if (chunk.length > 0) out.push(chunk);
-  return out;
-}
-
 export class KvLeaseStore implements LeaseStore {
   readonly backend: KvBackend;
   readonly keys: KeyLayout;
   readonly kv: Kv;
   readonly #reads: EtcdReads;
+  readonly #console: ConsoleRevocationStore;
   readonly limits: StoreLimits = {
     maxEndSessionOwners: MAX_END_SESSION_OWNERS,
     maxSubmitsPerCall: MAX_SUBMITS_PER_TXN,
@@ -131,6 +102,7 @@ export class KvLeaseStore implements LeaseStore {
     this.keys = keys;
     this.kv = new Kv(backend, options.observer ?? {}, options.budget ?? DEFAULT_READ_BUDGET);
     this.#reads = new EtcdReads(this.kv, keys);
+    this.#console = new ConsoleRevocationStore(backend, this.kv, keys);
   }
 
   // --- sessions -----------------------------------------------------------------------------------
@@ -240,29 +212,7 @@ export class KvLeaseStore implements LeaseStore {
       new Set(jobs.map((j) => j.resource)).size === jobs.length &&
       new Set(jobs.map((j) => j.next.taskId)).size === jobs.length &&
       jobs.every((j) => j.legacy === undefined);
-    return this.#batched(jobs, distinct, MAX_FINISHES_PER_TXN, (batch) => finishAttempts(this.kv, this.keys, batch));
-  }
-
-  /**
-   * One txn for the whole batch when its items are distinct and fit; if that txn fails a compare,
-   * one txn per item tells which. A thrown batch txn (outcome unknown) fails every item of it:
-   * nothing is re-sent blindly.
-   */
-  async #batched<T>(
-    items: readonly T[],
-    distinct: boolean,
-    max: number,
-    run: (batch: readonly T[]) => Promise<LeaseOutcome>,
-  ): Promise<Settled<LeaseOutcome>[]> {
-    if (items.length > 1 && distinct && items.length <= max) {
-      const all = await settle(() => run(items));
-      if (!all.ok) return items.map(() => all);
-      if (all.value.kind === 'done') {
-        const done = all.value;
-        return items.map(() => ({ ok: true, value: done }));
-      }
-    }
-    return Promise.all(items.map((item) => settle(() => run([item]))));
+    return batchedOutcomes(jobs, distinct, MAX_FINISHES_PER_TXN, (batch) => finishAttempts(this.kv, this.keys, batch));
   }
 
   // --- tasks --------------------------------------------------------------------------------------
@@ -287,12 +237,8 @@ export class KvLeaseStore implements LeaseStore {
   async purgeTasks(tasks: readonly TaskRef[]): Promise<string[]> {
     const purged: string[] = [];
     for (const batch of chunks(tasks, MAX_PURGES_PER_TXN)) {
-      if (await purgeTasks(this.kv, this.keys, batch)) {
-        purged.push(...batch.map((t) => t.taskId));
-        continue;
-      }
-      if (batch.length === 1) continue;
-      for (const one of batch) if (await purgeTasks(this.kv, this.keys, [one])) purged.push(one.taskId);
+      const landed = await wholeThenEach(batch, (items) => purgeTasks(this.kv, this.keys, items));
+      purged.push(...landed.map((t) => t.taskId));
     }
     return purged;
   }
@@ -308,12 +254,7 @@ export class KvLeaseStore implements LeaseStore {
       // Ops per txn: split further so that no success list passes etcd's 128.
       const fitted = chunksBy(batch, batch.length, 128, migrateOpsOf);
       for (const part of fitted) {
-        if (await migrateTasks(this.kv, this.keys, part)) {
-          converted += part.length;
-          continue;
-        }
-        if (part.length === 1) continue;
-        for (const one of part) if (await migrateTasks(this.kv, this.keys, [one])) converted += 1;
+        converted += (await wholeThenEach(part, (items) => migrateTasks(this.kv, this.keys, items))).length;
       }
     }
     return converted;
@@ -380,107 +321,28 @@ export class KvLeaseStore implements LeaseStore {
     return this.#reads.sessions(atRevision);
   }
 
-  // --- watch --------------------------------------------------------------------------------------
+  // --- watch ---------------------------------------------------------------------------------------
 
-  /**
-   * Watches `owners/` to the end of `tasks/` (see keys.ts: the holdings are not in that range),
-   * without previous values: whose owner key a delete removed is for the caller's index to know.
-   */
-  async watch(fromRevision: bigint, listener: StoreWatchListener): Promise<{ cancel(): Promise<void> }> {
-    return this.backend.watch(this.keys.watched, fromRevision, {
-      onEvents: (events, headerRevision) => {
-        let group: StoreEvent[] = [];
-        let revision: bigint | undefined;
-        const flush = (): void => {
-          if (revision !== undefined && group.length > 0) listener.onRevision(revision, group);
-        };
-        for (const ev of events) {
-          if (ev.kv.modRevision !== revision) {
-            flush();
-            group = [];
-            revision = ev.kv.modRevision;
-          }
-          const parsed = this.#parseEvent(ev);
-          if (parsed !== undefined) group.push(parsed);
-        }
-        flush();
-        listener.onProgress(headerRevision);
-      },
-      onError: (err) => {
-        listener.onError(err);
-      },
-      onDisconnected: (err) => {
-        listener.onDisconnected?.(err);
-      },
-    });
+  /** Tasks, owners and sessions from `fromRevision`, grouped by revision (see store-watch.ts). */
+  watch(fromRevision: bigint, listener: StoreWatchListener): Promise<{ cancel(): Promise<void> }> {
+    return watchStore(this.backend, this.keys, fromRevision, listener);
   }
 
-  #parseEvent(ev: WatchEvent): StoreEvent | undefined {
-    const deleted = ev.type === 'delete';
-    const parsed = this.keys.parse(ev.kv.key);
-    switch (parsed?.family) {
-      case 'task':
-        return { kind: 'task', taskId: parsed.taskId, task: deleted ? undefined : parseTask(ev.kv) };
-      case 'owner':
-        return { kind: 'owner', resource: parsed.resource, owner: deleted ? undefined : parseOwner(this.keys, ev.kv) };
-      case 'session':
-        return {
-          kind: 'session',
-          sessionId: parsed.sessionId,
-          session: deleted ? undefined : parseSession(this.keys, ev.kv),
-        };
-      case 'holding':
-      case undefined:
-        return undefined;
-    }
+  // --- web console (console-revocation-store.ts) --------------------------------------------------
+
+  revokeConsoleSession(revocation: ConsoleRevocation, ttlSeconds: number): Promise<RevokeConsoleOutcome> {
+    return this.#console.revoke(revocation, ttlSeconds);
   }
 
-  // --- web console --------------------------------------------------------------------------------
-
-  /**
-   * A lease of `ttlSeconds` for the key, then the txn. A thrown txn leaves the lease to its TTL (the
-   * put may have landed); a second logout of the same login gives its fresh lease back at once.
-   */
-  async revokeConsoleSession(revocation: ConsoleRevocation, ttlSeconds: number): Promise<RevokeConsoleOutcome> {
-    const leaseId = await this.backend.grantLease(ttlSeconds);
-    const outcome = await revokeConsoleSession(this.kv, this.keys, {
-      loginId: revocation.loginId,
-      record: { v: 1, expiresAtMs: revocation.expiresAtMs },
-      leaseId,
-    });
-    if (outcome.kind === 'already') await this.backend.revokeLease(leaseId).catch(() => undefined);
-    return outcome;
+  consoleRevocations(): Promise<{ revocations: ConsoleRevocation[]; revision: bigint }> {
+    return this.#console.all();
   }
 
-  async consoleRevocations(): Promise<{ revocations: ConsoleRevocation[]; revision: bigint }> {
-    const { kvs, revision } = await this.kv.rangeAll(this.keys.consoleRevoked, { valueBytes: MAX_SMALL_RECORD_BYTES });
-    return { revocations: kvs.map((kv) => this.#revocationOf(kv)).filter((r) => r !== undefined), revision };
-  }
-
-  /** Watches `console/revoked/` alone; deletes (a lease ending with its cookie) are not reported. */
   watchConsoleRevocations(
     fromRevision: bigint,
     listener: ConsoleRevocationListener,
   ): Promise<{ cancel(): Promise<void> }> {
-    const prefix = this.keys.consoleRevoked;
-    return this.backend.watch({ start: prefix, endPrefix: prefix }, fromRevision, {
-      onEvents: (events) => {
-        const revoked = events
-          .filter((ev) => ev.type === 'put')
-          .map((ev) => this.#revocationOf(ev.kv))
-          .filter((r) => r !== undefined);
-        if (revoked.length > 0) listener.onRevoked(revoked);
-      },
-      onError: (err) => {
-        listener.onError(err);
-      },
-    });
-  }
-
-  #revocationOf(kv: KeyValue): ConsoleRevocation | undefined {
-    const record = decodeRecord(ConsoleRevokedRecordSchema, kv.value);
-    const loginId = kv.key.slice(this.keys.consoleRevoked.length);
-    return record === undefined || loginId === '' ? undefined : { loginId, expiresAtMs: record.expiresAtMs };
+    return this.#console.watch(fromRevision, listener);
   }
 
   status(): Promise<BackendStatus> {

@@ -1,8 +1,6 @@
-import { ManualClock } from '@leasehold/protocol';
-import { ManualTimers } from '../core/timers.js';
+import { ManualClock, ManualTimers, MemoryEtcd } from '@leasehold/testing';
 import { describeBackendContract } from '../testing/backend-contract.js';
 import { settle } from '../testing/settle.js';
-import { MemoryEtcd } from './memory-etcd.js';
 
 /** The cluster of the test running: a limited client (second open) joins it. */
 let current: { readonly cluster: MemoryEtcd; readonly timers: ManualTimers } | undefined;

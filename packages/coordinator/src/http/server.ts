@@ -16,7 +16,7 @@ import type { TaskEventService } from '../service/events.js';
 import type { ReadinessReport } from '../service/readiness.js';
 import { registerEventRoutes } from './routes-events.js';
 import { registerTaskRoutes, type TaskApi } from './routes-tasks.js';
-import type { ConsoleHub } from './console/console-hub.js';
+import type { ConsoleReadModel } from '../service/console/console-read-model.js';
 import { ConsoleRevocations } from './console/console-revocations.js';
 import {
   DEFAULT_CONSOLE_LOGIN_LIMITS,
@@ -39,8 +39,8 @@ export interface HttpOptions {
   readonly log: Logger;
   /** What /readyz says (see service/readiness.ts). */
   readonly readiness: () => Promise<ReadinessReport>;
-  /** The web console's data (`/ui`); without it the page loads but its data routes answer 503. */
-  readonly console?: ConsoleHub;
+  /** The web console's read model (`/ui`); without it the page loads but its data routes answer 503. */
+  readonly console?: ConsoleReadModel;
   /** Wall clock (epoch ms) for console session expiry. Default `Date.now`. */
   readonly wallClock?: () => number;
   /**
@@ -132,7 +132,7 @@ export function createHttpServer(options: HttpOptions): FastifyInstance {
     revocations,
     login: options.consoleLogin ?? DEFAULT_CONSOLE_LOGIN_LIMITS,
     tasks: options.tasks,
-    hub: options.console,
+    readModel: options.console,
     secure: options.https !== undefined,
     wallClock,
     log: options.log,

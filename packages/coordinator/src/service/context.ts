@@ -1,18 +1,27 @@
-/** Everything the services share: config, clock, timers, logger, metrics, and the store / fence ports. */
-import type { Clock, RepeatGate } from '@leasehold/protocol';
-import type { Logger } from 'pino';
+/**
+ * The small pieces several services share. There is no service locator: each service declares the
+ * narrow context it uses (`SessionsContext`, `GrantsContext`, …, in its own file, in the style of
+ * BullMQ's `LockManagerWorkerContext`) and `services.ts` builds each one from the configuration —
+ * copying only the settings the service reads, so a secret reaches only what signs or verifies.
+ */
+import type { Clock } from '@leasehold/protocol';
 import type { CoordinatorConfig } from '../config.js';
 import type { LifecycleEnv } from '../core/lifecycle.js';
-import type { TaskIndex } from '../core/task-index.js';
-import type { Timers } from '../core/timers.js';
-import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence-target.js';
-import type { Metrics } from '../metrics.js';
-import type { LeaseStore } from '../store/port.js';
-import type { MicroBatcher } from './batcher.js';
+import type { AdvanceItem, AdvanceItemResult } from '../fence/port.js';
 
-export interface ServiceContext {
-  readonly config: CoordinatorConfig;
-  readonly coordinatorId: string;
+/**
+ * Process-wide switches the services read (and the two that set them write): one object shared by
+ * reference. Each service sees it through `Readonly<Pick<…>>` of the flags it reads.
+ */
+export interface CoordinatorState {
+  /** `close()` has begun: no new grants, hellos or sweeps. */
+  shuttingDown: boolean;
+  /** etcd has not answered for `etcdGiveUpMs`: sessions handed off, hellos refused (EtcdHealth sets it). */
+  etcdUnreachable: boolean;
+}
+
+/** The time sources of a service: monotonic for deadlines, wall clock for stored times. */
+export interface ServiceClocks {
   /** Monotonic: session deadlines, timing. Never stored. */
   readonly clock: Clock;
   /**
@@ -21,23 +30,24 @@ export interface ServiceContext {
    * safety never does.
    */
   readonly wallClock: () => number;
+}
+
+/** What computing a task's next record needs: the wall clock, jitter and the installation's retry policy. */
+export interface LifecycleContext {
+  readonly wallClock: () => number;
   /** [0, 1): backoff jitter. */
   readonly random: () => number;
-  readonly timers: Timers;
-  readonly log: Logger;
-  /** One log line per failure loop (the key names the loop), not one stack per attempt. */
-  readonly repeats: RepeatGate;
-  readonly metrics: Metrics;
-  readonly store: LeaseStore;
-  readonly index: TaskIndex;
-  readonly fenceTarget: FenceTarget;
-  /** Fence advances of one event-loop turn go to the sink as one advance-batch. */
-  readonly fences: MicroBatcher<AdvanceItem, AdvanceItemResult>;
-  readonly state: {
-    shuttingDown: boolean;
-    /** etcd has not answered for `etcdGiveUpMs`: sessions handed off, hellos refused. */
-    etcdUnreachable: boolean;
-  };
+  readonly config: Pick<CoordinatorConfig, 'retryPolicy'>;
+}
+
+/** Fence advances of one event-loop turn go to the sink as one advance-batch (`MicroBatcher`). */
+export interface FenceAdvances {
+  submit(item: AdvanceItem): Promise<AdvanceItemResult>;
+}
+
+/** The lifecycle's view of now: wall clock, jitter source and the installation's retry policy. */
+export function lifecycleEnv(ctx: LifecycleContext): LifecycleEnv {
+  return { nowMs: ctx.wallClock(), random: ctx.random, defaults: ctx.config.retryPolicy };
 }
 
 /**
@@ -50,7 +60,15 @@ export function leaseTtlSeconds(config: Pick<CoordinatorConfig, 'sessionTtlMs' |
   return Math.max(2, Math.ceil((config.sessionTtlMs + config.etcdLeaseMarginMs) / 1_000));
 }
 
-/** The lifecycle's view of now: wall clock, jitter source and the installation's retry policy. */
-export function lifecycleEnv(ctx: ServiceContext): LifecycleEnv {
-  return { nowMs: ctx.wallClock(), random: ctx.random, defaults: ctx.config.retryPolicy };
+/**
+ * A frozen copy of `keys` of `config`: what a service may read of the configuration, and nothing
+ * else (not the whole object typed narrowly — the other fields, secrets among them, are not there).
+ */
+export function settingsOf<K extends keyof CoordinatorConfig>(
+  config: CoordinatorConfig,
+  keys: readonly K[],
+): Pick<CoordinatorConfig, K> {
+  const out: Partial<Pick<CoordinatorConfig, K>> = {};
+  for (const key of keys) out[key] = config[key];
+  return Object.freeze(out as Pick<CoordinatorConfig, K>);
 }

@@ -9,8 +9,24 @@
  * etcd expires the session leases and a peer re-grants their tasks: its workers would believe
  * their leases live. Safety never depended on it (the fence refuses their writes); liveness does.
  */
-import type { TimerHandle } from '../core/timers.js';
-import type { ServiceContext } from './context.js';
+import type { Clock } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
+import type { TimerHandle, Timers } from '../core/timers.js';
+import type { Metrics } from '../metrics.js';
+import type { LeaseStore } from '../store/port.js';
+import type { CoordinatorState } from './context.js';
+
+/** What the etcd health judgement uses; it alone writes `state.etcdUnreachable`. */
+export interface EtcdHealthContext {
+  readonly config: Pick<CoordinatorConfig, 'etcdGiveUpMs'>;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly metrics: Pick<Metrics, 'etcdHealthy'>;
+  readonly store: Pick<LeaseStore, 'ping'>;
+  readonly state: Pick<CoordinatorState, 'etcdUnreachable'>;
+}
 
 export interface EtcdHealthEvents {
   /** etcd has not answered for `etcdGiveUpMs`. */
@@ -20,7 +36,7 @@ export interface EtcdHealthEvents {
 }
 
 export class EtcdHealth {
-  readonly #ctx: ServiceContext;
+  readonly #ctx: EtcdHealthContext;
   readonly #events: EtcdHealthEvents;
   readonly #probeMs: number;
   #lastOkMs: number;
@@ -34,7 +50,7 @@ export class EtcdHealth {
   #timer: TimerHandle | undefined;
   #closed = false;
 
-  constructor(ctx: ServiceContext, events: EtcdHealthEvents) {
+  constructor(ctx: EtcdHealthContext, events: EtcdHealthEvents) {
     this.#ctx = ctx;
     this.#events = events;
     this.#probeMs = Math.max(50, Math.min(1_000, Math.floor(ctx.config.etcdGiveUpMs / 4)));

@@ -5,17 +5,30 @@
  * refuses the call (an etcd whose policy forbids it), the size gauges leave the scrape (absent,
  * not 0) and one warning says why; an unavailable etcd only skips the round.
  */
-import type { TimerHandle } from '../core/timers.js';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
+import type { TimerHandle, Timers } from '../core/timers.js';
 import { EtcdError } from '../errors.js';
-import type { ServiceContext } from './context.js';
+import type { Metrics } from '../metrics.js';
+import type { LeaseStore } from '../store/port.js';
+
+/** What the etcd size poller uses. */
+export interface EtcdStatusContext {
+  /** Of the etcd settings only these (not the endpoints' credentials). */
+  readonly config: { readonly etcd: Pick<CoordinatorConfig['etcd'], 'quotaBytes' | 'statusIntervalMs'> };
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly metrics: Pick<Metrics, 'etcdQuota' | 'reportEtcdStatus' | 'dropEtcdStatus'>;
+  readonly store: Pick<LeaseStore, 'status'>;
+}
 
 export class EtcdStatusPoller {
-  readonly #ctx: ServiceContext;
+  readonly #ctx: EtcdStatusContext;
   #timer: TimerHandle | undefined;
   #closed = false;
   #refused = false;
 
-  constructor(ctx: ServiceContext) {
+  constructor(ctx: EtcdStatusContext) {
     this.#ctx = ctx;
     ctx.metrics.etcdQuota.set(ctx.config.etcd.quotaBytes);
   }

@@ -5,10 +5,23 @@
  * read off the record alone. When the watch cannot resume (the revision was compacted, the watch
  * failed) the subscriber gets a `reset` event and the stream continues from the present.
  */
-import { formatToken, type CoordinatorEvent, type TaskEvent } from '@leasehold/protocol';
+import { formatToken, type CoordinatorEvent, type RetryPolicy, type TaskEvent } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
 import { lastEventOf, policyOf, viewState } from '../core/lifecycle.js';
-import type { StoredTask } from '../store/port.js';
-import type { ServiceContext } from './context.js';
+import type { TaskIndex } from '../core/task-index.js';
+import type { Timers } from '../core/timers.js';
+import type { LeaseStore, StoredTask } from '../store/port.js';
+
+/** What the task event streams use. */
+export interface EventsContext {
+  readonly config: Pick<CoordinatorConfig, 'retryPolicy'>;
+  readonly wallClock: () => number;
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly store: Pick<LeaseStore, 'watch'>;
+  readonly index: Pick<TaskIndex, 'revision'>;
+}
 
 export interface EventSink {
   /** One event; `id` is its revision (absent on `reset`). */
@@ -22,7 +35,11 @@ export interface Subscription {
 }
 
 /** The event a task write describes (undefined for a delete: purges are not announced). */
-export function taskEventOf(stored: StoredTask, ctx: Pick<ServiceContext, 'config'>, nowMs: number): TaskEvent {
+export function taskEventOf(
+  stored: StoredTask,
+  ctx: { readonly config: { readonly retryPolicy: RetryPolicy } },
+  nowMs: number,
+): TaskEvent {
   const task = stored.record;
   const event = lastEventOf(task);
   const last = task.last;
@@ -56,11 +73,11 @@ export function taskEventOf(stored: StoredTask, ctx: Pick<ServiceContext, 'confi
 }
 
 export class TaskEventService {
-  readonly #ctx: ServiceContext;
+  readonly #ctx: EventsContext;
   readonly #subs = new Set<{ sink: EventSink; stop: () => void }>();
   #closed = false;
 
-  constructor(ctx: ServiceContext) {
+  constructor(ctx: EventsContext) {
     this.#ctx = ctx;
   }
 

@@ -119,7 +119,7 @@ describe('idempotent acquire', () => {
     cluster.fence.release();
     expect(await waiting).toMatchObject({ type: 'lease.granted' });
     const sum = async (name: string) =>
-      Number(/_sum (\S+)/.exec(await c1.services.ctx.metrics.registry.getSingleMetricAsString(name))?.[1]);
+      Number(/_sum (\S+)/.exec(await c1.services.metrics.registry.getSingleMetricAsString(name))?.[1]);
     expect(await sum('leasehold_coordinator_grant_wait_seconds')).toBeCloseTo(1.5, 1);
     expect(await sum('leasehold_coordinator_grant_work_seconds')).toBeCloseTo(0.3, 1);
   });

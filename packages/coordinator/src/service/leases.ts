@@ -15,16 +15,30 @@ import {
   type Release,
   type Renew,
 } from '@leasehold/protocol';
+import type { Logger } from 'pino';
 import { attemptFailed, completed, endedBy, policyOf, released } from '../core/lifecycle.js';
 import type { TaskRecord } from '../core/records.js';
 import { errorFrame, failureReply } from '../core/replies.js';
-import { recordOf, traceparentOf } from '../core/task-index.js';
+import { recordOf, traceparentOf, type TaskIndex } from '../core/task-index.js';
 import type { LegacyParts } from '../core/task-record.js';
-import type { FinishJob, LeaseOutcome, StoredOwner, StoredTask } from '../store/port.js';
+import type { Metrics } from '../metrics.js';
+import type { FinishJob, LeaseOutcome, LeaseStore, StoredOwner, StoredTask } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
-import { lifecycleEnv, type ServiceContext } from './context.js';
-import type { LocalSession, SessionManager } from './sessions.js';
+import { lifecycleEnv, type LifecycleContext } from './context.js';
+import type { LocalSession, SessionRegistry } from './local-session.js';
+import type { SessionManager } from './sessions.js';
 import { Attr, contextOf, endWithReply, tracer } from './tracing.js';
+
+/** What the lease service uses. */
+export interface LeasesContext extends LifecycleContext {
+  readonly log: Logger;
+  readonly metrics: Pick<Metrics, 'renewRefusals' | 'taskAttempts' | 'taskFailures'>;
+  readonly store: Pick<LeaseStore, 'owner' | 'ownerAndTask' | 'task' | 'finish'>;
+  readonly index: Pick<TaskIndex, 'pendingTask' | 'ownerOf'>;
+}
+
+/** What renewing asks of the session registry besides the registry view: the heartbeat. */
+export type LeaseSessions = SessionRegistry & Pick<SessionManager, 'heartbeat'>;
 
 function holds(owner: StoredOwner | undefined, session: LocalSession, token: bigint): owner is StoredOwner {
   return owner !== undefined && owner.token === token && owner.record.sessionId === session.sessionId;
@@ -33,6 +47,26 @@ function holds(owner: StoredOwner | undefined, session: LocalSession, token: big
 /** The grant `token` on `resource` has ended (released or completed here). */
 function forgetGrant(session: LocalSession, resource: string, token: bigint): void {
   if (session.granted.get(resource)?.token === token) session.granted.delete(resource);
+}
+
+/** The txn input that ends `held` (complete, fail, release) with the task record `next`. */
+function finishJob(
+  session: LocalSession,
+  resource: string,
+  token: bigint,
+  held: { readonly requestId: string; readonly task: HeldTask },
+  next: TaskRecord,
+): FinishJob {
+  return {
+    sessionId: session.sessionId,
+    leaseId: session.leaseId,
+    resource,
+    token,
+    requestId: held.requestId,
+    taskModRevision: held.task.modRevision,
+    next,
+    legacy: held.task.legacy,
+  };
 }
 
 /** Attempt ends per store call (the store splits them to fit its own limits). */
@@ -47,12 +81,12 @@ interface HeldTask {
 }
 
 export class LeaseService {
-  readonly #ctx: ServiceContext;
-  readonly #sessions: SessionManager;
+  readonly #ctx: LeasesContext;
+  readonly #sessions: LeaseSessions;
   /** Attempt ends (complete, fail, release) of one event-loop turn go to etcd as one txn (one per lease when a compare fails). */
   readonly #finishes: MicroBatcher<FinishJob, LeaseOutcome>;
 
-  constructor(ctx: ServiceContext, sessions: SessionManager) {
+  constructor(ctx: LeasesContext, sessions: LeaseSessions) {
     this.#ctx = ctx;
     this.#sessions = sessions;
     this.#finishes = new MicroBatcher((jobs) => ctx.store.finish(jobs), BATCH_MAX);
@@ -154,16 +188,10 @@ export class LeaseService {
       if (!holds(owner, session, token) || owner.record.taskId !== msg.taskId || task === undefined) {
         return errorFrame('NOT_HOLDER', 'this session does not hold that task and token', msg.id);
       }
-      const res = await this.#finishOne({
-        sessionId: session.sessionId,
-        leaseId: session.leaseId,
-        resource: msg.resource,
-        token,
-        requestId: owner.record.requestId,
-        taskModRevision: task.modRevision,
-        next: completed(task.record, token, msg.resultId, this.#ctx.wallClock()),
-        legacy: task.legacy,
-      });
+      const next = completed(task.record, token, msg.resultId, this.#ctx.wallClock());
+      const res = await this.#finishOne(
+        finishJob(session, msg.resource, token, { requestId: owner.record.requestId, task }, next),
+      );
       if (res.kind !== 'done') {
         return errorFrame('NOT_HOLDER', 'the lease changed before completion was recorded', msg.id);
       }
@@ -191,16 +219,9 @@ export class LeaseService {
       const notHolder = () => errorFrame('NOT_HOLDER', 'this session does not hold that token', msg.id);
       const held = await this.#heldTask(session, msg.resource, token);
       if (held === undefined) return notHolder();
-      const res = await this.#finishes.submit({
-        sessionId: session.sessionId,
-        leaseId: session.leaseId,
-        resource: msg.resource,
-        token,
-        requestId: held.requestId,
-        taskModRevision: held.task.modRevision,
-        next: released(held.task.record, token, this.#ctx.wallClock()),
-        legacy: held.task.legacy,
-      });
+      const res = await this.#finishes.submit(
+        finishJob(session, msg.resource, token, held, released(held.task.record, token, this.#ctx.wallClock())),
+      );
       if (res.kind !== 'done') return notHolder();
       forgetGrant(session, msg.resource, token);
       return { type: 'lease.released', inReplyTo: msg.id, resource: msg.resource, token: msg.token };
@@ -240,16 +261,7 @@ export class LeaseService {
         return errorFrame('LEASE_EXPIRED', 'the session deadline has passed', msg.id);
       }
       const next = attemptFailed(held.task.record, token, msg.error, 'failed', lifecycleEnv(this.#ctx));
-      const res = await this.#finishes.submit({
-        sessionId: session.sessionId,
-        leaseId: session.leaseId,
-        resource: msg.resource,
-        token,
-        requestId: held.requestId,
-        taskModRevision: held.task.modRevision,
-        next,
-        legacy: held.task.legacy,
-      });
+      const res = await this.#finishes.submit(finishJob(session, msg.resource, token, held, next));
       if (res.kind !== 'done') {
         const replay = await this.#failReplay(session, msg);
         return replay ?? errorFrame('NOT_HOLDER', 'the lease changed before the failure was recorded', msg.id);

@@ -32,11 +32,14 @@ const RETRY_MS = 1_000;
 const LOCKED_MS = 200;
 const LOCK_TTL_SECONDS = 10;
 
+/** What the converter needs of the store: its lock, the records read again, the conversion txn. */
+type MigrationStore = Pick<LeaseStore, 'acquireLock' | 'releaseLock' | 'tasksByIds' | 'migrateTasks'>;
+
 export class LayoutMigration {
-  readonly #store: LeaseStore;
+  readonly #store: MigrationStore;
   readonly #log: Logger;
   readonly #timers: Timers;
-  readonly #metrics: Metrics;
+  readonly #metrics: Pick<Metrics, 'layoutConversions'>;
   readonly #holder: string;
   /** Waiting conversions: task id -> the mod_revision of the v1 record seen (the latest wins). */
   readonly #queue = new Map<string, bigint>();
@@ -46,10 +49,10 @@ export class LayoutMigration {
   #converted = 0;
 
   constructor(deps: {
-    readonly store: LeaseStore;
+    readonly store: MigrationStore;
     readonly log: Logger;
     readonly timers: Timers;
-    readonly metrics: Metrics;
+    readonly metrics: Pick<Metrics, 'layoutConversions'>;
     /** Who holds the lock (the coordinator id). */
     readonly holder: string;
   }) {

@@ -15,7 +15,8 @@
  * The mapping: each worker holds at most one resource at a time (then a session's deadline is its
  * lease's), and heartbeats when it asks for a lease (as the SDK does continuously).
  */
-import { FencedStore, LeaseTable, ManualClock, SequenceAllocator, type CoordinatorMessage } from '@leasehold/protocol';
+import { FencedStore, LeaseTable, SequenceAllocator, type CoordinatorMessage } from '@leasehold/protocol';
+import { ManualClock } from '@leasehold/testing/clock';
 import fc from 'fast-check';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ServiceCluster, type TestCoordinator, type TestWorkerHandle } from '../testing/service-harness.js';

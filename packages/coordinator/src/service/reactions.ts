@@ -11,17 +11,32 @@
  *   that deletion revision, so the expired holder is refused even before anyone takes over.
  *   Every coordinator does it; an advance to the same token is a no-op at the sink.
  */
-import { formatToken } from '@leasehold/protocol';
+import { formatToken, type Clock, type RepeatGate } from '@leasehold/protocol';
 import { ExponentialBackoff, handleAll, retry } from 'cockatiel';
-import type { RevisionGroup } from './watch-feed.js';
-import type { ServiceContext } from './context.js';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
+import type { Metrics } from '../metrics.js';
+import type { CoordinatorState, FenceAdvances } from './context.js';
 import type { SessionManager } from './sessions.js';
 import type { SettleService } from './settle.js';
+import type { RevisionGroup } from './watch-feed.js';
+
+/** What the reactions to the watch use. */
+export interface ReactionsContext {
+  readonly coordinatorId: string;
+  readonly config: Pick<CoordinatorConfig, 'fenceOnExpiry'>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly repeats: RepeatGate;
+  readonly metrics: Pick<Metrics, 'fencesOnExpiry'>;
+  readonly fences: FenceAdvances;
+  readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
+}
 
 export function createGroupHandler(
-  ctx: ServiceContext,
-  sessions: SessionManager,
-  settle: SettleService,
+  ctx: ReactionsContext,
+  sessions: Pick<SessionManager, 'get' | 'onPeerAdopted'>,
+  settle: Pick<SettleService, 'ownerGone'>,
 ): (group: RevisionGroup) => void {
   return (group) => {
     const endedSessions = new Set<string>();
@@ -60,7 +75,7 @@ export function createGroupHandler(
 const advanceRetry = retry(handleAll, { maxAttempts: 3, backoff: new ExponentialBackoff({ initialDelay: 100 }) });
 
 /** Advance the fence to the deletion revision (retried; a failure leaves it to the next grant). */
-function fenceOnExpiry(ctx: ServiceContext, resource: string, revision: bigint): void {
+function fenceOnExpiry(ctx: ReactionsContext, resource: string, revision: bigint): void {
   const log = ctx.log.child({ resource, token: revision.toString() });
   advanceRetry
     .execute(async () => {

@@ -17,7 +17,7 @@
  * The sink probe is cached for {@link PROBE_TTL_MS}: readiness checks come every few seconds.
  */
 import type { CapabilitySigningKey } from '@leasehold/protocol';
-import type { FenceTarget, SinkProbe } from '../fence/fence-target.js';
+import type { FenceTarget, SinkProbe } from '../fence/port.js';
 import type { Metrics } from '../metrics.js';
 
 export const PROBE_TTL_MS = 5_000;

@@ -64,7 +64,7 @@ async function failTask(c: TestCoordinator, taskId: string): Promise<void> {
 
 /** The sum of a counter's samples (those with `labels`) on coordinator `c`. */
 const counter = async (c: TestCoordinator, name: string, labels: Record<string, string> = {}) => {
-  const metric = await c.services.ctx.metrics.registry.getSingleMetric(name)?.get();
+  const metric = await c.services.metrics.registry.getSingleMetric(name)?.get();
   return (metric?.values ?? [])
     .filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want))
     .reduce((n, v) => n + v.value, 0);
@@ -86,7 +86,7 @@ describe('retention of ended tasks', () => {
     await cluster.advance(60_000);
     expect(keysOf('done')).toEqual([]);
     expect(await c1.services.tasks.get('done')).toBeUndefined();
-    expect(c1.services.ctx.index.stats().ended).toEqual({ completed: 0, failed: 0, cancelled: 0 });
+    expect(c1.services.index.stats().ended).toEqual({ completed: 0, failed: 0, cancelled: 0 });
   });
 
   it('keeps the newest N failed tasks; one coordinator sweeps at a time', async () => {
@@ -121,7 +121,7 @@ describe('retention of ended tasks', () => {
     c2.backend.pauseWatch();
     c1.backend.pauseWatch();
     expect((await c1.services.tasks.retry('raced')).ok).toBe(true);
-    expect(c2.services.ctx.index.endedTask('raced')?.state).toBe('failed');
+    expect(c2.services.index.endedTask('raced')?.state).toBe('failed');
     // The stale sweep tries to remove the failed record it saw: the compare refuses.
     await c2.services.retention.sweep();
     await c1.services.retention.sweep();

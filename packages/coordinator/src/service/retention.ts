@@ -16,22 +16,41 @@
  * `leasehold_coordinator_retention_sweeps_total{outcome}`, a debug line per sweep, a gated warning
  * on failure.
  */
-import { RepeatGate } from '@leasehold/protocol';
+import { RepeatGate, type Clock } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
 import { planRetention, type Removal } from '../core/retention.js';
-import type { TimerHandle } from '../core/timers.js';
+import type { TaskIndex } from '../core/task-index.js';
+import type { TimerHandle, Timers } from '../core/timers.js';
 import { isStorageFull } from '../errors.js';
-import type { StoreLock } from '../store/port.js';
-import type { ServiceContext } from './context.js';
+import type { Metrics } from '../metrics.js';
+import type { LeaseStore, StoreLock } from '../store/port.js';
+import type { CoordinatorState } from './context.js';
+
+/** What the retention sweeper uses. */
+export interface RetentionContext {
+  /** Who holds the retention lock (the coordinator id). */
+  readonly coordinatorId: string;
+  readonly config: Pick<CoordinatorConfig, 'retention'>;
+  readonly clock: Clock;
+  readonly wallClock: () => number;
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly metrics: Pick<Metrics, 'retentionSweeps' | 'retentionRemoved'>;
+  readonly store: Pick<LeaseStore, 'acquireLock' | 'releaseLock' | 'purgeTasks'>;
+  readonly index: Pick<TaskIndex, 'endedTasks'>;
+  readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
+}
 
 export class RetentionService {
-  readonly #ctx: ServiceContext;
+  readonly #ctx: RetentionContext;
   readonly #ready: () => boolean;
   readonly #repeats = new RepeatGate();
   #timer: TimerHandle | undefined;
   #running: Promise<void> | undefined;
   #closed = false;
 
-  constructor(ctx: ServiceContext, ready: () => boolean) {
+  constructor(ctx: RetentionContext, ready: () => boolean) {
     this.#ctx = ctx;
     this.#ready = ready;
   }
@@ -68,7 +87,7 @@ export class RetentionService {
   }
 
   async #sweep(): Promise<void> {
-    const { ctx } = { ctx: this.#ctx };
+    const ctx = this.#ctx;
     if (this.#closed || ctx.state.shuttingDown || !this.#ready()) return;
     const removals = this.plan();
     if (removals.length === 0) {

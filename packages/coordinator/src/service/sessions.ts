@@ -1,6 +1,6 @@
 /**
  * Sessions served by this coordinator: open (one etcd lease each), resume/adopt, heartbeats,
- * keepalive, and the end of a session at its deadline.
+ * keepalive, and the end of a session at its deadline (session-ending.ts).
  *
  * Expiry is judged here, by the injected monotonic clock ({@link SessionTable}). At the deadline
  * this coordinator — only if it still serves the session (its txn compares the session key's
@@ -8,43 +8,55 @@
  * The etcd lease (TTL a bit longer than the session TTL, kept alive over one stream) is only the
  * backstop when this coordinator dies.
  */
-import { formatToken, RepeatGate, type Hello } from '@leasehold/protocol';
+import { RepeatGate, type Clock, type Hello } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import type { SessionRecord } from '../core/records.js';
-import { SessionEndPlan, type EndAction, type EndObservation } from '../core/session-end.js';
+import { keepaliveIntervalMs, resumeVerdict, type ExpiredReason } from '../core/session-resume.js';
 import { SlotsByKey, type Slot } from '../core/slots.js';
 import { SessionTable, type HeartbeatDecision } from '../core/session-table.js';
-import type { OwnerEntry } from '../core/task-index.js';
-import type { TimerHandle } from '../core/timers.js';
+import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
+import type { TimerHandle, Timers } from '../core/timers.js';
 import { CoordinatorError } from '../errors.js';
-import type { HeldOwner, SessionLeaseKeeper } from '../store/port.js';
+import type { Metrics } from '../metrics.js';
+import type { LeaseStore, SessionLeaseKeeper } from '../store/port.js';
 import type { WorkerChannel } from './channel.js';
-import { leaseTtlSeconds, type ServiceContext } from './context.js';
+import { leaseTtlSeconds, type CoordinatorState } from './context.js';
+import type { LocalSession, SessionRegistry } from './local-session.js';
+import { endAtDeadline, type SessionEndContext } from './session-ending.js';
 
-export interface LocalSession {
-  readonly sessionId: string;
-  readonly leaseId: string;
-  readonly workerId: string;
-  readonly incarnation: string;
-  /** mod_revision of sessions/<sid> as this coordinator wrote it: proof that it serves the session. */
-  modRevision: bigint;
-  channel: WorkerChannel | undefined;
-  readonly inflight: Set<Promise<unknown>>;
-  /** Waiting long-poll acquires of this session: woken when the session ends. */
-  readonly wakers: Set<() => void>;
-  /**
-   * Grants sent to this session's worker and not yet released or completed here: resource ->
-   * token and request id (which names the grant's holding key). A hint for release / complete,
-   * which compare both keys in etcd; the watch-fed index and a read back it up.
-   */
-  readonly granted: Map<string, { readonly token: bigint; readonly requestId: string }>;
-  /** Grants in flight allowed at once (the hello's `capacity`): held grants plus acquires being served. */
-  capacity: number;
-  /** Acquires being served now (long polls included). */
-  acquiring: number;
+export type { LocalSession } from './local-session.js';
+export type { ExpiredReason } from '../core/session-resume.js';
+
+/** What the session registry uses. */
+export interface SessionsContext {
+  readonly coordinatorId: string;
+  readonly config: Pick<
+    CoordinatorConfig,
+    'sessionTtlMs' | 'maxSessionsPerWorker' | 'heartbeatIntervalMs' | 'etcdLeaseMarginMs'
+  >;
+  /** How long a session's end waits for its requests in flight (the sink timeout and a margin). */
+  readonly inflightGraceMs: number;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly metrics: Pick<Metrics, 'sessions' | 'expiries'>;
+  readonly store: Pick<
+    LeaseStore,
+    | 'limits'
+    | 'leaseKeeper'
+    | 'openSession'
+    | 'session'
+    | 'adoptSession'
+    | 'sessionHoldings'
+    | 'endSession'
+    | 'closeSession'
+    | 'revokeLease'
+  >;
+  readonly index: Pick<TaskIndex, 'ownersOf' | 'revision' | 'freeOwner'>;
+  readonly state: Readonly<Pick<CoordinatorState, 'etcdUnreachable'>>;
 }
-
-export type ExpiredReason = 'deadline' | 'unknown-session' | 'incarnation-mismatch';
 
 type ResumeResult = { ok: true; session: LocalSession } | { ok: false; reason: ExpiredReason };
 
@@ -55,8 +67,8 @@ export interface OpenResult {
   readonly previous?: { readonly sessionId: string; readonly reason: ExpiredReason };
 }
 
-export class SessionManager {
-  readonly #ctx: ServiceContext;
+export class SessionManager implements SessionRegistry {
+  readonly #ctx: SessionsContext;
   readonly #table: SessionTable;
   readonly #sessions = new Map<string, LocalSession>();
   /**
@@ -67,23 +79,25 @@ export class SessionManager {
   readonly #perWorker: SlotsByKey;
   readonly #slots = new Map<string, Slot>();
   readonly #keepalive: SessionLeaseKeeper;
+  readonly #endContext: SessionEndContext;
   #timer: TimerHandle | undefined;
   #timerAtMs = Number.POSITIVE_INFINITY;
   #closed = false;
   #onOwnersFreed: (freed: readonly OwnerEntry[]) => void = () => undefined;
   readonly #repeats = new RepeatGate();
 
-  constructor(ctx: ServiceContext) {
+  constructor(ctx: SessionsContext) {
     this.#ctx = ctx;
     this.#table = new SessionTable(ctx.clock, ctx.config.sessionTtlMs);
     this.#perWorker = new SlotsByKey(ctx.config.maxSessionsPerWorker);
     const leaseMs = leaseTtlSeconds(ctx.config) * 1_000;
     this.#keepalive = ctx.store.leaseKeeper({
-      intervalMs: Math.max(50, Math.min(ctx.config.heartbeatIntervalMs, Math.floor(leaseMs / 3))),
+      intervalMs: keepaliveIntervalMs(ctx.config.heartbeatIntervalMs, leaseMs),
       onLost: (leaseId) => {
         this.#onLeaseLost(leaseId);
       },
     });
+    this.#endContext = { ...ctx, repeats: this.#repeats, leaseTtlSeconds: leaseTtlSeconds(ctx.config) };
   }
 
   start(): void {
@@ -212,12 +226,9 @@ export class SessionManager {
     const local = this.#sessions.get(sessionId);
     if (local !== undefined && !this.#table.isLive(sessionId)) return { ok: false, reason: 'deadline' };
     for (let attempt = 0; attempt < 3; attempt += 1) {
-      const stored = await this.#ctx.store.session(sessionId);
-      if (stored === undefined || stored.record.workerId !== hello.workerId) {
-        return { ok: false, reason: 'unknown-session' };
-      }
-      if (stored.record.incarnation !== hello.incarnation) return { ok: false, reason: 'incarnation-mismatch' };
-      if (stored.record.ending === true) return { ok: false, reason: 'deadline' };
+      const verdict = resumeVerdict(await this.#ctx.store.session(sessionId), hello);
+      if (!verdict.ok) return verdict;
+      const { stored } = verdict;
       const res = await this.#ctx.store.adoptSession(stored, {
         ...stored.record,
         coordinatorId: this.#ctx.coordinatorId,
@@ -302,135 +313,21 @@ export class SessionManager {
     for (const sessionId of this.#table.takeDue()) {
       const session = this.#sessions.get(sessionId);
       if (session === undefined) continue;
-      this.#end(session).catch((err: unknown) => {
+      this.#keepalive.remove(session.leaseId);
+      endAtDeadline(session, this.#endContext, {
+        finished: (ended) => {
+          this.#table.markEnded(ended.sessionId);
+          this.#forget(ended);
+        },
+        record: (s) => this.#record(s.workerId, s.incarnation),
+        ownersFreed: (freed) => {
+          this.#onOwnersFreed(freed);
+        },
+      }).catch((err: unknown) => {
         this.#ctx.log.error({ err, sessionId }, 'session end failed');
       });
     }
     this.#schedule();
-  }
-
-  /**
-   * The deadline passed: end the session in the store (if still ours), tell the worker, revoke its
-   * lease. The steps are decided by the pure {@link SessionEndPlan}; this shell performs them.
-   */
-  async #end(session: LocalSession): Promise<void> {
-    const { sessionId } = session;
-    const ctx = this.#ctx;
-    const log = ctx.log.child({ sessionId, workerId: session.workerId });
-    this.#keepalive.remove(session.leaseId);
-    for (const wakeUp of [...session.wakers]) wakeUp();
-    if (session.inflight.size > 0) {
-      await Promise.race([Promise.allSettled([...session.inflight]), this.#delay(ctx.config.sink.timeoutMs + 500)]);
-    }
-    const plan = new SessionEndPlan({
-      maxOwnersPerTxn: ctx.store.limits.maxEndSessionOwners,
-      giveUpAtMs: ctx.clock.nowMs() + 2_000 * leaseTtlSeconds(ctx.config),
-    });
-    let action: EndAction = plan.first();
-    for (;;) {
-      if (action.kind === 'finish') break;
-      let seen: EndObservation | { kind: 'next'; action: EndAction };
-      try {
-        seen = await this.#perform(session, plan, action);
-      } catch (err) {
-        const gate = this.#repeats.note(`end ${sessionId}`, ctx.clock.nowMs());
-        if (gate.log) log.warn({ err, repeated: gate.suppressed }, 'ending session failed, retrying');
-        seen = { kind: 'error', nowMs: ctx.clock.nowMs() };
-      }
-      action = seen.kind === 'next' ? seen.action : plan.next(seen);
-    }
-    this.#repeats.clear(`end ${sessionId}`);
-    this.#table.markEnded(sessionId);
-    this.#forget(session);
-    const channel = session.channel;
-    if (action.result === 'moved') {
-      log.info('session was adopted by a peer before its deadline here');
-      channel?.close(CLOSE_SESSION_MOVED, 'session moved to another coordinator');
-      return;
-    }
-    const { held } = action;
-    if (action.result === 'ended') log.info({ held: held.length }, 'session expired');
-    else log.warn('could not end session in the store, leaving it to the lease backstop');
-    if (action.revision !== undefined) this.#freeInIndex(held, action.revision);
-    ctx.metrics.expiries.inc({ reason: 'deadline' });
-    // Told first (its owner keys are gone from the store already, or the session key was): the
-    // revoke only drops what is left on the lease and does not change what the worker may do.
-    for (const h of held) {
-      channel?.send({
-        type: 'lease.revoked',
-        resource: h.resource,
-        token: formatToken(h.token),
-        reason: 'session-expired',
-      });
-    }
-    channel?.send({ type: 'session.expired', sessionId, reason: 'deadline' });
-    if (action.revoke) await this.#revoke(session.leaseId);
-  }
-
-  /** One step of the end plan against the store; what was seen (or the plan's next action). */
-  async #perform(
-    session: LocalSession,
-    plan: SessionEndPlan,
-    action: Exclude<EndAction, { kind: 'finish' }>,
-  ): Promise<EndObservation | { kind: 'next'; action: EndAction }> {
-    const { store, index } = this.#ctx;
-    switch (action.kind) {
-      case 'endFromIndex': {
-        const held = index.ownersOf(session.sessionId).map((o) => ({ resource: o.resource, token: o.token }));
-        return { kind: 'next', action: plan.fromIndex(held, index.revision) };
-      }
-      case 'readHoldings': {
-        const read = await store.sessionHoldings(session.sessionId);
-        const state =
-          read.session === undefined ? 'gone' : read.session.modRevision === session.modRevision ? 'ours' : 'moved';
-        return { kind: 'holdings', session: state, held: read.held };
-      }
-      case 'end': {
-        const outcome = await store.endSession({
-          sessionId: session.sessionId,
-          knownModRevision: session.modRevision,
-          held: action.held,
-          ...(action.knownUpTo === undefined ? {} : { knownUpTo: action.knownUpTo }),
-        });
-        return { kind: 'ended', held: action.held, outcome };
-      }
-      case 'close': {
-        // Too many owner keys for one txn: mark the session ending (only if still ours); the lease
-        // revoke deletes every key on it at one revision, and the watch frees them.
-        const outcome = await store.closeSession({
-          sessionId: session.sessionId,
-          leaseId: session.leaseId,
-          knownModRevision: session.modRevision,
-          record: this.#record(session.workerId, session.incarnation),
-        });
-        return { kind: 'closed', held: action.held, outcome };
-      }
-      case 'wait':
-        await this.#delay(action.ms);
-        return { kind: 'waited' };
-    }
-  }
-
-  #delay(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      this.#ctx.timers.setTimeout(resolve, ms);
-    });
-  }
-
-  /**
-   * The owner keys are gone in etcd (the end txn succeeded): drop them from the index now instead of
-   * waiting for the watch to say so, and wake waiting acquires. The index is a hint (a grant txn
-   * compares the owner key's absence), and the watch's own delete of the same key is a no-op.
-   */
-  #freeInIndex(held: readonly HeldOwner[], revision: bigint): void {
-    if (held.length === 0) return;
-    const { index } = this.#ctx;
-    const freed: OwnerEntry[] = [];
-    for (const h of held) {
-      const entry = index.freeOwner(h.resource, h.token, revision);
-      if (entry !== undefined) freed.push(entry);
-    }
-    this.#onOwnersFreed(freed);
   }
 
   #onLeaseLost(leaseId: string): void {
@@ -440,14 +337,6 @@ export class SessionManager {
       this.#ctx.metrics.expiries.inc({ reason: 'lost' });
       this.#forget(session);
       session.channel?.send({ type: 'session.expired', sessionId: session.sessionId, reason: 'revoked' });
-    }
-  }
-
-  async #revoke(leaseId: string): Promise<void> {
-    try {
-      await this.#ctx.store.revokeLease(leaseId);
-    } catch (err) {
-      this.#ctx.log.warn({ err }, 'lease revoke failed; the lease TTL will end it');
     }
   }
 

@@ -12,22 +12,39 @@
  * cost one failed compare each — raise the grace to trade takeover latency after a coordinator's
  * death for fewer of them. After an index rebuild the whole index is swept the same way.
  */
+import type { Clock, RepeatGate } from '@leasehold/protocol';
+import type { Logger } from 'pino';
+import type { CoordinatorConfig } from '../config.js';
 import { attemptFailed, LEASE_LOST_ERROR, policyOf } from '../core/lifecycle.js';
 import type { TaskRecord } from '../core/records.js';
-import { recordOf, type OwnerEntry, type PendingTask } from '../core/task-index.js';
-import type { TimerHandle } from '../core/timers.js';
-import { lifecycleEnv, type ServiceContext } from './context.js';
+import { recordOf, type OwnerEntry, type PendingTask, type TaskIndex } from '../core/task-index.js';
+import type { TimerHandle, Timers } from '../core/timers.js';
+import type { Metrics } from '../metrics.js';
+import type { LeaseStore } from '../store/port.js';
+import { lifecycleEnv, type LifecycleContext } from './context.js';
+
+/** What settling lost attempts uses. */
+export interface SettleContext extends LifecycleContext {
+  readonly config: Pick<CoordinatorConfig, 'settleGraceMs' | 'retryPolicy'>;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly log: Logger;
+  readonly repeats: RepeatGate;
+  readonly metrics: Pick<Metrics, 'lifecycle' | 'taskFailures' | 'taskAttempts'>;
+  readonly store: Pick<LeaseStore, 'task' | 'settleLostAttempt'>;
+  readonly index: Pick<TaskIndex, 'pendingTask' | 'lostAttempts' | 'isLost'>;
+}
 
 /** Longest wait between retries of a settlement that failed (etcd unavailable). */
 const MAX_RETRY_MS = 10_000;
 
 export class SettleService {
-  readonly #ctx: ServiceContext;
+  readonly #ctx: SettleContext;
   /** Settlements scheduled or running, by task id -> the attempt's token. */
   readonly #pending = new Map<string, { readonly token: bigint; timer: TimerHandle | undefined }>();
   #closed = false;
 
-  constructor(ctx: ServiceContext) {
+  constructor(ctx: SettleContext) {
     this.#ctx = ctx;
   }
 

@@ -1,116 +1,56 @@
 /**
- * The task API behind HTTP: submit (idempotent by task id), read, list, cancel, retry, purge, and
- * the view of a resource's current owner. Refusals (NOT_FOUND, CONFLICT, INVALID_MESSAGE) are
- * returned as data.
+ * The task API behind HTTP: submit (idempotent by task id; task-submit.ts), read, list, cancel,
+ * retry, purge, and the view of a resource's current owner. Refusals (NOT_FOUND, CONFLICT,
+ * INVALID_MESSAGE) are returned as data.
  */
 import {
   formatToken,
-  MAX_ATTEMPTS_LIMIT,
-  MAX_DELAY_MS,
-  type AttemptView,
-  type ErrorCode,
-  type JsonValue,
-  type OwnerView,
   type ResourceOwnerView,
-  type RetryPolicyInput,
-  type TaskRetention,
   type TaskStateName,
   type TaskView,
   type TerminalTaskState,
 } from '@leasehold/protocol';
-import type { Span } from '@opentelemetry/api';
 import { ExponentialBackoff, handleAll, retry as retryPolicy } from 'cockatiel';
-import { cancelled, lastEventOf, newTask, policyOf, retried, viewState } from '../core/lifecycle.js';
-import {
-  encodeTask,
-  MAX_TASK_RECORD_BYTES,
-  RECORD_GROWTH_BYTES,
-  sameDefinition,
-  utf8Bytes,
-  type AttemptRecord,
-  type TaskRecord,
-} from '../core/task-record.js';
+import { cancelled, retried, viewState } from '../core/lifecycle.js';
+import { planPurge } from '../core/retention.js';
+import type { Refusal, SubmitInput, SubmitOutcome } from '../core/submit-plan.js';
+import type { TaskIndex } from '../core/task-index.js';
+import { ownerView, taskView } from '../core/task-view.js';
+import type { TaskRecord } from '../core/task-record.js';
 import { CoordinatorError } from '../errors.js';
-import { payloadDigest } from '../payload-digest.js';
-import type { NewTask, StoredOwner, StoredTask } from '../store/port.js';
-import type { ServiceContext } from './context.js';
-import type { SessionManager } from './sessions.js';
-import { Attr, markRefused, traceparentOf, tracer } from './tracing.js';
+import type { Metrics } from '../metrics.js';
+import type { LeaseStore, StoredOwner } from '../store/port.js';
+import type { FenceAdvances } from './context.js';
+import type { SessionRegistry } from './local-session.js';
+import { TaskSubmitter, type SubmitContext } from './task-submit.js';
 
 export type { OwnerView, TaskView, ResourceOwnerView as ResourceView } from '@leasehold/protocol';
+export type { Refusal, SubmitInput, SubmitOutcome } from '../core/submit-plan.js';
 
-/** TEST ONLY: the policy the `ignore-retry-policy` sabotage stores instead of the submitted one. */
-const IGNORED_RETRY_POLICY: RetryPolicyInput = Object.freeze({
-  maxAttempts: MAX_ATTEMPTS_LIMIT,
-  backoff: Object.freeze({ initialMs: 0, multiplier: 1, maxMs: 0, jitter: 0 }),
-  nonRetryable: [],
-});
-
-export type Refusal = { readonly ok: false; readonly code: ErrorCode; readonly message: string };
-
-export interface SubmitInput {
-  readonly taskId: string;
-  readonly resource: string;
-  readonly payload: JsonValue;
-  readonly priority?: number | undefined;
-  /** ISO 8601 time. Not with `delayMs`. */
-  readonly runAt?: string | undefined;
-  readonly delayMs?: number | undefined;
-  readonly retry?: RetryPolicyInput | undefined;
-  readonly retention?: TaskRetention | undefined;
+/** What the task API uses. */
+export interface TasksContext extends SubmitContext {
+  readonly store: Pick<
+    LeaseStore,
+    | 'limits'
+    | 'submitTasks'
+    | 'owner'
+    | 'session'
+    | 'task'
+    | 'taskDetail'
+    | 'taskPage'
+    | 'cancelTask'
+    | 'retryTask'
+    | 'purgeTasks'
+  >;
+  readonly index: Pick<TaskIndex, 'ownerOf' | 'endedTasks'>;
+  readonly metrics: Pick<Metrics, 'lifecycle'>;
+  readonly fences: FenceAdvances;
 }
-
-export type SubmitOutcome = { readonly ok: true; readonly created: boolean; readonly task: TaskView } | Refusal;
 
 export interface PurgeInput {
   readonly state: TerminalTaskState;
   readonly olderThanMs: number;
   readonly limit?: number | undefined;
-}
-
-function ownerView(owner: StoredOwner): OwnerView {
-  const { sessionId, workerId, incarnation, attempt } = owner.record;
-  return { sessionId, workerId, incarnation, attempt, token: formatToken(owner.token) };
-}
-
-/** An ended attempt as the API shows it (the session that held it is the coordinator's to know). */
-function attemptView(attempt: AttemptRecord): AttemptView {
-  const { sessionId: _session, ...view } = attempt;
-  return view;
-}
-
-/**
- * The admin view of a record; `owner` when the task is leased (its owner key names this task);
- * `detail` (payload and history, read on demand) for `GET /v1/tasks/:taskId` only.
- */
-export function taskView(
-  task: TaskRecord,
-  owner: StoredOwner | undefined,
-  nowMs: number,
-  ctx: Pick<ServiceContext, 'config'>,
-  detail?: { readonly payload: JsonValue | undefined; readonly history: readonly AttemptRecord[] },
-): TaskView {
-  const leased = task.state === 'pending' && owner?.record.taskId === task.taskId;
-  return {
-    taskId: task.taskId,
-    resource: task.resource,
-    ...(detail?.payload === undefined ? {} : { payload: detail.payload }),
-    payloadBytes: task.payloadBytes,
-    state: viewState(task, leased, nowMs),
-    attempts: task.attempts,
-    priority: task.priority ?? 0,
-    retry: policyOf(task, ctx.config.retryPolicy),
-    ...(task.notBeforeMs === undefined ? {} : { notBeforeMs: task.notBeforeMs }),
-    lastEvent: lastEventOf(task),
-    ...(task.lastError === undefined ? {} : { lastError: task.lastError }),
-    ...(detail === undefined ? {} : { history: detail.history.map(attemptView) }),
-    ...(task.last === undefined ? {} : { lastAttempt: attemptView(task.last) }),
-    ...(task.retention === undefined ? {} : { retention: task.retention }),
-    ...(task.createdAtMs === undefined ? {} : { createdAtMs: task.createdAtMs }),
-    ...(task.endedAtMs === undefined ? {} : { endedAtMs: task.endedAtMs }),
-    ...(task.result === undefined ? {} : { result: task.result }),
-    ...(leased ? { owner: ownerView(owner) } : {}),
-  };
 }
 
 /** A list page ends at its `limit` or at about this many bytes of views, whichever comes first. */
@@ -120,12 +60,14 @@ export const LIST_RESPONSE_BYTES = 4 * 1024 * 1024;
 const advanceRetry = retryPolicy(handleAll, { maxAttempts: 4, backoff: new ExponentialBackoff({ initialDelay: 100 }) });
 
 export class TaskService {
-  readonly #ctx: ServiceContext;
-  readonly #sessions: SessionManager;
+  readonly #ctx: TasksContext;
+  readonly #sessions: Pick<SessionRegistry, 'get' | 'remainingMs'>;
+  readonly #submitter: TaskSubmitter;
 
-  constructor(ctx: ServiceContext, sessions: SessionManager) {
+  constructor(ctx: TasksContext, sessions: Pick<SessionRegistry, 'get' | 'remainingMs'>) {
     this.#ctx = ctx;
     this.#sessions = sessions;
+    this.#submitter = new TaskSubmitter(ctx);
   }
 
   async submit(input: SubmitInput): Promise<SubmitOutcome> {
@@ -134,164 +76,9 @@ export class TaskService {
     return outcome;
   }
 
-  /**
-   * Many submits, each with the meaning of {@link submit} (idempotent by task id, CONFLICT on another
-   * definition), in as few txns as etcd allows (up to 128 tasks or ~1 MB each, run concurrently).
-   * A task id repeated in the batch is settled against its first occurrence. Outcomes in order.
-   */
-  async submitMany(inputs: readonly SubmitInput[]): Promise<SubmitOutcome[]> {
-    // One `leasehold.task.submit` span per task (children of the caller's traceparent, if any);
-    // a new task's record keeps its traceparent, so every grant of the task continues this trace.
-    const spans = inputs.map((input) =>
-      tracer.startSpan('leasehold.task.submit', {
-        attributes: { [Attr.TASK_ID]: input.taskId, [Attr.RESOURCE]: input.resource },
-      }),
-    );
-    try {
-      const outcomes = await this.#submitMany(inputs, spans);
-      outcomes.forEach((res, i) => {
-        const span = spans[i];
-        if (span === undefined) return;
-        if (res.ok) span.setAttribute(Attr.OUTCOME, res.created ? 'created' : 'exists');
-        else markRefused(span, res.code, res.message);
-      });
-      return outcomes;
-    } catch (err) {
-      for (const span of spans) markRefused(span, 'UNAVAILABLE', String(err));
-      throw err;
-    } finally {
-      for (const span of spans) span.end();
-    }
-  }
-
-  async #submitMany(inputs: readonly SubmitInput[], spans: readonly Span[]): Promise<SubmitOutcome[]> {
-    const out: (SubmitOutcome | undefined)[] = inputs.map(() => undefined);
-    const first = new Map<string, number>();
-    const nowMs = this.#ctx.wallClock();
-    const { maxSubmitsPerCall, maxSubmitBytesPerCall } = this.#ctx.store.limits;
-    const prepared: { index: number; task: NewTask }[] = [];
-    // First every task is made and measured: one too large refuses the whole call, before any write.
-    for (const [index, input] of inputs.entries()) {
-      if (first.has(input.taskId)) continue;
-      first.set(input.taskId, index);
-      const notBeforeMs = this.#notBefore(input, nowMs);
-      if (typeof notBeforeMs === 'object') {
-        out[index] = notBeforeMs;
-        continue;
-      }
-      const made = this.#newTask(input, notBeforeMs, spans[index], nowMs);
-      if (!made.ok) return inputs.map(() => made);
-      prepared.push({ index, task: made.task });
-    }
-    const chunks: { index: number; task: NewTask }[][] = [];
-    let chunk: { index: number; task: NewTask }[] = [];
-    let bytes = 0;
-    for (const job of prepared) {
-      const size = job.task.payloadJson.length + encodeTask(job.task.record).length + 2 * job.task.record.taskId.length;
-      if (chunk.length >= maxSubmitsPerCall || (chunk.length > 0 && bytes + size > maxSubmitBytesPerCall)) {
-        chunks.push(chunk);
-        chunk = [];
-        bytes = 0;
-      }
-      chunk.push(job);
-      bytes += size;
-    }
-    if (chunk.length > 0) chunks.push(chunk);
-    await Promise.all(
-      chunks.map(async (jobs) => {
-        let left = jobs;
-        for (let attempt = 0; left.length > 0; attempt += 1) {
-          if (attempt >= 5) throw new CoordinatorError('UNAVAILABLE', 'tasks kept changing; submit again');
-          const res = await this.#ctx.store.submitTasks(left.map((j) => j.task));
-          if (res.kind === 'created') {
-            for (const j of left)
-              out[j.index] = { ok: true, created: true, task: this.#viewOf(j.task.record, undefined) };
-            return;
-          }
-          const absent: typeof left = [];
-          await Promise.all(
-            left.map(async (j, i) => {
-              const existing = res.existing[i];
-              if (existing === undefined) absent.push(j);
-              else out[j.index] = await this.#settleExisting(j.task.record, existing);
-            }),
-          );
-          left = absent;
-        }
-      }),
-    );
-    return inputs.map((input, index): SubmitOutcome => {
-      const firstIndex = first.get(input.taskId) ?? index;
-      const settled = out[firstIndex];
-      const original = inputs[firstIndex];
-      if (settled === undefined || original === undefined) {
-        throw new CoordinatorError('INTERNAL', `task ${input.taskId} was not settled`);
-      }
-      if (index === firstIndex) return settled;
-      // A repeat in the same batch: the first occurrence decided; same definition → the same task.
-      if (original.resource !== input.resource || payloadDigest(original.payload) !== payloadDigest(input.payload)) {
-        return { ok: false, code: 'CONFLICT', message: `task ${input.taskId} exists with a different definition` };
-      }
-      return settled.ok ? { ok: true, created: false, task: settled.task } : settled;
-    });
-  }
-
-  /** The task a submit creates (record and payload), or the refusal of a payload or record too large. */
-  #newTask(
-    input: SubmitInput,
-    notBeforeMs: number | undefined,
-    span: Span | undefined,
-    nowMs: number,
-  ): { readonly ok: true; readonly task: NewTask } | Refusal {
-    const payloadJson = JSON.stringify(input.payload);
-    const payloadBytes = utf8Bytes(payloadJson);
-    const maxBytes = this.#ctx.config.maxTaskPayloadBytes;
-    if (payloadBytes > maxBytes) {
-      return {
-        ok: false,
-        code: 'PAYLOAD_TOO_LARGE',
-        message:
-          `task ${input.taskId}: payload of ${payloadBytes} bytes, over MAX_TASK_PAYLOAD_BYTES (${maxBytes}); ` +
-          'pass large inputs by reference (a URL or object-store key in the payload)',
-      };
-    }
-    // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken lifecycle the chaos
-    // checker must catch — the submitted retry policy ignored, unlimited attempts without backoff.
-    const retry = this.#ctx.config.testSabotage === 'ignore-retry-policy' ? IGNORED_RETRY_POLICY : input.retry;
-    const traceparent = span === undefined ? undefined : traceparentOf(span);
-    const record = newTask(
-      {
-        taskId: input.taskId,
-        resource: input.resource,
-        payloadBytes,
-        payloadDigest: payloadDigest(input.payload),
-        priority: input.priority,
-        notBeforeMs,
-        retry,
-        traceparent,
-        retention: input.retention,
-      },
-      { nowMs, defaults: this.#ctx.config.retryPolicy },
-    );
-    const recordBytes = utf8Bytes(encodeTask(record));
-    if (recordBytes > MAX_TASK_RECORD_BYTES - RECORD_GROWTH_BYTES) {
-      return {
-        ok: false,
-        code: 'PAYLOAD_TOO_LARGE',
-        message: `task ${input.taskId}: its record would take ${recordBytes} bytes (at most ${MAX_TASK_RECORD_BYTES - RECORD_GROWTH_BYTES}): fewer or shorter retry.nonRetryable names`,
-      };
-    }
-    return { ok: true, task: { record, payloadJson } };
-  }
-
-  async #settleExisting(record: TaskRecord, existing: StoredTask | 'unreadable'): Promise<SubmitOutcome> {
-    if (existing === 'unreadable') {
-      return { ok: false, code: 'CONFLICT', message: 'task id exists with an unreadable record' };
-    }
-    if (!sameDefinition(existing, record.resource, record.payloadDigest)) {
-      return { ok: false, code: 'CONFLICT', message: `task ${record.taskId} exists with a different definition` };
-    }
-    return { ok: true, created: false, task: await this.#view(existing) };
+  /** See {@link TaskSubmitter.submitMany}. */
+  submitMany(inputs: readonly SubmitInput[]): Promise<SubmitOutcome[]> {
+    return this.#submitter.submitMany(inputs);
   }
 
   /** One task with its payload and history (read on demand, at one revision). */
@@ -300,7 +87,7 @@ export class TaskService {
     if (detail === undefined) return undefined;
     const { task } = detail;
     const owner = task.record.state === 'pending' ? await this.#ctx.store.owner(task.record.resource) : undefined;
-    return taskView(task.record, owner, this.#ctx.wallClock(), this.#ctx, detail);
+    return taskView(task.record, owner, this.#ctx.wallClock(), this.#ctx.config.retryPolicy, detail);
   }
 
   /** Tasks in id order after `after`; `state` filters (leased is judged from the index). */
@@ -321,7 +108,7 @@ export class TaskService {
         const leased = t.record.state === 'pending' && hint?.taskId === t.record.taskId;
         const state = viewState(t.record, leased, nowMs);
         if (options.state !== undefined && state !== options.state) continue;
-        out.push({ ...taskView(t.record, undefined, nowMs, this.#ctx), state });
+        out.push({ ...taskView(t.record, undefined, nowMs, this.#ctx.config.retryPolicy), state });
         // A view is about the size of its stored record: the page ends at the count or the bytes.
         bytes += t.value.length;
         if (out.length >= options.limit || bytes >= LIST_RESPONSE_BYTES) {
@@ -422,41 +209,20 @@ export class TaskService {
   /**
    * Delete ended tasks of `state` that ended at least `olderThanMs` ago — record, payload and
    * history — oldest first, up to `limit` per call; `more` says whether to call again. The
-   * candidates come from the index's ended tasks (nothing is scanned); each delete compares the
-   * record's mod_revision as the index saw it, so a task retried since stays.
+   * candidates come from the index's ended tasks (nothing is scanned; core/retention.ts plans);
+   * each delete compares the record's mod_revision as the index saw it, so a task retried since
+   * stays.
    */
   async purge(input: PurgeInput): Promise<{ purged: number; more: boolean }> {
-    const limit = input.limit ?? 1_000;
-    const cutoff = this.#ctx.wallClock() - input.olderThanMs;
-    const candidates: { taskId: string; modRevision: bigint; endedAtMs: number }[] = [];
-    for (const t of this.#ctx.index.endedTasks()) {
-      if (t.state === input.state && t.endedAtMs <= cutoff) candidates.push(t);
-    }
-    candidates.sort((a, b) => a.endedAtMs - b.endedAtMs || (a.taskId < b.taskId ? -1 : 1));
-    const refs = candidates.slice(0, limit).map((t) => ({ taskId: t.taskId, modRevision: t.modRevision }));
-    const purged = refs.length === 0 ? 0 : (await this.#ctx.store.purgeTasks(refs)).length;
+    const plan = planPurge(this.#ctx.index.endedTasks(), input, this.#ctx.wallClock());
+    const purged = plan.refs.length === 0 ? 0 : (await this.#ctx.store.purgeTasks(plan.refs)).length;
     this.#ctx.metrics.lifecycle.inc({ change: 'purge', outcome: 'done' }, purged);
     if (purged > 0) this.#ctx.log.info({ state: input.state, purged, olderThanMs: input.olderThanMs }, 'tasks purged');
-    return { purged, more: candidates.length > refs.length };
-  }
-
-  /** `delayMs` / `runAt` -> notBeforeMs (undefined: at once), or a refusal. */
-  #notBefore(input: SubmitInput, nowMs: number): number | undefined | Refusal {
-    if (input.runAt !== undefined && input.delayMs !== undefined) {
-      return { ok: false, code: 'INVALID_MESSAGE', message: 'give runAt or delayMs, not both' };
-    }
-    if (input.delayMs !== undefined) return input.delayMs === 0 ? undefined : nowMs + input.delayMs;
-    if (input.runAt === undefined) return undefined;
-    const at = Date.parse(input.runAt);
-    if (!Number.isFinite(at)) return { ok: false, code: 'INVALID_MESSAGE', message: 'runAt: not a time' };
-    if (at - nowMs > MAX_DELAY_MS) {
-      return { ok: false, code: 'INVALID_MESSAGE', message: `runAt: more than ${MAX_DELAY_MS} ms ahead` };
-    }
-    return at <= nowMs ? undefined : at;
+    return { purged, more: plan.more };
   }
 
   #viewOf(record: TaskRecord, owner: StoredOwner | undefined): TaskView {
-    return taskView(record, owner, this.#ctx.wallClock(), this.#ctx);
+    return taskView(record, owner, this.#ctx.wallClock(), this.#ctx.config.retryPolicy);
   }
 
   async resource(resource: string): Promise<ResourceOwnerView> {
@@ -470,10 +236,5 @@ export class TaskService {
       token: formatToken(owner.token),
       remainingMs: local === undefined ? null : Math.floor(this.#sessions.remainingMs(local)),
     };
-  }
-
-  async #view(task: StoredTask): Promise<TaskView> {
-    const owner = task.record.state === 'pending' ? await this.#ctx.store.owner(task.record.resource) : undefined;
-    return this.#viewOf(task.record, owner);
   }
 }

@@ -159,7 +159,7 @@ describe('a coordinator cut off from etcd', () => {
       a.backend.down = false;
       await waitUntil(async () => {
         await cut.advance(300);
-        return !a.services.ctx.state.etcdUnreachable;
+        return !a.services.state.etcdUnreachable;
       });
       expect((await cut.worker(a, 'w3')).session.sessionId).toBeDefined();
     } finally {
@@ -176,7 +176,7 @@ describe('a coordinator whose etcd answers with refusals (NOSPACE, permission de
       const w = await refused.worker(a, 'w1');
       a.backend.refuseAll = 'permission-denied';
       await refused.advance(2_500); // well past ETCD_GIVE_UP_MS, every probe refused
-      expect(a.services.ctx.state.etcdUnreachable).toBe(false);
+      expect(a.services.state.etcdUnreachable).toBe(false);
       expect(w.channel.closed).toBeUndefined();
       a.backend.refuseAll = undefined;
     } finally {
@@ -193,7 +193,7 @@ describe('a coordinator that was paused (its clock jumps) while etcd is fine', (
       const w = await paused.worker(a, 'w1');
       paused.clock.advance(2_500); // SIGSTOP / long GC: no timer ran, no probe was sent
       await paused.advance(600); // the next probe ticks with 3 s of silence behind it
-      expect(a.services.ctx.state.etcdUnreachable).toBe(false);
+      expect(a.services.state.etcdUnreachable).toBe(false);
       expect(w.channel.closed).toBeUndefined();
       expect(paused.heartbeat(w)).toMatchObject({ ok: true });
     } finally {

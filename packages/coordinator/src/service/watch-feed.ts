@@ -34,8 +34,16 @@ export interface RevisionGroup {
   readonly events: readonly FeedEvent[];
 }
 
+/** Another reader of the one watch (the console's read model): see {@link WatchFeed.listen}. */
+export interface FeedListener {
+  /** A revision's events, after the index applied them. */
+  onGroup(group: RevisionGroup): void;
+  /** The index was rebuilt from a fresh snapshot: revisions in between were not delivered as groups. */
+  onRebuilt(): void;
+}
+
 export interface WatchFeedOptions {
-  readonly store: LeaseStore;
+  readonly store: Pick<LeaseStore, 'snapshot' | 'watch'>;
   readonly timers: Timers;
   readonly index: TaskIndex;
   readonly log: Logger;
@@ -58,6 +66,7 @@ export class WatchFeed {
   #rebuilding: Promise<void> | undefined;
   #failures = 0;
   readonly #repeats = new RepeatGate();
+  readonly #listeners = new Set<FeedListener>();
 
   constructor(options: WatchFeedOptions) {
     this.#o = options;
@@ -65,6 +74,17 @@ export class WatchFeed {
 
   get ready(): boolean {
     return this.#ready;
+  }
+
+  /**
+   * Hear every revision group the feed applies from now on, and every rebuild: one watch feeds
+   * the index, the reactions and any other reader. Returns the unsubscribe.
+   */
+  listen(listener: FeedListener): () => void {
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+    };
   }
 
   /** First build; rejects if etcd cannot be read at all (start-up fails loudly). */
@@ -136,6 +156,18 @@ export class WatchFeed {
     );
     this.#o.onBuilt?.();
     this.#o.onApplied?.();
+    for (const listener of [...this.#listeners])
+      this.#hear(() => {
+        listener.onRebuilt();
+      });
+  }
+
+  #hear(call: () => void): void {
+    try {
+      call();
+    } catch (err) {
+      this.#o.log.error({ err }, 'watch listener failed');
+    }
   }
 
   #scheduleRebuild(): void {
@@ -181,6 +213,10 @@ export class WatchFeed {
     } catch (err) {
       this.#o.log.error({ err }, 'watch handler failed');
     }
+    for (const listener of [...this.#listeners])
+      this.#hear(() => {
+        listener.onGroup(group);
+      });
   }
 
   #apply(group: RevisionGroup): void {

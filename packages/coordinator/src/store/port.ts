@@ -6,13 +6,13 @@
  *
  * The implementation is {@link KvLeaseStore} (`etcd/lease-store.ts`): every operation is one of
  * the documented transactions in `etcd/transactions/`, run on a KvBackend — a real etcd, or the
- * in-memory etcd of the unit tests (`etcd/memory-etcd.ts`). `store.contract.ts` runs one suite
+ * in-memory etcd of the unit tests (`MemoryEtcd` of `@leasehold/testing`). `testing/store-contract.ts` runs one suite
  * against both.
  */
 import type { JsonValue } from '@leasehold/protocol';
 import type { HoldingRecord, OwnerRecord, SessionRecord } from '../core/records.js';
 import type { AttemptRecord, LegacyParts, TaskRecord } from '../core/task-record.js';
-import type { BackendStatus } from '../etcd/backend.js';
+import type { BackendStatus, LeaseKeeper, LeaseKeeperOptions } from '../etcd/backend.js';
 
 export interface StoredTask {
   /** The record (layout v2; a v1 record as its v2 shape, see `legacy`). */
@@ -281,19 +281,8 @@ export interface StoreSnapshot {
   readonly revision: bigint;
 }
 
-export interface LeaseKeeperOptions {
-  readonly intervalMs: number;
-  readonly onLost: (leaseId: string) => void;
-}
-
-export interface SessionLeaseKeeper {
-  start(): void;
-  add(leaseId: string): void;
-  remove(leaseId: string): void;
-  readonly size: number;
-  readonly connected: boolean;
-  close(): void;
-}
+/** Keeps the session leases alive: the backend's keeper, as the port names it. */
+export type { LeaseKeeperOptions, LeaseKeeper as SessionLeaseKeeper } from '../etcd/backend.js';
 
 /** Limits of one atomic operation, from the store's own (etcd: 128 ops per txn). */
 export interface StoreLimits {
@@ -331,7 +320,7 @@ export interface LeaseStore extends ConsoleRevocationStore {
   }): Promise<CloseOutcome>;
   /** Revoke a session's lease (its remaining keys go at one revision). Idempotent. */
   revokeLease(leaseId: string): Promise<void>;
-  leaseKeeper(options: LeaseKeeperOptions): SessionLeaseKeeper;
+  leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper;
 
   // grants
   /** Many grants, batched into as few atomic steps as the store allows; one outcome per job. */

@@ -5,22 +5,14 @@
  * test can partition one, hold its watch back (a stale index), or hold its fence advances (a
  * coordinator paused between the grant txn and the advance). No sockets, no real time.
  */
-import {
-  decideAdvance,
-  decideWrite,
-  ManualClock,
-  PROTOCOL_VERSION,
-  type CoordinatorMessage,
-  type Hello,
-} from '@leasehold/protocol';
+import { decideAdvance, decideWrite, PROTOCOL_VERSION, type CoordinatorMessage, type Hello } from '@leasehold/protocol';
 import { pino } from 'pino';
 import { loadConfig, type CoordinatorConfig } from '../config.js';
-import { ManualTimers } from '../core/timers.js';
 import { SinkUnavailableError } from '../errors.js';
 import { KeyLayout } from '../etcd/keys.js';
 import { KvLeaseStore } from '../etcd/lease-store.js';
-import { MemoryEtcd, type MemoryBackend } from '../etcd/memory-etcd.js';
-import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/fence-target.js';
+import { ManualClock, ManualTimers, MemoryEtcd, type MemoryBackend } from '@leasehold/testing';
+import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/port.js';
 import { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';
 import type { LocalSession } from '../service/sessions.js';

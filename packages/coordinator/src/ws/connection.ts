@@ -16,7 +16,6 @@ import {
   type WorkerMessage,
 } from '@leasehold/protocol';
 import type { Logger } from 'pino';
-import type { RawData, WebSocket } from 'ws';
 import {
   AbuseCounter,
   CLOSE_POLICY_VIOLATION,
@@ -48,6 +47,19 @@ export interface ConnectionDeps {
   readonly sessionTtlMs: number;
 }
 
+/**
+ * What a worker connection needs of its socket: a `ws` WebSocket (`ws/server.ts` adapts one) or an
+ * in-process pair (`@leasehold/testing`). Frames come in through {@link WorkerConnection.receive}.
+ */
+export interface WorkerSocket {
+  /** Frames can be sent. */
+  readonly isOpen: boolean;
+  /** Closed for good (not merely closing). */
+  readonly isClosed: boolean;
+  send(text: string): void;
+  close(code: number, reason: string): void;
+}
+
 /** The byte stream under a WebSocket (a net or TLS socket): what `send` corks for one turn. */
 export interface Corkable {
   cork(): void;
@@ -55,7 +67,7 @@ export interface Corkable {
 }
 
 export class WorkerConnection implements WorkerChannel {
-  readonly #socket: WebSocket;
+  readonly #socket: WorkerSocket;
   readonly #stream: Corkable | undefined;
   #corked = false;
   readonly #deps: ConnectionDeps;
@@ -65,32 +77,33 @@ export class WorkerConnection implements WorkerChannel {
   #phase: ConnectionPhase = ConnectionPhase.AWAITING_HELLO;
   #session: LocalSession | undefined;
 
-  constructor(socket: WebSocket, deps: ConnectionDeps, identity: WorkerIdentity, stream?: Corkable) {
+  constructor(socket: WorkerSocket, deps: ConnectionDeps, identity: WorkerIdentity, stream?: Corkable) {
     this.#socket = socket;
     this.#stream = stream;
     this.#deps = deps;
     this.#identity = identity;
     this.#abuse = new AbuseCounter(deps.maxBadFrames);
     this.#log = deps.log;
-    socket.on('message', (data, isBinary) => {
-      if (isBinary) {
-        const refused = refuseBinaryFrame();
-        this.#refuse(refused.error.code, refused.error, refused.close);
-        return;
-      }
-      this.#onFrame(data);
-    });
-    socket.on('close', () => {
-      this.#phase = ConnectionPhase.CLOSED;
-      if (this.#session !== undefined) deps.sessions.detach(this.#session, this);
-    });
-    socket.on('error', (err) => {
-      this.#log.warn({ err }, 'worker socket error');
-    });
+  }
+
+  /** A frame arrived on the socket. */
+  receive(data: Buffer, isBinary: boolean): void {
+    if (isBinary) {
+      const refused = refuseBinaryFrame();
+      this.#refuse(refused.error.code, refused.error, refused.close);
+      return;
+    }
+    this.#onFrame(data);
+  }
+
+  /** The socket is closed (by either side). */
+  closed(): void {
+    this.#phase = ConnectionPhase.CLOSED;
+    if (this.#session !== undefined) this.#deps.sessions.detach(this.#session, this);
   }
 
   get isOpen(): boolean {
-    return this.#socket.readyState === this.#socket.OPEN;
+    return this.#socket.isOpen;
   }
 
   send(message: CoordinatorMessage): boolean {
@@ -114,13 +127,12 @@ export class WorkerConnection implements WorkerChannel {
   }
 
   close(code: number, reason: string): void {
-    if (this.#socket.readyState === this.#socket.CLOSED) return;
+    if (this.#socket.isClosed) return;
     this.#phase = ConnectionPhase.CLOSED;
     this.#socket.close(code, reason);
   }
 
-  #onFrame(data: RawData): void {
-    const bytes = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+  #onFrame(bytes: Buffer): void {
     const decoded = decodeWorkerFrame(bytes.toString('utf8'), bytes.length, this.#deps.maxPayloadBytes, {
       maxDepth: this.#deps.maxJsonDepth,
       maxEntries: DEFAULT_JSON_LIMITS.maxEntries,

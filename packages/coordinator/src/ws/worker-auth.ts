@@ -8,8 +8,6 @@
  * a worker can open, resume and act on only its own sessions.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
-import type { TLSSocket } from 'node:tls';
 import { createKeyRing, parseBearer } from '@leasehold/protocol';
 import type { WorkerCredential } from '../config.js';
 
@@ -23,17 +21,24 @@ export interface WorkerIdentity {
   readonly remote?: string;
 }
 
+/** What a connecting worker presented: its `Authorization` header, and a client certificate (TLS). */
+export interface PresentedCredentials {
+  readonly authorization: string | undefined;
+  /** A certificate the TLS layer verified against TLS_CLIENT_CA (undefined: none, or not verified). */
+  readonly verifiedCertificate?: { readonly commonName: string | undefined; readonly serialNumber: string };
+}
+
 const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
 export function createWorkerAuthenticator(options: {
   readonly credentials: readonly WorkerCredential[];
   readonly sharedKeys: readonly string[];
   readonly clientCertificates: boolean;
-}): (req: IncomingMessage) => WorkerIdentity | undefined {
+}): (presented: PresentedCredentials) => WorkerIdentity | undefined {
   const byKeyId = new Map(options.credentials.map((c) => [c.keyId, { ...c, digest: digest(c.secret) }]));
   const shared = createKeyRing(options.sharedKeys);
-  return (req) => {
-    const presented = parseBearer(req.headers.authorization);
+  return ({ authorization, verifiedCertificate }) => {
+    const presented = parseBearer(authorization);
     if (presented !== undefined) {
       const colon = presented.indexOf(':');
       if (colon > 0) {
@@ -48,12 +53,10 @@ export function createWorkerAuthenticator(options: {
       }
       return undefined;
     }
-    if (options.clientCertificates) {
-      const socket = req.socket as Partial<TLSSocket>;
-      if (socket.authorized === true && typeof socket.getPeerCertificate === 'function') {
-        const cert = socket.getPeerCertificate();
-        const cn = typeof cert.subject.CN === 'string' ? cert.subject.CN : undefined;
-        if (cn !== undefined && cn.length > 0) return { workerId: cn, via: 'certificate', keyId: cert.serialNumber };
+    if (options.clientCertificates && verifiedCertificate !== undefined) {
+      const cn = verifiedCertificate.commonName;
+      if (cn !== undefined && cn.length > 0) {
+        return { workerId: cn, via: 'certificate', keyId: verifiedCertificate.serialNumber };
       }
     }
     return undefined;

@@ -3,7 +3,7 @@
  * Each is named after the case it proves; docs/guarantees.md links here.
  */
 import { describe, expect, it } from 'vitest';
-import { ManualClock } from './clock.js';
+import { ManualClock } from '@leasehold/testing/clock';
 import { FencedStore } from './fenced-store.js';
 import { LeaseTable } from './lease-table.js';
 import { SequenceAllocator } from './token-allocator.js';

@@ -14,12 +14,12 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeyLayout } from '../../etcd/keys.js';
 import { KvLeaseStore } from '../../etcd/lease-store.js';
-import { MemoryEtcd } from '../../etcd/memory-etcd.js';
+import { MemoryEtcd } from '@leasehold/testing';
 import { Metrics } from '../../metrics.js';
 import { realTimers } from '../../timers.js';
 import type { TaskApi } from '../routes-tasks.js';
 import { createHttpServer, type HttpOptions } from '../server.js';
-import { ConsoleHub } from './console-hub.js';
+import { ConsoleReadModel } from '../../service/console/console-read-model.js';
 import { ConsoleRevocations } from './console-revocations.js';
 import { decodeConsoleSession, issueConsoleSession } from './session-cookie.js';
 
@@ -333,13 +333,12 @@ describe('console logout revokes the cookie', () => {
       const store = new KvLeaseStore(etcd.connect(), keys);
       const revocations = new ConsoleRevocations({ store, wallClock: Date.now, log: pino({ level: 'silent' }) });
       await revocations.start();
-      const hub = new ConsoleHub({
+      const hub = new ConsoleReadModel({
         coordinatorId,
+        config: { retryPolicy: DEFAULT_RETRY_POLICY },
         store,
-        retryDefaults: DEFAULT_RETRY_POLICY,
-        taskEventOf: () => {
-          throw new Error('no tasks here');
-        },
+        // No watch feed here: the test is about logins, not the data.
+        feed: { listen: () => () => undefined },
         remainingMs: () => undefined,
         sink: undefined,
         wallClock: Date.now,

@@ -36,7 +36,7 @@ import { Credential } from '../route-auth.js';
 import { sendError } from '../send-error.js';
 import { Slots } from '../../core/slots.js';
 import { LoginThrottle } from '../../core/login-throttle.js';
-import type { ConsoleHub } from './console-hub.js';
+import type { ConsoleReadModel } from '../../service/console/console-read-model.js';
 import type { ConsoleRevocations } from './console-revocations.js';
 import {
   CONSOLE_COOKIE,
@@ -97,8 +97,8 @@ export interface ConsoleRouteOptions {
   readonly revocations: ConsoleRevocations;
   readonly login: ConsoleLoginLimits;
   readonly tasks: Pick<TaskApi, 'cancel' | 'retry'>;
-  /** Absent: the page and login work, the data routes answer 503. */
-  readonly hub: ConsoleHub | undefined;
+  /** The console's read model (service/console/). Absent: the page and login work, the data routes answer 503. */
+  readonly readModel: ConsoleReadModel | undefined;
   /** The cookie is `Secure` (served over TLS). */
   readonly secure: boolean;
   readonly wallClock: () => number;
@@ -119,7 +119,7 @@ async function sameOriginOnly(req: FastifyRequest, reply: FastifyReply, secure: 
 }
 
 export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRouteOptions): void {
-  const { hub, log } = options;
+  const { readModel: hub, log } = options;
   const open = { config: { credential: Credential.NONE } };
   const consoleRead = { config: { credential: Credential.CONSOLE } };
   const guard = {
@@ -206,7 +206,7 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     for (const end of [...(byLogin.get(loginId) ?? [])]) end();
   });
 
-  const withHub = async (reply: FastifyReply): Promise<ConsoleHub | undefined> => {
+  const withHub = async (reply: FastifyReply): Promise<ConsoleReadModel | undefined> => {
     if (hub === undefined) {
       await sendError(reply, 'UNAVAILABLE', 'the console has no data source on this server');
       return undefined;
@@ -222,13 +222,7 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     if (!query.success) return sendError(reply, 'INVALID_MESSAGE', query.error.issues[0]?.message ?? 'bad query');
     const h = await withHub(reply);
     if (h === undefined) return reply;
-    const filter = { ...query.data, q: query.data.q === '' ? undefined : query.data.q };
-    let page = h.model.resources(filter, options.wallClock());
-    if (page.items.some((r) => r.fence === null)) {
-      await h.fillFences(page.items.map((r) => r.resource));
-      page = h.model.resources(filter, options.wallClock());
-    }
-    return page;
+    return h.resources({ ...query.data, q: query.data.q === '' ? undefined : query.data.q }, options.wallClock());
   });
 
   app.get<{ Params: { resource: string } }>('/ui/api/resources/:resource/timeline', consoleRead, async (req, reply) => {
@@ -236,8 +230,7 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     if (!id.success) return sendError(reply, 'INVALID_MESSAGE', 'not a resource id');
     const h = await withHub(reply);
     if (h === undefined) return reply;
-    const [, histories] = await Promise.all([h.fillFences([id.data]), h.histories(id.data)]);
-    return h.timeline(id.data, histories);
+    return h.timeline(id.data);
   });
 
   app.get('/ui/api/tasks', consoleRead, async (req, reply) => {
@@ -245,7 +238,7 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     if (!query.success) return sendError(reply, 'INVALID_MESSAGE', query.error.issues[0]?.message ?? 'bad query');
     const h = await withHub(reply);
     if (h === undefined) return reply;
-    return h.model.tasks({ ...query.data, q: query.data.q === '' ? undefined : query.data.q }, options.wallClock());
+    return h.tasks({ ...query.data, q: query.data.q === '' ? undefined : query.data.q }, options.wallClock());
   });
 
   app.get('/ui/api/sessions', consoleRead, async (_req, reply) => {

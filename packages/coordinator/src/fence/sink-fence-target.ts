@@ -1,48 +1,13 @@
 /**
- * The write target's fence, as the coordinator sees it: the port step (b) of a grant goes through.
- *
- * `advanceBatch` advances many resources in one durable commit at the sink. A refusal
- * (STALE_TOKEN: the fence is already past the token) is data in the result; a thrown
- * {@link SinkUnavailableError} means nothing is known (the advance may or may not have happened),
- * which the caller treats exactly like a refusal: no grant is sent.
+ * The {@link FenceTarget} of a sink over HTTP: the sink's own {@link SinkClient} POSTs the
+ * protocol's AdvanceBatchRequest to `/v1/fences/advance-batch` with `Authorization: Bearer
+ * <coordinator key>`, and the readiness probe proves the key and the capability signing key.
  */
 import { formatToken, LeaseholdError, signCapability, type CapabilitySigningKey } from '@leasehold/protocol';
 import { randomBytes } from 'node:crypto';
 import { SinkClient, type TlsClientOptions } from '@leasehold/sink-client';
 import { SinkUnavailableError } from '../errors.js';
-
-export interface AdvanceItem {
-  readonly resource: string;
-  readonly token: bigint;
-}
-
-export type AdvanceItemResult =
-  | { readonly ok: true; readonly resource: string; readonly outcome: 'advanced' | 'unchanged'; readonly fence: bigint }
-  | { readonly ok: false; readonly resource: string; readonly code: 'STALE_TOKEN'; readonly fence: bigint };
-
-/** What the readiness probe learnt of the sink. */
-export type SinkProbe =
-  | { readonly state: 'ok' }
-  /** No answer (down, wrong URL, TLS): a grant cannot be made now; config may or may not be wrong. */
-  | { readonly state: 'unreachable'; readonly detail: string }
-  /** The sink refused the coordinator key (SINK_KEY). */
-  | { readonly state: 'unauthenticated'; readonly detail: string }
-  /** The sink would refuse the capabilities this coordinator signs (its public key is not in CAPABILITY_PUBLIC_KEYS). */
-  | { readonly state: 'capability-mismatch'; readonly detail: string };
-
-export interface FenceTarget {
-  /** Results in the order of `items`. Throws {@link SinkUnavailableError} when the outcome is unknown. */
-  advanceBatch(items: readonly AdvanceItem[]): Promise<AdvanceItemResult[]>;
-  /** Cheap reachability probe. */
-  ping(): Promise<boolean>;
-  /**
-   * Readiness: an authenticated no-op at the sink (proves the coordinator key) carrying a capability
-   * signed with `key` (the sink says whether it would accept it). Never throws.
-   */
-  probe?(key: CapabilitySigningKey): Promise<SinkProbe>;
-  /** Release connections (optional). */
-  close?(): void;
-}
+import type { AdvanceItem, AdvanceItemResult, FenceTarget, SinkProbe } from './port.js';
 
 export interface SinkFenceTargetOptions {
   readonly url: string;

@@ -1,22 +1,23 @@
 /**
- * The web console's picture of the cluster, kept in memory from one store snapshot plus the watch:
- * tasks, owner keys and sessions, with the sink's fences as its decisions arrive. Pure (no I/O, no
- * clock: `nowMs` is passed in); the hub (console-hub.ts) feeds it.
+ * The web console's picture of the cluster, kept in memory from one store snapshot plus the watch
+ * feed's revision groups: tasks, owner keys and sessions, with the sink's fences as its decisions
+ * arrive. Pure (no I/O, no clock: `nowMs` is passed in); the read model (console-read-model.ts)
+ * feeds it.
  *
  * Views are filtered and paged here, on the server, so a browser never receives 10k rows: it asks
  * for the window it shows.
  */
 import type { RetryPolicy, SinkEvent } from '@leasehold/protocol';
-import { lastEventOf, policyOf, viewState } from '../../core/lifecycle.js';
-import type { AttemptRecord, TaskRecord } from '../../core/task-record.js';
-import type { StoredOwner, StoredSession } from '../../store/port.js';
 import type {
   ConsolePage,
   ConsoleResourceRow,
   ConsoleSessionRow,
   ConsoleTaskRow,
   ConsoleTimelineEntry,
-} from './console-types.js';
+} from '../../../ui/console-api.js';
+import { lastEventOf, policyOf, viewState } from '../../core/lifecycle.js';
+import type { AttemptRecord, TaskRecord } from '../../core/task-record.js';
+import type { StoredOwner, StoredSession } from '../../store/port.js';
 
 /** Which task a resource row shows: the live one first, then pending, ..., else the latest. */
 const STATE_RANK: Readonly<Record<string, number>> = {
@@ -48,7 +49,7 @@ export interface ResourceFilter {
   readonly limit: number;
 }
 
-export class ConsoleModel {
+export class ConsoleView {
   readonly #tasks = new Map<string, ConsoleTask>();
   #truncated = false;
   readonly #byResource = new Map<string, Set<string>>();
@@ -279,7 +280,7 @@ export class ConsoleModel {
 
   /**
    * The durable part of a resource's story, from its tasks' records: each attempt's grant (with its
-   * token, and whose lease it took over) and its end. Sink decisions are merged in by the hub.
+   * token, and whose lease it took over) and its end. Sink decisions are merged in by the read model.
    */
   taskStory(
     resource: string,
@@ -302,24 +303,15 @@ export class ConsoleModel {
       }
       // The ended attempts: the history read on demand for this timeline, else (not read) the one
       // the record keeps, the attempt that ended last.
-      const history = histories.get(r.taskId);
+      const { taskId } = r;
+      const history = histories.get(taskId);
       for (const a of history !== undefined && history.length > 0 ? history : r.last === undefined ? [] : [r.last]) {
-        attempts.push({
-          taskId: r.taskId,
-          startedAtMs: a.startedAtMs,
-          workerId: a.workerId,
-          token: a.token,
-          endedAtMs: a.endedAtMs,
-          outcome: a.outcome,
-        });
+        const { startedAtMs, workerId, token, endedAtMs, outcome } = a;
+        attempts.push({ taskId, startedAtMs, workerId, token, endedAtMs, outcome });
       }
       if (r.open !== undefined) {
-        attempts.push({
-          taskId: r.taskId,
-          startedAtMs: r.open.startedAtMs,
-          workerId: r.open.workerId,
-          token: t.modRevision.toString(),
-        });
+        const { startedAtMs, workerId } = r.open;
+        attempts.push({ taskId, startedAtMs, workerId, token: t.modRevision.toString() });
       }
     }
     attempts.sort((a, b) => a.startedAtMs - b.startedAtMs);

@@ -3,7 +3,7 @@
  * changes from the store watch, decisions and refusals from the sink's stream. Pure.
  */
 import type { SinkEvent, TaskEvent } from '@leasehold/protocol';
-import type { ConsoleFeedItem } from './console-types.js';
+import type { ConsoleFeedItem } from '../../../ui/console-api.js';
 
 const TASK_PROBLEMS = new Set(['expired', 'failed', 'retrying']);
 

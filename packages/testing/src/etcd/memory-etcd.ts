@@ -1,10 +1,11 @@
 /**
  * An in-memory etcd with the semantics the coordinator relies on, for fast deterministic tests of
- * the real services and transactions (no mock of leasehold logic: the same {@link TxnSpec}s run
- * here as on etcd; `backend.contract.ts` runs one suite against both).
+ * the real services and transactions (no mock of leasehold logic: the same `TxnSpec`s run here as
+ * on etcd; the coordinator's backend contract suite runs one suite against both).
  *
  * - MVCC: one store revision, bumped once per txn that changes something; every key keeps
- *   create_revision, mod_revision, version and lease; past revisions are readable until compacted.
+ *   create_revision, mod_revision, version and lease; past revisions are readable until compacted
+ *   ({@link VersionStore}).
  * - Txn: compares (create / mod / version / lease; a range compare holds for every key under the
  *   prefix, an empty range compares as one missing key), then success or failure ops applied in
  *   order at one revision; a put to a missing lease fails the whole txn; at most 128 ops per list.
@@ -12,7 +13,6 @@
  *   deletes every attached key at one revision.
  * - Watch: from any retained revision, events grouped by revision, delivered after the txn's reply
  *   (setImmediate); a watch needing a compacted revision is cancelled with an error.
- *
  * - Limits: a txn request over `maxRequestBytes` (etcd's --max-request-bytes, 1.5 MiB) is refused;
  *   a reply over the client's `maxResponseBytes` (the gRPC receive limit) fails that call with
  *   `response-too-large` (sizes count keys and values plus {@link KV_OVERHEAD_BYTES} per key);
@@ -21,51 +21,37 @@
  *   refused with `no-space` (reads, deletes and keepalives work) until {@link MemoryEtcd.disarm}.
  *   The store's size is the bytes of every retained version (compaction frees them).
  *
- * {@link MemoryEtcd} is the cluster; {@link MemoryEtcd.connect} gives one client ({@link MemoryBackend})
- * per coordinator, with its own faults: `down` (every call fails, as in a partition), watch pause
- * (a stale index), and `loseNextReply` (a txn applied whose reply is lost).
+ * {@link MemoryEtcd} is the cluster; {@link MemoryEtcd.connect} gives one client
+ * ({@link MemoryBackend}, `memory-backend.ts`) per coordinator, with its own faults.
  */
-import type { Clock } from '@leasehold/protocol';
-import type { TimerHandle, Timers } from '../core/timers.js';
-import { EtcdRefusedError, EtcdUnavailableError, type EtcdFailure } from '../errors.js';
 import {
+  EtcdRefusedError,
   inRange,
   type BackendStatus,
-  type Compare,
   type KeyRange,
   type KeyValue,
-  type KvBackend,
-  type LeaseKeeper,
-  type LeaseKeeperOptions,
   type Op,
   type OpResult,
   type RangeOptions,
   type RangePage,
+  type TimerHandle,
+  type Timers,
   type TxnResult,
   type TxnSpec,
   type WatchEvent,
   type WatchHandle,
   type WatchListener,
-} from './backend.js';
+} from '@leasehold/coordinator';
+import type { Clock } from '@leasehold/protocol';
+import { MemoryBackend, type MemoryClientOptions } from './memory-backend.js';
+import { EMPTY, VersionStore } from './mvcc.js';
+
+export { KV_OVERHEAD_BYTES } from './mvcc.js';
 
 /** etcd's default `--max-txn-ops`. */
 export const MEMORY_MAX_TXN_OPS = 128;
 /** etcd's default `--max-request-bytes`. */
 export const MEMORY_MAX_REQUEST_BYTES = 1.5 * 1024 * 1024;
-/** Bytes a key-value costs in a reply besides its key and value (revisions, version, lease, framing). */
-export const KV_OVERHEAD_BYTES = 32;
-
-function replyBytes(kvs: readonly KeyValue[]): number {
-  let bytes = 0;
-  for (const kv of kvs) bytes += kv.key.length + kv.value.length + KV_OVERHEAD_BYTES;
-  return bytes;
-}
-
-interface Version {
-  readonly revision: bigint;
-  /** undefined: deleted at `revision`. */
-  readonly kv: KeyValue | undefined;
-}
 
 interface Lease {
   readonly ttlMs: number;
@@ -73,38 +59,19 @@ interface Lease {
   readonly keys: Set<string>;
 }
 
+/** What a watch asks of its client: whether it holds events back now. */
+export interface WatchingClient {
+  readonly watchPaused: boolean;
+  readonly down: boolean;
+}
+
 interface Watcher {
   readonly range: KeyRange;
   readonly listener: WatchListener;
-  readonly client: MemoryBackend;
+  readonly client: WatchingClient;
   /** Next revision to deliver. */
   nextRevision: bigint;
   cancelled: boolean;
-}
-
-const EMPTY: KeyValue = { key: '', value: '', createRevision: 0n, modRevision: 0n, version: 0n, lease: '0' };
-
-function compareValue(c: Compare, kv: KeyValue): boolean {
-  if (c.target === 'lease') {
-    const got = BigInt(kv.lease);
-    const want = BigInt(c.value);
-    return order(got, want, c.result);
-  }
-  const got = c.target === 'create' ? kv.createRevision : c.target === 'mod' ? kv.modRevision : kv.version;
-  return order(got, BigInt(c.value), c.result);
-}
-
-function order(got: bigint, want: bigint, result: Compare['result']): boolean {
-  switch (result) {
-    case 'equal':
-      return got === want;
-    case 'greater':
-      return got > want;
-    case 'less':
-      return got < want;
-    case 'not-equal':
-      return got !== want;
-  }
 }
 
 export interface MemoryEtcdOptions {
@@ -116,17 +83,12 @@ export interface MemoryEtcdOptions {
   readonly maxRequestBytes?: number;
 }
 
-export interface MemoryClientOptions {
-  /** The client's receive limit (ETCD_MAX_RESPONSE_BYTES); default: none. */
-  readonly maxResponseBytes?: number;
-}
-
 export class MemoryEtcd {
   readonly #clock: Clock;
   readonly #timers: Timers;
   #revision = 1n;
   #compacted = 0n;
-  readonly #versions = new Map<string, Version[]>();
+  readonly #store = new VersionStore();
   /** Changes by revision, for watches (oldest first, trimmed at compaction). */
   #log: { readonly revision: bigint; readonly events: WatchEvent[] }[] = [];
   readonly #leases = new Map<string, Lease>();
@@ -137,8 +99,6 @@ export class MemoryEtcd {
   #deliveryQueued = false;
   readonly #quotaBytes: number;
   readonly #maxRequestBytes: number;
-  /** Bytes of every retained version (the "database size"). */
-  #sizeBytes = 0;
   #noSpace = false;
 
   constructor(options: MemoryEtcdOptions) {
@@ -155,7 +115,7 @@ export class MemoryEtcd {
 
   /** Bytes of every retained version, and the NOSPACE alarm. */
   status(): BackendStatus {
-    return { dbSizeBytes: this.#sizeBytes, noSpaceAlarm: this.#noSpace };
+    return { dbSizeBytes: this.#store.sizeBytes, noSpaceAlarm: this.#noSpace };
   }
 
   /** The operator's `etcdctl alarm disarm` (after compacting and defragmenting). */
@@ -174,11 +134,11 @@ export class MemoryEtcd {
 
   /** Every live key under `prefix`, sorted (a test's view of the store). */
   keys(prefix = ''): KeyValue[] {
-    return this.#liveKeys(prefix, this.#revision);
+    return this.#store.liveKeys(prefix, this.#revision);
   }
 
   get(key: string): KeyValue | undefined {
-    return this.#at(key, this.#revision);
+    return this.#store.at(key, this.#revision);
   }
 
   /** Leases alive now. */
@@ -191,16 +151,7 @@ export class MemoryEtcd {
   compact(revision: bigint): void {
     if (revision <= this.#compacted) return;
     this.#compacted = revision;
-    for (const [key, versions] of this.#versions) {
-      let keep = versions.length - 1;
-      while (keep > 0 && (versions[keep]?.revision ?? 0n) > revision) keep -= 1;
-      const kept = versions.slice(keep);
-      for (const dropped of versions.slice(0, keep)) this.#sizeBytes -= versionBytes(key, dropped);
-      if (kept.length === 1 && kept[0]?.kv === undefined) {
-        this.#sizeBytes -= versionBytes(key, kept[0]);
-        this.#versions.delete(key);
-      } else this.#versions.set(key, kept);
-    }
+    this.#store.compact(revision);
     this.#log = this.#log.filter((entry) => entry.revision >= revision);
     for (const w of this.#watchers) {
       if (!w.cancelled && w.nextRevision < revision) {
@@ -240,11 +191,11 @@ export class MemoryEtcd {
     // etcd's quota check: a txn that puts anything is refused while the alarm is raised, and
     // raises it when it would grow the store past the quota; puts-free txns pass.
     const puts = [...spec.success, ...(spec.failure ?? [])].some((o) => o.type === 'put');
-    if (puts && (this.#noSpace || this.#sizeBytes + writeBytes >= this.#quotaBytes)) {
+    if (puts && (this.#noSpace || this.#store.sizeBytes + writeBytes >= this.#quotaBytes)) {
       this.#noSpace = true;
       throw new EtcdRefusedError('no-space', 'etcdserver: mvcc: database space exceeded');
     }
-    const succeeded = spec.compare.every((c) => this.#holds(c));
+    const succeeded = spec.compare.every((c) => this.#store.holds(c, this.#revision));
     const ops = succeeded ? spec.success : (spec.failure ?? []);
     for (const o of ops) {
       if (o.type === 'put' && o.lease !== undefined && o.lease !== '0' && !this.#leases.has(o.lease)) {
@@ -266,7 +217,7 @@ export class MemoryEtcd {
       throw new EtcdRefusedError('compacted', 'mvcc: required revision has been compacted');
     }
     const from = options.fromKey ?? prefix;
-    const all = this.#liveKeys(prefix, revision).filter((kv) => kv.key >= from);
+    const all = this.#store.liveKeys(prefix, revision).filter((kv) => kv.key >= from);
     const kvs = options.limit > 0 ? all.slice(0, options.limit) : all;
     return { kvs, more: kvs.length < all.length, revision: this.#revision };
   }
@@ -297,7 +248,7 @@ export class MemoryEtcd {
     return true;
   }
 
-  watch(client: MemoryBackend, range: KeyRange, fromRevision: bigint, listener: WatchListener): WatchHandle {
+  watch(client: WatchingClient, range: KeyRange, fromRevision: bigint, listener: WatchListener): WatchHandle {
     const watcher: Watcher = { range, listener, client, nextRevision: fromRevision, cancelled: false };
     this.#watchers.add(watcher);
     if (fromRevision < this.#compacted) {
@@ -346,42 +297,15 @@ export class MemoryEtcd {
     });
   }
 
-  #at(key: string, revision: bigint): KeyValue | undefined {
-    const versions = this.#versions.get(key);
-    if (versions === undefined) return undefined;
-    for (let i = versions.length - 1; i >= 0; i -= 1) {
-      const v = versions[i];
-      if (v !== undefined && v.revision <= revision) return v.kv;
-    }
-    return undefined;
-  }
-
-  #liveKeys(prefix: string, revision: bigint): KeyValue[] {
-    const out: KeyValue[] = [];
-    for (const key of this.#versions.keys()) {
-      if (!key.startsWith(prefix)) continue;
-      const kv = this.#at(key, revision);
-      if (kv !== undefined) out.push(kv);
-    }
-    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  }
-
-  #holds(c: Compare): boolean {
-    if (c.prefix !== true) return compareValue(c, this.#at(c.key, this.#revision) ?? EMPTY);
-    const kvs = this.#liveKeys(c.key, this.#revision);
-    if (kvs.length === 0) return compareValue(c, EMPTY);
-    return kvs.every((kv) => compareValue(c, kv));
-  }
-
   /** Apply one op at revision `next` (visible to later ops of the same txn). */
   #apply(o: Op, next: bigint, events: WatchEvent[]): OpResult {
     switch (o.type) {
       case 'get': {
-        const kvs = o.prefix === true ? this.#liveKeys(o.key, next) : [this.#at(o.key, next)].filter(isKv);
+        const kvs = o.prefix === true ? this.#store.liveKeys(o.key, next) : [this.#store.at(o.key, next)].filter(isKv);
         return { kvs };
       }
       case 'put': {
-        const before = this.#at(o.key, next);
+        const before = this.#store.at(o.key, next);
         const lease = o.lease ?? '0';
         const kv: KeyValue = {
           key: o.key,
@@ -393,12 +317,12 @@ export class MemoryEtcd {
         };
         if (before !== undefined && before.lease !== '0') this.#leases.get(before.lease)?.keys.delete(o.key);
         if (lease !== '0') this.#leases.get(lease)?.keys.add(o.key);
-        this.#write(o.key, next, kv);
+        this.#store.write(o.key, next, kv);
         events.push({ type: 'put', kv });
         return { kvs: [] };
       }
       case 'delete': {
-        const kvs = o.prefix === true ? this.#liveKeys(o.key, next) : [this.#at(o.key, next)].filter(isKv);
+        const kvs = o.prefix === true ? this.#store.liveKeys(o.key, next) : [this.#store.at(o.key, next)].filter(isKv);
         for (const kv of kvs) this.#delete(kv, next, events);
         return { kvs: [] };
       }
@@ -407,20 +331,8 @@ export class MemoryEtcd {
 
   #delete(kv: KeyValue, revision: bigint, events: WatchEvent[]): void {
     if (kv.lease !== '0') this.#leases.get(kv.lease)?.keys.delete(kv.key);
-    this.#write(kv.key, revision, undefined);
+    this.#store.write(kv.key, revision, undefined);
     events.push({ type: 'delete', kv: { ...EMPTY, key: kv.key, modRevision: revision } });
-  }
-
-  #write(key: string, revision: bigint, kv: KeyValue | undefined): void {
-    const versions = this.#versions.get(key) ?? [];
-    const last = versions.at(-1);
-    const version = { revision, kv };
-    if (last?.revision === revision) {
-      this.#sizeBytes -= versionBytes(key, last);
-      versions[versions.length - 1] = version;
-    } else versions.push(version);
-    this.#sizeBytes += versionBytes(key, version);
-    this.#versions.set(key, versions);
   }
 
   #commit(revision: bigint, events: WatchEvent[]): void {
@@ -437,7 +349,7 @@ export class MemoryEtcd {
     const next = this.#revision + 1n;
     const events: WatchEvent[] = [];
     for (const key of [...lease.keys].sort()) {
-      const kv = this.#at(key, next);
+      const kv = this.#store.at(key, next);
       if (kv !== undefined) this.#delete(kv, next, events);
     }
     if (events.length > 0) this.#commit(next, events);
@@ -464,178 +376,4 @@ export class MemoryEtcd {
 
 function isKv(kv: KeyValue | undefined): kv is KeyValue {
   return kv !== undefined;
-}
-
-/** What a retained version costs the store. */
-function versionBytes(key: string, version: Version | undefined): number {
-  return version === undefined ? 0 : key.length + (version.kv?.value.length ?? 0) + KV_OVERHEAD_BYTES;
-}
-
-/** One coordinator's connection to a {@link MemoryEtcd}. */
-export class MemoryBackend implements KvBackend {
-  readonly cluster: MemoryEtcd;
-  /** Every call fails with a transient UNAVAILABLE (a partition between this client and etcd). */
-  down = false;
-  /** Watch events are held back (this client's index goes stale) until `resumeWatch()`. */
-  watchPaused = false;
-  /** The next txn is applied, but its caller gets an error (the reply was lost). */
-  loseNextReply = false;
-  /** Every call is answered with this refusal (permission denied, …): etcd answers, but says no. */
-  refuseAll: Exclude<EtcdFailure, 'unavailable'> | undefined;
-  readonly #timers: Timers;
-  readonly #maxResponseBytes: number;
-
-  constructor(cluster: MemoryEtcd, options: MemoryClientOptions = {}) {
-    this.cluster = cluster;
-    // The keepers use the cluster's timers (one time authority in tests).
-    this.#timers = cluster.timers;
-    this.#maxResponseBytes = options.maxResponseBytes ?? Number.POSITIVE_INFINITY;
-  }
-
-  /** The client's receive limit, as gRPC's: the reply was sent, but this call fails. */
-  #received<T>(what: string, kvs: readonly KeyValue[], value: T): T {
-    const bytes = replyBytes(kvs);
-    if (bytes > this.#maxResponseBytes) {
-      throw new EtcdRefusedError(
-        'response-too-large',
-        `etcd ${what} failed: RESOURCE_EXHAUSTED: Received message larger than max (${bytes} vs ${this.#maxResponseBytes})`,
-      );
-    }
-    return value;
-  }
-
-  #check(what: string): void {
-    if (this.down)
-      throw new EtcdUnavailableError(`etcd ${what} failed: unreachable (memory partition)`, { transient: true });
-    if (this.refuseAll !== undefined) throw new EtcdRefusedError(this.refuseAll, `etcd ${what} refused (memory fault)`);
-  }
-
-  txn(spec: TxnSpec): Promise<TxnResult> {
-    return Promise.resolve().then(() => {
-      this.#check('txn');
-      const result = this.cluster.txn(spec);
-      if (this.loseNextReply) {
-        this.loseNextReply = false;
-        throw new EtcdUnavailableError('etcd txn failed: reply lost (memory fault)', { transient: true });
-      }
-      return this.#received(
-        'txn',
-        result.responses.flatMap((r) => r.kvs),
-        result,
-      );
-    });
-  }
-
-  range(prefix: string, options: RangeOptions): Promise<RangePage> {
-    return Promise.resolve().then(() => {
-      this.#check('range');
-      const page = this.cluster.range(prefix, options);
-      return this.#received('range', page.kvs, page);
-    });
-  }
-
-  status(): Promise<BackendStatus> {
-    return Promise.resolve().then(() => {
-      this.#check('status');
-      return this.cluster.status();
-    });
-  }
-
-  grantLease(ttlSeconds: number): Promise<string> {
-    return Promise.resolve().then(() => {
-      this.#check('lease grant');
-      return this.cluster.grantLease(ttlSeconds);
-    });
-  }
-
-  revokeLease(leaseId: string): Promise<void> {
-    return Promise.resolve().then(() => {
-      this.#check('lease revoke');
-      this.cluster.revokeLease(leaseId);
-    });
-  }
-
-  leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper {
-    return new MemoryLeaseKeeper(this, this.#timers, options);
-  }
-
-  watch(range: KeyRange, fromRevision: bigint, listener: WatchListener): Promise<WatchHandle> {
-    return Promise.resolve().then(() => {
-      this.#check('watch');
-      return this.cluster.watch(this, range, fromRevision, listener);
-    });
-  }
-
-  /** Hold this client's watch events back (stale index). */
-  pauseWatch(): void {
-    this.watchPaused = true;
-  }
-
-  /** Deliver what was held back. */
-  resumeWatch(): void {
-    this.watchPaused = false;
-    this.cluster.deliver();
-  }
-
-  close(): void {
-    // nothing to release
-  }
-}
-
-/** Keepalive for a {@link MemoryBackend}: refreshes every added lease each interval. */
-class MemoryLeaseKeeper implements LeaseKeeper {
-  readonly #client: MemoryBackend;
-  readonly #timers: Timers;
-  readonly #options: LeaseKeeperOptions;
-  readonly #leases = new Set<string>();
-  #timer: TimerHandle | undefined;
-  #closed = false;
-
-  constructor(client: MemoryBackend, timers: Timers, options: LeaseKeeperOptions) {
-    this.#client = client;
-    this.#timers = timers;
-    this.#options = options;
-  }
-
-  start(): void {
-    this.#arm();
-  }
-
-  add(leaseId: string): void {
-    this.#leases.add(leaseId);
-    this.#refresh(leaseId);
-  }
-
-  remove(leaseId: string): void {
-    this.#leases.delete(leaseId);
-  }
-
-  get size(): number {
-    return this.#leases.size;
-  }
-
-  get connected(): boolean {
-    return !this.#client.down;
-  }
-
-  close(): void {
-    this.#closed = true;
-    this.#timers.clearTimeout(this.#timer);
-  }
-
-  #arm(): void {
-    if (this.#closed) return;
-    this.#timer = this.#timers.setTimeout(() => {
-      for (const id of [...this.#leases]) this.#refresh(id);
-      this.#arm();
-    }, this.#options.intervalMs);
-  }
-
-  #refresh(leaseId: string): void {
-    if (this.#client.down || !this.#leases.has(leaseId)) return;
-    if (!this.#client.cluster.keepAlive(leaseId)) {
-      this.#leases.delete(leaseId);
-      this.#options.onLost(leaseId);
-    }
-  }
 }

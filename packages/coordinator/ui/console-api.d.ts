@@ -1,7 +1,9 @@
 /**
- * What the web console's API (`/ui/api/...`) sends: JSON bodies and server-sent events. The browser
- * code keeps its own copy of these shapes (`ui/console-api.ts`, it cannot import server code);
- * `test/browser/console-types.check.ts` fails the typecheck when the two drift apart.
+ * What the web console's API (`/ui/api/...`) sends: JSON bodies and server-sent events. ONE file,
+ * types only, for both sides: the page (`ui/app.ts`) and the server (`src/service/console/`,
+ * `src/http/console/`) import it, so they cannot drift apart. A declaration file: the server's
+ * program may take it from outside its `src/` root (no code is emitted for it), and the package
+ * ships it (`files`) for the server's declarations that name these types.
  */
 
 /** One row of the resources view: the resource's live task (else its latest), holder and fence. */

@@ -1,0 +1,35 @@
+/** A session this coordinator serves, as the services see it (sessions.ts keeps them). */
+import type { WorkerChannel } from './channel.js';
+
+export interface LocalSession {
+  readonly sessionId: string;
+  readonly leaseId: string;
+  readonly workerId: string;
+  readonly incarnation: string;
+  /** mod_revision of sessions/<sid> as this coordinator wrote it: proof that it serves the session. */
+  modRevision: bigint;
+  channel: WorkerChannel | undefined;
+  readonly inflight: Set<Promise<unknown>>;
+  /** Waiting long-poll acquires of this session: woken when the session ends. */
+  readonly wakers: Set<() => void>;
+  /**
+   * Grants sent to this session's worker and not yet released or completed here: resource ->
+   * token and request id (which names the grant's holding key). A hint for release / complete,
+   * which compare both keys in etcd; the watch-fed index and a read back it up.
+   */
+  readonly granted: Map<string, { readonly token: bigint; readonly requestId: string }>;
+  /** Grants in flight allowed at once (the hello's `capacity`): held grants plus acquires being served. */
+  capacity: number;
+  /** Acquires being served now (long polls included). */
+  acquiring: number;
+}
+
+/** What the other services ask of the session registry (a narrow view of `SessionManager`). */
+export interface SessionRegistry {
+  get(sessionId: string): LocalSession | undefined;
+  /** The session is served here and its deadline has not passed. */
+  isLive(session: LocalSession): boolean;
+  remainingMs(session: LocalSession): number;
+  /** Count `op` as in flight on the session: its end waits (bounded) for it. */
+  track<T>(session: LocalSession, op: Promise<T>): Promise<T>;
+}

@@ -1,0 +1,200 @@
+/**
+ * One coordinator's client of a {@link MemoryEtcd}: the coordinator's `KvBackend` port, with the
+ * faults a test sets per client — `down` (every call fails, as in a partition), a paused watch (a
+ * stale index), `loseNextReply` (a txn applied whose reply is lost) and `refuseAll` (etcd answers,
+ * but says no) — and the client's receive limit (`maxResponseBytes`).
+ */
+import {
+  EtcdRefusedError,
+  EtcdUnavailableError,
+  type BackendStatus,
+  type EtcdFailure,
+  type KeyRange,
+  type KeyValue,
+  type KvBackend,
+  type LeaseKeeper,
+  type LeaseKeeperOptions,
+  type RangeOptions,
+  type RangePage,
+  type TimerHandle,
+  type Timers,
+  type TxnResult,
+  type TxnSpec,
+  type WatchHandle,
+  type WatchListener,
+} from '@leasehold/coordinator';
+import type { MemoryEtcd } from './memory-etcd.js';
+import { replyBytes } from './mvcc.js';
+
+export interface MemoryClientOptions {
+  /** The client's receive limit (ETCD_MAX_RESPONSE_BYTES); default: none. */
+  readonly maxResponseBytes?: number;
+}
+
+export class MemoryBackend implements KvBackend {
+  readonly cluster: MemoryEtcd;
+  /** Every call fails with a transient UNAVAILABLE (a partition between this client and etcd). */
+  down = false;
+  /** Watch events are held back (this client's index goes stale) until `resumeWatch()`. */
+  watchPaused = false;
+  /** The next txn is applied, but its caller gets an error (the reply was lost). */
+  loseNextReply = false;
+  /** Every call is answered with this refusal (permission denied, …): etcd answers, but says no. */
+  refuseAll: Exclude<EtcdFailure, 'unavailable'> | undefined;
+  readonly #timers: Timers;
+  readonly #maxResponseBytes: number;
+
+  constructor(cluster: MemoryEtcd, options: MemoryClientOptions = {}) {
+    this.cluster = cluster;
+    // The keepers use the cluster's timers (one time authority in tests).
+    this.#timers = cluster.timers;
+    this.#maxResponseBytes = options.maxResponseBytes ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** The client's receive limit, as gRPC's: the reply was sent, but this call fails. */
+  #received<T>(what: string, kvs: readonly KeyValue[], value: T): T {
+    const bytes = replyBytes(kvs);
+    if (bytes > this.#maxResponseBytes) {
+      throw new EtcdRefusedError(
+        'response-too-large',
+        `etcd ${what} failed: RESOURCE_EXHAUSTED: Received message larger than max (${bytes} vs ${this.#maxResponseBytes})`,
+      );
+    }
+    return value;
+  }
+
+  #check(what: string): void {
+    if (this.down)
+      throw new EtcdUnavailableError(`etcd ${what} failed: unreachable (memory partition)`, { transient: true });
+    if (this.refuseAll !== undefined) throw new EtcdRefusedError(this.refuseAll, `etcd ${what} refused (memory fault)`);
+  }
+
+  txn(spec: TxnSpec): Promise<TxnResult> {
+    return Promise.resolve().then(() => {
+      this.#check('txn');
+      const result = this.cluster.txn(spec);
+      if (this.loseNextReply) {
+        this.loseNextReply = false;
+        throw new EtcdUnavailableError('etcd txn failed: reply lost (memory fault)', { transient: true });
+      }
+      return this.#received(
+        'txn',
+        result.responses.flatMap((r) => r.kvs),
+        result,
+      );
+    });
+  }
+
+  range(prefix: string, options: RangeOptions): Promise<RangePage> {
+    return Promise.resolve().then(() => {
+      this.#check('range');
+      const page = this.cluster.range(prefix, options);
+      return this.#received('range', page.kvs, page);
+    });
+  }
+
+  status(): Promise<BackendStatus> {
+    return Promise.resolve().then(() => {
+      this.#check('status');
+      return this.cluster.status();
+    });
+  }
+
+  grantLease(ttlSeconds: number): Promise<string> {
+    return Promise.resolve().then(() => {
+      this.#check('lease grant');
+      return this.cluster.grantLease(ttlSeconds);
+    });
+  }
+
+  revokeLease(leaseId: string): Promise<void> {
+    return Promise.resolve().then(() => {
+      this.#check('lease revoke');
+      this.cluster.revokeLease(leaseId);
+    });
+  }
+
+  leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper {
+    return new MemoryLeaseKeeper(this, this.#timers, options);
+  }
+
+  watch(range: KeyRange, fromRevision: bigint, listener: WatchListener): Promise<WatchHandle> {
+    return Promise.resolve().then(() => {
+      this.#check('watch');
+      return this.cluster.watch(this, range, fromRevision, listener);
+    });
+  }
+
+  /** Hold this client's watch events back (stale index). */
+  pauseWatch(): void {
+    this.watchPaused = true;
+  }
+
+  /** Deliver what was held back. */
+  resumeWatch(): void {
+    this.watchPaused = false;
+    this.cluster.deliver();
+  }
+
+  close(): void {
+    // nothing to release
+  }
+}
+
+/** Keepalive for a {@link MemoryBackend}: refreshes every added lease each interval. */
+class MemoryLeaseKeeper implements LeaseKeeper {
+  readonly #client: MemoryBackend;
+  readonly #timers: Timers;
+  readonly #options: LeaseKeeperOptions;
+  readonly #leases = new Set<string>();
+  #timer: TimerHandle | undefined;
+  #closed = false;
+
+  constructor(client: MemoryBackend, timers: Timers, options: LeaseKeeperOptions) {
+    this.#client = client;
+    this.#timers = timers;
+    this.#options = options;
+  }
+
+  start(): void {
+    this.#arm();
+  }
+
+  add(leaseId: string): void {
+    this.#leases.add(leaseId);
+    this.#refresh(leaseId);
+  }
+
+  remove(leaseId: string): void {
+    this.#leases.delete(leaseId);
+  }
+
+  get size(): number {
+    return this.#leases.size;
+  }
+
+  get connected(): boolean {
+    return !this.#client.down;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#timers.clearTimeout(this.#timer);
+  }
+
+  #arm(): void {
+    if (this.#closed) return;
+    this.#timer = this.#timers.setTimeout(() => {
+      for (const id of [...this.#leases]) this.#refresh(id);
+      this.#arm();
+    }, this.#options.intervalMs);
+  }
+
+  #refresh(leaseId: string): void {
+    if (this.#client.down || !this.#leases.has(leaseId)) return;
+    if (!this.#client.cluster.keepAlive(leaseId)) {
+      this.#leases.delete(leaseId);
+      this.#options.onLost(leaseId);
+    }
+  }
+}
