@@ -127,9 +127,6 @@ async function main(): Promise<void> {
     shutdown: { graceMs: config.shutdownGraceMs, forceMs: config.shutdownForceMs, signals: ['SIGTERM', 'SIGINT'] },
   });
   logger.info({ workerId: worker.workerId, incarnation: worker.incarnation }, 'worker started');
-  worker.on('closing', (e) => {
-    logger.info({ reason: e.reason, signal: e.signal }, 'stopping: finishing or releasing in-flight tasks');
-  });
   const done = worker.run();
   if (config.http !== undefined) {
     const server = await startWorkerHttp(worker, config.http);

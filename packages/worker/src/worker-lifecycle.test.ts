@@ -82,7 +82,7 @@ describe('Worker.run() on a refusal retrying cannot fix', () => {
     }
     expect(err).toBeInstanceOf(FatalWorkerError);
     expect(err).toMatchObject({ code: 'UNAUTHENTICATED' });
-    expect((err as Error).message).toMatch(/^UNAUTHENTICATED: every coordinator refused this worker/);
+    expect((err as Error).message).toMatch(/^UNAUTHENTICATED: every coordinator refused this worker's credentials/);
     expect(coordinator.connects).toBe(2); // one refusal from each coordinator, then it stopped
     expect(errors).toEqual([expect.objectContaining({ fatal: true, error: err })]);
     expect(w.failure).toBe(err);

@@ -317,7 +317,8 @@ export class Worker<Payload = JsonValue, Result = JsonValue> {
   }
 
   #stopOnFatal(code: FatalRefusal, cause: LeaseholdError): void {
-    const message = `${code}: every coordinator refused this worker (${cause.message}); ${refusalAdvice(code)}`;
+    const what = code === 'PROTOCOL_VERSION_MISMATCH' ? 'protocol version' : 'credentials';
+    const message = `${code}: every coordinator refused this worker's ${what} (${cause.message}); ${refusalAdvice(code)}`;
     const error = new FatalWorkerError(code, message, { cause, retryable: false });
     this.#fatal = error;
     this.#log.fatal({ code }, message);
