@@ -1,9 +1,12 @@
 /**
- * `leasehold credentials add WORKER_ID` (the built CLI), where an operator provisions a new worker:
+ * `leasehold credentials add WORKER_ID` (the built CLI), where an operator provisions a new worker,
+ * and the README's `leasehold` command lines as written:
  *
- * - on a `leasehold cluster up` data directory: the credential goes into the cluster's state (the
- *   same one when asked again), the next `cluster up` passes it to its coordinator, and the built
- *   `leasehold-worker` started as the command says opens a session with it;
+ * - on a `leasehold cluster up` data directory (the default `./.leasehold`): the credential goes
+ *   into the cluster's state (the same one when asked again), the next `cluster up` passes it to
+ *   its coordinator, and the built `leasehold-worker` started as the command says opens a session
+ *   with it; while that cluster runs, the README's `pnpm leasehold submit / status / tail` lines work
+ *   as written (run from the same directory);
  * - elsewhere: it prints the `keyId:workerId:secret` entry, writes the secret file (0600) and
  *   appends the entry to a coordinators' credentials file; a coordinator given that file accepts
  *   the worker, which it refused before.
@@ -51,8 +54,20 @@ function workerService(name: string, serviceDir: string, vars: Record<string, st
 
 const sessionStarted = (w: Service) => w.log().includes('"msg":"session started"');
 
-describe('leasehold credentials add, on a cluster up data directory', () => {
-  const data = join(dir, 'cluster');
+/** The README's `pnpm leasehold …` command lines, as written (ID and R filled in). */
+function readmeCommands(): string[][] {
+  const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+  return [...readme.matchAll(/`pnpm leasehold ([^`]+)`/g)].map((m) =>
+    (m[1] ?? '')
+      .replace('--task-id ID', '--task-id readme-1')
+      .replace('--resource R', '--resource readme/r')
+      .split(' ')
+      .map((w) => w.replace(/^'(.*)'$/, '$1')),
+  );
+}
+
+describe('leasehold credentials add, on a cluster up data directory; the README commands', () => {
+  const data = join(dir, '.leasehold'); // the default data dir of commands run in `dir`
   let cluster: ChildProcess | undefined;
 
   afterAll(async () => {
@@ -60,10 +75,12 @@ describe('leasehold credentials add, on a cluster up data directory', () => {
   });
 
   it('puts the credential in the state; the next cluster up accepts the worker started as the command says', async () => {
-    const first = leasehold(['cluster', 'up', '--until-done', '--workers', '1', '--tasks', '2', '--data-dir', data]);
+    const first = leasehold(['cluster', 'up', '--until-done', '--workers', '1', '--tasks', '2']);
     expect(first.status, first.stderr).toBe(0);
 
-    const add = leasehold(['credentials', 'add', 'billing-7', '--data-dir', data, '--json']);
+    const readme = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
+    expect(readme).toContain('`leasehold credentials add billing-7`');
+    const add = leasehold(['credentials', 'add', 'billing-7', '--json']);
     expect(add.status, add.stderr).toBe(0);
     const added = JSON.parse(add.stdout) as Added;
     expect(added).toMatchObject({ keyId: 'billing-7', workerId: 'billing-7', existed: false });
@@ -74,13 +91,13 @@ describe('leasehold credentials add, on a cluster up data directory', () => {
     const state = JSON.parse(readFileSync(join(data, 'cluster.json'), 'utf8')) as { keys: { workers: object } };
     expect(state.keys.workers).toMatchObject({ 'billing-7': secret });
     // Asked again: the same credential, nothing new.
-    const again = leasehold(['credentials', 'add', 'billing-7', '--data-dir', data]);
+    const again = leasehold(['credentials', 'add', 'billing-7']);
     expect(again.stdout.trim()).toBe(added.entry);
     expect(again.stderr).toMatch(/already has a credential/);
     expect(added.cluster?.ca).toBeDefined();
 
     let clusterErr = '';
-    cluster = spawn(process.execPath, [CLI, 'cluster', 'up', '--workers', '1', '--tasks', '1', '--data-dir', data], {
+    cluster = spawn(process.execPath, [CLI, 'cluster', 'up', '--workers', '1', '--tasks', '1'], {
       env,
       cwd: dir,
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -107,6 +124,30 @@ describe('leasehold credentials add, on a cluster up data directory', () => {
       await w.stop();
       w.close();
     }
+
+    // The README's command lines, from the directory the cluster runs in.
+    const commands = readmeCommands();
+    expect(commands.map((c) => c[0])).toEqual(['status', 'tail', 'submit']);
+    const byName = (name: string) => commands.find((c) => c[0] === name) ?? [];
+    let tailOut = '';
+    const tail = spawn(process.execPath, [CLI, ...byName('tail')], {
+      env,
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    track(tail);
+    tail.stdout.on('data', (d: Buffer) => (tailOut += d.toString('utf8')));
+    const tailExit = new Promise<number | null>((r) => tail.once('exit', r));
+    await waitFor('tail to follow the task events', () => /-- task events: following/.test(tailOut), 20_000);
+    const submit = leasehold(byName('submit'));
+    expect(submit.status, submit.stderr).toBe(0);
+    await waitFor('tail to show the task', () => /task completed +readme-1/.test(tailOut), 20_000);
+    await waitFor('the task done', () => /completed/.test(leasehold(['task', 'readme-1']).stdout), 20_000);
+    const status = leasehold(byName('status'));
+    expect(status.status, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/readme\/r.*readme-1.*completed/);
+    tail.kill('SIGINT');
+    expect(await tailExit).toBe(0);
   }, 240_000);
 });
 
