@@ -101,15 +101,25 @@ export class AttemptWrites {
     });
   }
 
-  #refused(code: 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT', fence: bigint): void {
-    this.#deps.log.warn({ code, fence: fence.toString() }, 'write refused');
+  #refused(
+    code: 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT',
+    fence: bigint,
+    where: 'sink' | 'postgres',
+  ): void {
+    this.#deps.log.warn(
+      { code, fence: fence.toString() },
+      where === 'sink' ? 'write refused by the sink' : 'fenced transaction refused',
+    );
     this.#deps.onRefused(code);
     if (code !== 'RESULT_CONFLICT') this.#controller.abort(new WriteRefusedError(code, fence));
   }
 
   #landed(outcome: 'written' | 'replayed', resultId: string, fence: bigint, where: string): WriteOutcome {
     this.#stored = { outcome, resultId, fence };
-    this.#deps.log.info({ resultId, outcome, where }, 'result written');
+    this.#deps.log.info(
+      { resultId, outcome, where },
+      where === 'sink' ? 'result written' : 'fenced transaction committed',
+    );
     this.#deps.onWritten(outcome);
     return this.#stored;
   }
@@ -131,7 +141,7 @@ export class AttemptWrites {
       }),
     );
     if (!result.ok) {
-      this.#refused(result.code, result.fence);
+      this.#refused(result.code, result.fence, 'sink');
       throw new WriteRefusedError(result.code, result.fence);
     }
     return this.#landed(result.outcome, resultId, result.fence, 'sink');
@@ -175,7 +185,7 @@ export class AttemptWrites {
         callback as unknown as (client: unknown) => Promise<T>,
       ),
     );
-    if (!outcome.ok) this.#refused(outcome.code, outcome.fence);
+    if (!outcome.ok) this.#refused(outcome.code, outcome.fence, 'postgres');
     else this.#landed(outcome.outcome, resultId, outcome.fence, 'postgres');
     return outcome;
   }

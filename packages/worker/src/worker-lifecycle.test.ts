@@ -111,3 +111,22 @@ describe('Worker.run() on a refusal retrying cannot fix', () => {
     await expect(w.run()).rejects.toMatchObject({ name: 'FatalWorkerError', code: 'PROTOCOL_VERSION_MISMATCH' });
   });
 });
+
+describe('Worker.close() while no coordinator answers', () => {
+  it('resolves at once: the slots waiting for a connection stop waiting', async () => {
+    const coordinator = new FakeCoordinator();
+    coordinator.refuse.set('ws://fake', 'UNAVAILABLE'); // retryable: the worker keeps trying
+    const w = new Worker({
+      ...options(coordinator, new FakeSink()),
+      concurrency: 3,
+      reconnectBackoff: { initialMs: 5, maxMs: 10 },
+      handler: () => 1,
+    });
+    const done = w.run();
+    await until(() => coordinator.connects >= 3);
+    const t0 = performance.now();
+    await w.close();
+    await done;
+    expect(performance.now() - t0).toBeLessThan(500);
+  });
+});
