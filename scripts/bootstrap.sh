@@ -1,14 +1,33 @@
 #!/usr/bin/env bash
-# Bootstrap a machine for leasehold: pinned pnpm, dependencies (frozen lockfile), the etcd server,
-# and a build. Idempotent: quick when everything is already in place.
+# Bootstrap a machine for leasehold: pinned pnpm, dependencies (frozen lockfile), the tools the
+# chosen use needs, and a build. Idempotent: quick when everything is already in place.
 #
-# Needs: Node.js >= 20.11 with npm. Installs etcd with apt-get when running as root on
+#   bash scripts/bootstrap.sh            everything: the test tools too (test.sh, bench, chaos, CI)
+#   bash scripts/bootstrap.sh --demo     what `leasehold cluster up` needs: etcd (README command A)
+#   bash scripts/bootstrap.sh --demo --postgres   and the PostgreSQL server (`--sink-store postgres`)
+#
+# Needs: Node.js >= 20.11 with npm. Installs the tools with apt-get when running as root on
 # Debian/Ubuntu; elsewhere set ETCD_BIN or LEASEHOLD_ETCD_ENDPOINTS, or install etcd yourself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode=all
+want_postgres=0
+for arg in "$@"; do
+  case "$arg" in
+    --demo) mode=demo ;;
+    --postgres) want_postgres=1 ;;
+    --all) mode=all ;;
+    *) printf '[bootstrap] unknown option %s (--demo, --postgres, --all)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
+[ "$mode" = all ] && want_postgres=1
+
 PNPM_VERSION=12.4.2
 say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
+apt_updated=0
+# apt-get update at most once per run (each costs seconds on a bare machine).
+apt_update() { [ "$apt_updated" = 1 ] || { apt-get update -qq >/dev/null && apt_updated=1; }; }
 die() { printf '\033[31m[bootstrap] %s\033[0m\n' "$*" >&2; exit 1; }
 
 # --- Node ------------------------------------------------------------------------------------
@@ -42,7 +61,7 @@ elif [ -z "$(find_etcd)" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     say "installing etcd-server with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
+    apt_update
     apt-get install -y -qq etcd-server >/dev/null || die "apt-get install etcd-server failed"
     # Debian may start a system etcd on 2379; tests use their own on free ports, so stop it.
     if command -v service >/dev/null; then service etcd stop >/dev/null 2>&1 || true; fi
@@ -58,13 +77,15 @@ find_pg() {
   if [ -n "${LEASEHOLD_PG_BIN_DIR:-}" ]; then [ -x "$LEASEHOLD_PG_BIN_DIR/pg_ctl" ] && echo "$LEASEHOLD_PG_BIN_DIR"; return; fi
   ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
 }
-if [ -n "${LEASEHOLD_PG_URL:-}" ]; then
+if [ "$want_postgres" = 0 ]; then
+  : # the demo on SQLite needs no PostgreSQL (bash scripts/cluster.sh --sink-store postgres installs it)
+elif [ -n "${LEASEHOLD_PG_URL:-}" ]; then
   say "using external PostgreSQL (LEASEHOLD_PG_URL)"
 elif [ -z "$(find_pg)" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     say "installing postgresql with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
+    apt_update
     apt-get install -y -qq postgresql >/dev/null || die "apt-get install postgresql failed"
     # The package may create and start a system cluster on 5432; tests never use it: stop it.
     if command -v pg_ctlcluster >/dev/null; then
@@ -80,6 +101,8 @@ server (a superuser URL)."
   say "postgresql: $(find_pg)"
 fi
 
+# --- the test tools (test.sh, pnpm bench, pnpm chaos; not the demo) --------------------------------
+if [ "$mode" = all ]; then
 # --- bench tools (pnpm bench only: Redis for the BullMQ peer, etcdctl for `check perf`) ------------
 # Optional: tests never need them. Installed when root with apt-get; otherwise the bench skips the
 # rows that need a missing tool and says so.
@@ -91,7 +114,7 @@ if [ "${#missing_bench_tools[@]}" -gt 0 ]; then
     say "installing ${missing_bench_tools[*]} with apt-get (bench peers)"
     export DEBIAN_FRONTEND=noninteractive
     if apt-get install -y -qq "${missing_bench_tools[@]}" >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null && apt-get install -y -qq "${missing_bench_tools[@]}" >/dev/null; }; then
+      || { apt_update && apt-get install -y -qq "${missing_bench_tools[@]}" >/dev/null; }; then
       # The Debian package starts a system Redis on 6379; the bench starts its own on free ports.
       if command -v service >/dev/null; then service redis-server stop >/dev/null 2>&1 || true; fi
     else
@@ -106,7 +129,7 @@ fi
 if ! command -v systemd-analyze >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing systemd (for systemd-analyze) with apt-get"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
+  apt_update
   apt-get install -y -qq --no-install-recommends systemd >/dev/null || say "apt-get install systemd failed: the systemd unit checks will be skipped"
 fi
 
@@ -115,7 +138,7 @@ fi
 if ! command -v promtool >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing prometheus (for promtool) with apt-get"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
+  apt_update
   apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
     || say "apt-get install prometheus failed: the promtool checks will be skipped"
   # The package may start a system Prometheus on 9090; tests never use it: stop it.
@@ -125,7 +148,7 @@ fi
 # --- spin (the model checker of docs/model.md) ---------------------------------------------------
 if ! command -v spin >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing spin with apt-get"
-  apt-get update -qq >/dev/null
+  apt_update
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >/dev/null || die "apt-get install spin failed"
 fi
 
@@ -138,7 +161,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   if [ "${#missing[@]}" -gt 0 ]; then
     say "installing ${missing[*]} with apt-get (chaos runner)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
+    apt_update
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
       || say "apt-get install ${missing[*]} failed; netns and clock faults will be skipped"
   fi
@@ -149,9 +172,10 @@ fi
 if [ -z "${LEASEHOLD_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   say "installing chromium with apt-get (web console browser test)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
+  apt_update
   apt-get install -y -qq --no-install-recommends chromium >/dev/null \
     || say "apt-get install chromium failed; the console browser test will be skipped"
+fi
 fi
 
 # --- build -----------------------------------------------------------------------------------

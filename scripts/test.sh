@@ -2,10 +2,12 @@
 # README command (B): the whole suite, in CI order:
 # typecheck -> lint -> format check -> unit -> integration -> fuzz (bounded) -> e2e -> browser (the web console in
 # Chromium) -> chaos (short profile) -> model check (quick).
-# Bootstraps first (idempotent), so it works on a fresh clone.
+# Bootstraps first (idempotent), so it works on a fresh clone: with every test tool (etcd,
+# PostgreSQL, chromium, redis, prometheus, spin, nftables, faketime, systemd-analyze, etcd-client);
+# README command (A) installs only what the demo needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh --all
 
 results=.tmp/test-results
 rm -rf "$results" && mkdir -p "$results"

@@ -220,6 +220,46 @@ describe('fencedTransaction', () => {
     expect(await sinks[0]!.resultOf(ACCOUNT, 'task:z')).toBeUndefined();
   });
 
+  it('idleInTransactionTimeoutMs: a caller paused inside its callback loses the fence row lock; the advance goes on, nothing of it commits', async () => {
+    await advance(5n);
+    let inside!: () => void;
+    const entered = new Promise<void>((resolve) => (inside = resolve));
+    let wake!: () => void;
+    const paused = new Promise<void>((resolve) => (wake = resolve));
+    const call = fencedTransaction(
+      pool,
+      {
+        resource: ACCOUNT,
+        token: 5n,
+        workerId: 'w',
+        incarnation: 'i',
+        resultId: 'task:paused',
+        capability: signCapability(KEY, { resource: ACCOUNT, token: 5n, workerId: 'w', incarnation: 'i' }),
+        capabilityPublicKeys: PUBLIC_KEYS,
+        idleInTransactionTimeoutMs: 300,
+      },
+      async (client) => {
+        await client.query("UPDATE accounts SET balance = balance + 1000 WHERE id = 'alice'");
+        inside();
+        await paused; // idle in transaction, holding the fence row
+        await client.query("UPDATE accounts SET balance = balance + 1 WHERE id = 'alice'");
+        return { deposited: 1001 };
+      },
+    );
+    const settled = call.then(
+      () => 'committed',
+      () => 'failed',
+    );
+    await entered;
+    const t0 = Date.now();
+    await advance(6n, 1); // the takeover: waits for the fence row until PostgreSQL ends the idle session
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    wake();
+    expect(await settled).toBe('failed');
+    expect(await balance()).toBe(100n);
+    expect(await sinks[0]!.resultOf(ACCOUNT, 'task:paused')).toBeUndefined();
+  });
+
   it('under concurrent takeovers through two sink replicas, the balance is exactly the accepted deposits', async () => {
     const accepted: number[] = [];
     let refused = 0;

@@ -80,6 +80,8 @@ describe('the packed worker SDK', () => {
     expect(packages.some((name) => name.startsWith('better-sqlite3'))).toBe(false);
     expect(packages.some((name) => name.startsWith('fastify'))).toBe(false);
     expect(packages.some((name) => name.startsWith('etcd3'))).toBe(false);
+    // @leasehold/fence-pg is an optional peer of the worker: a worker without PostgreSQL gets no pg.
+    expect(packages.some((name) => name.startsWith('pg@') || name.startsWith('@leasehold+fence-pg'))).toBe(false);
     expect(files(store, (name) => name.endsWith('.node') || name === 'binding.gyp')).toEqual([]);
     expect(packages.length).toBeLessThan(30);
     const bytes = packages.reduce((sum, name) => sum + sizeOf(join(store, name)), 0);

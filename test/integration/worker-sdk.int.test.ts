@@ -1,10 +1,14 @@
 /**
- * The worker SDK (`startWorker`, in process) against real etcd, a real sink and a real coordinator:
- * results are written under the grant's token and completed; a failing handler's failure is reported
- * and the task is retried after its backoff; a cancelled task aborts the handler's signal; stop() releases in-flight
- * work; an explicit ctx.write with a custom result id is what the task records.
+ * The worker SDK (in process) against real etcd, a real sink and a real coordinator: results are
+ * written under the grant's token and completed; a failing handler's failure is reported and the
+ * task is retried after its backoff; a cancelled task aborts the handler's signal; close() releases
+ * in-flight work; an explicit ctx.write with a custom result id is what the task records; a
+ * side-effect-only handler completes its task with no result; a payload the worker's schema
+ * refuses fails the task at once, the handler never runs.
  */
-import { startWorker, type TaskHandler, type Worker } from '@leasehold/worker';
+import { Worker, type PayloadSchema, type TaskHandler, type WorkerOptions } from '@leasehold/worker';
+import type { JsonValue } from '@leasehold/protocol';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { Stack, type AdminClient } from '../harness/coordinator.js';
@@ -30,16 +34,39 @@ afterAll(async () => {
   await etcd.stop();
 });
 
-function worker(handler: TaskHandler, id: string): Worker {
-  const w = startWorker({
+/** A Standard Schema written by hand (zod, valibot and arktype implement the same interface). */
+const amountsSchema: PayloadSchema<{ amounts: number[] }> = {
+  '~standard': {
+    version: 1,
+    vendor: 'test',
+    validate: (value) => {
+      const amounts = (value as { amounts?: unknown } | null)?.amounts;
+      if (!Array.isArray(amounts)) return { issues: [{ message: 'an array', path: ['amounts'] }] };
+      const bad = amounts.findIndex((a) => typeof a !== 'number');
+      return bad < 0
+        ? { value: { amounts: amounts as number[] } }
+        : { issues: [{ message: 'a number', path: ['amounts', bad] }] };
+    },
+  },
+};
+
+function worker<P = JsonValue, R = JsonValue>(
+  handler: TaskHandler<P, R>,
+  id: string,
+  extra: Partial<WorkerOptions<P, R>> = {},
+): Worker<P, R> {
+  const w = new Worker<P, R>({
     coordinators: [url],
     sink: { url: stack.sinkUrl },
     credentials: { workerKey: stack.keys.workerKey },
     workerId: id,
     handler,
     idleBackoffMs: 50,
+    logger: pino({ level: process.env.LEASEHOLD_TEST_LOG_LEVEL ?? 'silent' }),
+    ...extra,
   });
-  workers.push(w);
+  void w.run();
+  workers.push(w as unknown as Worker);
   return w;
 }
 
@@ -115,7 +142,7 @@ describe('worker SDK against real services', () => {
     await w.close(1_000);
   });
 
-  it('stop() aborts a handler that outlives the grace period and releases its lease', async () => {
+  it('close() aborts a handler that outlives the grace period and releases its lease', async () => {
     const w = worker(
       (_task, ctx) =>
         new Promise((_resolve, reject) => {
@@ -141,6 +168,43 @@ describe('worker SDK against real services', () => {
     await waitFor('completion', async () => (await stateOf('sdk-t5')).state === 'completed');
     expect((await stateOf('sdk-t5')).result?.resultId).toBe('order-sdk-t5');
     expect(await stack.sinkClient.getResult('sdk/r5', 'order-sdk-t5')).toMatchObject({ payload: { custom: true } });
+    await w.close(1_000);
+  });
+
+  it('a side-effect-only handler (it returns nothing) completes its task, with no result at the sink', async () => {
+    let effects = 0;
+    const w = worker(async () => {
+      effects += 1;
+    }, 'sdk-6');
+    await admin.submit('sdk-t6', 'sdk/r6', {});
+    await waitFor('completion', async () => (await stateOf('sdk-t6')).state === 'completed');
+    expect(effects).toBe(1);
+    expect((await stateOf('sdk-t6')).attempts).toBe(1);
+    expect(await stack.sinkClient.getResult('sdk/r6', 'task:sdk-t6')).toBeUndefined();
+    expect(w.stats).toMatchObject({ completed: 1, failed: 0 });
+    await w.close(1_000);
+  });
+
+  it("a payload the worker's schema refuses fails the task at once; the handler never runs", async () => {
+    let ran = 0;
+    const w = worker(
+      (task) => {
+        ran += 1;
+        return { total: task.payload.amounts.reduce((a, b) => a + b, 0) };
+      },
+      'sdk-7',
+      { payload: amountsSchema },
+    );
+    await admin.submit('sdk-t7', 'sdk/r7', { amounts: [1, 'two'] });
+    await waitFor('the task to fail', async () => (await stateOf('sdk-t7')).state === 'failed');
+    expect(ran).toBe(0);
+    const failed = (await stateOf('sdk-t7')) as unknown as {
+      attempts: number;
+      history: { outcome: string; error?: { name: string; message: string } }[];
+    };
+    expect(failed.attempts).toBe(1);
+    expect(failed.history.map((h) => [h.outcome, h.error?.name])).toEqual([['failed', 'InvalidPayloadError']]);
+    expect(failed.history[0]?.error?.message).toMatch(/amounts\.1: a number/);
     await w.close(1_000);
   });
 });

@@ -90,5 +90,14 @@ export const OPTIONS: OptionTable = Object.freeze({
     boolean: true,
   },
   watch: { env: 'WATCH', help: 'status: refresh every second', boolean: true },
+  'key-id': { env: 'KEY_ID', help: 'credentials add: the key id (default: the worker id)' },
+  'secret-out': {
+    env: 'SECRET_OUT',
+    help: "credentials add: write the worker's secret here (default <data-dir>/workers/ID.secret, or ./ID.secret)",
+  },
+  'credentials-file': {
+    env: 'CREDENTIALS_FILE',
+    help: "credentials add: append the entry to this coordinators' WORKER_CREDENTIALS file (no cluster state)",
+  },
   all: { env: 'ALL', help: 'status: every task of each resource, not only the latest', boolean: true },
 });

@@ -169,10 +169,11 @@ async function startServices(
   // Each service serves HTTPS with its own key (server usage only).
   const serverTls = (prefix: string, files: { cert: string; key: string } | undefined): Record<string, string> =>
     files === undefined ? {} : { [`${prefix}TLS_CERT`]: files.cert, [`${prefix}TLS_KEY`]: files.key };
-  const credentials = Array.from({ length: opts.workers }, (_, i) => {
-    const workerId = `worker-${i + 1}`;
-    return `${workerId}:${workerId}:${workerSecret(opts.dataDir, state, workerId)}`;
-  }).join(',');
+  for (let i = 0; i < opts.workers; i++) workerSecret(opts.dataDir, state, `worker-${i + 1}`);
+  // Every credential of the state: the demo workers' and those of `leasehold credentials add`.
+  const credentials = Object.entries(state.keys.workers)
+    .map(([workerId, secret]) => `${workerId}:${workerId}:${secret}`)
+    .join(',');
   const storeEnv: Record<string, string> =
     databaseUrl === undefined
       ? { LEASEHOLD_SINK_DB_PATH: join(opts.dataDir, 'sink.db') }

@@ -6,6 +6,7 @@
  * task is retried after an earlier holder's result landed.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { JsonValue } from '@leasehold/protocol';
 import { LeaseLostError } from '@leasehold/worker';
 import type { TaskHandler } from '@leasehold/worker';
@@ -23,12 +24,14 @@ export function createDemoHandler(opts: DemoHandlerOptions): TaskHandler {
     let digest = createHash('sha256')
       .update(`${task.taskId}\n${JSON.stringify(task.payload)}`)
       .digest('hex');
+    const lost = () => (ctx.signal.reason instanceof Error ? ctx.signal.reason : new LeaseLostError('aborted'));
     for (let slice = 0; slice < SLICES; slice++) {
-      if (ctx.signal.aborted)
-        throw ctx.signal.reason instanceof Error ? ctx.signal.reason : new LeaseLostError('aborted');
+      if (ctx.signal.aborted) throw lost();
       for (let i = 0; i < ROUNDS / SLICES; i++) digest = createHash('sha256').update(digest).digest('hex');
-      await new Promise((r) => setTimeout(r, opts.durationMs / SLICES));
+      // The wait ends as soon as the signal fires (lease lost, or the grace time of a shutdown).
+      await sleep(opts.durationMs / SLICES, undefined, { signal: ctx.signal }).catch(() => undefined);
     }
+    if (ctx.signal.aborted) throw lost();
     const result: Record<string, JsonValue> = { taskId: task.taskId, digest: digest.slice(0, 32) };
     if (opts.nondeterministic) result.nonce = randomUUID();
     return result;

@@ -10,6 +10,7 @@
  *   leasehold cancel ID | retry ID
  *   leasehold purge --state completed|failed|cancelled --older-than 7d [--limit N]
  *   leasehold tail                                  (task events + sink decisions and refusals)
+ *   leasehold credentials add WORKER_ID             (a new worker's credential; into a cluster up state)
  *   leasehold etcd-rbac --etcd-endpoints URL --etcd-ca F --etcd-cert F --etcd-key F --coordinator-users U,...
  *                                                   (etcd users, roles and auth for the coordinators)
  * Commands other than `cluster up` find the coordinator and keys in the cluster's state file
@@ -43,6 +44,7 @@ import {
 } from './admin-commands.js';
 import { OPTIONS } from './cli-options.js';
 import { clusterUp } from './cluster-up.js';
+import { credentialsCommand } from './credentials-command.js';
 import { etcdRbacCommand } from './etcd-rbac-command.js';
 import { caFile, readState, scheme } from './local-cluster.js';
 import { collectStatus, renderStatus, useColour } from './status.js';
@@ -65,6 +67,9 @@ Usage:
   leasehold purge --state STATE --older-than 7d   delete ended tasks of one state now (record, payload, history);
                                                the coordinators' retention (RETENTION_*) does it by itself
   leasehold tail                               task events, sink decisions and refusals as they happen
+  leasehold credentials add WORKER_ID [--key-id ID] [--secret-out FILE] [--credentials-file FILE]
+                                               a new worker's credential: prints its WORKER_CREDENTIALS entry,
+                                               writes its secret file; in a cluster up data dir, into its state
   leasehold etcd-rbac --etcd-endpoints URL --etcd-ca F --etcd-cert F --etcd-key F --coordinator-users U,...
                                                as etcd's root: a user per coordinator (its certificate's CN)
                                                whose role may use only the prefix; enable auth (idempotent)
@@ -138,6 +143,20 @@ async function main(): Promise<number> {
   }
 
   if (command === 'etcd-rbac' && args.length === 0) return etcdRbacCommand(raw, problems);
+  if (command === 'credentials') {
+    if (problems.length > 0) throw new ConfigError(problems);
+    return credentialsCommand({
+      dataDir,
+      raw,
+      args,
+      out: (text) => {
+        console.log(text);
+      },
+      note: (text) => {
+        console.error(text);
+      },
+    });
+  }
 
   const state = readState(dataDir);
   const base = state === undefined ? undefined : `${scheme(state)}://127.0.0.1`;

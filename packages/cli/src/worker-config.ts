@@ -41,8 +41,18 @@ export const OPTIONS: OptionTable = Object.freeze({
   },
   'shutdown-grace-ms': {
     env: 'SHUTDOWN_GRACE_MS',
-    help: 'on SIGTERM, time to finish tasks before releasing',
+    help: 'on SIGTERM, time to finish tasks before their signals are aborted and their leases released',
     default: '10000',
+  },
+  'shutdown-force-ms': {
+    env: 'SHUTDOWN_FORCE_MS',
+    help: 'then, how much longer to wait for handlers that ignore the abort before releasing anyway and exiting',
+    default: '5000',
+  },
+  'capability-public-keys': {
+    env: 'CAPABILITY_PUBLIC_KEYS',
+    help: "the coordinators' capability public keys (id:<key>,...; the sink's CAPABILITY_PUBLIC_KEYS), for handlers that use ctx.fencedTransaction",
+    fromFile: true,
   },
   'http-port': {
     env: 'HTTP_PORT',
@@ -92,6 +102,8 @@ const RawSchema = z.object({
   DEMO_DURATION_MS: int(0, 3_600_000),
   DEMO_NONDETERMINISTIC: bool,
   SHUTDOWN_GRACE_MS: int(0, 3_600_000),
+  SHUTDOWN_FORCE_MS: int(0, 3_600_000),
+  CAPABILITY_PUBLIC_KEYS: z.string().min(1).optional(),
   HTTP_PORT: int(0, 65_535).optional(),
   HTTP_HOST: z.string().min(1),
   ...TRACING_RAW_SHAPE,
@@ -113,6 +125,9 @@ export interface WorkerConfig {
   readonly handler: string;
   readonly demo: { readonly durationMs: number; readonly nondeterministic: boolean };
   readonly shutdownGraceMs: number;
+  readonly shutdownForceMs: number;
+  /** For `ctx.fencedTransaction` (the env form `id:<key>,…`; checked by the SDK). */
+  readonly capabilityPublicKeys: string | undefined;
   /** Health/readiness/metrics endpoint; undefined = off. */
   readonly http: { readonly host: string; readonly port: number } | undefined;
   /** OpenTelemetry: off by default (the SDK is loaded only when on). */
@@ -178,6 +193,8 @@ export function loadConfig(
     handler: c.HANDLER,
     demo: { durationMs: c.DEMO_DURATION_MS, nondeterministic: c.DEMO_NONDETERMINISTIC },
     shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
+    shutdownForceMs: c.SHUTDOWN_FORCE_MS,
+    capabilityPublicKeys: c.CAPABILITY_PUBLIC_KEYS,
     http: c.HTTP_PORT === undefined ? undefined : { host: c.HTTP_HOST, port: c.HTTP_PORT },
     tracing: tracingConfigOf(c),
     logLevel: c.LOG_LEVEL,

@@ -5,13 +5,16 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { Worker } from '@leasehold/worker';
+
+/** What the endpoint reads of a worker (any payload and result types). */
+export type WorkerView = Pick<Worker<unknown, unknown>, 'stats' | 'connected' | 'checkSink' | 'failure' | 'state'>;
 import { collectProcessMetrics } from '@leasehold/telemetry';
 import { Counter, Gauge, Registry } from 'prom-client';
 
 /** How long a sink check is reused by /readyz. */
 const SINK_CHECK_TTL_MS = 5_000;
 
-export function workerMetrics(worker: Worker): Registry {
+export function workerMetrics(worker: WorkerView): Registry {
   const registry = new Registry();
   const registers = [registry];
   collectProcessMetrics(registry, 'leasehold_worker_');
@@ -43,7 +46,7 @@ export function workerMetrics(worker: Worker): Registry {
 }
 
 export function startWorkerHttp(
-  worker: Worker,
+  worker: WorkerView,
   options: { readonly host: string; readonly port: number },
 ): Promise<Server> {
   const registry = workerMetrics(worker);

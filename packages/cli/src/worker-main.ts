@@ -12,23 +12,33 @@ import { ConfigError, wantsCheckConfig, wantsHelp, wantsVersion } from '@leaseho
 import { startWorkerHttp } from './worker-http.js';
 import { HELP_TEXT, loadConfig, redactConfig, type WorkerConfig } from './worker-config.js';
 import { createDemoHandler } from './demo-handler.js';
-import { startWorker, type TaskHandler, type WorkerOptions } from '@leasehold/worker';
+import { FatalWorkerError, Worker, type PayloadSchema, type TaskHandler, type WorkerOptions } from '@leasehold/worker';
 import { startTracing } from '@leasehold/telemetry';
 
-async function loadHandler(
-  config: WorkerConfig,
-): Promise<{ handler: TaskHandler; beforeWrite?: WorkerOptions['beforeWrite'] }> {
-  if (config.handler === 'demo') return { handler: createDemoHandler(config.demo) };
+interface HandlerModule {
+  readonly handler: TaskHandler<unknown, unknown>;
+  readonly payload?: PayloadSchema;
+  readonly beforeWrite?: WorkerOptions['beforeWrite'];
+}
+
+/**
+ * The handler module: exports `handler` (or a default function), and optionally `payload` (a
+ * Standard Schema the worker validates each payload with) and `beforeWrite` (a hook for tests).
+ */
+async function loadHandler(config: WorkerConfig): Promise<HandlerModule> {
+  if (config.handler === 'demo') return { handler: createDemoHandler(config.demo) as TaskHandler<unknown, unknown> };
   const mod = (await import(pathToFileURL(resolve(config.handler)).href)) as {
     handler?: unknown;
     default?: unknown;
+    payload?: unknown;
     beforeWrite?: unknown;
   };
   const handler = mod.handler ?? mod.default;
   if (typeof handler !== 'function')
     throw new ConfigError([`${config.handler} exports no function \`handler\` (or default)`]);
   return {
-    handler: handler as TaskHandler,
+    handler: handler as TaskHandler<unknown, unknown>,
+    ...(mod.payload === undefined ? {} : { payload: mod.payload as PayloadSchema }),
     ...(typeof mod.beforeWrite === 'function' ? { beforeWrite: mod.beforeWrite as WorkerOptions['beforeWrite'] } : {}),
   };
 }
@@ -91,7 +101,7 @@ async function main(): Promise<void> {
     tracing.shutdown().catch((err: unknown) => {
       logger.warn({ err }, 'tracing shutdown failed; spans may be lost');
     });
-  const { handler, beforeWrite } = await loadHandler(config);
+  const { handler, payload, beforeWrite } = await loadHandler(config);
   const tls = {
     ...(config.tls.caFile === undefined ? {} : { ca: readFileSync(config.tls.caFile) }),
     ...(config.tls.certFile === undefined ? {} : { cert: readFileSync(config.tls.certFile) }),
@@ -100,57 +110,49 @@ async function main(): Promise<void> {
   if ('workerKey' in config.credentials) {
     logger.warn('INSECURE: a shared worker key; any holder of it may act as any worker');
   }
-  const worker = startWorker({
+  const worker = new Worker<unknown, unknown>({
     coordinators: config.coordinators,
     sink: { url: config.sinkUrl },
     credentials: config.credentials,
     ...(Object.keys(tls).length === 0 ? {} : { tls }),
     handler,
+    ...(payload === undefined ? {} : { payload }),
     concurrency: config.concurrency,
     logger,
     ...(config.workerId === undefined ? {} : { workerId: config.workerId }),
+    ...(config.capabilityPublicKeys === undefined ? {} : { capabilityPublicKeys: config.capabilityPublicKeys }),
     ...(beforeWrite === undefined ? {} : { beforeWrite }),
+    // SIGTERM / SIGINT: stop acquiring, let in-flight tasks finish for the grace time, then abort
+    // and release them; `run()` resolves once the worker is closed.
+    shutdown: { graceMs: config.shutdownGraceMs, forceMs: config.shutdownForceMs, signals: ['SIGTERM', 'SIGINT'] },
   });
   logger.info({ workerId: worker.workerId, incarnation: worker.incarnation }, 'worker started');
+  const done = worker.run();
   if (config.http !== undefined) {
     const server = await startWorkerHttp(worker, config.http);
     const bound = server.address();
     logger.info({ port: typeof bound === 'object' && bound !== null ? bound.port : undefined }, 'health endpoint');
     server.unref();
   }
-  worker.on('fatal', (event) => {
-    // Credentials every coordinator refuses: a configuration error; restarting cannot fix it.
-    logger.fatal(
-      { code: event.code },
-      `${event.message} (LEASEHOLD_WORKER_KEY_ID / LEASEHOLD_WORKER_SECRET, or TLS_CERT for mTLS)`,
-    );
+  try {
+    await done;
+  } catch (err) {
+    // Every coordinator refused the credential or the protocol version: a configuration error;
+    // restarting cannot fix it. The code is in this, the last line.
+    await stopTracing();
+    if (err instanceof FatalWorkerError) {
+      logger.fatal(
+        { code: err.code },
+        `${err.message} (LEASEHOLD_WORKER_KEY_ID / LEASEHOLD_WORKER_SECRET, or TLS_CERT for mTLS)`,
+      );
+    } else logger.fatal({ err }, 'worker failed');
     logger.flush();
     process.exit(EXIT_CONFIG);
-  });
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping: finishing or releasing in-flight tasks');
-    worker.close(config.shutdownGraceMs).then(
-      async () => {
-        await stopTracing();
-        logger.info({ stats: worker.stats }, 'stopped');
-        logger.flush();
-        process.exit(0);
-      },
-      (err: unknown) => {
-        logger.fatal({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => {
-    stop('SIGTERM');
-  });
-  process.on('SIGINT', () => {
-    stop('SIGINT');
-  });
+  }
+  await stopTracing();
+  logger.info({ stats: worker.stats }, 'stopped');
+  logger.flush();
+  process.exit(0);
 }
 
 main().catch((err: unknown) => {

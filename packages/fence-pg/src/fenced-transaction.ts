@@ -28,6 +28,7 @@
  * outside the transaction it is given. It must not COMMIT or ROLLBACK the client itself.
  */
 import {
+  backoffDelayMs,
   canonicalJson,
   decideWrite,
   verifyCapability,
@@ -59,6 +60,14 @@ export interface FencedTransactionRequest {
   readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
   /** Attempts on deadlock / serialization failure. Default 5. */
   readonly maxAttempts?: number;
+  /**
+   * PostgreSQL ends this transaction's session once it sat idle (no statement running) for this
+   * long: `idle_in_transaction_session_timeout`, for this transaction only. A caller that paused
+   * (GC, SIGSTOP) inside its callback then stops holding the fence row's lock, so a takeover's
+   * advance waits at most this long; the paused caller's writes were never committed. The worker
+   * SDK sets it to the lease's remaining time. Default: the server's setting (usually off).
+   */
+  readonly idleInTransactionTimeoutMs?: number;
   /** Wall clock for the stored timestamps. Default Date.now. */
   readonly nowMs?: () => number;
 }
@@ -124,13 +133,21 @@ function inline(sql: string, params: readonly (string | null)[]): string {
 
 type LockRow = { fence: string; payload: string | null };
 
-/** BEGIN, then lock the fence row and read the stored result: one round trip. */
-async function beginAndLock(client: pg.PoolClient, resource: string, resultId: string | undefined): Promise<Locked> {
-  const results = (await client.query(`BEGIN; ${inline(LOCK_FENCE, [resource, resultId ?? null])}`)) as unknown as [
-    pg.QueryResult,
-    pg.QueryResult<LockRow>,
-  ];
-  let rows = results[1].rows;
+// Before the lock: a SET LOCAL that bounds how long this transaction may sit idle.
+const IDLE_TIMEOUT = `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`;
+
+/** BEGIN (and the idle bound), then lock the fence row and read the stored result: one round trip. */
+async function beginAndLock(
+  client: pg.PoolClient,
+  resource: string,
+  resultId: string | undefined,
+  idleMs: number | undefined,
+): Promise<Locked> {
+  const idle = idleMs === undefined ? '' : `${inline(IDLE_TIMEOUT, [String(Math.max(1, Math.ceil(idleMs)))])}; `;
+  const results = (await client.query(
+    `BEGIN; ${idle}${inline(LOCK_FENCE, [resource, resultId ?? null])}`,
+  )) as unknown as pg.QueryResult<LockRow>[];
+  let rows = results[results.length - 1]?.rows ?? [];
   if (rows.length === 0) {
     rows = (await client.query<LockRow>(LOCK_ABSENT_FENCE, [resource, resultId ?? null])).rows;
   }
@@ -162,7 +179,9 @@ export async function fencedTransaction<T extends JsonValue | undefined>(
       return await attemptOnce(pool, request, callback);
     } catch (err) {
       if (attempt >= maxAttempts || !isRetryableTransactionError(err)) throw err;
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
+      await new Promise((resolve) =>
+        setTimeout(resolve, backoffDelayMs(attempt - 1, { initialMs: 5, maxMs: 100 }, Math.random)),
+      );
     }
   }
 }
@@ -191,7 +210,7 @@ async function attemptOnce<T extends JsonValue | undefined>(
   try {
     // The lock statement also sets synchronous_commit=on for this transaction (set_config(..., true)
     // is SET LOCAL), whatever the user's pool says.
-    const { fence, storedPayload } = await beginAndLock(client, resource, resultId);
+    const { fence, storedPayload } = await beginAndLock(client, resource, resultId, request.idleInTransactionTimeoutMs);
     const atMs = (request.nowMs ?? Date.now)();
     // The last statement and COMMIT in one round trip; if the statement fails, COMMIT never runs.
     const finish = async (sql: string, params: readonly (string | null)[]) => {

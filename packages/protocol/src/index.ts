@@ -61,6 +61,8 @@ export {
   retryDelayMs,
 } from './model/retry-policy.js';
 export type { Backoff, RetryPolicy, RetryPolicyInput } from './model/retry-policy.js';
+export { backoffCeilingMs, backoffDelayMs } from './backoff.js';
+export type { BackoffOptions } from './backoff.js';
 export { RepeatGate } from './repeat-gate.js';
 export type { GateDecision } from './repeat-gate.js';
 export type { Clock } from './model/clock.js';

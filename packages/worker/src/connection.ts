@@ -31,6 +31,8 @@ export interface TransportConnection {
   close(code?: number, reason?: string): void;
   /** Drop the connection without a closing handshake. */
   terminate(): void;
+  /** Settles once the underlying socket is gone (after `close()` or `terminate()`); optional for fakes. */
+  readonly gone?: Promise<void>;
 }
 
 /**
@@ -54,8 +56,12 @@ interface Pending {
 /** A request: any worker message; the connection assigns its `id`. */
 export type WorkerRequest = WorkerMessage extends infer M ? (M extends { id: string } ? Omit<M, 'id'> : never) : never;
 
+/** How long a closing handshake may take before the socket is dropped (a paused peer never answers). */
+const CLOSE_HANDSHAKE_MS = 1_000;
+
 export class CoordinatorConnection implements TransportConnection {
   readonly url: string;
+  readonly gone: Promise<void>;
   readonly #ws: WebSocket;
   readonly #pending = new Map<string, Pending>();
   readonly #opts: ConnectionOptions;
@@ -66,6 +72,11 @@ export class CoordinatorConnection implements TransportConnection {
     this.#ws = ws;
     this.#opts = opts;
     this.url = opts.url;
+    this.gone = new Promise((resolve) => {
+      ws.once('close', () => {
+        resolve();
+      });
+    });
     ws.on('message', (data, isBinary) => {
       if (isBinary) return;
       const text = Array.isArray(data)
@@ -145,6 +156,13 @@ export class CoordinatorConnection implements TransportConnection {
     if (this.#closed) return;
     try {
       this.#ws.close(code, reason);
+      const timer = setTimeout(() => {
+        this.#ws.terminate();
+      }, CLOSE_HANDSHAKE_MS);
+      timer.unref();
+      void this.gone.then(() => {
+        clearTimeout(timer);
+      });
     } catch {
       this.#ws.terminate();
     }

@@ -34,6 +34,20 @@ export class NonRetryableError extends Error {
   override name = 'NonRetryableError';
 }
 
+/** The worker's `payload` schema refused the task's payload: the task fails at once, naming the issues. */
+export class InvalidPayloadError extends NonRetryableError {
+  override name = 'InvalidPayloadError';
+}
+
+/**
+ * The worker stopped itself on an error retrying cannot fix — every coordinator refused its
+ * credential (`UNAUTHENTICATED`, `FORBIDDEN`) or its protocol version (`PROTOCOL_VERSION_MISMATCH`).
+ * `run()` rejects with it; `code` is the coordinators' code and the message starts with it.
+ */
+export class FatalWorkerError extends LeaseholdError {
+  override name = 'FatalWorkerError';
+}
+
 /** What a handler failure reports to the coordinator: the error's name and message, and whether to retry. */
 export function describeFailure(err: unknown): { name: string; message: string; retryable: boolean } {
   const name = err instanceof Error && err.name !== '' ? err.name : typeof err;

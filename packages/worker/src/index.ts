@@ -1,25 +1,35 @@
 // The public surface of @leasehold/worker. Named exports only.
-export { Worker, WorkerState, startWorker } from './worker.js';
+export { Worker, startWorker } from './worker.js';
+export { WorkerState } from './events.js';
+export type { WorkerEvent, WorkerEventType, WorkerEventOf, WorkerStatus } from './events.js';
+export { WORKER_DEFAULTS, MAX_CONCURRENCY } from './options.js';
+export type { WorkerOptions, ShutdownOptions } from './options.js';
+export { defineHandler } from './types.js';
 export type {
-  WorkerOptions,
-  WorkerEvent,
-  WorkerEventType,
-  WorkerEventOf,
-  WorkerStats,
-  StateEvent,
   Task,
   TaskContext,
   TaskHandler,
+  GrantProof,
   WriteOptions,
   WriteOutcome,
   WriteHookInfo,
   SinkWriter,
   WorkerCredentials,
-} from './worker.js';
+  WorkerStats,
+  FencePool,
+  FenceClientOf,
+  FencedTransactionOptions,
+  FencedTransactionOutcome,
+} from './types.js';
+export type { PayloadSchema, StandardIssue, StandardResult } from './core/payload-schema.js';
 export { webSocketTransport } from './connection.js';
 export type { CoordinatorTransport, TransportConnection, ConnectionOptions, WorkerRequest } from './connection.js';
-export { LeaseLostError, WriteRefusedError, NonRetryableError, LeaseholdError, ConfigError } from './errors.js';
-export { LocalDeadline, conservativeDeadlineMs, DEFAULT_DEADLINE_OPTIONS } from './core/deadline.js';
-export type { DeadlineOptions } from './core/deadline.js';
-export { backoffDelayMs } from './core/backoff.js';
-export type { BackoffOptions } from './core/backoff.js';
+export {
+  LeaseLostError,
+  WriteRefusedError,
+  NonRetryableError,
+  InvalidPayloadError,
+  FatalWorkerError,
+  LeaseholdError,
+  ConfigError,
+} from './errors.js';

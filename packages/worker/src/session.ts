@@ -5,12 +5,21 @@
  * jittered backoff, and reports what it learns as callbacks. It never throws from a background
  * loop: failures become state changes and callbacks.
  */
-import { LeaseholdError, parseToken, PROTOCOL_VERSION, RepeatGate, type CoordinatorMessage } from '@leasehold/protocol';
+import {
+  backoffDelayMs,
+  LeaseholdError,
+  parseToken,
+  PROTOCOL_VERSION,
+  RepeatGate,
+  type BackoffOptions,
+  type CoordinatorMessage,
+} from '@leasehold/protocol';
 import type { TlsClientOptions } from '@leasehold/sink-client';
 import type { Logger } from 'pino';
 import type { CoordinatorTransport, TransportConnection, WorkerRequest } from './connection.js';
-import { backoffDelayMs, type BackoffOptions } from './core/backoff.js';
 import { LocalDeadline } from './core/deadline.js';
+import { isFatalRefusal } from './core/refusals.js';
+import type { WorkerStatus } from './events.js';
 
 export interface SessionOptions {
   readonly coordinators: readonly string[];
@@ -37,10 +46,13 @@ export interface SessionEvents {
   /** The local deadline passed without an acknowledgement: leases may be gone. */
   onDeadlinePassed(): void;
   /**
-   * A coordinator refused this worker's credentials (UNAUTHENTICATED / FORBIDDEN, at the upgrade
-   * or the hello); `consecutive` counts refusals since the last session opened.
+   * A coordinator refused this worker for good (its credential: UNAUTHENTICATED / FORBIDDEN at the
+   * upgrade or the hello; its protocol version: PROTOCOL_VERSION_MISMATCH); `consecutive` counts
+   * such refusals since the last session opened.
    */
-  onCredentialsRefused?(err: LeaseholdError, consecutive: number): void;
+  onRefused?(err: LeaseholdError, consecutive: number): void;
+  /** Every change of the link, for the worker's status stream. */
+  onStatus?(status: WorkerStatus): void;
 }
 
 type State = 'idle' | 'connecting' | 'ready' | 'stopped';
@@ -62,6 +74,8 @@ export class WorkerSession {
   #attempt = 0;
   #waiters: (() => void)[] = [];
   #deadlineReported = false;
+  /** The connect (and hello) in flight, settled either way. */
+  #connecting: Promise<void> = Promise.resolve();
 
   constructor(opts: SessionOptions, events: SessionEvents) {
     if (opts.coordinators.length === 0) throw new LeaseholdError('INVALID_MESSAGE', 'no coordinator URLs given');
@@ -82,10 +96,17 @@ export class WorkerSession {
     this.#connect();
   }
 
-  /** Send a request over the current connection, waiting up to `timeoutMs` for one to be ready. */
-  async request(message: WorkerRequest, timeoutMs = this.#opts.requestTimeoutMs): Promise<CoordinatorMessage> {
+  /**
+   * Send a request over the current connection, waiting up to `timeoutMs` for one to be ready.
+   * `signal` ends the wait for a connection (not a request already sent: its answer is awaited).
+   */
+  async request(
+    message: WorkerRequest,
+    timeoutMs = this.#opts.requestTimeoutMs,
+    signal?: AbortSignal,
+  ): Promise<CoordinatorMessage> {
     const started = this.#opts.nowMs();
-    await this.#ready(timeoutMs);
+    await this.#ready(timeoutMs, signal);
     const conn = this.#conn;
     if (conn === undefined) throw new LeaseholdError('UNAVAILABLE', 'not connected');
     const left = Math.max(1, timeoutMs - (this.#opts.nowMs() - started));
@@ -105,28 +126,45 @@ export class WorkerSession {
     return this.#state === 'ready';
   }
 
-  /** Close the connection; the coordinator keeps the session until its deadline (leases released first by the caller). */
-  stop(): void {
+  /**
+   * Close the connection; the coordinator keeps the session until its deadline (leases released
+   * first by the caller). Resolves once the socket is gone.
+   */
+  async stop(): Promise<void> {
     if (this.#state === 'stopped') return;
     this.#state = 'stopped';
     this.#clearTimers();
-    this.#conn?.close(1000, 'worker stopping');
+    const conn = this.#conn;
+    conn?.close(1000, 'worker stopping');
     for (const w of this.#waiters.splice(0)) w();
+    await this.#connecting;
+    await conn?.gone;
   }
 
-  #ready(timeoutMs: number): Promise<void> {
+  #ready(timeoutMs: number, signal?: AbortSignal): Promise<void> {
     if (this.#state === 'ready') return Promise.resolve();
-    if (this.#state === 'stopped') return Promise.reject(new LeaseholdError('SHUTTING_DOWN', 'worker stopped'));
+    if (this.#state === 'stopped' || signal?.aborted === true)
+      return Promise.reject(new LeaseholdError('SHUTTING_DOWN', 'worker stopped'));
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const settle = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
         this.#waiters = this.#waiters.filter((w) => w !== onReady);
+      };
+      const timer = setTimeout(() => {
+        settle();
         reject(new LeaseholdError('UNAVAILABLE', `no coordinator reachable within ${timeoutMs} ms`));
       }, timeoutMs);
+      const onAbort = () => {
+        settle();
+        reject(new LeaseholdError('SHUTTING_DOWN', 'worker stopping'));
+      };
       const onReady = () => {
-        clearTimeout(timer);
+        settle();
         if (this.#state === 'ready') resolve();
         else reject(new LeaseholdError('SHUTTING_DOWN', 'worker stopped'));
       };
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.#waiters.push(onReady);
     });
   }
@@ -138,7 +176,7 @@ export class WorkerSession {
     this.#nextCoordinator += 1;
     const log = this.#opts.logger;
     const ref: { conn?: TransportConnection } = {};
-    void this.#opts.transport
+    this.#connecting = this.#opts.transport
       .connect({
         url,
         key: this.#opts.key,
@@ -155,6 +193,7 @@ export class WorkerSession {
       .then(async (conn) => {
         if (this.#state === 'stopped') {
           conn.close();
+          await conn.gone;
           return;
         }
         ref.conn = conn;
@@ -162,12 +201,14 @@ export class WorkerSession {
         await this.#hello(conn);
       })
       .catch((err: unknown) => {
+        if (this.#state === 'stopped') return;
         // One line per failure loop (with how many more it hid), not one per reconnect attempt.
         const gate = this.#repeats.note(`connect ${url}`, this.#opts.nowMs());
         if (gate.log) log.warn({ err, coordinator: url, repeated: gate.suppressed }, 'coordinator connection failed');
-        if (err instanceof LeaseholdError && (err.code === 'UNAUTHENTICATED' || err.code === 'FORBIDDEN')) {
+        if (err instanceof LeaseholdError && isFatalRefusal(err.code)) {
           this.#refusals += 1;
-          this.#events.onCredentialsRefused?.(err, this.#refusals);
+          this.#events.onStatus?.({ type: 'refused', coordinator: url, code: err.code, message: err.message });
+          this.#events.onRefused?.(err, this.#refusals);
         }
         if (ref.conn !== undefined && ref.conn === this.#conn) {
           this.#conn = undefined;
@@ -191,6 +232,7 @@ export class WorkerSession {
       },
       this.#opts.requestTimeoutMs,
     );
+    if (this.#state === 'stopped') return; // stop() closed the connection meanwhile
     if (reply.type === 'error') {
       if (reply.code === 'SESSION_EXPIRED' && resume !== undefined) {
         // The old session is gone; open a fresh one on the same connection.
@@ -215,6 +257,12 @@ export class WorkerSession {
     );
     this.#startHeartbeats(conn, reply.heartbeatIntervalMs);
     this.#events.onSessionStarted(reply.sessionId, reply.resumed);
+    this.#events.onStatus?.({
+      type: 'connected',
+      coordinator: conn.url,
+      sessionId: reply.sessionId,
+      resumed: reply.resumed,
+    });
     for (const w of this.#waiters.splice(0)) w();
   }
 
@@ -258,6 +306,7 @@ export class WorkerSession {
         this.#deadlineReported = true;
         this.#opts.logger.warn({ sessionId: this.#sessionId }, 'local lease deadline passed without acknowledgement');
         this.#events.onDeadlinePassed();
+        this.#events.onStatus?.({ type: 'deadline-passed' });
       }
     }, wait + 1);
     this.#deadlineTimer.unref();
@@ -283,6 +332,7 @@ export class WorkerSession {
     this.deadline.clear();
     clearTimeout(this.#deadlineTimer);
     this.#events.onSessionLost(reason);
+    this.#events.onStatus?.({ type: 'session-lost', reason });
     if (this.#state === 'ready') {
       // The coordinator binds a connection to its session: a dead session needs a new connection
       // and a fresh hello. (During a hello the coordinator opens the new session itself.)
@@ -299,6 +349,7 @@ export class WorkerSession {
     clearInterval(this.#heartbeatTimer);
     if (this.#state === 'stopped') return;
     this.#opts.logger.warn({ coordinator: url, code, reason }, 'coordinator connection closed');
+    this.#events.onStatus?.({ type: 'disconnected', coordinator: url, code, reason });
     this.#conn = undefined;
     if (this.#state === 'ready') this.#state = 'connecting';
     this.#scheduleReconnect();
@@ -309,6 +360,7 @@ export class WorkerSession {
     this.#state = 'connecting';
     const delay = backoffDelayMs(this.#attempt, this.#opts.backoff, this.#opts.random);
     this.#attempt += 1;
+    this.#events.onStatus?.({ type: 'reconnecting', inMs: delay, attempt: this.#attempt });
     this.#reconnectTimer = setTimeout(() => {
       this.#reconnectTimer = undefined;
       this.#connect();

@@ -1,136 +1,36 @@
 /**
  * The Worker over an injected transport and sink (no sockets): its lifecycle and events, the
- * handler's AbortSignal, unguessable request ids, and that a grant is written under its own token
- * and completed exactly once.
+ * handler's AbortSignal, unguessable request ids, a grant written under its own token and completed
+ * exactly once, typed payloads with a schema, side-effect-only tasks, runtime concurrency and the
+ * status stream. (Options and fatal refusals: worker-lifecycle.test.ts.)
  */
-import { PROTOCOL_VERSION, type CoordinatorMessage, type JsonValue } from '@leasehold/protocol';
-import type { SinkClient } from '@leasehold/sink-client';
+import type { JsonValue } from '@leasehold/protocol';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { ConnectionOptions, CoordinatorTransport, TransportConnection, WorkerRequest } from './connection.js';
-import { Worker, type SinkWriter, type WorkerEventOf } from './worker.js';
+import { z } from 'zod';
+import type { WorkerEventOf, WorkerStatus } from './events.js';
+import type { WorkerOptions } from './options.js';
+import { FakeCoordinator, FakeSink, until } from './testing/fake-coordinator.js';
+import type { GrantProof } from './types.js';
+import { Worker } from './worker.js';
 
-type WriteArgs = Parameters<SinkClient['write']>[0];
+const KEY = 'a-shared-dev-key-of-some-length';
+const silent = pino({ level: 'silent' });
 
-/** A scripted coordinator: grants the tasks queued in `grants`, one per acquire. */
-class FakeCoordinator implements CoordinatorTransport {
-  readonly requests: WorkerRequest[] = [];
-  readonly grants: { taskId: string; resource: string; token: string; payload: JsonValue }[] = [];
-  /** Answer task.complete with LEASE_EXPIRED (the coordinator judged the session's deadline passed). */
-  expireOnComplete = false;
-  #sessions = 0;
-  push: ((m: CoordinatorMessage) => void) | undefined;
-
-  connect(options: ConnectionOptions): Promise<TransportConnection> {
-    this.push = options.onPush;
-    let open = true;
-    const reply = (m: WorkerRequest, inReplyTo: string): CoordinatorMessage => {
-      switch (m.type) {
-        case 'hello':
-          return {
-            type: 'welcome',
-            inReplyTo,
-            protocolVersion: PROTOCOL_VERSION,
-            sessionId: m.resumeSessionId ?? `abc${++this.#sessions}`,
-            workerId: m.workerId,
-            incarnation: m.incarnation,
-            coordinatorId: 'fake',
-            resumed: false,
-            ttlMs: 60_000,
-            heartbeatIntervalMs: 20_000,
-          };
-        case 'heartbeat':
-          return { type: 'heartbeat.ack', inReplyTo, sessionId: m.sessionId, ttlMs: 60_000 };
-        case 'lease.acquire': {
-          const g = this.grants.shift();
-          if (g === undefined) return { type: 'lease.none', inReplyTo, requestId: m.requestId, retryAfterMs: 10 };
-          return {
-            type: 'lease.granted',
-            inReplyTo,
-            requestId: m.requestId,
-            capability: 'cap',
-            ttlMs: 60_000,
-            attempt: 1,
-            ...g,
-          };
-        }
-        case 'task.complete':
-          if (this.expireOnComplete)
-            return {
-              type: 'error',
-              inReplyTo,
-              code: 'LEASE_EXPIRED',
-              message: 'the session deadline has passed',
-              retryable: false,
-            };
-          return { type: 'task.completed', inReplyTo, taskId: m.taskId, resource: m.resource, token: m.token };
-        case 'lease.release':
-          return { type: 'lease.released', inReplyTo, resource: m.resource, token: m.token };
-        case 'lease.renew':
-          return { type: 'lease.renewed', inReplyTo, resource: m.resource, token: m.token, ttlMs: 60_000 };
-        case 'task.fail':
-          return {
-            type: 'task.failed',
-            inReplyTo,
-            taskId: m.taskId,
-            resource: m.resource,
-            token: m.token,
-            outcome: m.error.retryable ? 'retrying' : 'failed',
-          };
-      }
-    };
-    let seq = 0;
-    return Promise.resolve({
-      url: options.url,
-      get isOpen() {
-        return open;
-      },
-      request: (m: WorkerRequest) => {
-        this.requests.push(m);
-        return Promise.resolve(reply(m, `r${++seq}`));
-      },
-      close: () => {
-        open = false;
-      },
-      terminate: () => {
-        open = false;
-      },
-    });
-  }
-}
-
-class FakeSink implements SinkWriter {
-  readonly writes: WriteArgs[] = [];
-  write(args: WriteArgs): ReturnType<SinkClient['write']> {
-    this.writes.push(args);
-    return Promise.resolve({ ok: true, outcome: 'written', fence: args.token });
-  }
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
-function until(check: () => boolean): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const poll = () => {
-      if (check()) resolve();
-      else if (Date.now() - started > 5_000) reject(new Error('condition not reached'));
-      else setImmediate(poll);
-    };
-    poll();
-  });
-}
-
-function worker(coordinator: FakeCoordinator, sink: FakeSink, handler = (t: { payload: JsonValue }) => t.payload) {
-  return new Worker({
+function options(coordinator: FakeCoordinator, sink: FakeSink): Omit<WorkerOptions, 'handler'> {
+  return {
     coordinators: ['ws://fake'],
     sink,
-    credentials: { workerKey: 'k' },
+    credentials: { workerKey: KEY },
     transport: coordinator,
     acquireWaitMs: 0,
     idleBackoffMs: 5,
-    handler,
-  });
+    logger: silent,
+  };
+}
+
+function worker(coordinator: FakeCoordinator, sink: FakeSink, handler = (t: { payload: JsonValue }) => t.payload) {
+  return new Worker({ ...options(coordinator, sink), handler });
 }
 
 describe('Worker', () => {
@@ -146,15 +46,16 @@ describe('Worker', () => {
     expect(sink.writes).toEqual([
       expect.objectContaining({ resource: 'r1', token: 42n, resultId: 'task:t1', payload: { n: 1 } }),
     ]);
-    expect(coordinator.requests.filter((r) => r.type === 'task.complete')).toEqual([
+    expect(coordinator.sent('task.complete')).toEqual([
       expect.objectContaining({ taskId: 't1', resource: 'r1', token: '42', resultId: 'task:t1' }),
     ]);
+    expect(completed[0]?.withResult).toBe(true);
     await w.close(100);
     await done;
     expect(w.state).toBe('closed');
   });
 
-  it('moves through its states and tells listeners; off() stops telling', async () => {
+  it('moves through its states and tells listeners (closing, closed); off() stops telling', async () => {
     const w = worker(new FakeCoordinator(), new FakeSink());
     const states: string[] = [];
     const all: string[] = [];
@@ -163,20 +64,23 @@ describe('Worker', () => {
     expect(w.state).toBe('created');
     const done = w.run();
     await until(() => w.connected);
+    const closing: string[] = [];
+    w.once('closing', (e) => closing.push(e.reason)).on('closed', () => closing.push('closed'));
     w.off('*', onAll);
     await w.close(100);
     await done;
     expect(states).toEqual(['running', 'closing', 'closed']);
     expect(all).toEqual(['state']);
+    expect(closing).toEqual(['close', 'closed']);
   });
 
   it('asks with unguessable request ids (128 random bits, never a counter)', async () => {
     const coordinator = new FakeCoordinator();
     const w = worker(coordinator, new FakeSink());
     void w.run();
-    await until(() => coordinator.requests.filter((r) => r.type === 'lease.acquire').length >= 5);
+    await until(() => coordinator.sent('lease.acquire').length >= 5);
     await w.close(100);
-    const ids = coordinator.requests.flatMap((r) => (r.type === 'lease.acquire' ? [r.requestId] : []));
+    const ids = coordinator.sent('lease.acquire').map((r) => r.requestId);
     expect(new Set(ids).size).toBe(ids.length);
     for (const id of ids) {
       expect(id).not.toContain(w.workerId);
@@ -191,11 +95,7 @@ describe('Worker', () => {
     let aborted: unknown;
     const lost: WorkerEventOf<'lease-lost'>[] = [];
     const running = new Worker({
-      coordinators: ['ws://fake'],
-      sink,
-      credentials: { workerKey: 'k' },
-      transport: coordinator,
-      acquireWaitMs: 0,
+      ...options(coordinator, sink),
       handler: (_task, ctx) =>
         new Promise((_resolve, reject) => {
           ctx.signal.addEventListener('abort', () => {
@@ -210,7 +110,7 @@ describe('Worker', () => {
     await until(() => lost.length === 1);
     expect(String(aborted)).toMatch(/revoked: cancelled/);
     expect(sink.writes).toEqual([]);
-    expect(coordinator.requests.some((r) => r.type === 'task.complete')).toBe(false);
+    expect(coordinator.sent('task.complete')).toEqual([]);
     await running.close(100);
   });
 
@@ -220,23 +120,18 @@ describe('Worker', () => {
     coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '7', payload: 1 });
     const running = worker(coordinator, new FakeSink());
     void running.run();
-    await until(() => coordinator.requests.filter((r) => r.type === 'hello').length >= 2);
-    const hellos = coordinator.requests.filter((r) => r.type === 'hello');
-    expect(coordinator.requests.some((r) => r.type === 'task.complete')).toBe(true);
-    expect(hellos[1]).not.toHaveProperty('resumeSessionId');
+    await until(() => coordinator.sent('hello').length >= 2);
+    expect(coordinator.sent('task.complete').length).toBeGreaterThan(0);
+    expect(coordinator.sent('hello')[1]).not.toHaveProperty('resumeSessionId');
     await running.close(100);
   });
 
-  it('on close, a task that ignores its signal past the grace is released, not completed', async () => {
+  it('on close, a task that honours its signal after the grace is released, not completed', async () => {
     const coordinator = new FakeCoordinator();
     coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '9', payload: 1 });
     let started = false;
     const w = new Worker({
-      coordinators: ['ws://fake'],
-      sink: new FakeSink(),
-      credentials: { workerKey: 'k' },
-      transport: coordinator,
-      acquireWaitMs: 0,
+      ...options(coordinator, new FakeSink()),
       handler: (_task, ctx) => {
         started = true;
         return new Promise((_resolve, reject) => {
@@ -249,9 +144,178 @@ describe('Worker', () => {
     void w.run();
     await until(() => started);
     await w.close(50);
-    expect(coordinator.requests.filter((r) => r.type === 'lease.release')).toEqual([
+    expect(coordinator.sent('lease.release')).toEqual([
       expect.objectContaining({ resource: 'r1', token: '9', reason: 'worker shutting down' }),
     ]);
     expect(w.stats).toMatchObject({ granted: 1, released: 1, completed: 0 });
+  });
+
+  it('on close, a handler that ignores its signal holds nothing up past grace + force: its lease is released', async () => {
+    const coordinator = new FakeCoordinator();
+    coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '11', payload: 1 });
+    let started = false;
+    const w = new Worker({
+      ...options(coordinator, new FakeSink()),
+      shutdown: { graceMs: 20, forceMs: 30 },
+      handler: () => {
+        started = true;
+        return new Promise<never>(() => undefined); // never settles, ignores the signal
+      },
+    });
+    const done = w.run();
+    await until(() => started);
+    const t0 = performance.now();
+    await w.close();
+    await done;
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(coordinator.sent('lease.release')).toEqual([expect.objectContaining({ resource: 'r1', token: '11' })]);
+  });
+
+  it('a grant that arrives while the worker closes is released without running its handler', async () => {
+    const coordinator = new FakeCoordinator();
+    let letGo!: () => void;
+    coordinator.holdAcquires = new Promise((resolve) => (letGo = resolve));
+    coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '13', payload: 1 });
+    let ran = false;
+    const w = new Worker({
+      ...options(coordinator, new FakeSink()),
+      handler: () => {
+        ran = true;
+        return 1;
+      },
+    });
+    void w.run();
+    await until(() => coordinator.sent('lease.acquire').length === 1);
+    const closed = w.close(1_000);
+    letGo();
+    await closed;
+    expect(ran).toBe(false);
+    expect(coordinator.sent('lease.release')).toEqual([expect.objectContaining({ token: '13' })]);
+  });
+
+  it('hands the handler the grant proof as one value', async () => {
+    const coordinator = new FakeCoordinator();
+    coordinator.grants.push({ taskId: 't1', resource: 'acct/1', token: '77', payload: null });
+    let proof: GrantProof | undefined;
+    const w = new Worker({
+      ...options(coordinator, new FakeSink()),
+      workerId: 'w-proof',
+      incarnation: 'inc-9',
+      handler: (_task, ctx) => {
+        proof = ctx.grant;
+        return undefined;
+      },
+    });
+    void w.run();
+    await until(() => proof !== undefined);
+    await w.close(100);
+    expect(proof).toEqual({
+      taskId: 't1',
+      resource: 'acct/1',
+      token: 77n,
+      capability: 'cap',
+      workerId: 'w-proof',
+      incarnation: 'inc-9',
+      attempt: 1,
+      resultId: 'task:t1',
+    });
+    expect(Object.isFrozen(proof)).toBe(true);
+  });
+
+  it('a handler that returns nothing completes its task with no sink write (a side-effect-only task)', async () => {
+    const coordinator = new FakeCoordinator();
+    const sink = new FakeSink();
+    coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '5', payload: {} });
+    const completed: WorkerEventOf<'completed'>[] = [];
+    const w = new Worker({ ...options(coordinator, sink), handler: () => undefined });
+    w.on('completed', (e) => completed.push(e));
+    void w.run();
+    await until(() => completed.length === 1);
+    await w.close(100);
+    expect(sink.writes).toEqual([]);
+    expect(coordinator.sent('task.complete')).toEqual([expect.objectContaining({ taskId: 't1', resultId: 'task:t1' })]);
+    expect(coordinator.sent('task.fail')).toEqual([]);
+    expect(completed[0]?.withResult).toBe(false);
+  });
+
+  it('validates payloads with a Standard Schema: a bad one fails the task at once (non-retryable), naming the issue', async () => {
+    const coordinator = new FakeCoordinator();
+    coordinator.grants.push({ taskId: 'bad', resource: 'r1', token: '3', payload: { n: 'one' } });
+    coordinator.grants.push({ taskId: 'good', resource: 'r2', token: '4', payload: { n: 2 } });
+    const seen: number[] = [];
+    const w = new Worker({
+      ...options(coordinator, new FakeSink()),
+      payload: z.object({ n: z.number() }).transform((p) => ({ doubled: p.n * 2 })),
+      handler: (task) => {
+        seen.push(task.payload.doubled); // typed by the schema's output
+        return { doubled: task.payload.doubled };
+      },
+    });
+    void w.run();
+    await until(() => coordinator.sent('task.complete').length === 1 && coordinator.sent('task.fail').length === 1);
+    await w.close(100);
+    expect(seen).toEqual([4]);
+    const [fail] = coordinator.sent('task.fail');
+    expect(fail).toMatchObject({ taskId: 'bad', error: { name: 'InvalidPayloadError', retryable: false } });
+    expect(fail?.error.message).toMatch(/payload refused by the worker's schema \(zod\): n: /);
+  });
+
+  it('runtime concurrency: setConcurrency raises the slots while running, up to maxConcurrency', async () => {
+    const coordinator = new FakeCoordinator();
+    for (let i = 0; i < 3; i++)
+      coordinator.grants.push({ taskId: `t${i}`, resource: `r${i}`, token: `${10 + i}`, payload: i });
+    let inFlight = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const w = new Worker({
+      ...options(coordinator, new FakeSink()),
+      concurrency: 1,
+      maxConcurrency: 3,
+      handler: async () => {
+        inFlight += 1;
+        await gate;
+        return 1;
+      },
+    });
+    void w.run();
+    await until(() => inFlight === 1);
+    expect(coordinator.sent('hello')[0]).toMatchObject({ capacity: 3 });
+    w.setConcurrency(3);
+    expect(w.concurrency).toBe(3);
+    await until(() => inFlight === 3);
+    expect(() => {
+      w.setConcurrency(4);
+    }).toThrow(/1\.\.3/);
+    release();
+    await until(() => coordinator.sent('task.complete').length === 3);
+    await w.close(100);
+  });
+
+  it('stats is a read-only snapshot', async () => {
+    const w = worker(new FakeCoordinator(), new FakeSink());
+    const stats = w.stats;
+    expect(Object.isFrozen(stats)).toBe(true);
+    expect(() => {
+      (stats as { granted: number }).granted = 9;
+    }).toThrow();
+    await w.close();
+  });
+
+  it('status() streams the link as it changes and ends when the worker is closed', async () => {
+    const w = worker(new FakeCoordinator(), new FakeSink());
+    const seen: WorkerStatus[] = [];
+    const reading = (async () => {
+      for await (const s of w.status()) seen.push(s);
+    })();
+    void w.run();
+    await until(() => seen.some((s) => s.type === 'connected'));
+    await w.close(100);
+    await reading;
+    expect(seen.map((s) => (s.type === 'state' ? `state:${s.state}` : s.type))).toEqual([
+      'state:running',
+      'connected',
+      'state:closing',
+      'state:closed',
+    ]);
   });
 });

@@ -82,7 +82,8 @@ export class TestWorker {
   held(): { readonly taskId: string; readonly resource: string; readonly token: bigint }[] {
     const held = new Map<string, { taskId: string; resource: string; token: bigint }>();
     for (const e of this.events) {
-      const key = `${e.type === 'fatal' ? '' : e.resource}@${e.type === 'fatal' ? '' : e.token}`;
+      if (!('resource' in e)) continue; // not about a task (state, closing, closed, error)
+      const key = `${e.resource}@${e.token}`;
       if (e.type === 'granted') held.set(key, { taskId: e.taskId, resource: e.resource, token: e.token });
       else if (e.type === 'completed' || e.type === 'released' || e.type === 'failed' || e.type === 'lease-lost') {
         held.delete(key);

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { conservativeDeadlineMs, LocalDeadline } from './deadline.js';
-import { backoffDelayMs } from './backoff.js';
 
 describe('LocalDeadline', () => {
   it("counts from when the heartbeat was sent, minus drift and margin, so it is never later than the coordinator's", () => {
@@ -29,16 +28,5 @@ describe('LocalDeadline', () => {
     d.acknowledge(0, 1_000);
     d.clear();
     expect(d.isValidAt(1)).toBe(false);
-  });
-});
-
-describe('backoffDelayMs', () => {
-  it('grows exponentially to the cap, with jitter in [ceiling/2, ceiling]', () => {
-    const opts = { initialMs: 100, maxMs: 1_000 };
-    expect(backoffDelayMs(0, opts, () => 0)).toBe(50);
-    expect(backoffDelayMs(0, opts, () => 1)).toBe(100);
-    expect(backoffDelayMs(3, opts, () => 1)).toBe(800);
-    expect(backoffDelayMs(10, opts, () => 1)).toBe(1_000);
-    expect(backoffDelayMs(10, opts, () => 0)).toBe(500);
   });
 });
