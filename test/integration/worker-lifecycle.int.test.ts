@@ -115,11 +115,12 @@ function times(s: Service): { closedAtMs: number; exitAtMs: number } {
 describe('a refused credential', () => {
   it('leasehold-worker exits 2 within seconds; its last log line is fatal and carries the code', async () => {
     const w = workerBin('bin-refused', { LEASEHOLD_WORKER_SECRET: 'a-wrong-secret-of-billing-7' });
-    const startedAtMs = Date.now();
     await w.start();
+    // "Within seconds" is the wait's bound (the bug it guards against: exit 0 after the retries,
+    // or no exit). Not a tighter timed assertion: on a loaded machine Node's start-up alone takes
+    // seconds.
     const exit = await waitFor('the worker to exit', () => w.exits[0], 10_000);
     expect(exit).toEqual({ code: 2, signal: null });
-    expect(Date.now() - startedAtMs).toBeLessThan(5_000);
     const last = logLines(w).at(-1);
     expect(last).toMatchObject({ level: 60, code: 'UNAUTHENTICATED' });
     expect(String(last?.msg)).toMatch(/^UNAUTHENTICATED: every coordinator refused this worker's credentials/);
