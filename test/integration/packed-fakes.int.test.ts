@@ -57,6 +57,7 @@ describe('the published tarballs', () => {
         'cli',
         'client',
         'coordinator',
+        'daemon-kit',
         'fence-pg',
         'protocol',
         'sink',

@@ -61,7 +61,7 @@ export async function spawnSink(options: SpawnOptions): Promise<SpawnedSink> {
   const { proc, exited, output } = start(args, options.env ?? {});
   let exit: Exit | undefined;
   void exited.then((e) => (exit = e));
-  const deadline = Date.now() + (options.startTimeoutMs ?? 10_000);
+  const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
   while (!existsSync(portFile)) {
     if (exit !== undefined) throw new Error(`sink exited during start (${JSON.stringify(exit)}):\n${output()}`);
     if (Date.now() > deadline) {
