@@ -54,6 +54,8 @@ export interface EventStreamSettings {
   readonly idleTimeoutMs?: number;
   /** [0, 1) for the reconnect jitter. Default Math.random. */
   readonly random?: () => number;
+  /** Largest event a stream may send, in bytes; a bigger one ends it with SseEventTooLargeError. Default 1 MiB. */
+  readonly maxEventBytes?: number;
 }
 
 export interface LeaseholdClientOptions {
@@ -265,6 +267,7 @@ export class LeaseholdClient {
       reconnect: settings?.reconnect,
       idleTimeoutMs: settings?.idleTimeoutMs,
       random: settings?.random,
+      maxEventBytes: settings?.maxEventBytes,
       onConnected: options.onConnected,
       onDisconnected: options.onDisconnected,
     });
@@ -368,6 +371,7 @@ export function sinkEvents(options: StandaloneSinkEventsOptions): AsyncIterable<
     reconnect: options.settings?.reconnect,
     idleTimeoutMs: options.settings?.idleTimeoutMs,
     random: options.settings?.random,
+    maxEventBytes: options.settings?.maxEventBytes,
     onConnected: options.onConnected,
     onDisconnected: options.onDisconnected,
   });

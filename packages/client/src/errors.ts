@@ -22,3 +22,18 @@ export class WaitTimeoutError extends LeaseholdError {
     this.lastState = lastState;
   }
 }
+
+/**
+ * An event stream sent an event larger than the reader's bound (`maxEventBytes`): the stream is
+ * read no further. Code `PAYLOAD_TOO_LARGE`, not retryable (a reconnect would resume before the
+ * same event).
+ */
+export class SseEventTooLargeError extends LeaseholdError {
+  override name = 'SseEventTooLargeError';
+  readonly maxEventBytes: number;
+
+  constructor(maxEventBytes: number) {
+    super('PAYLOAD_TOO_LARGE', `an event of the stream exceeds ${maxEventBytes} bytes`, { retryable: false });
+    this.maxEventBytes = maxEventBytes;
+  }
+}
