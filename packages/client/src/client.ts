@@ -186,7 +186,9 @@ export class LeaseholdClient {
   }
 
   /** Submit up to 1000 tasks in one call; one result per task, in order. */
-  async submitMany<P = JsonValue>(tasks: readonly SubmitOptions<NoInfer<P>>[]): Promise<SubmitTaskBatchResponse['results']> {
+  async submitMany<P = JsonValue>(
+    tasks: readonly SubmitOptions<NoInfer<P>>[],
+  ): Promise<SubmitTaskBatchResponse['results']> {
     const reply = await this.request('POST', '/v1/tasks/batch', { tasks: tasks.map(wireSubmit) });
     return this.#expect(reply, SubmitTaskBatchResponseSchema).results;
   }
