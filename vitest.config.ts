@@ -39,12 +39,13 @@ export default defineConfig({
         resolve,
         test: {
           name: 'unit',
-          // test/deploy: the deploy files (units, Dockerfile, compose, Kubernetes) checked without an engine; test/model: the Promela model tied to the txn sources.
+          // test/deploy: the deploy files (units, Dockerfile, compose, Kubernetes) checked without an engine; test/model: the Promela model tied to the txn sources; test/structure: the import-circle check.
           include: [
             'packages/*/src/**/*.test.ts',
             'bench/src/**/*.test.ts',
             'test/deploy/**/*.test.ts',
             'test/model/**/*.test.ts',
+            'test/structure/**/*.test.ts',
           ],
           exclude: ['**/*.int.test.ts', '**/*.e2e.test.ts', '**/node_modules/**'],
           testTimeout: 20_000,

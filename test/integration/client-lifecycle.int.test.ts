@@ -6,7 +6,14 @@
  * the sink's event stream through the client, and request failover between coordinator URLs.
  */
 import type { Coordinator } from '@leasehold/coordinator';
-import { LeaseholdClient, WaitTimeoutError, type CoordinatorEvent, type SinkEvent } from '@leasehold/client';
+import {
+  InvalidResultError,
+  LeaseholdClient,
+  WaitTimeoutError,
+  type CoordinatorEvent,
+  type SinkEvent,
+  type StandardSchema,
+} from '@leasehold/client';
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { NonRetryableError, Worker, type TaskHandler } from '@leasehold/worker';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -47,6 +54,22 @@ afterAll(async () => {
   await stack.close();
   await etcd.stop();
 });
+
+/** A Standard Schema (no library: any one will do) of `{ [key]: number }`. */
+function numberAt<K extends string>(key: K): StandardSchema<Record<K, number>> {
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'test',
+      validate: (value) => {
+        const n = (value as Partial<Record<K, unknown>> | null)?.[key];
+        return typeof n === 'number'
+          ? { value: { [key]: n } as Record<K, number> }
+          : { issues: [{ message: 'not a number', path: [key] }] };
+      },
+    },
+  };
+}
 
 function worker(handler: TaskHandler, url = c1.url): Worker {
   const w = new Worker({
@@ -161,6 +184,29 @@ describe('waitForResult', () => {
     expect(ref).toMatchObject({ state: 'completed', resultId: 'task:w-done', token: result.token });
     expect(ref).not.toHaveProperty('result');
     await bare.close();
+  });
+
+  it('a result schema: the payload checked and typed; a result of another shape is InvalidResultError', async () => {
+    worker((task) => ({ doubled: (task.payload as { n: number }).n * 2 }));
+    await admin.submit<{ n: number }>({ taskId: 'w-typed', resource: 'cl/w/6', payload: { n: 4 } });
+    const typed = await admin.waitForResult('w-typed', {
+      timeoutMs: 20_000,
+      result: numberAt('doubled'),
+    });
+    if (typed.state !== 'completed') throw new Error(`not completed: ${typed.state}`);
+    expect(typed.result?.payload.doubled).toBe(8);
+    const refused = await admin
+      .waitForResult('w-typed', { timeoutMs: 5_000, result: numberAt('total') })
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidResultError);
+    expect(refused).toMatchObject({
+      code: 'INVALID_MESSAGE',
+      taskId: 'w-typed',
+      issues: [{ path: ['total'] }],
+      stored: { payload: { doubled: 8 } },
+    });
+    // The task is completed all the same.
+    expect(await admin.get('w-typed')).toMatchObject({ state: 'completed' });
   });
 
   it('failed: the last error and the attempt history', async () => {

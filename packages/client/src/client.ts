@@ -22,6 +22,7 @@ import {
   TaskPageSchema,
   TaskViewSchema,
   type CoordinatorEvent,
+  type JsonValue,
   type PurgeTasksRequest,
   type PurgeTasksResponse,
   type ResourceOwnerView,
@@ -54,6 +55,8 @@ export interface EventStreamSettings {
   readonly idleTimeoutMs?: number;
   /** [0, 1) for the reconnect jitter. Default Math.random. */
   readonly random?: () => number;
+  /** Largest event a stream may send, in bytes; a bigger one ends it with SseEventTooLargeError. Default 1 MiB. */
+  readonly maxEventBytes?: number;
 }
 
 export interface LeaseholdClientOptions {
@@ -76,8 +79,14 @@ export interface SubmitOutcome {
   readonly task: TaskView;
 }
 
-/** A submit: the wire request, with `runAt` also as a Date. */
-export type SubmitOptions = Omit<SubmitTaskRequest, 'runAt'> & { readonly runAt?: string | Date | undefined };
+/**
+ * A submit: the wire request, with `runAt` also as a Date, and the payload typed `P` (the worker's
+ * `Payload`, e.g. `submit<Invoice>(...)`); it is sent as its JSON, which the coordinator checks.
+ */
+export type SubmitOptions<P = JsonValue> = Omit<SubmitTaskRequest, 'runAt' | 'payload'> & {
+  readonly payload: P;
+  readonly runAt?: string | Date | undefined;
+};
 
 export interface ListOptions {
   readonly state?: TaskStateName;
@@ -123,10 +132,11 @@ function neverReached(err: unknown): boolean {
   return false;
 }
 
-function wireSubmit(task: SubmitOptions): SubmitTaskRequest {
-  const { runAt, ...rest } = task;
-  if (runAt === undefined) return rest;
-  return { ...rest, runAt: typeof runAt === 'string' ? runAt : runAt.toISOString() };
+function wireSubmit<P>(task: SubmitOptions<P>): SubmitTaskRequest {
+  const { runAt, payload, ...rest } = task;
+  const wire = { ...rest, payload: payload as JsonValue }; // P is the caller's type of a JSON value
+  if (runAt === undefined) return wire;
+  return { ...wire, runAt: typeof runAt === 'string' ? runAt : runAt.toISOString() };
 }
 
 export class LeaseholdClient {
@@ -165,14 +175,20 @@ export class LeaseholdClient {
           });
   }
 
-  /** Submit a task (idempotent by task id; another definition under the same id: CONFLICT). */
-  async submit(task: SubmitOptions): Promise<SubmitOutcome> {
+  /**
+   * Submit a task (idempotent by task id; another definition under the same id: CONFLICT). The
+   * payload is a JsonValue, or the `P` you name (`submit<Invoice>(...)`, the worker's `Payload`);
+   * `P` is never inferred from the payload, so an unnamed call still checks it is JSON.
+   */
+  async submit<P = JsonValue>(task: SubmitOptions<NoInfer<P>>): Promise<SubmitOutcome> {
     const reply = await this.request('POST', '/v1/tasks', wireSubmit(task));
     return { created: reply.status === 201, task: this.#expect(reply, TaskViewSchema) };
   }
 
   /** Submit up to 1000 tasks in one call; one result per task, in order. */
-  async submitMany(tasks: readonly SubmitOptions[]): Promise<SubmitTaskBatchResponse['results']> {
+  async submitMany<P = JsonValue>(
+    tasks: readonly SubmitOptions<NoInfer<P>>[],
+  ): Promise<SubmitTaskBatchResponse['results']> {
     const reply = await this.request('POST', '/v1/tasks/batch', { tasks: tasks.map(wireSubmit) });
     return this.#expect(reply, SubmitTaskBatchResponseSchema).results;
   }
@@ -265,6 +281,7 @@ export class LeaseholdClient {
       reconnect: settings?.reconnect,
       idleTimeoutMs: settings?.idleTimeoutMs,
       random: settings?.random,
+      maxEventBytes: settings?.maxEventBytes,
       onConnected: options.onConnected,
       onDisconnected: options.onDisconnected,
     });
@@ -277,8 +294,11 @@ export class LeaseholdClient {
     return sinkEvents({ ...sink, ...options, ...(this.#o.events === undefined ? {} : { settings: this.#o.events }) });
   }
 
-  /** Wait until the task ends; see {@link waitForResult}. */
-  waitForResult(taskId: string, options: WaitOptions = {}): Promise<TaskResult> {
+  /**
+   * Wait until the task ends; see {@link waitForResult}. `R` types the stored result's payload (the
+   * worker's `Result`): inferred from a `result` schema, which checks it, or given on trust.
+   */
+  waitForResult<R = JsonValue>(taskId: string, options: WaitOptions<R> = {}): Promise<TaskResult<R>> {
     return waitForResult(this, taskId, options);
   }
 
@@ -368,6 +388,7 @@ export function sinkEvents(options: StandaloneSinkEventsOptions): AsyncIterable<
     reconnect: options.settings?.reconnect,
     idleTimeoutMs: options.settings?.idleTimeoutMs,
     random: options.settings?.random,
+    maxEventBytes: options.settings?.maxEventBytes,
     onConnected: options.onConnected,
     onDisconnected: options.onDisconnected,
   });

@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { LeaseholdError, type CoordinatorEvent } from '@leasehold/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
+import { SseEventTooLargeError } from './errors.js';
 import { decodeCoordinatorEvent } from './event-decoders.js';
 import { streamEvents, type EventStreamOptions } from './event-stream.js';
 import type { SseEvent } from './sse-parser.js';
@@ -193,6 +194,28 @@ describe('streamEvents', () => {
     expect(await take(streamEvents(options([alive.url], { idleTimeoutMs: 300 })), 1)).toEqual([7]);
     clearInterval(timer);
     expect(alive.resumes).toHaveLength(1);
+  });
+
+  it('ends with SseEventTooLargeError on an event over maxEventBytes, after the events before it, without retrying', async () => {
+    const server = await serve((_req, res) => {
+      sse(res);
+      res.write(frame(1, 'n', 1));
+      // An event that never ends, sent in pieces: the reader stops at the bound, not at the end.
+      const piece = `data: ${'9'.repeat(1_000)}\n`;
+      res.write(`id: 2\nevent: n\n${piece}`);
+      const more = setInterval(() => res.write(piece), 5);
+      res.on('close', () => {
+        clearInterval(more);
+      });
+    });
+    const seen: number[] = [];
+    const err = await (async () => {
+      for await (const n of streamEvents(options([server.url], { maxEventBytes: 16 * 1024 }))) seen.push(n);
+    })().catch((e: unknown) => e);
+    expect(seen).toEqual([1]);
+    expect(err).toBeInstanceOf(SseEventTooLargeError);
+    expect(err).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', retryable: false, maxEventBytes: 16 * 1024 });
+    expect(server.resumes).toHaveLength(1);
   });
 
   it('skips unknown event names and ends on a malformed known one', async () => {

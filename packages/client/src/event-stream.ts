@@ -8,6 +8,8 @@
  *   `idleTimeoutMs` counts as a disconnect.
  * - Refusals that a reconnect cannot fix end the iteration with a {@link LeaseholdError} carrying
  *   the server's code: 400, 401, 403, 404. 429, 5xx and transport failures are retried.
+ * - An event over `maxEventBytes` ends the iteration with an SseEventTooLargeError
+ *   (PAYLOAD_TOO_LARGE, not retried: a reconnect would resume before the same event).
  * - `decode` validates each event; it returns undefined to skip an event (an unknown `event:`
  *   name, for forward compatibility) and throws for a malformed one (which ends the iteration).
  * - The resume point is sent only as the `Last-Event-ID` header, never as `?after=` in the URL, so
@@ -50,6 +52,8 @@ export interface EventStreamOptions<T> {
   readonly idleTimeoutMs?: number | undefined;
   /** [0, 1); for the jitter. Default Math.random. */
   readonly random?: (() => number) | undefined;
+  /** Largest event, in bytes (see {@link SseParser}); a bigger one ends the iteration with SseEventTooLargeError. Default 1 MiB. */
+  readonly maxEventBytes?: number | undefined;
   /** Each time a stream is open (status 200): the URL. */
   readonly onConnected?: ((url: string) => void) | undefined;
   /** Each time a stream ended or could not open, before the wait. */
@@ -117,7 +121,9 @@ export async function* streamEvents<T>(options: EventStreamOptions<T>): AsyncGen
         if (res.statusCode !== 200) throw refusal(res.statusCode, await readText(res.body), options.peer);
         failures = 0;
         options.onConnected?.(base);
-        const parser = new SseParser();
+        const parser = new SseParser(
+          options.maxEventBytes === undefined ? {} : { maxEventBytes: options.maxEventBytes },
+        );
         for await (const chunk of res.body as AsyncIterable<Buffer>) {
           for (const event of parser.pushBytes(chunk)) {
             if (event.hasId) cursor = event.lastEventId;

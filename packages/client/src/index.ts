@@ -13,10 +13,10 @@ export type {
   StandaloneSinkEventsOptions,
   EventStreamSettings,
 } from './client.js';
-export type { TaskResult, WaitOptions } from './wait-for-result.js';
-export { WaitTimeoutError } from './errors.js';
-export { SseParser } from './sse-parser.js';
-export type { SseEvent } from './sse-parser.js';
+export type { ResultSource, StoredResultOf, TaskResult, WaitOptions } from './wait-for-result.js';
+export { InvalidResultError, SseEventTooLargeError, WaitTimeoutError } from './errors.js';
+export { DEFAULT_MAX_SSE_EVENT_BYTES, SseParser } from './sse-parser.js';
+export type { SseEvent, SseParserOptions } from './sse-parser.js';
 export { streamEvents, reconnectDelayMs } from './event-stream.js';
 export type { EventStreamOptions, ReconnectOptions, Decoded } from './event-stream.js';
 export type {
@@ -37,4 +37,7 @@ export type {
   PurgeTasksResponse,
   AttemptView,
   TaskError,
+  JsonValue,
+  StandardSchema,
+  StandardIssue,
 } from '@leasehold/protocol';

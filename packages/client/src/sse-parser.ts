@@ -1,14 +1,24 @@
 /**
- * An incremental parser of `text/event-stream` (WHATWG HTML, "Server-sent events", §9.2.6), pure:
- * bytes in, events out, no I/O. Chunks may split anywhere — inside a line, between the CR and the
- * LF of a CRLF, inside a multi-byte UTF-8 character (the decoder keeps the partial bytes).
+ * The repo's one reader of `text/event-stream` (WHATWG HTML, "Server-sent events", §9.2.6): the
+ * field grammar is eventsource-parser's; this file adds what it leaves to its caller — bytes in
+ * (a streaming UTF-8 decoder keeps a character split across chunks), the last event id carried
+ * across events, the `retry:` value and comment count kept, and a byte bound on what is buffered.
  *
- * Per the standard: a leading BOM is skipped; lines end with CRLF, LF or CR; `:` starts a
- * comment; `field: value` drops one space after the colon; `data` lines are joined with LF; a blank
- * line dispatches the event (not when it has no data); `id` sets the last event id (kept for later
- * events; an id with NUL is ignored); `retry` with only digits sets the reconnection time; other
- * fields are ignored; an unfinished event at the end of the stream is dropped.
+ * Per the standard: one leading BOM is skipped; lines end with CRLF, LF or CR, a
+ * CRLF split between chunks included; `:` starts a comment; one space after the colon is dropped;
+ * `data` lines are joined with LF; a blank line dispatches the event (not when it has no data);
+ * `id` sets the last event id (kept for later events; an id with NUL is ignored); `retry` with
+ * only digits sets the reconnection time; other fields are ignored; an unfinished event at the end
+ * of the stream is dropped.
+ *
+ * Bound: at most `maxEventBytes` of one event may be buffered — the data lines read so far plus
+ * the line being read (eventsource-parser's `maxBufferSize`, in UTF-16 code units: never more than
+ * the UTF-8 bytes they came from, so an event within the bound always fits) — and a dispatched
+ * event's data may be at most `maxEventBytes` UTF-8 bytes. Past either: {@link SseEventTooLargeError},
+ * and the parser takes no more input.
  */
+import { createParser, type EventSourceParser } from 'eventsource-parser';
+import { SseEventTooLargeError } from './errors.js';
 
 export interface SseEvent {
   /** The `event:` field, or `message`. */
@@ -20,126 +30,106 @@ export interface SseEvent {
   readonly hasId: boolean;
 }
 
+export interface SseParserOptions {
+  /** Largest event (its data, and what is buffered of it while it arrives), in bytes. Default 1 MiB. */
+  readonly maxEventBytes?: number;
+  /** Each comment line's text (after the colon and one space), e.g. keepalives. */
+  readonly onComment?: (text: string) => void;
+}
+
+export const DEFAULT_MAX_SSE_EVENT_BYTES = 1024 * 1024;
+
+const CR = 13;
+const BOM = 0xfeff;
+
 export class SseParser {
+  readonly maxEventBytes: number;
   // ignoreBOM: the BOM reaches push(), which skips exactly one (as the standard says).
-  #decoder = new TextDecoder('utf-8', { ignoreBOM: true });
-  #line = '';
-  #afterCR = false;
-  #started = false;
-  #data: string[] = [];
-  #hasData = false;
-  #event = '';
+  readonly #decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+  readonly #parser: EventSourceParser;
+  readonly #onComment: ((text: string) => void) | undefined;
+  #out: SseEvent[] = [];
   #lastEventId = '';
-  #hasId = false;
   #comments = 0;
+  #started = false;
+  #endsWithCR = false;
+  #failed: SseEventTooLargeError | undefined;
   /** The last valid `retry:` value, in ms. */
   retryMs: number | undefined;
+
+  constructor(options: SseParserOptions = {}) {
+    const max = options.maxEventBytes ?? DEFAULT_MAX_SSE_EVENT_BYTES;
+    if (!Number.isSafeInteger(max) || max < 1) throw new RangeError(`maxEventBytes must be a positive integer: ${max}`);
+    this.maxEventBytes = max;
+    this.#onComment = options.onComment;
+    this.#parser = createParser({
+      maxBufferSize: max,
+      onEvent: (message) => {
+        if (Buffer.byteLength(message.data) > max) {
+          this.#failed ??= new SseEventTooLargeError(max);
+          return;
+        }
+        if (message.id !== undefined) this.#lastEventId = message.id;
+        this.#out.push({
+          event: message.event ?? 'message',
+          data: message.data,
+          lastEventId: this.#lastEventId,
+          hasId: message.id !== undefined,
+        });
+      },
+      onRetry: (ms) => {
+        this.retryMs = ms;
+      },
+      onComment: (text) => {
+        this.#comments += 1;
+        this.#onComment?.(text);
+      },
+      onError: (err) => {
+        // An invalid `retry:` or an unknown field is ignored, as the standard says; only the bound ends the stream.
+        if (err.type === 'max-buffer-size-exceeded') this.#failed ??= new SseEventTooLargeError(max);
+      },
+    });
+  }
 
   /** Comment lines seen (keepalives). */
   get comments(): number {
     return this.#comments;
   }
 
-  /** Feed bytes; returns the events completed by them. */
+  /** Feed bytes; returns the events completed by them. Throws SseEventTooLargeError past the bound. */
   pushBytes(chunk: Uint8Array): SseEvent[] {
     return this.push(this.#decoder.decode(chunk, { stream: true }));
   }
 
-  /** Feed decoded text; returns the events completed by it. */
+  /** Feed decoded text; returns the events completed by it. Throws SseEventTooLargeError past the bound. */
   push(text: string): SseEvent[] {
-    const out: SseEvent[] = [];
-    let from = 0;
+    this.#throwIfFailed();
     if (!this.#started && text.length > 0) {
       this.#started = true;
-      if (text.charCodeAt(0) === 0xfeff) from = 1;
+      if (text.charCodeAt(0) === BOM) text = text.slice(1);
     }
-    if (this.#afterCR && text.length > from) {
-      this.#afterCR = false;
-      if (text.charCodeAt(from) === 10) from += 1; // the LF of a CRLF split across chunks
+    if (text.length > 0) {
+      this.#parser.feed(text);
+      this.#endsWithCR = text.charCodeAt(text.length - 1) === CR;
     }
-    let at = from;
-    while (at < text.length) {
-      const code = text.charCodeAt(at);
-      if (code !== 10 && code !== 13) {
-        at += 1;
-        continue;
-      }
-      this.#line += text.slice(from, at);
-      this.#processLine(this.#line, out);
-      this.#line = '';
-      if (code === 13) {
-        if (at + 1 < text.length) {
-          if (text.charCodeAt(at + 1) === 10) at += 1;
-        } else {
-          this.#afterCR = true;
-        }
-      }
-      at += 1;
-      from = at;
-    }
-    this.#line += text.slice(from);
+    const out = this.#out;
+    this.#out = [];
+    this.#throwIfFailed(); // set by the parser's callbacks during feed()
     return out;
+  }
+
+  #throwIfFailed(): void {
+    if (this.#failed !== undefined) throw this.#failed;
   }
 
   /** The stream ended: flush the decoder; an unfinished event is dropped (per the standard). */
   end(): SseEvent[] {
     const rest = this.#decoder.decode();
     const out = rest.length > 0 ? this.push(rest) : [];
-    this.#line = '';
-    this.#data = [];
-    this.#hasData = false;
-    this.#event = '';
-    this.#hasId = false;
+    // A final CR is a whole line end, but eventsource-parser waits for a possible LF after it:
+    // an LF now completes it as one CRLF (and adds no line of its own).
+    if (this.#endsWithCR) out.push(...this.push('\n'));
+    this.#parser.reset();
     return out;
-  }
-
-  #processLine(line: string, out: SseEvent[]): void {
-    if (line.length === 0) {
-      this.#dispatch(out);
-      return;
-    }
-    if (line.charCodeAt(0) === 58 /* : */) {
-      this.#comments += 1;
-      return;
-    }
-    const colon = line.indexOf(':');
-    const name = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? '' : line.slice(colon + 1);
-    if (value.charCodeAt(0) === 32) value = value.slice(1);
-    switch (name) {
-      case 'event':
-        this.#event = value;
-        return;
-      case 'data':
-        this.#data.push(value);
-        this.#hasData = true;
-        return;
-      case 'id':
-        if (!value.includes('\u0000')) {
-          this.#lastEventId = value;
-          this.#hasId = true;
-        }
-        return;
-      case 'retry':
-        if (/^[0-9]+$/.test(value)) this.retryMs = Number(value);
-        return;
-      default:
-        return;
-    }
-  }
-
-  #dispatch(out: SseEvent[]): void {
-    if (this.#hasData) {
-      out.push({
-        event: this.#event === '' ? 'message' : this.#event,
-        data: this.#data.join('\n'),
-        lastEventId: this.#lastEventId,
-        hasId: this.#hasId,
-      });
-    }
-    this.#data = [];
-    this.#hasData = false;
-    this.#event = '';
-    this.#hasId = false;
   }
 }

@@ -10,20 +10,44 @@
  * has a sink (read from `GET /v1/resources/:r/results/:id`); `failed` with the last error and the
  * attempt history; `cancelled`. A deadline gives a {@link WaitTimeoutError}; the caller's signal,
  * its abort reason.
+ *
+ * Typed results: `waitForResult<R>()` types the stored payload as `R` (the worker's `Result`). With
+ * a `result` schema (zod or any Standard Schema) the payload is checked, and `R` is the schema's
+ * output; a payload it refuses is an {@link InvalidResultError}. Without one, `R` is taken on trust.
+ *
+ * It sees the client only through {@link ResultSource} (the four calls it makes), so this file
+ * does not import the client and a unit test can hand it an in-memory source.
  */
 import {
+  checkWithSchema,
   LeaseholdError,
   type AttemptView,
   type CoordinatorEvent,
+  type JsonValue,
+  type StandardSchema,
   type StoredResult,
   type TaskError,
   type TaskStateName,
   type TaskView,
 } from '@leasehold/protocol';
-import { WaitTimeoutError } from './errors.js';
-import type { LeaseholdClient } from './client.js';
+import { InvalidResultError, WaitTimeoutError } from './errors.js';
 
-export interface WaitOptions {
+/** What waitForResult needs of a client (LeaseholdClient is one). */
+export interface ResultSource {
+  events(options: {
+    readonly taskId: string;
+    readonly signal: AbortSignal;
+    readonly onConnected: (url: string) => void;
+  }): AsyncIterable<CoordinatorEvent>;
+  get(taskId: string): Promise<TaskView | undefined>;
+  storedResult(resource: string, resultId: string): Promise<StoredResult | undefined>;
+  readonly hasSink: boolean;
+}
+
+/** A stored result whose payload is the worker's `Result`. */
+export type StoredResultOf<R> = Omit<StoredResult, 'payload'> & { readonly payload: R };
+
+export interface WaitOptions<R = JsonValue> {
   readonly signal?: AbortSignal;
   /** Give up after this long (WaitTimeoutError). Default: no deadline. */
   readonly timeoutMs?: number;
@@ -32,15 +56,20 @@ export interface WaitOptions {
    * then on) and from each event. For progress output.
    */
   readonly onState?: (state: TaskStateName) => void;
+  /**
+   * Check the stored result's payload (zod or any Standard Schema; needs the client's `sink`): the
+   * answer carries the schema's output; a payload it refuses rejects with InvalidResultError.
+   */
+  readonly result?: StandardSchema<R>;
 }
 
-export type TaskResult =
+export type TaskResult<R = JsonValue> =
   | {
       readonly state: 'completed';
       readonly resultId: string;
       readonly token: string;
       /** The stored result, when the client was given the sink. */
-      readonly result?: StoredResult;
+      readonly result?: StoredResultOf<R>;
       readonly task: TaskView;
     }
   | {
@@ -53,12 +82,17 @@ export type TaskResult =
 
 const TERMINAL = new Set<TaskStateName>(['completed', 'failed', 'cancelled']);
 
-export async function waitForResult(
-  client: LeaseholdClient,
+export async function waitForResult<R = JsonValue>(
+  client: ResultSource,
   taskId: string,
-  options: WaitOptions = {},
-): Promise<TaskResult> {
+  options: WaitOptions<R> = {},
+): Promise<TaskResult<R>> {
   options.signal?.throwIfAborted();
+  if (options.result !== undefined && !client.hasSink) {
+    throw new LeaseholdError('INVALID_MESSAGE', 'checking the result (the result option) needs the sink option', {
+      retryable: false,
+    });
+  }
   const controller = new AbortController();
   const onAbort = () => {
     controller.abort(options.signal?.reason);
@@ -103,7 +137,7 @@ export async function waitForResult(
       if (controller.signal.aborted) throw stopped();
       if (view === undefined) throw new LeaseholdError('NOT_FOUND', `no task ${taskId}`);
       lastState = view.state;
-      if (TERMINAL.has(view.state)) return await finish(client, view);
+      if (TERMINAL.has(view.state)) return await finish(client, view, options.result);
       options.onState?.(view.state);
       let reread = false;
       while (!reread) {
@@ -130,7 +164,11 @@ export async function waitForResult(
   }
 }
 
-async function finish(client: LeaseholdClient, task: TaskView): Promise<TaskResult> {
+async function finish<R>(
+  client: ResultSource,
+  task: TaskView,
+  schema: StandardSchema<R> | undefined,
+): Promise<TaskResult<R>> {
   switch (task.state) {
     case 'completed': {
       const ref = task.result;
@@ -143,7 +181,30 @@ async function finish(client: LeaseholdClient, task: TaskView): Promise<TaskResu
           `task ${task.taskId} completed, but the sink has no result ${ref.resultId}`,
         );
       }
-      return { state: 'completed', resultId: ref.resultId, token: ref.token, result, task };
+      if (schema === undefined) {
+        // No schema: R is the caller's word for the payload's type (the worker's Result).
+        return {
+          state: 'completed',
+          resultId: ref.resultId,
+          token: ref.token,
+          result: result as StoredResultOf<R>,
+          task,
+        };
+      }
+      const check = await checkWithSchema(
+        schema,
+        result.payload,
+        `the result of task ${task.taskId} refused by the schema`,
+        '(result)',
+      );
+      if (!check.ok) throw new InvalidResultError(task.taskId, check.message, check.issues, result);
+      return {
+        state: 'completed',
+        resultId: ref.resultId,
+        token: ref.token,
+        result: { ...result, payload: check.value },
+        task,
+      };
     }
     case 'failed':
       return { state: 'failed', error: task.lastError, history: task.history ?? [], task };

@@ -30,6 +30,8 @@ export type { ResourceId, TaskId, ResultId, WorkerId } from './ids.js';
 export { PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, isCompatibleProtocolVersion } from './protocol-version.js';
 export { canonicalJson, canonicalJsonOfParsed } from './canonical-json.js';
 export type { JsonValue } from './canonical-json.js';
+export { checkWithSchema, describeIssues, isStandardSchema } from './standard-schema.js';
+export type { SchemaCheck, StandardIssue, StandardResult, StandardSchema } from './standard-schema.js';
 export {
   CAPABILITY_VERSION,
   generateCapabilitySeed,

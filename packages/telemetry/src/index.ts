@@ -3,5 +3,5 @@
 // them statically.
 export { collectProcessMetrics } from './process-metrics.js';
 export { startTracing } from './tracing.js';
-export type { TracedService, Tracing } from './tracing.js';
+export type { TracedService, Tracing } from './tracing-types.js';
 export type { SpanFileRecord } from './span-file-exporter.js';

@@ -22,7 +22,7 @@ import {
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { TracingConfig } from '@leasehold/protocol';
 import { SpanFileExporter } from './span-file-exporter.js';
-import type { TracedService, Tracing } from './tracing.js';
+import type { TracedService, Tracing } from './tracing-types.js';
 
 function processorOf(config: TracingConfig, service: TracedService): SpanProcessor {
   if (config.exporter === 'file') {

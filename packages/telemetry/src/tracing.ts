@@ -6,19 +6,7 @@
  * Call `shutdown()` before the process exits: it flushes spans still buffered.
  */
 import type { TracingConfig } from '@leasehold/protocol';
-
-export interface TracedService {
-  /** `service.name`: `leasehold-coordinator`, `leasehold-sink`, `leasehold-worker`. */
-  readonly name: string;
-  readonly version: string;
-  readonly instanceId?: string;
-}
-
-export interface Tracing {
-  readonly enabled: boolean;
-  /** Flush and stop; idempotent enough for a shutdown path (a second call finds nothing to do). */
-  shutdown(): Promise<void>;
-}
+import type { TracedService, Tracing } from './tracing-types.js';
 
 const OFF: Tracing = Object.freeze({ enabled: false, shutdown: () => Promise.resolve() });
 

@@ -1,8 +1,10 @@
 /**
- * A deliberately naive reader of the sink's event stream for tests (fetch, i.e. undici): events are
- * split on blank lines as the sink writes them. The client library has the real, tested parser.
- * Not part of the build.
+ * A reader of the sink's event stream for tests (fetch, i.e. undici), on the repo's one SSE parser
+ * (`SseParser` of @leasehold/client, eventsource-parser underneath, byte-bounded): each event's
+ * data parsed as JSON, each comment's text kept. Not part of the build.
  */
+import { SseParser } from '@leasehold/client';
+
 export interface TestSseEvent {
   readonly id: string | undefined;
   readonly event: string;
@@ -43,25 +45,11 @@ export async function openEvents(baseUrl: string, options: OpenEventsOptions = {
   let done = false;
   const ended = (async () => {
     if (res.body === null || res.status !== 200) return;
-    const decoder = new TextDecoder();
-    let buffer = '';
+    const parser = new SseParser({ onComment: (text) => comments.push(text.trim()) });
     try {
       for await (const chunk of res.body) {
-        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf('\n\n')) !== -1) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          let id: string | undefined;
-          let event = 'message';
-          let data = '';
-          for (const line of block.split('\n')) {
-            if (line.startsWith(':')) comments.push(line.slice(1).trim());
-            else if (line.startsWith('id: ')) id = line.slice(4);
-            else if (line.startsWith('event: ')) event = line.slice(7);
-            else if (line.startsWith('data: ')) data = line.slice(6);
-          }
-          if (data !== '') events.push({ id, event, data: JSON.parse(data) as unknown });
+        for (const e of parser.pushBytes(chunk as Uint8Array)) {
+          events.push({ id: e.hasId ? e.lastEventId : undefined, event: e.event, data: JSON.parse(e.data) as unknown });
         }
         wake();
       }
