@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+// @ts-check
+// TEST ONLY, never packed: the real leasehold-coordinator started exactly as its main.ts starts it
+// (the daemon kit's runMain with the package's own definition, `coordinatorDaemon`), but with a
+// lying collaborator chosen by LEASEHOLD_TEST_SABOTAGE (collaborators.mjs):
+//   grant-before-advance   the fence target reports each advance done at once and sends it a
+//                          second later (`wrapFenceTarget`): grants outrun their fence.
+//   ignore-retry-policy    tasks stored with unlimited attempts and no backoff (`retryPolicyOf`).
+// It logs `TEST SABOTAGE ACTIVE` (warn) before the coordinator starts. The chaos runner spawns
+// this instead of packages/coordinator/dist/main.js for sabotage runs.
+import { readFileSync } from 'node:fs';
+import { runMain } from '@leasehold/daemon-kit';
+import { coordinatorDaemon } from '@leasehold/coordinator/daemon';
+import { advanceAfterGranting, ignoreSubmittedRetryPolicy, takeSabotage } from './collaborators.mjs';
+
+const mode = takeSabotage('leasehold-coordinator', ['grant-before-advance', 'ignore-retry-policy'], process.env);
+/** @type {import('@leasehold/coordinator/daemon').CoordinatorDaemonIo} */
+const io = { readFile: (path) => readFileSync(path) };
+const honest = coordinatorDaemon(io);
+
+runMain(
+  {
+    ...honest,
+    start: (config, context) => {
+      const { logger } = context;
+      logger.warn({ sabotage: mode }, 'TEST SABOTAGE ACTIVE: this coordinator breaks its own guarantees');
+      const log = logger.child({ component: 'sabotage' });
+      const lying = coordinatorDaemon(
+        io,
+        mode === 'grant-before-advance'
+          ? { wrapFenceTarget: (sink) => advanceAfterGranting(sink, log) }
+          : { retryPolicyOf: ignoreSubmittedRetryPolicy },
+      );
+      return lying.start(config, context);
+    },
+  },
+  process,
+  { readFile: (path) => readFileSync(path, 'utf8') },
+);
