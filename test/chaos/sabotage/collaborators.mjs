@@ -3,11 +3,8 @@
 // the real coordinator and sink (through their ordinary dependency-injection seams), so the
 // checker can prove it catches each broken guarantee. Shipped code has no sabotage option, flag
 // or branch; the entry points sink.mjs / coordinator.mjs next to this file choose one of these by
-// LEASEHOLD_TEST_SABOTAGE (read only there). See docs/chaos.md, "Sabotage".
+// LEASEHOLD_TEST_SABOTAGE (read only there, through mode.mjs). See docs/chaos.md, "Sabotage".
 import { MAX_ATTEMPTS_LIMIT } from '@leasehold/protocol';
-
-/** The one variable the sabotage entry points read (the daemons' own config never sees it). */
-export const SABOTAGE_ENV = 'LEASEHOLD_TEST_SABOTAGE';
 
 /** How long the lying fence target waits before the real advance (the grant is out by then). */
 export const LATE_ADVANCE_MS = 1_000;
@@ -59,26 +56,3 @@ export const ignoreSubmittedRetryPolicy = () => ({
   backoff: { initialMs: 0, multiplier: 1, maxMs: 0, jitter: 0 },
   nonRetryable: [],
 });
-
-/**
- * The mode named by LEASEHOLD_TEST_SABOTAGE, removed from `env`; exits 2 with a clear line when it
- * is missing or not one of `modes` (an entry point never starts its daemon unsabotaged by mistake).
- *
- * @template {string} M
- * @param {string} daemon
- * @param {readonly M[]} modes
- * @param {NodeJS.ProcessEnv} env
- * @returns {M}
- */
-export function takeSabotage(daemon, modes, env) {
-  const mode = env[SABOTAGE_ENV];
-  delete env[SABOTAGE_ENV];
-  const known = /** @type {readonly string[]} */ (modes);
-  if (mode === undefined || !known.includes(mode)) {
-    process.stderr.write(
-      `${daemon} (sabotage entry point): ${SABOTAGE_ENV} must be one of ${modes.join(', ')} (got ${mode ?? 'nothing'})\n`,
-    );
-    process.exit(2);
-  }
-  return /** @type {M} */ (mode);
-}

@@ -9,11 +9,15 @@
 // It logs `TEST SABOTAGE ACTIVE` (warn) before the coordinator starts. The chaos runner spawns
 // this instead of packages/coordinator/dist/main.js for sabotage runs.
 import { readFileSync } from 'node:fs';
-import { runMain } from '@leasehold/daemon-kit';
-import { coordinatorDaemon } from '@leasehold/coordinator/daemon';
-import { advanceAfterGranting, ignoreSubmittedRetryPolicy, takeSabotage } from './collaborators.mjs';
+import { takeSabotage } from './mode.mjs';
 
 const mode = takeSabotage('leasehold-coordinator', ['grant-before-advance', 'ignore-retry-policy'], process.env);
+// Loaded only once the mode is known.
+const [{ runMain }, { coordinatorDaemon }, { advanceAfterGranting, ignoreSubmittedRetryPolicy }] = await Promise.all([
+  import('@leasehold/daemon-kit'),
+  import('@leasehold/coordinator/daemon'),
+  import('./collaborators.mjs'),
+]);
 /** @type {import('@leasehold/coordinator/daemon').CoordinatorDaemonIo} */
 const io = { readFile: (path) => readFileSync(path) };
 const honest = coordinatorDaemon(io);

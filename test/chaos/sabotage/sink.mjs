@@ -7,11 +7,15 @@
 // It logs `TEST SABOTAGE ACTIVE` (warn) before the sink starts. The chaos runner spawns this
 // instead of packages/sink/dist/main.js for sabotage runs.
 import { readFileSync } from 'node:fs';
-import { runMain } from '@leasehold/daemon-kit';
-import { sinkDaemon } from '@leasehold/sink/daemon';
-import { judgeWritesByOwnToken, takeSabotage } from './collaborators.mjs';
+import { takeSabotage } from './mode.mjs';
 
 const mode = takeSabotage('leasehold-sink', ['skip-fence'], process.env);
+// Loaded only once the mode is known.
+const [{ runMain }, { sinkDaemon }, { judgeWritesByOwnToken }] = await Promise.all([
+  import('@leasehold/daemon-kit'),
+  import('@leasehold/sink/daemon'),
+  import('./collaborators.mjs'),
+]);
 /** @type {import('@leasehold/sink/daemon').SinkDaemonIo} */
 const io = { readFile: (path) => readFileSync(path) };
 const honest = sinkDaemon(io);
