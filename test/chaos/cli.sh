@@ -8,6 +8,8 @@
 #              [--backlog N]            # N extra pending tasks kept for the whole run (test/chaos/backlog.ts)
 #              [--coordinator-env NAME=VALUE]...  # extra coordinator environment (e.g. a short retention age)
 #              [--plaintext]            # no TLS (debugging only; TLS + per-worker credentials by default)
+#   --sabotage KIND starts the sabotaged daemon from test/chaos/sabotage/ (the real daemon with a
+#   lying collaborator; shipped code has no switch): the checker is expected to report violations.
 #   pnpm chaos --list                     # the named scenarios and profiles
 #   pnpm chaos --cleanup                  # remove namespaces left by runs that died (root)
 #

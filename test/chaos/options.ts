@@ -6,7 +6,9 @@ import type { NetworkMode } from '../harness/chaos-topology.js';
  * coordinator grants before it advances (`grant-before-advance`), the coordinators' monotonic
  * clock follows libfaketime too (`fake-monotonic`: clock jumps then move lease deadlines), or the
  * coordinator stores every task with an unlimited, zero-backoff policy instead of the submitted one
- * (`ignore-retry-policy`).
+ * (`ignore-retry-policy`). Shipped code has no switch for any of them: the runner starts the broken
+ * daemon through a test entry point of test/chaos/sabotage/ that injects a lying collaborator
+ * (`sabotageLaunch` in runner.ts); `fake-monotonic` is the runner's own (libfaketime's settings).
  */
 export type Sabotage = 'skip-fence' | 'grant-before-advance' | 'fake-monotonic' | 'ignore-retry-policy';
 export const SABOTAGES: readonly Sabotage[] = [

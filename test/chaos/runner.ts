@@ -11,6 +11,7 @@ import { findLibfaketime } from '@leasehold/devkit';
 import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
 import { networkUnavailable, startChaosCluster, type ChaosCluster } from '../harness/chaos-cluster.js';
 import type { NetworkMode } from '../harness/chaos-topology.js';
+import type { ChaosClusterOptions } from '../harness/chaos-types.js';
 import { REPO_ROOT } from '../harness/service.js';
 import {
   checkBacklogKept,
@@ -47,21 +48,24 @@ export type { ChaosSummary } from './summary.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function sabotageEnv(sabotage: Sabotage | undefined): {
-  sinkEnv: Record<string, string>;
-  coordinatorEnv: Record<string, string>;
-} {
-  if (sabotage === 'skip-fence')
-    return {
-      sinkEnv: { LEASEHOLD_SINK_TEST_SABOTAGE: 'skip-fence', LEASEHOLD_ALLOW_SABOTAGE: '1' },
-      coordinatorEnv: {},
-    };
+/** The sabotage entry points (test only, never packed): the real daemons with a lying collaborator. */
+export const SABOTAGE_BIN = {
+  sink: join(REPO_ROOT, 'test/chaos/sabotage/sink.mjs'),
+  coordinator: join(REPO_ROOT, 'test/chaos/sabotage/coordinator.mjs'),
+} as const;
+
+/**
+ * Which daemon a sabotage breaks, and how: it runs the sabotage entry point instead of its bin,
+ * told the mode by LEASEHOLD_TEST_SABOTAGE (read only by that script). `fake-monotonic` breaks
+ * no daemon (the coordinators' clocks, below).
+ */
+function sabotageLaunch(
+  sabotage: Sabotage | undefined,
+): Pick<ChaosClusterOptions, 'sinkBin' | 'sinkEnv' | 'coordinatorBin' | 'coordinatorEnv'> {
+  if (sabotage === 'skip-fence') return { sinkBin: SABOTAGE_BIN.sink, sinkEnv: { LEASEHOLD_TEST_SABOTAGE: sabotage } };
   if (sabotage === 'grant-before-advance' || sabotage === 'ignore-retry-policy')
-    return {
-      sinkEnv: {},
-      coordinatorEnv: { LEASEHOLD_COORDINATOR_TEST_SABOTAGE: sabotage, LEASEHOLD_ALLOW_SABOTAGE: '1' },
-    };
-  return { sinkEnv: {}, coordinatorEnv: {} };
+    return { coordinatorBin: SABOTAGE_BIN.coordinator, coordinatorEnv: { LEASEHOLD_TEST_SABOTAGE: sabotage } };
+  return {};
 }
 
 function count<T>(items: readonly T[], key: (t: T) => string): Record<string, number> {
@@ -171,7 +175,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     progress(`[chaos] ${'!'.repeat(20)} ${warning} ${'!'.repeat(20)}`);
     notes.push(warning);
   }
-  const { sinkEnv, coordinatorEnv } = sabotageEnv(options.sabotage);
+  const sabotaged = sabotageLaunch(options.sabotage);
   const faults = new FaultLog();
   let cluster: ChaosCluster | undefined;
   let workload: Workload | undefined;
@@ -207,8 +211,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
             sessionTtlMs,
             heartbeatIntervalMs,
             handlerPath: HANDLER_PATH,
-            sinkEnv,
-            coordinatorEnv: { ...options.coordinatorEnv, ...coordinatorEnv },
+            ...(sabotaged.sinkBin === undefined ? {} : { sinkBin: sabotaged.sinkBin }),
+            ...(sabotaged.coordinatorBin === undefined ? {} : { coordinatorBin: sabotaged.coordinatorBin }),
+            sinkEnv: { ...sabotaged.sinkEnv },
+            coordinatorEnv: { ...options.coordinatorEnv, ...sabotaged.coordinatorEnv },
             seed: options.seed,
             dir: files.logs,
             network,

@@ -1,16 +1,27 @@
 /**
- * Proof that the chaos checker can fail on real processes: with the sink's fence check switched off
- * (`skip-fence`) or the coordinator granting before it advances the fence (`grant-before-advance`),
- * the design note's takeover scenario must produce named violations (see docs/chaos.md for what
- * the switches do; both are refused unless LEASEHOLD_ALLOW_SABOTAGE=1). And with the fence check off
+ * Proof that the chaos checker can fail on real processes: with the sink judging writes without the
+ * fence (`skip-fence`) or the coordinator granting before it advances the fence (`grant-before-advance`),
+ * the design note's takeover scenario must produce named violations. Shipped code has no sabotage
+ * switch: the runner starts the daemon through a test entry point (test/chaos/sabotage/) that runs
+ * the real daemon with a lying collaborator, which logs `TEST SABOTAGE ACTIVE` — asserted below, so
+ * a run that started the honest bins instead cannot pass (docs/chaos.md, "Sabotage"). And with the fence check off
  * the register workload loses updates: a holder that read the value, stopped past its lease and
  * wrote after a newer holder's increment lands a second increment from the same value. With the
  * coordinator ignoring the retry policy (`ignore-retry-policy`), tasks whose handler fails are granted
  * again at once and past their attempt budget.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ViolationName } from './checker.js';
-import { runChaos } from './runner.js';
+import { runChaos, type ChaosSummary } from './runner.js';
+
+/** The daemons of the run whose log has the sabotage entry point's warning. */
+function sabotaged(summary: ChaosSummary): string[] {
+  return ['sink', 'coordinator-0', 'coordinator-1'].filter((name) =>
+    readFileSync(join(summary.files.logs, `${name}.log`), 'utf8').includes('TEST SABOTAGE ACTIVE'),
+  );
+}
 
 describe('chaos: sabotage is caught', () => {
   it(
@@ -27,6 +38,7 @@ describe('chaos: sabotage is caught', () => {
       expect(Object.keys(summary.violationCounts)).toEqual(
         expect.arrayContaining([ViolationName.STALE_WRITE_ACCEPTED, ViolationName.STALE_WRITE_ACKNOWLEDGED]),
       );
+      expect(sabotaged(summary)).toEqual(['sink']);
     },
   );
 
@@ -39,6 +51,7 @@ describe('chaos: sabotage is caught', () => {
     });
     expect(summary.ok).toBe(false);
     expect(Object.keys(summary.violationCounts)).toContain(ViolationName.GRANT_BEFORE_FENCE);
+    expect(sabotaged(summary)).toEqual(['coordinator-0', 'coordinator-1']);
   });
 
   it(
@@ -56,6 +69,7 @@ describe('chaos: sabotage is caught', () => {
       expect(summary.ok).toBe(false);
       expect(summary.violationCounts[ViolationName.RETRY_BUDGET_EXCEEDED]).toBeGreaterThan(0);
       expect(summary.violationCounts[ViolationName.GRANTED_BEFORE_NOT_BEFORE]).toBeGreaterThan(0);
+      expect(sabotaged(summary)).toEqual(['coordinator-0', 'coordinator-1']);
     },
   );
 
@@ -73,5 +87,6 @@ describe('chaos: sabotage is caught', () => {
     expect(summary.register?.lostUpdates).toBeGreaterThan(0);
     // More increments were accepted than the registers show.
     expect(summary.register!.acceptedWrites).toBeGreaterThan(summary.register!.finalValueSum);
+    expect(sabotaged(summary)).toEqual(['sink']);
   });
 });

@@ -250,7 +250,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       const p = place(name);
       const s = new Service({
         name,
-        bin: BIN.sink,
+        bin: opts.sinkBin ?? BIN.sink,
         dir,
         listens: true,
         host: p.host,
@@ -304,7 +304,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       }
       const c = new Service({
         name,
-        bin: BIN.coordinator,
+        bin: opts.coordinatorBin ?? BIN.coordinator,
         dir,
         listens: true,
         host: p.host,

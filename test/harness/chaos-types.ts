@@ -57,9 +57,16 @@ export interface ChaosClusterOptions {
   readonly sessionTtlMs?: number;
   readonly heartbeatIntervalMs?: number;
   readonly handlerPath: string;
-  /** Extra env for every sink / every coordinator / every worker (sabotage switches). */
+  /** Extra env for every sink / every coordinator / every worker. */
   readonly sinkEnv?: Readonly<Record<string, string>>;
   readonly coordinatorEnv?: Readonly<Record<string, string>>;
+  /**
+   * The script every sink / coordinator runs (default the built bin, `BIN.sink` / `BIN.coordinator`);
+   * sabotage runs pass a test entry point of test/chaos/sabotage/ that starts the same daemon with a
+   * lying collaborator.
+   */
+  readonly sinkBin?: string;
+  readonly coordinatorBin?: string;
   readonly workerEnv?: Readonly<Record<string, string>>;
   /** Seeds the proxies' jitter. */
   readonly seed?: number;

@@ -1,7 +1,7 @@
 /**
  * What counts as a test fake in a published tarball: a file under a `testing/` folder, a file
  * named like a fake or a contract suite, or code that defines one of the fakes or imports a test
- * runner. Only `@leasehold/testing` may ship them (on purpose: users test their handlers with
+ * runner, or mentions sabotage. Only `@leasehold/testing` may ship them (on purpose: users test their handlers with
  * them). Used by test/integration/packed-fakes.int.test.ts.
  */
 
@@ -18,6 +18,8 @@ const FAKE_CODE: readonly RegExp[] = [
   /\bclass (ManualClock|ManualTimers|MemoryEtcd|MemoryBackend|ServiceCluster|MemoryFenceTarget|MemoryFenceStore)\b/,
   /\bdescribe(Backend|Store|Fence)Contract\b/,
   /from ['"]vitest['"]/,
+  // Sabotage lives in the chaos runner's test entry points (test/chaos/sabotage/), never in shipped code.
+  /sabotage/i,
 ];
 
 export interface PackedFile {

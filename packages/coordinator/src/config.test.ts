@@ -97,18 +97,6 @@ describe('loadConfig', () => {
   });
 });
 
-describe('test-only sabotage switch', () => {
-  it('is off by default and refused without LEASEHOLD_ALLOW_SABOTAGE=1', () => {
-    expect(loadConfig(base).testSabotage).toBeUndefined();
-    const env = { ...base, [`${ENV_PREFIX}TEST_SABOTAGE`]: 'grant-before-advance' };
-    expect(() => loadConfig(env)).toThrow(/LEASEHOLD_ALLOW_SABOTAGE/);
-    expect(loadConfig({ ...env, LEASEHOLD_ALLOW_SABOTAGE: '1' }).testSabotage).toBe('grant-before-advance');
-    const retry = { ...base, [`${ENV_PREFIX}TEST_SABOTAGE`]: 'ignore-retry-policy' };
-    expect(() => loadConfig(retry)).toThrow(/LEASEHOLD_ALLOW_SABOTAGE/);
-    expect(loadConfig({ ...retry, LEASEHOLD_ALLOW_SABOTAGE: '1' }).testSabotage).toBe('ignore-retry-policy');
-  });
-});
-
 describe('credentials and TLS', () => {
   const secure = {
     ...base,

@@ -42,7 +42,6 @@ import {
   optionalText,
   removedOption,
   required,
-  sabotageOption,
   secretKey,
   serverOptions,
 } from '@leasehold/daemon-kit';
@@ -123,7 +122,6 @@ function retentionRule(state: string, what: string, defaults: { readonly ms: str
 }
 
 const server = serverOptions({ defaultPort: '7500', serves: 'HTTPS / WSS' });
-const sabotage = sabotageOption(['grant-before-advance', 'ignore-retry-policy']);
 
 // Options several fields or checks read: declared once here, placed below.
 const sessionTtlMs = option({
@@ -420,14 +418,6 @@ const FIELDS = {
     default: 'false',
     schema: bool,
   }),
-  /**
-   * TEST ONLY. `grant-before-advance` sends each grant first and advances the fence a second
-   * later, so the chaos checker can prove it detects the broken order; `ignore-retry-policy`
-   * stores every submitted task with unlimited attempts and no backoff instead of its policy, so
-   * the checker can prove it detects grants past the budget or before the backoff. Refused unless
-   * LEASEHOLD_ALLOW_SABOTAGE=1.
-   */
-  testSabotage: sabotage.option,
   /** Refused frames tolerated on one socket before it is closed with 1008. */
   maxBadFrames: option({
     env: 'MAX_BAD_FRAMES',
@@ -592,7 +582,6 @@ const CHECKS = [
     'shared HMAC capability keys are gone (every verifier could sign with them): set CAPABILITY_SIGNING_KEY ' +
       '(an Ed25519 seed) and give the sinks its public key as CAPABILITY_PUBLIC_KEYS (docs/security.md, Capabilities)',
   ),
-  sabotage.check,
 ];
 
 const CONFIG = defineConfig({ prefix: ENV_PREFIX, fields: FIELDS, checks: CHECKS });

@@ -25,6 +25,7 @@ import type { TaskApi } from './http/routes-tasks.js';
 import { createHttpServer } from './http/server.js';
 import { Metrics } from './metrics.js';
 import { Readiness } from './service/readiness.js';
+import type { RetryPolicyOf } from './service/task-submit.js';
 import { createServices } from './services.js';
 import { readFileFromDisk, tlsMaterialOf, type ReadFile } from './tls-material.js';
 import { realTimers } from './timers.js';
@@ -69,6 +70,9 @@ export type { WorkerSocket } from './ws/connection.js';
 export type { PresentedCredentials } from './ws/worker-auth.js';
 export type { ReadFile } from './tls-material.js';
 export type { TaskView, ResourceView } from './service/tasks.js';
+export { submittedRetryPolicy } from './service/task-submit.js';
+export type { RetryPolicyOf } from './service/task-submit.js';
+export type { SubmitInput } from './core/submit-plan.js';
 /** The admin HTTP server alone (embedding, and the fuzzers' planted-bug self-test). */
 export { createHttpServer } from './http/server.js';
 export type { HttpOptions } from './http/server.js';
@@ -87,6 +91,18 @@ export interface CoordinatorDeps {
   readonly random?: () => number;
   /** The sink's fence; default: HTTP to `config.sink.url`. */
   readonly fenceTarget?: FenceTarget;
+  /**
+   * Wraps the HTTP fence target built from `config.sink` (to count, delay or log advances) and
+   * returns the one every fence advance goes through; its `close` is called at close. Default:
+   * none (the HTTP target itself). Ignored with `fenceTarget`. A dependency-injection seam.
+   */
+  readonly wrapFenceTarget?: (sink: FenceTarget) => FenceTarget;
+  /**
+   * The retry policy a submitted task is stored with, given its submit; default: the one it was
+   * submitted with (unset parts take `config.retryPolicy`). A dependency-injection seam: an
+   * embedding may clamp or replace what submitters ask for.
+   */
+  readonly retryPolicyOf?: RetryPolicyOf;
   /** etcd, as the coordinator's port; default: an etcd3 client to `config.etcd` (the in-memory etcd in tests). */
   readonly backend?: KvBackend;
   /**
@@ -129,9 +145,12 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const material = tlsMaterialOf(config, deps.readFile ?? readFileFromDisk);
   const sinkTls = material.sinkCa === undefined ? {} : { tls: { ca: material.sinkCa } };
   const store = leaseStoreOf(deps.backend ?? etcdBackendOf(config.etcd, material.etcd, log), config.etcd, metrics);
+  const wrap = deps.wrapFenceTarget ?? ((sink: FenceTarget) => sink);
   const fenceTarget =
     deps.fenceTarget ??
-    new SinkFenceTarget({ url: config.sink.url, key: config.sink.key, timeoutMs: config.sink.timeoutMs, ...sinkTls });
+    wrap(
+      new SinkFenceTarget({ url: config.sink.url, key: config.sink.key, timeoutMs: config.sink.timeoutMs, ...sinkTls }),
+    );
   const services = createServices({
     config,
     coordinatorId,
@@ -142,6 +161,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
     timers: deps.timers ?? realTimers,
     ...(deps.wallClock === undefined ? {} : { wallClock: deps.wallClock }),
     ...(deps.random === undefined ? {} : { random: deps.random }),
+    ...(deps.retryPolicyOf === undefined ? {} : { retryPolicyOf: deps.retryPolicyOf }),
     log,
     metrics,
   });

@@ -32,6 +32,7 @@ import { createGroupHandler } from './service/reactions.js';
 import { RetentionService } from './service/retention.js';
 import { SessionManager } from './service/sessions.js';
 import { SettleService } from './service/settle.js';
+import type { RetryPolicyOf } from './service/task-submit.js';
 import { TaskService } from './service/tasks.js';
 import { WatchFeed } from './service/watch-feed.js';
 import type { LeaseStore } from './store/port.js';
@@ -51,6 +52,8 @@ export interface ServiceDeps {
   readonly timers: Timers;
   readonly log: Logger;
   readonly metrics: Metrics;
+  /** The retry policy a submitted task is stored with; default: the submitted one (see task-submit.ts). */
+  readonly retryPolicyOf?: RetryPolicyOf;
 }
 
 export interface Services {
@@ -111,7 +114,7 @@ export function createServices(deps: ServiceDeps): Services {
   });
   const grants = new GrantService(
     {
-      config: settingsOf(config, ['grantBatchMax', 'noLeaseRetryAfterMs', 'retryPolicy', 'testSabotage']),
+      config: settingsOf(config, ['grantBatchMax', 'noLeaseRetryAfterMs', 'retryPolicy']),
       clock,
       wallClock,
       random,
@@ -167,7 +170,8 @@ export function createServices(deps: ServiceDeps): Services {
   );
   const tasks = new TaskService(
     {
-      config: settingsOf(config, ['maxTaskPayloadBytes', 'retryPolicy', 'testSabotage']),
+      config: settingsOf(config, ['maxTaskPayloadBytes', 'retryPolicy']),
+      ...(deps.retryPolicyOf === undefined ? {} : { retryPolicyOf: deps.retryPolicyOf }),
       wallClock,
       log,
       metrics,

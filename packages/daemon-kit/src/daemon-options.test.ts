@@ -1,13 +1,12 @@
 import { ConfigError, defineConfig } from '@leasehold/protocol';
 import { describe, expect, it } from 'vitest';
-import { logLevelOption, removedOption, sabotageOption, serverOptions } from './daemon-options.js';
+import { logLevelOption, removedOption, serverOptions } from './daemon-options.js';
 
 const server = serverOptions({ defaultPort: '7000', serves: 'HTTPS' });
-const sabotage = sabotageOption(['skip-fence']);
 const config = defineConfig({
   prefix: 'X_',
-  fields: { ...server.options, logLevel: logLevelOption, testSabotage: sabotage.option },
-  checks: [...server.checks, sabotage.check, removedOption('OLD', 'REMOVED', 'use NEW')],
+  fields: { ...server.options, logLevel: logLevelOption },
+  checks: [...server.checks, removedOption('OLD', 'REMOVED', 'use NEW')],
 });
 const problemsOf = (env: Record<string, string>, argv: string[] = []): readonly string[] => {
   try {
@@ -20,7 +19,7 @@ const problemsOf = (env: Record<string, string>, argv: string[] = []): readonly 
 };
 
 describe('shared daemon options', () => {
-  it('defaults: loopback, the daemon port, no TLS, info logs, no sabotage', () => {
+  it('defaults: loopback, the daemon port, no TLS, info logs', () => {
     expect(config.load({ env: {}, argv: [] })).toEqual({
       host: '127.0.0.1',
       port: 7000,
@@ -29,7 +28,6 @@ describe('shared daemon options', () => {
       tlsKey: undefined,
       insecurePlaintext: false,
       logLevel: 'info',
-      testSabotage: undefined,
     });
   });
 
@@ -44,12 +42,6 @@ describe('shared daemon options', () => {
     ['... with insecure plaintext', { X_HOST: '10.0.0.5', X_INSECURE_PLAINTEXT: 'true' }, []],
     ['... with TLS', { X_HOST: '::', X_TLS_CERT: 'c', X_TLS_KEY: 'k' }, []],
     ['a certificate without its key', { X_TLS_CERT: 'c' }, ['X_TLS_CERT / TLS_KEY: give both or neither']],
-    [
-      'sabotage without the allow switch',
-      { X_TEST_SABOTAGE: 'skip-fence' },
-      ['X_TEST_SABOTAGE: a test-only switch; also set LEASEHOLD_ALLOW_SABOTAGE=1 to use it'],
-    ],
-    ['sabotage allowed', { X_TEST_SABOTAGE: 'skip-fence', LEASEHOLD_ALLOW_SABOTAGE: '1' }, []],
     ['a removed option', { X_OLD: 'x' }, ['X_OLD: use NEW']],
   ] as const)('%s', (_name, env, problems) => {
     expect(problemsOf(env)).toEqual(problems);

@@ -1,10 +1,10 @@
 /**
  * Option declarations both daemons have, declared once here and placed in each daemon's config
  * tree (`defineConfig` in @leasehold/protocol): where the server listens and whether it may serve
- * plaintext, the log level, the JSON depth limit, options that were removed, and the test-only
- * sabotage switch. Each comes with the checks that belong to it.
+ * plaintext, the log level, the JSON depth limit and options that were removed. Each comes with the
+ * checks that belong to it.
  */
-import { check, option, type CheckDeclaration, type OptionDeclaration } from '@leasehold/protocol';
+import { check, option, type CheckDeclaration } from '@leasehold/protocol';
 import { z } from 'zod';
 import { bool, int, logLevel, optionalText } from './config-schemas.js';
 
@@ -82,22 +82,4 @@ export function removedOption(env: string, help: string, message: string) {
   return check({ removed }, (values, { where }) =>
     values.removed === undefined ? undefined : `${where(removed)}: ${message}`,
   );
-}
-
-/**
- * TEST ONLY: the chaos runner's sabotage switch (`<PREFIX>TEST_SABOTAGE`), refused unless
- * LEASEHOLD_ALLOW_SABOTAGE=1.
- */
-export function sabotageOption<const M extends readonly [string, ...string[]]>(modes: M) {
-  const sabotage: OptionDeclaration<M[number] | undefined> = option({
-    env: 'TEST_SABOTAGE',
-    help: `TEST ONLY: ${modes.join(' or ')} (needs LEASEHOLD_ALLOW_SABOTAGE=1)`,
-    schema: z.enum(modes).optional(),
-  });
-  const allowed = check({ sabotage }, (values, { prefix, env }) =>
-    values.sabotage === undefined || env.LEASEHOLD_ALLOW_SABOTAGE === '1'
-      ? undefined
-      : `${prefix}TEST_SABOTAGE: a test-only switch; also set LEASEHOLD_ALLOW_SABOTAGE=1 to use it`,
-  );
-  return { option: sabotage, check: allowed };
 }

@@ -164,25 +164,6 @@ describe('loadConfig', () => {
   });
 });
 
-describe('test-only sabotage switch', () => {
-  const base = {
-    LEASEHOLD_SINK_COORDINATOR_KEYS: 'coordinator-key-0123456789',
-    LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: 'k1:JzxaRvQxEokNM1DdwqYqwm9PjkkkJIJ9YgKG7-v4OCw',
-  };
-
-  it('is off by default', () => {
-    expect(loadConfig(base, []).testSabotage).toBeUndefined();
-  });
-
-  it('is refused unless LEASEHOLD_ALLOW_SABOTAGE=1', () => {
-    expect(() => loadConfig({ ...base, LEASEHOLD_SINK_TEST_SABOTAGE: 'skip-fence' }, [])).toThrow(
-      /LEASEHOLD_ALLOW_SABOTAGE/,
-    );
-    const c = loadConfig({ ...base, LEASEHOLD_SINK_TEST_SABOTAGE: 'skip-fence', LEASEHOLD_ALLOW_SABOTAGE: '1' }, []);
-    expect(c.testSabotage).toBe('skip-fence');
-  });
-});
-
 describe('store selection (SQLite default, PostgreSQL on demand)', () => {
   const URL_WITH_PASSWORD = 'postgres://sink:s3cret-pw@db.internal:5432/leasehold';
 

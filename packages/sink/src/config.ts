@@ -29,7 +29,6 @@ import {
   optionalText,
   removedOption,
   required,
-  sabotageOption,
   serverOptions,
 } from '@leasehold/daemon-kit';
 import { z } from 'zod';
@@ -59,7 +58,6 @@ export function redactDatabaseUrl(url: string): string {
 }
 
 const server = serverOptions({ defaultPort: '7400', serves: 'HTTPS' });
-const sabotage = sabotageOption(['skip-fence']);
 
 // Options several fields or checks read: declared once here, placed below.
 const store = option({
@@ -240,11 +238,6 @@ const FIELDS = {
     schema: capabilityPublicKeys,
     redact: (keys) => keys.map((k) => k.id),
   }),
-  /**
-   * TEST ONLY. `skip-fence` accepts writes whatever their token (the fence check is skipped), so
-   * the chaos checker can prove it detects stale writes. Refused unless LEASEHOLD_ALLOW_SABOTAGE=1.
-   */
-  testSabotage: sabotage.option,
 };
 
 /** Cross-field rules, each run when the options it reads parsed. */
@@ -271,7 +264,6 @@ const CHECKS = [
     'shared HMAC capability keys are gone (a verifier could sign with them): give the sink the ' +
       "coordinators' Ed25519 public keys as CAPABILITY_PUBLIC_KEYS instead (docs/security.md, Capabilities)",
   ),
-  sabotage.check,
 ];
 
 const CONFIG = defineConfig({ prefix: ENV_PREFIX, fields: FIELDS, checks: CHECKS });

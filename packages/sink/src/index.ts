@@ -14,9 +14,9 @@ export {
 export type { SinkConfig, LogLevel, ConfigDeps } from './config.js';
 export { SchemaVersionError, ShuttingDownError, isRetryable, LeaseholdError, ConfigError } from './errors.js';
 
-export { decideBatch } from './core/batch.js';
+export { decideBatch, FENCED } from './core/batch.js';
 export { pageLength, resultJsonBytes } from './core/page.js';
-export type { BatchReader } from './core/batch.js';
+export type { BatchReader, BatchRules } from './core/batch.js';
 export type {
   AdvanceOp,
   WriteOp,

@@ -2,7 +2,8 @@
 /**
  * The leasehold-sink daemon: the only file that reads process.env / argv and the certificate
  * files (HTTPS, and those the PostgreSQL URL names); the process around it (root logger, signals,
- * exit codes) is the daemon kit's `runMain`.
+ * exit codes) is the daemon kit's `runMain`, the definition is daemon.ts with its production
+ * defaults.
  *
  * Start-up prints one JSON log line `{"msg":"listening","host":...,"port":N}` and, with
  * `--port-file PATH`, writes the bound port to PATH (atomically) so tests can use `--port 0`.
@@ -12,59 +13,9 @@
  * --check-config; 1 start-up failure (e.g. newer schema); 2 bad configuration.
  */
 import { readFileSync } from 'node:fs';
-import { packageVersion, readTlsFiles, runMain, writePortFile, type DaemonDefinition } from '@leasehold/daemon-kit';
-import { HELP_TEXT, loadConfig, redactConfig, type SinkConfig } from './config.js';
-import { SchemaVersionError } from './errors.js';
-import { createSink } from './sink.js';
-import { connectionTls } from './store/postgres-tls.js';
+import { runMain } from '@leasehold/daemon-kit';
+import { sinkDaemon } from './daemon.js';
 
-const readText = (path: string): string => readFileSync(path, 'utf8');
-const readBytes = (path: string): Buffer => readFileSync(path);
-
-const sink: DaemonDefinition<SinkConfig> = {
-  name: 'leasehold-sink',
-  version: packageVersion(import.meta.url),
-  help: HELP_TEXT,
-  loadConfig: (env, argv, readFile) => loadConfig(env, argv, { readFile }),
-  redactConfig,
-  logLevel: (config) => config.logLevel,
-  logRedact: {
-    paths: ['req.headers.authorization', 'capability', '*.capability', 'payload', '*.payload'],
-    remove: true,
-  },
-  tracing: (config) => ({ config: config.tracing }),
-  // The sink closes lingering connections itself at shutdown-timeout-ms; this is the backstop.
-  forceExitAfterMs: (config) => config.shutdownTimeoutMs + 10_000,
-  describeStartFailure: (err) =>
-    err instanceof SchemaVersionError ? 'database schema is newer than this build' : 'start-up failed',
-  start: async (config, { logger }) => {
-    if (config.testSabotage !== undefined) {
-      logger.warn({ sabotage: config.testSabotage }, 'TEST SABOTAGE ACTIVE: this sink breaks its own guarantees');
-    }
-    const tls = config.tls;
-    const readTls = () => (tls === undefined ? undefined : readTlsFiles(tls, readBytes));
-    const https = readTls();
-    const database =
-      config.store === 'postgres' && config.databaseUrl !== undefined
-        ? connectionTls(config.databaseUrl, readText)
-        : undefined;
-    const started = await createSink(config, {
-      logger,
-      ...(https === undefined ? {} : { tls: https }),
-      ...(database === undefined ? {} : { database }),
-    });
-    const address = started.address;
-    if (address === null) throw new Error('sink is not listening');
-    logger.info({ host: address.host, port: address.port }, 'listening');
-    if (config.portFile !== undefined) writePortFile(config.portFile, address.port);
-    return {
-      reloadTls: () => {
-        const material = readTls();
-        if (material !== undefined) started.reloadTls(material);
-      },
-      close: () => started.close(),
-    };
-  },
-};
-
-runMain(sink, process, { readFile: readText });
+runMain(sinkDaemon({ readFile: (path) => readFileSync(path) }), process, {
+  readFile: (path) => readFileSync(path, 'utf8'),
+});

@@ -10,6 +10,7 @@ import type { TlsMaterial } from '@leasehold/daemon-kit';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { redactDatabaseUrl, type SinkConfig } from './config.js';
+import type { BatchRules } from './core/batch.js';
 import { buildHttpApp } from './http/app.js';
 import { createMetrics, type SinkMetrics } from './metrics.js';
 import { DecisionFeed } from './events/decision-feed.js';
@@ -41,6 +42,13 @@ export interface SinkDeps {
    * main.ts). Without it, a URL that names TLS files is refused (the sink reads no files itself).
    */
   readonly database?: PostgresConnection;
+  /**
+   * The rule the opened store judges writes by (core/batch.ts). Default `FENCED`, the design
+   * note's rule and the only one production uses; a dependency-injection seam for embeddings and
+   * test entry points. Given, it forces the in-thread SQLite store (a function does not cross to
+   * the store's thread). Ignored with `store`.
+   */
+  readonly rules?: BatchRules;
 }
 
 export interface SinkAddress {
@@ -81,7 +89,6 @@ export type SinkOptions = Pick<
   Partial<
     Pick<
       SinkConfig,
-      | 'testSabotage'
       | 'store'
       | 'databaseUrl'
       | 'databasePoolSize'
@@ -111,7 +118,7 @@ async function openPostgres(
     poolSize: config.databasePoolSize ?? 4,
     decisionRetention: config.decisionRetention,
     ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }),
-    ...(config.testSabotage === 'skip-fence' ? { testSkipFence: true } : {}),
+    ...(deps.rules === undefined ? {} : { rules: deps.rules }),
     onRetry: ({ code, attempt }) => {
       metrics.storeRetries.inc({ code });
       log.debug({ code, attempt }, 'batch retried');
@@ -134,10 +141,14 @@ async function openStore(config: SinkOptions, deps: SinkDeps, log: Logger, metri
     path: config.dbPath,
     synchronous: config.synchronous,
     decisionRetention: config.decisionRetention,
-    ...(config.testSabotage === 'skip-fence' ? { testSkipFence: true } : {}),
   };
-  if (config.storeThread && deps.nowMs === undefined) return ThreadedSqliteStore.open(options);
-  return new SqliteFenceStore({ ...options, ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }) });
+  if (config.storeThread && deps.nowMs === undefined && deps.rules === undefined)
+    return ThreadedSqliteStore.open(options);
+  return new SqliteFenceStore({
+    ...options,
+    ...(deps.nowMs === undefined ? {} : { nowMs: deps.nowMs }),
+    ...(deps.rules === undefined ? {} : { rules: deps.rules }),
+  });
 }
 
 export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Promise<Sink> {

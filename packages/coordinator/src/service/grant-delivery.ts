@@ -29,7 +29,7 @@ import { Attr, markFailed, markRefused, traceparentOf } from './tracing.js';
 
 /** What delivering a grant uses. */
 export interface DeliveryContext extends LifecycleContext {
-  readonly config: Pick<CoordinatorConfig, 'noLeaseRetryAfterMs' | 'retryPolicy' | 'testSabotage'>;
+  readonly config: Pick<CoordinatorConfig, 'noLeaseRetryAfterMs' | 'retryPolicy'>;
   readonly clock: Clock;
   readonly timers: Timers;
   readonly log: Logger;
@@ -85,16 +85,6 @@ export class GrantDelivery {
     // Built only when something goes wrong: a child logger per grant is measurable at 10k grants/s.
     const log = () =>
       ctx.log.child({ sessionId: session.sessionId, resource: grant.resource, token: formatToken(grant.token) });
-    if (ctx.config.testSabotage === 'grant-before-advance') {
-      // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken order the chaos checker
-      // must catch. The grant goes out now; the fence moves a second later.
-      ctx.timers.setTimeout(() => {
-        ctx.fences.submit({ resource: grant.resource, token: grant.token }).catch((err: unknown) => {
-          log().warn({ err }, 'sabotaged late advance failed');
-        });
-      }, 1_000);
-      return this.#grantMessage(session, msg, grant, timing, fresh);
-    }
     const { span } = grant;
     try {
       // In the grant span's context: a batch of one carries it to the sink as `traceparent`.

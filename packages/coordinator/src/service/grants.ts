@@ -40,7 +40,7 @@ import { Attr, contextOf, endWithReply, markFailed, tracer } from './tracing.js'
 
 /** What the grant service uses. */
 export interface GrantsContext extends DeliveryContext {
-  readonly config: Pick<CoordinatorConfig, 'grantBatchMax' | 'noLeaseRetryAfterMs' | 'retryPolicy' | 'testSabotage'>;
+  readonly config: Pick<CoordinatorConfig, 'grantBatchMax' | 'noLeaseRetryAfterMs' | 'retryPolicy'>;
   readonly store: Pick<LeaseStore, 'grant' | 'holding' | 'grantedTask' | 'abandonGrant'>;
   readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs'>;
   readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;

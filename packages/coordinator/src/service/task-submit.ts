@@ -3,7 +3,6 @@
  * The decisions (schedule, sizes, chunks, repeats) are core/submit-plan.ts; this shell makes the
  * records, runs the txns and settles what already existed.
  */
-import { MAX_ATTEMPTS_LIMIT, type RetryPolicyInput } from '@leasehold/protocol';
 import type { Span } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
@@ -25,17 +24,23 @@ import { payloadDigest } from '../payload-digest.js';
 import type { LeaseStore, NewTask, StoredOwner, StoredTask } from '../store/port.js';
 import { Attr, markRefused, traceparentOf, tracer } from './tracing.js';
 
-/** TEST ONLY: the policy the `ignore-retry-policy` sabotage stores instead of the submitted one. */
-const IGNORED_RETRY_POLICY: RetryPolicyInput = Object.freeze({
-  maxAttempts: MAX_ATTEMPTS_LIMIT,
-  backoff: Object.freeze({ initialMs: 0, multiplier: 1, maxMs: 0, jitter: 0 }),
-  nonRetryable: [],
-});
+/**
+ * The retry policy a submitted task is stored with, given its submit. Default
+ * ({@link submittedRetryPolicy}): the one it was submitted with, what it leaves out taking the
+ * installation's defaults. A dependency-injection seam (`CoordinatorDeps.retryPolicyOf`): an
+ * embedding may clamp or replace what submitters ask for. It is stored in the task record, so a
+ * repeated submit is compared with the policy this returned.
+ */
+export type RetryPolicyOf = (input: SubmitInput) => SubmitInput['retry'];
+
+export const submittedRetryPolicy: RetryPolicyOf = (input) => input.retry;
 
 /** What submitting uses. */
 export interface SubmitContext {
-  readonly config: Pick<CoordinatorConfig, 'maxTaskPayloadBytes' | 'retryPolicy' | 'testSabotage'>;
+  readonly config: Pick<CoordinatorConfig, 'maxTaskPayloadBytes' | 'retryPolicy'>;
   readonly wallClock: () => number;
+  /** Default {@link submittedRetryPolicy}. */
+  readonly retryPolicyOf?: RetryPolicyOf;
   readonly log: Logger;
   readonly store: Pick<LeaseStore, 'limits' | 'submitTasks' | 'owner'>;
 }
@@ -151,9 +156,7 @@ export class TaskSubmitter {
     const payloadBytes = utf8Bytes(payloadJson);
     const tooLarge = payloadRefusal(input.taskId, payloadBytes, this.#ctx.config.maxTaskPayloadBytes);
     if (tooLarge !== undefined) return tooLarge;
-    // TEST ONLY (refused without LEASEHOLD_ALLOW_SABOTAGE=1): the broken lifecycle the chaos
-    // checker must catch — the submitted retry policy ignored, unlimited attempts without backoff.
-    const retry = this.#ctx.config.testSabotage === 'ignore-retry-policy' ? IGNORED_RETRY_POLICY : input.retry;
+    const retry = (this.#ctx.retryPolicyOf ?? submittedRetryPolicy)(input);
     const traceparent = span === undefined ? undefined : traceparentOf(span);
     const record = newTask(
       {

@@ -17,7 +17,7 @@ import { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';
 import type { LocalSession } from '../service/sessions.js';
 import type { SubmitInput } from '../service/tasks.js';
-import { createServices, type Services } from '../services.js';
+import { createServices, type ServiceDeps, type Services } from '../services.js';
 import { settle } from './settle.js';
 
 export const TEST_KEYS = {
@@ -188,10 +188,15 @@ export class ServiceCluster {
     this.config = testConfig(env);
   }
 
-  async coordinator(id = `c${this.coordinators.length + 1}`): Promise<TestCoordinator> {
+  /** `seams`: the dependency-injection seams of {@link createServices} a test sets (default none). */
+  async coordinator(
+    id = `c${this.coordinators.length + 1}`,
+    seams: Pick<ServiceDeps, 'retryPolicyOf'> = {},
+  ): Promise<TestCoordinator> {
     const backend = this.etcd.connect();
     const store = new KvLeaseStore(backend, this.keys);
     const services = createServices({
+      ...seams,
       config: this.config,
       coordinatorId: id,
       store,

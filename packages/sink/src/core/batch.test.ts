@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideBatch, type BatchReader } from './batch.js';
+import { decideBatch, FENCED, type BatchReader, type BatchRules } from './batch.js';
 import type { FenceOp } from './ops.js';
 
 function reader(fences: Record<string, bigint>, payloads: Record<string, string> = {}) {
@@ -124,15 +124,29 @@ describe('decideBatch', () => {
   });
 });
 
-describe('test-only skip-fence sabotage', () => {
-  it('accepts a stale write and records it against the real fence', () => {
-    const plan = decideBatch(reader({ r: 5n }).r, [write('r', 3n, 'x', '"p"')], 0, { skipFence: true });
-    expect(plan.decisions[0]).toMatchObject({ ok: true, outcome: 'written' });
-    expect(plan.effects.decisions[0]).toMatchObject({ token: 3n, fenceBefore: 5n, outcome: 'written' });
+describe('injected batch rules (the writeFence seam)', () => {
+  // A rule that judges each write against its own token: what the chaos runner's test entry
+  // point injects to prove the checker catches a sink without the fence check.
+  const ownToken: BatchRules = { writeFence: (op) => op.token };
+
+  it.each([
+    ['the default is FENCED: a stale write is refused', undefined, { ok: false, code: 'STALE_TOKEN' }],
+    ['FENCED given explicitly', FENCED, { ok: false, code: 'STALE_TOKEN' }],
+    ['another rule is applied', ownToken, { ok: true, outcome: 'written' }],
+  ] as const)('%s', (_name, rules, expected) => {
+    const plan = decideBatch(reader({ r: 5n }).r, [write('r', 3n, 'x', '"p"')], 0, rules);
+    expect(plan.decisions[0]).toMatchObject(expected);
+    // Whatever the rule, the decision log records the true fence before the op.
+    expect(plan.effects.decisions[0]).toMatchObject({ token: 3n, fenceBefore: 5n });
   });
 
-  it('is off by default', () => {
-    const plan = decideBatch(reader({ r: 5n }).r, [write('r', 3n, 'x', '"p"')], 0);
-    expect(plan.decisions[0]).toMatchObject({ ok: false, code: 'STALE_TOKEN' });
+  it('under another rule a write still meets the stored result: replayed, or RESULT_CONFLICT', () => {
+    const stored = reader({ r: 5n }, { 'r/x': '"p"' }).r;
+    const plan = decideBatch(stored, [write('r', 3n, 'x', '"p"'), write('r', 3n, 'x', '"q"')], 0, ownToken);
+    expect(plan.decisions).toMatchObject([
+      { ok: true, outcome: 'replayed' },
+      { ok: false, code: 'RESULT_CONFLICT' },
+    ]);
+    expect(plan.effects.results).toEqual([]);
   });
 });

@@ -74,19 +74,28 @@ class Overlay {
 }
 
 /**
- * Decide `ops` in order over `reader`'s state. Returns one decision per op and the effects the
- * store must apply (in the same transaction) to make them durable.
+ * The rule a batch judges writes by: the fence a write is decided against. Production (and the
+ * default everywhere) is {@link FENCED}: the resource's fence before the write, so only a write
+ * carrying the current token lands. An ordinary dependency-injection seam (`SinkDeps.rules`,
+ * the stores' `rules` option) so an embedding or a test entry point can run the real sink with
+ * another rule; the decision log always records the true fence before each op.
  */
-export interface BatchOptions {
-  /** TEST ONLY (chaos sabotage): decide writes as if their token were the fence. */
-  readonly skipFence?: boolean;
+export interface BatchRules {
+  readonly writeFence: (op: WriteOp, fenceBefore: bigint) => bigint;
 }
 
+/** The fence rule of the design note: a write is judged against the resource's current fence. */
+export const FENCED: BatchRules = Object.freeze({ writeFence: (_op: WriteOp, fenceBefore: bigint) => fenceBefore });
+
+/**
+ * Decide `ops` in order over `reader`'s state under `rules` (default {@link FENCED}). Returns one
+ * decision per op and the effects the store must apply (in the same transaction) to make them durable.
+ */
 export function decideBatch(
   reader: BatchReader,
   ops: readonly FenceOp[],
   atMs: number,
-  options: BatchOptions = {},
+  rules: BatchRules = FENCED,
 ): BatchPlan {
   const overlay = new Overlay(reader);
   const decisions: OpDecision[] = [];
@@ -97,7 +106,7 @@ export function decideBatch(
     const decision =
       op.kind === 'advance'
         ? applyAdvance(overlay, op, fenceBefore)
-        : applyWrite(overlay, op, options.skipFence === true ? op.token : fenceBefore, atMs, results);
+        : applyWrite(overlay, op, rules.writeFence(op, fenceBefore), atMs, results);
     decisions.push(decision);
     records.push({
       kind: op.kind,

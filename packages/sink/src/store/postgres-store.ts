@@ -34,7 +34,7 @@ import {
   unavailable,
 } from '@leasehold/fence-pg';
 import pg from 'pg';
-import { decideBatch, type BatchReader } from '../core/batch.js';
+import { decideBatch, type BatchReader, type BatchRules } from '../core/batch.js';
 import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
 import { pageLength, resultJsonBytes } from '../core/page.js';
 import { SchemaVersionError } from '../errors.js';
@@ -76,8 +76,8 @@ export interface PostgresStoreOptions {
   readonly onHealth?: (info: { readonly healthy: boolean; readonly error?: unknown }) => void;
   /** Shown in pg_stat_activity. Default 'leasehold-sink'. */
   readonly applicationName?: string;
-  /** TEST ONLY (chaos sabotage): accept writes whatever their token. */
-  readonly testSkipFence?: boolean;
+  /** The rule writes are judged by (core/batch.ts). Default FENCED, the only one production uses. */
+  readonly rules?: BatchRules;
   /**
    * TEST ONLY: read the fences with a plain SELECT instead of locking them (read, then write,
    * without a lock). Exists so the two-replica property test can show that it catches the race.
@@ -293,7 +293,7 @@ export class PostgresFenceStore implements FenceStore {
         fenceOf: (resource) => fences.get(resource) ?? 0n,
         payloadOf: (resource, resultId) => payloads.get(keyOf(resource, resultId)),
       };
-      const plan = decideBatch(reader, ops, this.#nowMs(), { skipFence: this.#options.testSkipFence === true });
+      const plan = decideBatch(reader, ops, this.#nowMs(), this.#options.rules);
       const apply = client.query<{ last_seq: string | null }>(APPLY, applyParams(plan.effects));
       // COMMIT is queued behind APPLY; if APPLY failed, PostgreSQL answers that COMMIT with a
       // rollback, and the APPLY error below is what this batch reports.

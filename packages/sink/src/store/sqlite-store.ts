@@ -18,7 +18,7 @@
  *   result  one decision per op, in arrival order; on any error the whole batch rolls back
  */
 import Database from 'better-sqlite3';
-import { decideBatch, type BatchReader } from '../core/batch.js';
+import { decideBatch, FENCED, type BatchReader, type BatchRules } from '../core/batch.js';
 import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
 import { pageLength, resultJsonBytes } from '../core/page.js';
 import { migrate } from './migrations.js';
@@ -38,8 +38,8 @@ export interface SqliteStoreOptions {
   /** Keep at least this many newest decisions; 0 keeps all. */
   readonly decisionRetention?: number;
   readonly nowMs?: () => number;
-  /** TEST ONLY (chaos sabotage): accept writes whatever their token. */
-  readonly testSkipFence?: boolean;
+  /** The rule writes are judged by (core/batch.ts). Default FENCED, the only one production uses. */
+  readonly rules?: BatchRules;
 }
 
 interface ResultDbRow {
@@ -68,7 +68,7 @@ export class SqliteFenceStore implements FenceStore {
   readonly #db: Database.Database;
   readonly #nowMs: () => number;
   readonly #retention: number;
-  readonly #skipFence: boolean;
+  readonly #rules: BatchRules;
   readonly #stmt;
   readonly #reader: BatchReader;
   readonly #applyTx: (ops: readonly FenceOp[]) => readonly OpDecision[];
@@ -78,7 +78,7 @@ export class SqliteFenceStore implements FenceStore {
   constructor(options: SqliteStoreOptions) {
     this.#nowMs = options.nowMs ?? Date.now;
     this.#retention = options.decisionRetention ?? 0;
-    this.#skipFence = options.testSkipFence === true;
+    this.#rules = options.rules ?? FENCED;
     const db = new Database(options.path);
     this.#db = db;
     try {
@@ -137,7 +137,7 @@ export class SqliteFenceStore implements FenceStore {
   }
 
   #apply(ops: readonly FenceOp[]): readonly OpDecision[] {
-    const plan = decideBatch(this.#reader, ops, this.#nowMs(), { skipFence: this.#skipFence });
+    const plan = decideBatch(this.#reader, ops, this.#nowMs(), this.#rules);
     const { fences, results, decisions } = plan.effects;
     for (const [resource, fence] of fences) this.#stmt.upsertFence.run(resource, fence);
     for (const r of results) {

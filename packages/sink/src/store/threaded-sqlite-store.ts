@@ -66,8 +66,11 @@ export class ThreadedSqliteStore implements FenceStore {
     });
   }
 
-  /** Start the worker and open (and migrate) the database; rejects like SqliteFenceStore's constructor. */
-  static open(options: Omit<SqliteStoreOptions, 'nowMs'>): Promise<ThreadedSqliteStore> {
+  /**
+   * Start the worker and open (and migrate) the database; rejects like SqliteFenceStore's constructor.
+   * No `nowMs` or `rules`: functions do not cross to the thread (the sink uses the in-thread store then).
+   */
+  static open(options: Omit<SqliteStoreOptions, 'nowMs' | 'rules'>): Promise<ThreadedSqliteStore> {
     // execArgv: [] so a test runner's flags (e.g. `--conditions leasehold-source`) do not make the
     // worker resolve TypeScript sources.
     const worker = new Worker(workerScript(), { workerData: options, execArgv: [] });
