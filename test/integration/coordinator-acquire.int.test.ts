@@ -273,7 +273,11 @@ describe('acquire', () => {
       Array.from({ length: N }, (_, i) => workers[i % 4]!.acquire(`q${i}`)),
     )) as Grant[];
     expect(grants.map((g) => g.type)).toEqual(Array<string>(N).fill('lease.granted'));
-    await new Promise((resolve) => setTimeout(resolve, 100)); // the index has seen the grants
+    // The index shows the holders (the list judges `leased` from it): the completes can share txns.
+    await waitFor(
+      'the index shows every grant',
+      async () => (await admin.list('?state=leased&limit=100')).body.tasks.length === N,
+    );
     const stale = grants[0]!;
     const replies = await Promise.all([
       ...grants.map((g, i) => workers[i % 4]!.complete(g, `res-${g.taskId}`)),

@@ -205,7 +205,7 @@ describe('HTTP', () => {
     const cases: [string, () => Promise<{ status: number; body: unknown }>, number, string][] = [
       ['no key', () => new AdminClient(url, undefined).call('GET', '/v1/tasks'), 401, 'UNAUTHENTICATED'],
       ['worker key', () => new AdminClient(url, stack.keys.workerKey).call('GET', '/v1/tasks'), 401, 'UNAUTHENTICATED'],
-      ['invalid JSON', () => admin.call('POST', '/v1/tasks', undefined, '{nope'), 400, 'INVALID_MESSAGE'],
+      ['invalid JSON', () => admin.call('POST', '/v1/tasks', undefined, { raw: '{nope' }), 400, 'INVALID_MESSAGE'],
       [
         'schema violation',
         () => admin.call('POST', '/v1/tasks', { taskId: 'a/../b', resource: 'r', payload: 1 }),
