@@ -56,8 +56,8 @@ export interface StackKeys {
   readonly adminKey: string;
 }
 
-export interface StackOptions {
-  readonly etcd: EtcdHandle;
+/** A stack's settings; the etcd is given when it is opened. */
+export interface StackSettings {
   /** etcd key prefix of this test file. */
   readonly prefix: string;
   readonly sessionTtlMs?: number;
@@ -65,39 +65,64 @@ export interface StackOptions {
   readonly fenceOnExpiry?: boolean;
 }
 
-/** etcd + a real in-process sink + the environment a coordinator needs to use them. */
+export interface StackOptions extends StackSettings {
+  readonly etcd: EtcdHandle;
+}
+
+/**
+ * etcd + a real in-process sink + the environment a coordinator needs to use them. `Stack.start`
+ * opens one at once; `Stack.create` + `open(etcd)` split it for a file's hooks (`useStack` in
+ * fixtures.ts: the stack exists when the file is collected, its etcd and sink once it runs).
+ */
 export class Stack {
   readonly keys: StackKeys = newStackKeys();
   readonly dir = mkdtempSync(join(tmpdir(), 'leasehold-coord-test-'));
-  readonly opts: StackOptions;
+  readonly opts: StackSettings;
   sink!: Sink;
   sinkClient!: SinkClient;
+  #etcd: EtcdHandle | undefined;
   readonly #coordinators: Coordinator[] = [];
   readonly #services: Service[] = [];
   readonly #admins: AdminClient[] = [];
 
-  private constructor(opts: StackOptions) {
+  private constructor(opts: StackSettings) {
     this.opts = opts;
   }
 
   static async start(opts: StackOptions): Promise<Stack> {
-    const stack = new Stack(opts);
-    stack.sink = await createSink({
+    const stack = Stack.create(opts);
+    await stack.open(opts.etcd);
+    return stack;
+  }
+
+  /** A stack not opened yet: keys and directory only. */
+  static create(settings: StackSettings): Stack {
+    return new Stack(settings);
+  }
+
+  /** Start the sink; coordinators of this stack use `etcd`. */
+  async open(etcd: EtcdHandle): Promise<void> {
+    this.#etcd = etcd;
+    this.sink = await createSink({
       host: '127.0.0.1',
       port: 0,
-      dbPath: join(stack.dir, 'sink.db'),
+      dbPath: join(this.dir, 'sink.db'),
       synchronous: 'NORMAL',
       storeThread: false,
       decisionRetention: 0,
       bodyLimitBytes: 1024 * 1024,
       maxBatchOps: 2000,
       shutdownTimeoutMs: 2000,
-      coordinatorKeys: [stack.keys.sinkKey],
+      coordinatorKeys: [this.keys.sinkKey],
       readKeys: [],
-      capabilityPublicKeys: publicKeysOf(stack.keys.capability),
+      capabilityPublicKeys: publicKeysOf(this.keys.capability),
     });
-    stack.sinkClient = new SinkClient({ url: stack.sinkUrl, key: stack.keys.sinkKey, timeoutMs: 5000 });
-    return stack;
+    this.sinkClient = new SinkClient({ url: this.sinkUrl, key: this.keys.sinkKey, timeoutMs: 5000 });
+  }
+
+  get etcd(): EtcdHandle {
+    if (this.#etcd === undefined) throw new Error('the stack is not open yet');
+    return this.#etcd;
   }
 
   get sinkUrl(): string {
@@ -110,7 +135,7 @@ export class Stack {
   env(overrides: Readonly<Record<string, string>> = {}): Record<string, string> {
     const ttl = this.opts.sessionTtlMs ?? 1_000;
     return {
-      LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: this.opts.etcd.endpoints.join(','),
+      LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: this.etcd.endpoints.join(','),
       LEASEHOLD_COORDINATOR_PREFIX: this.opts.prefix,
       LEASEHOLD_COORDINATOR_HOST: '127.0.0.1',
       LEASEHOLD_COORDINATOR_PORT: '0',

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { signCapability } from '@leasehold/protocol';
 import { NonRetryableError, type TaskHandler } from '@leasehold/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useSdkStack } from '../harness/sdk-stack.js';
+import { useSdkStack } from '../harness/fixtures.js';
 import { REPO_ROOT, waitFor } from '../harness/service.js';
 
 const CLI = join(REPO_ROOT, 'packages/cli/dist/leasehold-main.js');

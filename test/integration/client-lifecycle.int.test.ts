@@ -8,7 +8,7 @@
 import { LeaseholdClient, WaitTimeoutError, type CoordinatorEvent, type SinkEvent } from '@leasehold/client';
 import { NonRetryableError, type TaskHandler } from '@leasehold/worker';
 import { describe, expect, it } from 'vitest';
-import { useSdkStack } from '../harness/sdk-stack.js';
+import { useSdkStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const POLICY = {

@@ -13,26 +13,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { signCapability, type Grant } from '@leasehold/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Stack, TestWorker, etcdSnapshot } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { TestWorker, etcdSnapshot } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-ha/';
 const TTL = 1_000;
-let etcd: EtcdHandle;
-let stack: Stack;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: TTL });
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: TTL });
 
 /** An HTTP proxy to the sink that can park fence advances (to catch a coordinator mid-grant). */
 class SinkProxy {
@@ -85,7 +74,7 @@ class SinkProxy {
 const prefixOf = (name: string) => `${PREFIX}${name}/`;
 
 async function ownersOf(name: string) {
-  return Object.entries(await etcdSnapshot(etcd.endpoints, `${prefixOf(name)}owners/`));
+  return Object.entries(await etcdSnapshot(stack.etcd.endpoints, `${prefixOf(name)}owners/`));
 }
 
 describe('several coordinators on one etcd', () => {

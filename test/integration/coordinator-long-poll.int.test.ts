@@ -8,24 +8,13 @@
  */
 import type { Coordinator } from '@leasehold/coordinator';
 import type { Grant } from '@leasehold/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, etcdSnapshot } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { describe, expect, it } from 'vitest';
+import { etcdSnapshot } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-long-poll/';
-let etcd: EtcdHandle;
-let stack: Stack;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 1_000 });
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 1_000 });
 
 const prefixOf = (name: string) => `${PREFIX}${name}/`;
 
@@ -92,9 +81,9 @@ describe('long-poll acquire', () => {
       expect(revoked).toEqual(
         held.map((g) => ({ type: 'lease.revoked', resource: g.resource, token: g.token, reason: 'session-expired' })),
       );
-      const owners = await etcdSnapshot(etcd.endpoints, `${prefixOf('expiry')}owners/`);
+      const owners = await etcdSnapshot(stack.etcd.endpoints, `${prefixOf('expiry')}owners/`);
       expect(Object.keys(owners)).toEqual([`${prefixOf('expiry')}owners/${first.resource}`]);
-      const holdings = await etcdSnapshot(etcd.endpoints, `${prefixOf('expiry')}holdings/${holder.sessionId}/`);
+      const holdings = await etcdSnapshot(stack.etcd.endpoints, `${prefixOf('expiry')}holdings/${holder.sessionId}/`);
       expect(holdings).toEqual({});
     } finally {
       clearInterval(beat);

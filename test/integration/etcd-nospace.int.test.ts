@@ -12,27 +12,28 @@
  * - purge (deletes only) works at NOSPACE; after compaction, defragmentation and `alarm disarm`
  *   the same requests succeed, with no coordinator restart.
  */
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import type { Grant } from '@leasehold/protocol';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, type AdminClient, type TestWorker } from '../harness/coordinator.js';
+import type { AdminClient, TestWorker } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/etcd-nospace/';
 const QUOTA = 8 * 1024 * 1024;
 const FILLER = { pad: 'f'.repeat(200 * 1024) };
 
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({
+  prefix: PREFIX,
+  sessionTtlMs: 30_000,
+  etcd: { extraArgs: ['--quota-backend-bytes', String(QUOTA)] },
+});
 let admin: AdminClient;
 let url: string;
 let raw: Etcd3;
 let metrics: () => Promise<string>;
 
 beforeAll(async () => {
-  etcd = await startEtcd({ extraArgs: ['--quota-backend-bytes', String(QUOTA)] });
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 30_000 });
   const c = await stack.coordinator({
     LEASEHOLD_COORDINATOR_ETCD_QUOTA_BYTES: String(QUOTA),
     LEASEHOLD_COORDINATOR_ETCD_STATUS_INTERVAL_MS: '200',
@@ -43,13 +44,11 @@ beforeAll(async () => {
   url = c.url;
   admin = stack.admin(url);
   metrics = () => c.metrics.registry.metrics();
-  raw = new Etcd3({ hosts: etcd.endpoints });
+  raw = new Etcd3({ hosts: stack.etcd.endpoints });
 }, 60_000);
 
 afterAll(async () => {
   raw.close();
-  await stack.close();
-  await etcd.stop();
 });
 
 function gauge(text: string, name: string): number | undefined {

@@ -9,7 +9,7 @@ import type { SubmitTaskRequest, TaskView } from '@leasehold/protocol';
 import { NonRetryableError, WriteRefusedError, type TaskHandler, type Worker } from '@leasehold/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFaultProxy, type FaultProxy } from '../harness/fault-proxy.js';
-import { useSdkStack } from '../harness/sdk-stack.js';
+import { useSdkStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 /** 3 attempts; 400 ms, then 800 ms between them (no jitter: the gaps are asserted). */

@@ -9,7 +9,7 @@
 import type { PayloadSchema, TaskHandler, Worker, WorkerOptions } from '@leasehold/worker';
 import type { JsonValue } from '@leasehold/protocol';
 import { describe, expect, it } from 'vitest';
-import { useSdkStack } from '../harness/sdk-stack.js';
+import { useSdkStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const fx = useSdkStack({ prefix: 'test/worker-sdk/', workerIdPrefix: 'sdk', sessionTtlMs: 1_500 });
