@@ -6,6 +6,8 @@
  *   (a real SQLite sink in process; coordinators and workers on demand), stopped after the file.
  * - `useSdkStack(options)`: that, plus one in-process coordinator, its admin client and typed
  *   client, and SDK workers on it that are closed after each test.
+ * - `useCluster(options)`: a {@link Cluster} of real processes (e2e), started before the file's
+ *   tests and stopped after them.
  *
  * ```ts
  * const stack = useStack({ prefix: 'test/my-file/', sessionTtlMs: 2_000 });
@@ -24,6 +26,7 @@ import { Worker, type TaskHandler, type WorkerOptions } from '@leasehold/worker'
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { AdminClient } from './admin-client.js';
+import { startCluster, type Cluster, type ClusterOptions } from './cluster.js';
 import { Stack, type StackSettings } from './coordinator.js';
 
 export interface StackFixtureOptions extends StackSettings {
@@ -39,7 +42,7 @@ export function useStack(options: StackFixtureOptions): Stack {
   beforeAll(async () => {
     etcd = await startEtcd(etcdOptions);
     await stack.open(etcd);
-  }, 60_000);
+  });
   afterAll(async () => {
     if (etcd === undefined) return;
     await stack.close();
@@ -131,4 +134,24 @@ export function useSdkStack(options: SdkStackOptions): SdkStack {
       return w;
     },
   };
+}
+
+/**
+ * A {@link Cluster} of real processes for the calling file: started before its tests, stopped after
+ * them. The answer stands for the cluster (each member read from it once it is up).
+ */
+export function useCluster(options: ClusterOptions): Cluster {
+  let cluster: Cluster | undefined;
+  beforeAll(async () => {
+    cluster = await startCluster(options);
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+  return new Proxy({} as Cluster, {
+    get(_, member) {
+      if (cluster === undefined) throw new Error('the cluster is used before its beforeAll ran');
+      return Reflect.get(cluster, member) as unknown;
+    },
+  });
 }
