@@ -2,12 +2,17 @@
  * Two coordinators; workers hold leases; one coordinator is SIGKILLed. Workers fail over to the
  * other, resume their sessions, no task runs twice concurrently, and the workload completes.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from '../harness/cluster.js';
+import { describe, expect, it } from 'vitest';
+import { useCluster } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const TASKS = 40;
-let cluster: Cluster;
+const cluster = useCluster({
+  coordinators: 2,
+  workers: 3,
+  sessionTtlMs: 4_000,
+  workerEnv: { LEASEHOLD_WORKER_CONCURRENCY: '2', LEASEHOLD_WORKER_DEMO_DURATION_MS: '400' },
+});
 
 interface LogLine {
   msg?: string;
@@ -23,19 +28,6 @@ function lines(text: string): LogLine[] {
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as LogLine);
 }
-
-beforeAll(async () => {
-  cluster = await startCluster({
-    coordinators: 2,
-    workers: 3,
-    sessionTtlMs: 4_000,
-    workerEnv: { LEASEHOLD_WORKER_CONCURRENCY: '2', LEASEHOLD_WORKER_DEMO_DURATION_MS: '400' },
-  });
-});
-
-afterAll(async () => {
-  await cluster.stop();
-});
 
 describe('coordinator failover', () => {
   it('moves workers to the surviving coordinator without losing sessions or running a task twice at once', async () => {

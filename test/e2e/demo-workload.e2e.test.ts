@@ -2,24 +2,17 @@
  * etcd + sink + coordinator + 3 workers as processes run a workload to completion; every task is
  * completed with exactly one result at the sink, written under the token the coordinator recorded.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allDecisions, startCluster, type Cluster } from '../harness/cluster.js';
+import { describe, expect, it } from 'vitest';
+import { allDecisions } from '../harness/cluster.js';
+import { useCluster } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const TASKS = 60;
-let cluster: Cluster;
-
-beforeAll(async () => {
-  cluster = await startCluster({
-    coordinators: 1,
-    workers: 3,
-    sessionTtlMs: 3_000,
-    workerEnv: { LEASEHOLD_WORKER_CONCURRENCY: '2', LEASEHOLD_WORKER_DEMO_DURATION_MS: '50' },
-  });
-});
-
-afterAll(async () => {
-  await cluster.stop();
+const cluster = useCluster({
+  coordinators: 1,
+  workers: 3,
+  sessionTtlMs: 3_000,
+  workerEnv: { LEASEHOLD_WORKER_CONCURRENCY: '2', LEASEHOLD_WORKER_DEMO_DURATION_MS: '50' },
 });
 
 describe('demo workload on real processes', () => {

@@ -6,12 +6,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allDecisions, startCluster, type Cluster } from '../harness/cluster.js';
+import { describe, expect, it } from 'vitest';
+import { allDecisions } from '../harness/cluster.js';
+import { useCluster } from '../harness/fixtures.js';
 import { REPO_ROOT, waitFor, type Service } from '../harness/service.js';
 
 const HANDLER = join(REPO_ROOT, 'test/e2e/fixtures/story-handler.mjs');
-let cluster: Cluster;
+const cluster = useCluster({ coordinators: 1, workers: 0, sessionTtlMs: 1_500, heartbeatIntervalMs: 300 });
 
 function processState(pid: number): string {
   // Third field of /proc/<pid>/stat: R, S, T (stopped), ...
@@ -25,14 +26,6 @@ function logLines(service: Service): { msg?: string; [k: string]: unknown }[] {
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as { msg?: string });
 }
-
-beforeAll(async () => {
-  cluster = await startCluster({ coordinators: 1, workers: 0, sessionTtlMs: 1_500, heartbeatIntervalMs: 300 });
-});
-
-afterAll(async () => {
-  await cluster.stop();
-});
 
 describe('design note story on real processes', () => {
   it("refuses the paused holder's write at the sink after a takeover, and the new holder's result stands", async () => {

@@ -5,26 +5,18 @@
  * it completes on the same, restarted, workers.
  */
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from '../harness/cluster.js';
+import { describe, expect, it } from 'vitest';
+import { useCluster } from '../harness/fixtures.js';
 import { REPO_ROOT, waitFor } from '../harness/service.js';
 
 const HANDLER = join(REPO_ROOT, 'test/e2e/fixtures/kill-handler.mjs');
-let cluster: Cluster;
-
-beforeAll(async () => {
-  cluster = await startCluster({
-    coordinators: 1,
-    workers: 0,
-    sessionTtlMs: 1_000,
-    heartbeatIntervalMs: 200,
-    coordinatorEnv: { LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS: '3' },
-    workerEnv: { LEASEHOLD_WORKER_HANDLER: HANDLER },
-  });
-});
-
-afterAll(async () => {
-  await cluster.stop();
+const cluster = useCluster({
+  coordinators: 1,
+  workers: 0,
+  sessionTtlMs: 1_000,
+  heartbeatIntervalMs: 200,
+  coordinatorEnv: { LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS: '3' },
+  workerEnv: { LEASEHOLD_WORKER_HANDLER: HANDLER },
 });
 
 interface View {

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { SinkClient } from '@leasehold/sink-client';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { FakeClock, findLibfaketime, NetnsLab, NftFaults, probeNetns, SmallDisk } from '@leasehold/devkit';
+import { AdminClient, firstAnswering } from './admin-client.js';
 import { startChaosEtcd, type ChaosEtcd } from './chaos-etcd.js';
 import { startChaosPostgres, type ChaosPostgres } from './chaos-postgres.js';
 import { ChaosNetwork, type NftEndpoint } from './chaos-network.js';
@@ -91,6 +92,15 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
   const scheme = tls === undefined ? 'http' : 'https';
   const clientTls: ClientTls | undefined = tls === undefined ? undefined : { ca: tls.ca, etcd: tls.etcdClientPem };
   const agent = tls === undefined ? undefined : new Agent({ connect: { ca: tls.ca } });
+  const admins = new Map<Service, AdminClient>();
+  const adminOf = (c: Service): AdminClient => {
+    let admin = admins.get(c);
+    if (admin === undefined) {
+      admin = new AdminClient(c.url, keys.adminKey, tls === undefined ? {} : { ca: tls.ca });
+      admins.set(c, admin);
+    }
+    return admin;
+  };
   const random = seededRandom(opts.seed ?? 1);
   const proxies = new Map<string, FaultProxy>();
   const endpoints = new Map<string, NftEndpoint>();
@@ -169,6 +179,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
     for (const s of services) s.close();
     await etcd?.stop();
     await agent?.close();
+    await Promise.all([...admins.values()].map((a) => a.close()));
     for (const l of logs) l.end();
     await Promise.all([...proxies.values()].map((p) => p.close()));
     await postgres?.stop();
@@ -404,31 +415,7 @@ export async function startChaosCluster(opts: ChaosClusterOptions): Promise<Chao
       exits,
       etcdLeader: () => etcdHandle.leader(),
       async admin(method, path, body, timeoutMs = 3_000) {
-        let last: unknown;
-        for (const c of coordinators) {
-          if (!c.isRunning()) continue;
-          try {
-            const res = await undiciFetch(`${c.url}${path}`, {
-              ...(agent === undefined ? {} : { dispatcher: agent }),
-              method,
-              headers: {
-                authorization: `Bearer ${keys.adminKey}`,
-                ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-              },
-              ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-              signal: AbortSignal.timeout(timeoutMs),
-            });
-            const parsed: unknown = await res.json();
-            if (res.status >= 500) {
-              last = new Error(`${c.spec.name}: ${res.status} ${JSON.stringify(parsed)}`);
-              continue;
-            }
-            return { status: res.status, body: parsed };
-          } catch (err) {
-            last = err;
-          }
-        }
-        throw last instanceof Error ? last : new Error('no coordinator answered');
+        return firstAnswering(coordinators.filter((c) => c.isRunning()).map(adminOf), method, path, body, timeoutMs);
       },
       async setClock(name, offsetSeconds, timeoutMs = 5_000) {
         const clock = clocks.get(name);

@@ -15,8 +15,8 @@ import {
 } from '@leasehold/protocol';
 import { openPki } from '@leasehold/cli/pki';
 import { SinkClient } from '@leasehold/sink-client';
-import { Agent, fetch as undiciFetch } from 'undici';
 import { startEtcd, type EtcdHandle, type StartEtcdOptions } from '@leasehold/devkit';
+import { AdminClient } from './admin-client.js';
 import { BIN, Service } from './service.js';
 
 export interface ClusterKeys {
@@ -56,16 +56,13 @@ export interface Cluster {
   readonly sinkClient: SinkClient;
   /** Start one more worker process (not started yet when `start` is false). */
   addWorker(name: string, env?: Readonly<Record<string, string>>, start?: boolean): Promise<Service>;
-  admin(coordinatorIndex?: number): AdminApi;
+  /** The admin client on coordinator `coordinatorIndex` (default 0), HTTPS with the cluster's CA. */
+  admin(coordinatorIndex?: number): AdminClient;
   stop(): Promise<void>;
 }
 
-export interface AdminApi {
-  submit(task: { taskId: string; resource: string; payload: unknown }): Promise<{ status: number; body: unknown }>;
-  task(taskId: string): Promise<{ status: number; body: unknown }>;
-  tasks(query?: string): Promise<{ status: number; body: unknown }>;
-  resource(resource: string): Promise<{ status: number; body: unknown }>;
-}
+/** The admin client of a cluster's coordinator (kept for older imports). */
+export type AdminApi = AdminClient;
 
 const secret = () => randomBytes(24).toString('base64url');
 
@@ -176,32 +173,16 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     for (let i = 0; i < (opts.workers ?? 0); i++) await addWorker(`worker-${i}`);
 
     const sinkClient = new SinkClient({ url: sink.url, key: keys.sinkCoordinatorKey, tls: { ca } });
-    const tlsAgent = new Agent({ connect: { ca } });
-    const admin = (index = 0): AdminApi => {
-      const base = () => {
-        const c = coordinators[index];
-        if (c === undefined) throw new Error(`no coordinator ${index}`);
-        return c.url;
-      };
-      const call = async (method: string, path: string, body?: unknown) => {
-        const res = await undiciFetch(`${base()}${path}`, {
-          dispatcher: tlsAgent,
-          method,
-          headers: {
-            authorization: `Bearer ${keys.adminKey}`,
-            ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-          },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-          signal: AbortSignal.timeout(10_000),
-        });
-        return { status: res.status, body: await res.json() };
-      };
-      return {
-        submit: (task) => call('POST', '/v1/tasks', task),
-        task: (taskId) => call('GET', `/v1/tasks/${encodeURIComponent(taskId)}`),
-        tasks: (query = '') => call('GET', `/v1/tasks${query}`),
-        resource: (resource) => call('GET', `/v1/resources/${encodeURIComponent(resource)}`),
-      };
+    const admins = new Map<number, AdminClient>();
+    const admin = (index = 0): AdminClient => {
+      const c = coordinators[index];
+      if (c === undefined) throw new Error(`no coordinator ${index}`);
+      let client = admins.get(index);
+      if (client === undefined) {
+        client = new AdminClient(c.url, keys.adminKey, { ca });
+        admins.set(index, client);
+      }
+      return client;
     };
 
     return {
@@ -216,7 +197,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       admin,
       async stop() {
         void sinkClient.close();
-        void tlsAgent.close();
+        await Promise.all([...admins.values()].map((a) => a.close()));
         // Workers first (they release), then coordinators, then the sink, then etcd.
         await Promise.all(workers.map((w) => w.stop()));
         await Promise.all(coordinators.map((c) => c.stop()));

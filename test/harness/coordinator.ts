@@ -4,20 +4,14 @@
  * - coordinators in-process (`createCoordinator`) or as the BUILT process (`dist/main.js`, through
  *   {@link Service}: `--port 0 --port-file`, SIGKILL / SIGSTOP / restart);
  * - {@link TestWorker}: a small WebSocket client over `ws` speaking raw protocol frames;
- * - an admin HTTP client and an etcd snapshot helper (to assert "nothing changed in etcd").
+ * - the admin client (admin-client.ts) on a coordinator, and an etcd snapshot helper (to assert
+ *   "nothing changed in etcd").
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  createCoordinator,
-  loadConfig,
-  type Coordinator,
-  type CoordinatorDeps,
-  type ResourceView,
-  type TaskView,
-} from '@leasehold/coordinator';
+import { createCoordinator, loadConfig, type Coordinator, type CoordinatorDeps } from '@leasehold/coordinator';
 import {
   CoordinatorMessageSchema,
   PROTOCOL_VERSION,
@@ -30,12 +24,14 @@ import {
 } from '@leasehold/protocol';
 import { createSink, type Sink } from '@leasehold/sink';
 import { SinkClient } from '@leasehold/sink-client';
-import { LeaseholdClient } from '@leasehold/client';
 import { Etcd3 } from 'etcd3';
 import { pino } from 'pino';
 import WebSocket from 'ws';
 import type { EtcdHandle } from '@leasehold/devkit';
+import { AdminClient } from './admin-client.js';
 import { BIN, Service } from './service.js';
+
+export { AdminClient } from './admin-client.js';
 
 const secret = (): string => randomBytes(18).toString('base64url');
 
@@ -60,8 +56,8 @@ export interface StackKeys {
   readonly adminKey: string;
 }
 
-export interface StackOptions {
-  readonly etcd: EtcdHandle;
+/** A stack's settings; the etcd is given when it is opened. */
+export interface StackSettings {
   /** etcd key prefix of this test file. */
   readonly prefix: string;
   readonly sessionTtlMs?: number;
@@ -69,38 +65,64 @@ export interface StackOptions {
   readonly fenceOnExpiry?: boolean;
 }
 
-/** etcd + a real in-process sink + the environment a coordinator needs to use them. */
+export interface StackOptions extends StackSettings {
+  readonly etcd: EtcdHandle;
+}
+
+/**
+ * etcd + a real in-process sink + the environment a coordinator needs to use them. `Stack.start`
+ * opens one at once; `Stack.create` + `open(etcd)` split it for a file's hooks (`useStack` in
+ * fixtures.ts: the stack exists when the file is collected, its etcd and sink once it runs).
+ */
 export class Stack {
   readonly keys: StackKeys = newStackKeys();
   readonly dir = mkdtempSync(join(tmpdir(), 'leasehold-coord-test-'));
-  readonly opts: StackOptions;
+  readonly opts: StackSettings;
   sink!: Sink;
   sinkClient!: SinkClient;
+  #etcd: EtcdHandle | undefined;
   readonly #coordinators: Coordinator[] = [];
   readonly #services: Service[] = [];
+  readonly #admins: AdminClient[] = [];
 
-  private constructor(opts: StackOptions) {
+  private constructor(opts: StackSettings) {
     this.opts = opts;
   }
 
   static async start(opts: StackOptions): Promise<Stack> {
-    const stack = new Stack(opts);
-    stack.sink = await createSink({
+    const stack = Stack.create(opts);
+    await stack.open(opts.etcd);
+    return stack;
+  }
+
+  /** A stack not opened yet: keys and directory only. */
+  static create(settings: StackSettings): Stack {
+    return new Stack(settings);
+  }
+
+  /** Start the sink; coordinators of this stack use `etcd`. */
+  async open(etcd: EtcdHandle): Promise<void> {
+    this.#etcd = etcd;
+    this.sink = await createSink({
       host: '127.0.0.1',
       port: 0,
-      dbPath: join(stack.dir, 'sink.db'),
+      dbPath: join(this.dir, 'sink.db'),
       synchronous: 'NORMAL',
       storeThread: false,
       decisionRetention: 0,
       bodyLimitBytes: 1024 * 1024,
       maxBatchOps: 2000,
       shutdownTimeoutMs: 2000,
-      coordinatorKeys: [stack.keys.sinkKey],
+      coordinatorKeys: [this.keys.sinkKey],
       readKeys: [],
-      capabilityPublicKeys: publicKeysOf(stack.keys.capability),
+      capabilityPublicKeys: publicKeysOf(this.keys.capability),
     });
-    stack.sinkClient = new SinkClient({ url: stack.sinkUrl, key: stack.keys.sinkKey, timeoutMs: 5000 });
-    return stack;
+    this.sinkClient = new SinkClient({ url: this.sinkUrl, key: this.keys.sinkKey, timeoutMs: 5000 });
+  }
+
+  get etcd(): EtcdHandle {
+    if (this.#etcd === undefined) throw new Error('the stack is not open yet');
+    return this.#etcd;
   }
 
   get sinkUrl(): string {
@@ -113,7 +135,7 @@ export class Stack {
   env(overrides: Readonly<Record<string, string>> = {}): Record<string, string> {
     const ttl = this.opts.sessionTtlMs ?? 1_000;
     return {
-      LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: this.opts.etcd.endpoints.join(','),
+      LEASEHOLD_COORDINATOR_ETCD_ENDPOINTS: this.etcd.endpoints.join(','),
       LEASEHOLD_COORDINATOR_PREFIX: this.opts.prefix,
       LEASEHOLD_COORDINATOR_HOST: '127.0.0.1',
       LEASEHOLD_COORDINATOR_PORT: '0',
@@ -151,8 +173,11 @@ export class Stack {
     return service;
   }
 
+  /** The admin client on `url` with this stack's admin key (closed with the stack). */
   admin(url: string): AdminClient {
-    return new AdminClient(url, this.keys.adminKey);
+    const admin = new AdminClient(url, this.keys.adminKey);
+    this.#admins.push(admin);
+    return admin;
   }
 
   async worker(url: string, workerId: string, incarnation = 'inc-1'): Promise<TestWorker> {
@@ -162,6 +187,7 @@ export class Stack {
   }
 
   async close(): Promise<void> {
+    await Promise.all(this.#admins.map((a) => a.close()));
     await Promise.all(this.#coordinators.map((c) => c.close()));
     await Promise.all(this.#services.map((s) => s.stop()));
     for (const s of this.#services) s.close();
@@ -323,75 +349,6 @@ export class UpgradeRefused extends Error {
   }
 }
 
-/**
- * The admin API for tests: {@link LeaseholdClient} (the one admin client the CLI and the bench use
- * too), answering with status and body so tests can assert refusals; `raw` sends a body as is.
- */
-export class AdminClient {
-  readonly #url: string;
-  readonly #client: LeaseholdClient;
-  readonly #key: string | undefined;
-
-  constructor(url: string, key: string | undefined) {
-    this.#url = url;
-    this.#key = key;
-    this.#client = new LeaseholdClient({ url, adminKey: key ?? '' });
-  }
-
-  // Test convenience: response bodies are read field by field in assertions.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  async call(method: string, path: string, body?: unknown, raw?: string): Promise<{ status: number; body: any }> {
-    if (raw === undefined && this.#key !== undefined) {
-      const reply = await this.#client.request(method as 'GET' | 'POST' | 'DELETE', path, body);
-      return { status: reply.status, body: reply.body };
-    }
-    const res = await fetch(`${this.#url}${path}`, {
-      method,
-      headers: {
-        ...(this.#key === undefined ? {} : { authorization: `Bearer ${this.#key}` }),
-        ...(body === undefined && raw === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(raw !== undefined ? { body: raw } : body === undefined ? {} : { body: JSON.stringify(body) }),
-      signal: AbortSignal.timeout(10_000),
-    });
-    const text = await res.text();
-    return { status: res.status, body: text === '' ? undefined : (JSON.parse(text) as unknown) };
-  }
-
-  /** The typed client itself. */
-  get client(): LeaseholdClient {
-    return this.#client;
-  }
-
-  submit(taskId: string, resource: string, payload: unknown = { n: 1 }) {
-    return this.call('POST', '/v1/tasks', { taskId, resource, payload });
-  }
-
-  task(taskId: string) {
-    return this.call('GET', `/v1/tasks/${encodeURIComponent(taskId)}`);
-  }
-
-  cancel(taskId: string) {
-    return this.call('DELETE', `/v1/tasks/${encodeURIComponent(taskId)}`);
-  }
-
-  resource(resource: string) {
-    return this.call('GET', `/v1/resources/${encodeURIComponent(resource)}`);
-  }
-
-  async list(query = ''): Promise<{ status: number; body: { tasks: TaskView[]; next: string | null } }> {
-    return this.call('GET', `/v1/tasks${query}`);
-  }
-
-  async resourceView(resource: string): Promise<ResourceView> {
-    return this.#client.resource(resource);
-  }
-
-  close(): Promise<void> {
-    return this.#client.close();
-  }
-}
-
 /** Every key under `prefix` with its mod_revision: equal snapshots mean nothing changed. */
 export async function etcdSnapshot(endpoints: readonly string[], prefix: string): Promise<Record<string, string>> {
   const client = new Etcd3({ hosts: [...endpoints] });
@@ -401,8 +358,4 @@ export async function etcdSnapshot(endpoints: readonly string[], prefix: string)
   } finally {
     client.close();
   }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }

@@ -122,7 +122,7 @@ export class Service {
           if (await this.healthy()) return;
         }
       }
-      await sleep(25);
+      await pollPause(25);
     }
     throw new Error(
       `${this.spec.name} did not become healthy in ${timeoutMs} ms; see ${this.logPath}:\n${this.tail()}`,
@@ -186,7 +186,8 @@ export class Service {
   }
 }
 
-export function sleep(ms: number): Promise<void> {
+/** The interval between two probes of a poll (of the port file, of `waitFor`'s state). */
+function pollPause(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
@@ -205,7 +206,7 @@ export async function waitFor<T>(
     } catch (err) {
       lastError = err instanceof Error ? err.message : JSON.stringify(err);
     }
-    await sleep(everyMs);
+    await pollPause(everyMs);
   }
   throw new Error(
     `timed out after ${timeoutMs} ms waiting for ${what}${lastError === undefined ? '' : `: ${lastError}`}`,

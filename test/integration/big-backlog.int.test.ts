@@ -12,9 +12,10 @@
  * pages (`Kv.rangePages`: N = page budget / largest record, halved on an oversized reply) and the
  * receive limit set from ETCD_MAX_RESPONSE_BYTES.
  */
-import { rawHttp, startEtcd, type EtcdHandle } from '@leasehold/devkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, type AdminClient } from '../harness/coordinator.js';
+import { rawHttp } from '@leasehold/devkit';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { AdminClient } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 
 const PREFIX = 'test/big-backlog/';
 const SMALL = 6_000;
@@ -22,8 +23,7 @@ const SMALL_BYTES = 8 * 1024;
 const LARGE = 5;
 const LARGE_BYTES = 256 * 1024 - 64;
 
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 5_000 });
 let adminA: AdminClient;
 let portA: number;
 
@@ -31,8 +31,6 @@ let portA: number;
 const payloadOf = (i: number, bytes: number) => ({ i, pad: 'x'.repeat(bytes - 20) });
 
 beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
   const a = await stack.coordinator();
   adminA = stack.admin(a.url);
   portA = a.address.port;
@@ -62,11 +60,6 @@ beforeAll(async () => {
     expect((await adminA.cancel(`small/${String(i).padStart(5, '0')}`)).status).toBe(200);
   }
 }, 180_000);
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
 
 async function walk(admin: AdminClient): Promise<number> {
   let after: string | null = null;

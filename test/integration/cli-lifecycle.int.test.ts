@@ -9,65 +9,32 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Coordinator } from '@leasehold/coordinator';
-import { LeaseholdClient } from '@leasehold/client';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { signCapability } from '@leasehold/protocol';
-import { NonRetryableError, Worker, type TaskHandler } from '@leasehold/worker';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../harness/coordinator.js';
+import { NonRetryableError, type TaskHandler } from '@leasehold/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useSdkStack } from '../harness/fixtures.js';
 import { REPO_ROOT, waitFor } from '../harness/service.js';
 
 const CLI = join(REPO_ROOT, 'packages/cli/dist/leasehold-main.js');
 
-let etcd: EtcdHandle;
-let stack: Stack;
-let c1: Coordinator;
-let admin: LeaseholdClient;
+const fx = useSdkStack({ prefix: 'test/cli-lifecycle/', workerIdPrefix: 'cli' });
+const worker = (handler: TaskHandler, url?: string) => fx.worker(handler, { url });
 let dataDir: string;
-let workers: Worker[] = [];
-let n = 0;
 
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: 'test/cli-lifecycle/', sessionTtlMs: 3_000 });
-  c1 = await stack.coordinator();
-  admin = new LeaseholdClient({ url: c1.url, adminKey: stack.keys.adminKey });
+beforeAll(() => {
   dataDir = mkdtempSync(join(tmpdir(), 'leasehold-cli-test-')); // no cluster state in it
 });
 
-afterEach(async () => {
-  await Promise.all(workers.map((w) => w.close(1_000)));
-  workers = [];
-});
-
-afterAll(async () => {
-  await admin.close();
-  await stack.close();
-  await etcd.stop();
+afterAll(() => {
   rmSync(dataDir, { recursive: true, force: true });
 });
-
-function worker(handler: TaskHandler, url = c1.url): Worker {
-  const w = new Worker({
-    coordinators: [url],
-    sink: { url: stack.sinkUrl },
-    credentials: { workerKey: stack.keys.workerKey },
-    workerId: `cli-${++n}`,
-    handler,
-    idleBackoffMs: 50,
-  });
-  void w.run();
-  workers.push(w);
-  return w;
-}
 
 function env(): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH ?? '',
     LEASEHOLD_DATA_DIR: dataDir,
-    LEASEHOLD_ADMIN_KEY: stack.keys.adminKey,
-    LEASEHOLD_SINK_KEY: stack.keys.sinkKey,
+    LEASEHOLD_ADMIN_KEY: fx.stack.keys.adminKey,
+    LEASEHOLD_SINK_KEY: fx.stack.keys.sinkKey,
   };
 }
 
@@ -77,8 +44,8 @@ interface Run {
   readonly stderr: string;
 }
 
-function cli(args: readonly string[], coordinator = c1.url): Promise<Run> {
-  const proc = spawn(process.execPath, [CLI, ...args, '--coordinator', coordinator, '--sink', stack.sinkUrl], {
+function cli(args: readonly string[], coordinator = fx.coordinator.url): Promise<Run> {
+  const proc = spawn(process.execPath, [CLI, ...args, '--coordinator', coordinator, '--sink', fx.stack.sinkUrl], {
     env: env(),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -120,7 +87,7 @@ describe('task commands', () => {
     ]);
     expect(run).toMatchObject({ code: 0, stderr: '' });
     expect(run.stdout).toMatch(/^submitted c-opts on cli\/opts: delayed, runs in (10m|9\.\dm)/);
-    expect(await admin.get('c-opts')).toMatchObject({
+    expect(await fx.client.get('c-opts')).toMatchObject({
       state: 'delayed',
       priority: 4,
       retry: { maxAttempts: 2, backoff: { initialMs: 200, maxMs: 60_000 }, nonRetryable: ['Fatal', 'BadInput'] },
@@ -138,8 +105,8 @@ describe('task commands', () => {
       if (fail) throw new NonRetryableError('the input is not an invoice');
       return { ok: true };
     });
-    await admin.submit({ taskId: 'c-dead', resource: 'cli/dead', payload: {} });
-    expect((await admin.waitForResult('c-dead', { timeoutMs: 20_000 })).state).toBe('failed');
+    await fx.client.submit({ taskId: 'c-dead', resource: 'cli/dead', payload: {} });
+    expect((await fx.client.waitForResult('c-dead', { timeoutMs: 20_000 })).state).toBe('failed');
 
     const list = await cli(['tasks', '--state', 'failed']);
     expect(list.code).toBe(0);
@@ -159,7 +126,7 @@ describe('task commands', () => {
     const retried = await cli(['retry', 'c-dead']);
     expect(retried.code).toBe(0);
     expect(retried.stdout).toMatch(/^c-dead is (pending|leased) again with a fresh budget/);
-    expect((await admin.waitForResult('c-dead', { timeoutMs: 20_000 })).state).toBe('completed');
+    expect((await fx.client.waitForResult('c-dead', { timeoutMs: 20_000 })).state).toBe('completed');
 
     const again = await cli(['retry', 'c-dead']);
     expect(again.code).toBe(1);
@@ -169,7 +136,7 @@ describe('task commands', () => {
   });
 
   it('cancel and purge', async () => {
-    await admin.submit({ taskId: 'c-cancel', resource: 'cli/cancel', payload: {}, delayMs: 600_000 });
+    await fx.client.submit({ taskId: 'c-cancel', resource: 'cli/cancel', payload: {}, delayMs: 600_000 });
     const cancelled = await cli(['cancel', 'c-cancel']);
     expect(cancelled).toMatchObject({ code: 0, stdout: 'cancelled c-cancel\n' });
     const young = await cli(['purge', '--state', 'cancelled', '--older-than', '1d']);
@@ -177,7 +144,7 @@ describe('task commands', () => {
     const purged = await cli(['purge', '--state', 'cancelled', '--older-than', '0s', '--limit', '1']);
     expect(purged.code).toBe(0);
     expect(purged.stdout).toMatch(/^purged [1-9]\d* cancelled tasks? that ended more than 0ms ago/);
-    expect(await admin.get('c-cancel')).toBeUndefined();
+    expect(await fx.client.get('c-cancel')).toBeUndefined();
   });
 });
 
@@ -187,7 +154,7 @@ class Tail {
   readonly proc: ChildProcess;
   #partial = '';
   constructor(coordinator: string) {
-    this.proc = spawn(process.execPath, [CLI, 'tail', '--coordinator', coordinator, '--sink', stack.sinkUrl], {
+    this.proc = spawn(process.execPath, [CLI, 'tail', '--coordinator', coordinator, '--sink', fx.stack.sinkUrl], {
       env: env(),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -221,7 +188,7 @@ class Tail {
 
 describe('leasehold tail', () => {
   it('shows task failures and every kind of refusal at the sink as they happen', async () => {
-    const tail = new Tail(c1.url);
+    const tail = new Tail(fx.coordinator.url);
     await tail.line(/^-- task events: following/);
     await tail.line(/^-- sink events: following/);
 
@@ -229,7 +196,7 @@ describe('leasehold tail', () => {
     worker(() => {
       throw new TypeError('cannot read properties of undefined');
     });
-    await admin.submit({
+    await fx.client.submit({
       taskId: 't-fails',
       resource: 'cli/tail/1',
       payload: {},
@@ -242,7 +209,7 @@ describe('leasehold tail', () => {
     await tail.line(/sink fence\s+cli\/tail\/1 advanced to \d+/);
 
     // At the sink, straight from a client: the fence is 10 on this resource.
-    const sink = stack.sinkClient;
+    const sink = fx.stack.sinkClient;
     const r = 'cli/tail/2';
     await sink.advance(r, 10n);
     const write = (token: bigint, workerId: string, payload: unknown, signedFor = workerId) =>
@@ -252,7 +219,7 @@ describe('leasehold tail', () => {
         resultId: 'task:x',
         workerId,
         incarnation: 'i1',
-        capability: signCapability(stack.keys.capability, {
+        capability: signCapability(fx.stack.keys.capability, {
           resource: r,
           token,
           workerId: signedFor,
@@ -265,7 +232,7 @@ describe('leasehold tail', () => {
     expect(await write(10n, 'holder', { v: 1 })).toMatchObject({ ok: true, outcome: 'written' });
     expect(await write(10n, 'holder', { v: 2 })).toMatchObject({ ok: false, code: 'RESULT_CONFLICT' });
     await expect(write(10n, 'mallory', { v: 3 }, 'holder')).rejects.toMatchObject({ code: 'FORBIDDEN' });
-    const anonymous = await fetch(`${stack.sinkUrl}/v1/fences/advance`, {
+    const anonymous = await fetch(`${fx.stack.sinkUrl}/v1/fences/advance`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ resource: r, token: '99' }),
@@ -285,27 +252,27 @@ describe('leasehold tail', () => {
   });
 
   it('reconnects on its own when its coordinator goes away, and shows what happened meanwhile', async () => {
-    const first = await stack.coordinator();
+    const first = await fx.stack.coordinator();
     const port = new URL(first.url).port;
     const tail = new Tail(first.url);
     await tail.line(/^-- task events: following/);
-    await admin.submit({ taskId: 't-before', resource: 'cli/rc/1', payload: {}, delayMs: 600_000 });
+    await fx.client.submit({ taskId: 't-before', resource: 'cli/rc/1', payload: {}, delayMs: 600_000 });
     await tail.line(/task submitted\s+t-before/);
 
     await first.close();
     await tail.line(/^-- task events: connection lost .* reconnecting in/);
     // While it is away: a submit through another coordinator.
-    await admin.submit({ taskId: 't-meanwhile', resource: 'cli/rc/2', payload: {}, delayMs: 600_000 });
+    await fx.client.submit({ taskId: 't-meanwhile', resource: 'cli/rc/2', payload: {}, delayMs: 600_000 });
     // The same address comes back (a restarted coordinator).
-    const back = await stack.coordinator({ LEASEHOLD_COORDINATOR_PORT: port });
+    const back = await fx.stack.coordinator({ LEASEHOLD_COORDINATOR_PORT: port });
     await tail.line(/^-- task events: reconnected to/);
     await tail.line(/task submitted\s+t-meanwhile/);
-    await admin.cancel('t-before');
+    await fx.client.cancel('t-before');
     await tail.line(/task cancelled\s+t-before/);
     expect(await tail.stop()).toBe(0);
     expect(tail.count(/task submitted\s+t-before/)).toBe(1);
     expect(tail.count(/task submitted\s+t-meanwhile/)).toBe(1);
-    await admin.cancel('t-meanwhile');
+    await fx.client.cancel('t-meanwhile');
     await back.close();
   });
 });

@@ -5,7 +5,6 @@
  * waitForResult in every outcome (and its race with an already-ended task, and its deadline),
  * the sink's event stream through the client, and request failover between coordinator URLs.
  */
-import type { Coordinator } from '@leasehold/coordinator';
 import {
   InvalidResultError,
   LeaseholdClient,
@@ -14,10 +13,9 @@ import {
   type SinkEvent,
   type StandardSchema,
 } from '@leasehold/client';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
-import { NonRetryableError, Worker, type TaskHandler } from '@leasehold/worker';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../harness/coordinator.js';
+import { NonRetryableError, type TaskHandler } from '@leasehold/worker';
+import { describe, expect, it } from 'vitest';
+import { useSdkStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const POLICY = {
@@ -26,33 +24,11 @@ const POLICY = {
   LEASEHOLD_COORDINATOR_RETRY_JITTER: '0',
 };
 
-let etcd: EtcdHandle;
-let stack: Stack;
-let c1: Coordinator;
-let admin: LeaseholdClient;
-let workers: Worker[] = [];
-let n = 0;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: 'test/client-lifecycle/', sessionTtlMs: 3_000 });
-  c1 = await stack.coordinator(POLICY);
-  admin = new LeaseholdClient({
-    url: c1.url,
-    adminKey: stack.keys.adminKey,
-    sink: { url: stack.sinkUrl, key: stack.keys.sinkKey },
-  });
-});
-
-afterEach(async () => {
-  await Promise.all(workers.map((w) => w.close(1_000)));
-  workers = [];
-});
-
-afterAll(async () => {
-  await admin.close();
-  await stack.close();
-  await etcd.stop();
+const fx = useSdkStack({
+  prefix: 'test/client-lifecycle/',
+  workerIdPrefix: 'cl',
+  coordinatorEnv: POLICY,
+  sinkReads: true,
 });
 
 /** A Standard Schema (no library: any one will do) of `{ [key]: number }`. */
@@ -71,23 +47,11 @@ function numberAt<K extends string>(key: K): StandardSchema<Record<K, number>> {
   };
 }
 
-function worker(handler: TaskHandler, url = c1.url): Worker {
-  const w = new Worker({
-    coordinators: [url],
-    sink: { url: stack.sinkUrl },
-    credentials: { workerKey: stack.keys.workerKey },
-    workerId: `cl-${++n}`,
-    handler,
-    idleBackoffMs: 50,
-  });
-  void w.run();
-  workers.push(w);
-  return w;
-}
+const worker = (handler: TaskHandler, url?: string) => fx.worker(handler, { url });
 
 describe('submit, list, cancel, retry, purge', () => {
   it('submits with priority, a delay, a run-at time and a retry policy; the view shows them; list filters by state', async () => {
-    const delayed = await admin.submit({
+    const delayed = await fx.client.submit({
       taskId: 'opts-delay',
       resource: 'cl/opts/1',
       payload: { n: 1 },
@@ -103,24 +67,29 @@ describe('submit, list, cancel, retry, purge', () => {
       lastEvent: 'submitted',
     });
     const runAt = new Date(Date.now() + 3_600_000);
-    const scheduled = await admin.submit({ taskId: 'opts-runat', resource: 'cl/opts/2', payload: {}, runAt });
+    const scheduled = await fx.client.submit({ taskId: 'opts-runat', resource: 'cl/opts/2', payload: {}, runAt });
     expect(scheduled.task.notBeforeMs).toBe(runAt.getTime());
     // Same definition again: idempotent, the first submit's options stay.
-    const again = await admin.submit({ taskId: 'opts-delay', resource: 'cl/opts/1', payload: { n: 1 }, priority: 1 });
+    const again = await fx.client.submit({
+      taskId: 'opts-delay',
+      resource: 'cl/opts/1',
+      payload: { n: 1 },
+      priority: 1,
+    });
     expect(again).toMatchObject({ created: false, task: { priority: 7 } });
     await expect(
-      admin.submit({ taskId: 'opts-delay', resource: 'cl/opts/1', payload: { n: 2 } }),
+      fx.client.submit({ taskId: 'opts-delay', resource: 'cl/opts/1', payload: { n: 2 } }),
     ).rejects.toMatchObject({ code: 'CONFLICT' });
-    const ids = (await admin.tasks('delayed')).map((t) => t.taskId);
+    const ids = (await fx.client.tasks('delayed')).map((t) => t.taskId);
     expect(ids).toEqual(expect.arrayContaining(['opts-delay', 'opts-runat']));
-    expect((await admin.tasks('pending')).map((t) => t.taskId)).not.toContain('opts-delay');
-    expect((await admin.cancel('opts-delay')).state).toBe('cancelled');
-    expect((await admin.cancel('opts-runat')).state).toBe('cancelled');
+    expect((await fx.client.tasks('pending')).map((t) => t.taskId)).not.toContain('opts-delay');
+    expect((await fx.client.cancel('opts-delay')).state).toBe('cancelled');
+    expect((await fx.client.cancel('opts-runat')).state).toBe('cancelled');
   });
 
   it('submitMany answers each task: created, existing, conflict', async () => {
-    await admin.submit({ taskId: 'many-0', resource: 'cl/many', payload: 0, delayMs: 600_000 });
-    const results = await admin.submitMany([
+    await fx.client.submit({ taskId: 'many-0', resource: 'cl/many', payload: 0, delayMs: 600_000 });
+    const results = await fx.client.submitMany([
       { taskId: 'many-0', resource: 'cl/many', payload: 0 },
       { taskId: 'many-1', resource: 'cl/many', payload: 1, delayMs: 600_000, priority: 3 },
       { taskId: 'many-0', resource: 'cl/many', payload: 'other' },
@@ -128,8 +97,8 @@ describe('submit, list, cancel, retry, purge', () => {
     expect(results.map((r) => r.status)).toEqual([200, 201, 409]);
     expect(results[1]?.task).toMatchObject({ state: 'delayed', priority: 3 });
     expect(results[2]?.error).toMatchObject({ code: 'CONFLICT' });
-    await admin.cancel('many-0');
-    await admin.cancel('many-1');
+    await fx.client.cancel('many-0');
+    await fx.client.cancel('many-1');
   });
 
   it('retry: a failed task runs again with a fresh budget; CONFLICT when not failed; NOT_FOUND when unknown', async () => {
@@ -138,39 +107,39 @@ describe('submit, list, cancel, retry, purge', () => {
       if (fail) throw new NonRetryableError('not yet');
       return { ok: true };
     });
-    await admin.submit({ taskId: 'cl-again', resource: 'cl/again', payload: {} });
-    const failed = await admin.waitForResult('cl-again', { timeoutMs: 20_000 });
+    await fx.client.submit({ taskId: 'cl-again', resource: 'cl/again', payload: {} });
+    const failed = await fx.client.waitForResult('cl-again', { timeoutMs: 20_000 });
     expect(failed.state).toBe('failed');
     fail = false;
-    const retried = await admin.retry('cl-again');
+    const retried = await fx.client.retry('cl-again');
     expect(['pending', 'leased']).toContain(retried.state);
     expect(retried.attempts).toBe(0);
-    const done = await admin.waitForResult('cl-again', { timeoutMs: 20_000 });
+    const done = await fx.client.waitForResult('cl-again', { timeoutMs: 20_000 });
     expect(done.state).toBe('completed');
-    await expect(admin.retry('cl-again')).rejects.toMatchObject({ code: 'CONFLICT' });
-    await expect(admin.retry('cl-nobody')).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(fx.client.retry('cl-again')).rejects.toMatchObject({ code: 'CONFLICT' });
+    await expect(fx.client.retry('cl-nobody')).rejects.toMatchObject({ code: 'NOT_FOUND' });
   });
 
   it('purge deletes ended tasks of one state in pages; purgeAll loops while there are more', async () => {
     for (let i = 0; i < 5; i++) {
-      await admin.submit({ taskId: `purge-${i}`, resource: `cl/purge/${i}`, payload: {}, delayMs: 600_000 });
-      await admin.cancel(`purge-${i}`);
+      await fx.client.submit({ taskId: `purge-${i}`, resource: `cl/purge/${i}`, payload: {}, delayMs: 600_000 });
+      await fx.client.cancel(`purge-${i}`);
     }
     // Nothing ended a day ago.
-    expect(await admin.purge({ state: 'cancelled', olderThanMs: 86_400_000 })).toEqual({ purged: 0, more: false });
-    const first = await admin.purge({ state: 'cancelled', olderThanMs: 0, limit: 2 });
+    expect(await fx.client.purge({ state: 'cancelled', olderThanMs: 86_400_000 })).toEqual({ purged: 0, more: false });
+    const first = await fx.client.purge({ state: 'cancelled', olderThanMs: 0, limit: 2 });
     expect(first).toEqual({ purged: 2, more: true });
-    const rest = await admin.purgeAll({ state: 'cancelled', olderThanMs: 0, limit: 2 });
+    const rest = await fx.client.purgeAll({ state: 'cancelled', olderThanMs: 0, limit: 2 });
     expect(rest).toBeGreaterThanOrEqual(3);
-    for (let i = 0; i < 5; i++) expect(await admin.get(`purge-${i}`)).toBeUndefined();
+    for (let i = 0; i < 5; i++) expect(await fx.client.get(`purge-${i}`)).toBeUndefined();
   });
 });
 
 describe('waitForResult', () => {
   it('completed: the result reference and the stored result read from the sink', async () => {
     worker((task) => ({ doubled: (task.payload as { n: number }).n * 2 }));
-    await admin.submit({ taskId: 'w-done', resource: 'cl/w/1', payload: { n: 21 } });
-    const result = await admin.waitForResult('w-done', { timeoutMs: 20_000 });
+    await fx.client.submit({ taskId: 'w-done', resource: 'cl/w/1', payload: { n: 21 } });
+    const result = await fx.client.waitForResult('w-done', { timeoutMs: 20_000 });
     expect(result).toMatchObject({
       state: 'completed',
       resultId: 'task:w-done',
@@ -179,7 +148,7 @@ describe('waitForResult', () => {
     if (result.state !== 'completed') throw new Error('unreachable');
     expect(result.result?.token).toBe(result.token);
     // Without a sink: the reference only.
-    const bare = new LeaseholdClient({ url: c1.url, adminKey: stack.keys.adminKey });
+    const bare = new LeaseholdClient({ url: fx.coordinator.url, adminKey: fx.stack.keys.adminKey });
     const ref = await bare.waitForResult('w-done', { timeoutMs: 5_000 });
     expect(ref).toMatchObject({ state: 'completed', resultId: 'task:w-done', token: result.token });
     expect(ref).not.toHaveProperty('result');
@@ -188,14 +157,14 @@ describe('waitForResult', () => {
 
   it('a result schema: the payload checked and typed; a result of another shape is InvalidResultError', async () => {
     worker((task) => ({ doubled: (task.payload as { n: number }).n * 2 }));
-    await admin.submit<{ n: number }>({ taskId: 'w-typed', resource: 'cl/w/6', payload: { n: 4 } });
-    const typed = await admin.waitForResult('w-typed', {
+    await fx.client.submit<{ n: number }>({ taskId: 'w-typed', resource: 'cl/w/6', payload: { n: 4 } });
+    const typed = await fx.client.waitForResult('w-typed', {
       timeoutMs: 20_000,
       result: numberAt('doubled'),
     });
     if (typed.state !== 'completed') throw new Error(`not completed: ${typed.state}`);
     expect(typed.result?.payload.doubled).toBe(8);
-    const refused = await admin
+    const refused = await fx.client
       .waitForResult('w-typed', { timeoutMs: 5_000, result: numberAt('total') })
       .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(InvalidResultError);
@@ -206,15 +175,15 @@ describe('waitForResult', () => {
       stored: { payload: { doubled: 8 } },
     });
     // The task is completed all the same.
-    expect(await admin.get('w-typed')).toMatchObject({ state: 'completed' });
+    expect(await fx.client.get('w-typed')).toMatchObject({ state: 'completed' });
   });
 
   it('failed: the last error and the attempt history', async () => {
     worker(() => {
       throw new NonRetryableError('bad input');
     });
-    await admin.submit({ taskId: 'w-fail', resource: 'cl/w/2', payload: {} });
-    const result = await admin.waitForResult('w-fail', { timeoutMs: 20_000 });
+    await fx.client.submit({ taskId: 'w-fail', resource: 'cl/w/2', payload: {} });
+    const result = await fx.client.waitForResult('w-fail', { timeoutMs: 20_000 });
     expect(result).toMatchObject({
       state: 'failed',
       error: { name: 'NonRetryableError', message: 'bad input' },
@@ -223,45 +192,47 @@ describe('waitForResult', () => {
   });
 
   it('cancelled: a wait in progress learns of the cancel', async () => {
-    await admin.submit({ taskId: 'w-cancel', resource: 'cl/w/3', payload: {}, delayMs: 600_000 });
+    await fx.client.submit({ taskId: 'w-cancel', resource: 'cl/w/3', payload: {}, delayMs: 600_000 });
     const states: string[] = [];
-    const waiting = admin.waitForResult('w-cancel', { timeoutMs: 20_000, onState: (s) => states.push(s) });
+    const waiting = fx.client.waitForResult('w-cancel', { timeoutMs: 20_000, onState: (s) => states.push(s) });
     // Once it has read the task (delayed), the wait follows the stream: the cancel arrives as an event.
     await waitFor('the wait to read the task', () => states.includes('delayed'));
-    await admin.cancel('w-cancel');
+    await fx.client.cancel('w-cancel');
     expect(await waiting).toMatchObject({ state: 'cancelled', task: { taskId: 'w-cancel', state: 'cancelled' } });
   });
 
   it('a task that ended before the wait began is answered from the read, not the stream', async () => {
-    await admin.submit({ taskId: 'w-before', resource: 'cl/w/4', payload: {}, delayMs: 600_000 });
-    await admin.cancel('w-before');
-    expect(await admin.waitForResult('w-before', { timeoutMs: 5_000 })).toMatchObject({ state: 'cancelled' });
+    await fx.client.submit({ taskId: 'w-before', resource: 'cl/w/4', payload: {}, delayMs: 600_000 });
+    await fx.client.cancel('w-before');
+    expect(await fx.client.waitForResult('w-before', { timeoutMs: 5_000 })).toMatchObject({ state: 'cancelled' });
   });
 
   it('gives up with WaitTimeoutError (and the state last seen) at the deadline; unknown tasks are NOT_FOUND', async () => {
-    await admin.submit({ taskId: 'w-slow', resource: 'cl/w/5', payload: {}, delayMs: 600_000 });
+    await fx.client.submit({ taskId: 'w-slow', resource: 'cl/w/5', payload: {}, delayMs: 600_000 });
     const started = performance.now();
-    const err = await admin.waitForResult('w-slow', { timeoutMs: 300 }).catch((e: unknown) => e);
+    const err = await fx.client.waitForResult('w-slow', { timeoutMs: 300 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WaitTimeoutError);
     expect(err).toMatchObject({ taskId: 'w-slow', lastState: 'delayed', code: 'UNAVAILABLE' });
     expect(performance.now() - started).toBeLessThan(5_000);
-    await expect(admin.waitForResult('w-nobody', { timeoutMs: 5_000 })).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    await expect(fx.client.waitForResult('w-nobody', { timeoutMs: 5_000 })).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+    });
     const controller = new AbortController();
-    const aborted = admin.waitForResult('w-slow', { signal: controller.signal });
+    const aborted = fx.client.waitForResult('w-slow', { signal: controller.signal });
     controller.abort(new Error('caller gave up'));
     await expect(aborted).rejects.toThrow('caller gave up');
-    await admin.cancel('w-slow');
+    await fx.client.cancel('w-slow');
   });
 });
 
 describe('event streams', () => {
   it('follows task events across a coordinator going away: resumes on the next URL, nothing lost or repeated', async () => {
-    const a = await stack.coordinator(POLICY);
-    const b = await stack.coordinator(POLICY);
-    const adminB = new LeaseholdClient({ url: b.url, adminKey: stack.keys.adminKey });
+    const a = await fx.stack.coordinator(POLICY);
+    const b = await fx.stack.coordinator(POLICY);
+    const adminB = new LeaseholdClient({ url: b.url, adminKey: fx.stack.keys.adminKey });
     const client = new LeaseholdClient({
       url: [a.url, b.url],
-      adminKey: stack.keys.adminKey,
+      adminKey: fx.stack.keys.adminKey,
       events: { reconnect: { initialMs: 200, maxMs: 200 }, random: () => 0.99 },
     });
     const controller = new AbortController();
@@ -303,26 +274,26 @@ describe('event streams', () => {
   });
 
   it('resumes after a revision given by the caller; filters by task id', async () => {
-    await admin.submit({ taskId: 'res-1', resource: 'cl/res/1', payload: {}, delayMs: 600_000 });
-    const first = await admin.get('res-1');
+    await fx.client.submit({ taskId: 'res-1', resource: 'cl/res/1', payload: {}, delayMs: 600_000 });
+    const first = await fx.client.get('res-1');
     expect(first).toBeDefined();
     const controller = new AbortController();
     const seen: CoordinatorEvent[] = [];
     const following = (async () => {
-      for await (const event of admin.events({ taskId: 'res-1', after: '1', signal: controller.signal })) {
+      for await (const event of fx.client.events({ taskId: 'res-1', after: '1', signal: controller.signal })) {
         seen.push(event);
         if (event.type === 'task' && event.event === 'cancelled') controller.abort();
       }
     })();
-    await admin.submit({ taskId: 'res-other', resource: 'cl/res/2', payload: {}, delayMs: 600_000 });
-    await admin.cancel('res-1');
+    await fx.client.submit({ taskId: 'res-other', resource: 'cl/res/2', payload: {}, delayMs: 600_000 });
+    await fx.client.cancel('res-1');
     await following;
     // From revision 1: the submit of res-1 (replayed from etcd) and its cancel; nothing of res-other.
     expect(seen.map((e) => (e.type === 'task' ? `${e.taskId}:${e.event}` : e.type))).toEqual([
       'res-1:submitted',
       'res-1:cancelled',
     ]);
-    await admin.cancel('res-other');
+    await fx.client.cancel('res-other');
   });
 
   it("the sink's decisions through the client: grant advance and write of a completed task", async () => {
@@ -330,7 +301,7 @@ describe('event streams', () => {
     const seen: SinkEvent[] = [];
     let connected = false;
     const following = (async () => {
-      for await (const event of admin.sinkEvents({
+      for await (const event of fx.client.sinkEvents({
         signal: controller.signal,
         onConnected: () => {
           connected = true;
@@ -342,7 +313,7 @@ describe('event streams', () => {
     })();
     await waitFor('the sink stream', () => connected);
     worker(() => ({ ok: 1 }));
-    await admin.submit({ taskId: 'sink-1', resource: 'cl/sink/1', payload: {} });
+    await fx.client.submit({ taskId: 'sink-1', resource: 'cl/sink/1', payload: {} });
     await following;
     const mine = seen.filter((e) => e.type === 'decision' && e.resource === 'cl/sink/1');
     expect(mine.map((e) => (e.type === 'decision' ? `${e.kind}:${e.outcome}` : ''))).toEqual([
@@ -354,10 +325,10 @@ describe('event streams', () => {
 
 describe('several coordinator URLs', () => {
   it('a call goes to the next URL when the first cannot be reached', async () => {
-    const gone = await stack.coordinator(POLICY);
+    const gone = await fx.stack.coordinator(POLICY);
     const goneUrl = gone.url;
     await gone.close();
-    const client = new LeaseholdClient({ url: [goneUrl, c1.url], adminKey: stack.keys.adminKey });
+    const client = new LeaseholdClient({ url: [goneUrl, fx.coordinator.url], adminKey: fx.stack.keys.adminKey });
     await client.submit({ taskId: 'fo-1', resource: 'cl/fo', payload: {}, delayMs: 600_000 });
     expect((await client.get('fo-1'))?.state).toBe('delayed');
     await client.cancel('fo-1');

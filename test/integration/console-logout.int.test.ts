@@ -8,30 +8,23 @@
  * `revokeConsoleSession`. Make logout only clear the browser's cookie (as before) and the copy
  * keeps working on both coordinators for its 8 hours.
  */
-import { rawHttp, startEtcd, type EtcdHandle, type RawHttpAnswer } from '@leasehold/devkit';
+import { rawHttp, type RawHttpAnswer } from '@leasehold/devkit';
 import { Etcd3 } from 'etcd3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../harness/coordinator.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useStack } from '../harness/fixtures.js';
 
 const PREFIX = 'test/console-logout/';
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 5_000 });
 let portA: number;
 let portB: number;
 
 beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
   const env = {
     LEASEHOLD_COORDINATOR_CONSOLE_LOGIN_ATTEMPTS: '2',
     LEASEHOLD_COORDINATOR_CONSOLE_LOGIN_BACKOFF_MS: '60000',
   };
   portA = (await stack.coordinator(env)).address.port;
   portB = (await stack.coordinator(env)).address.port;
-});
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
 });
 
 const own = { 'x-leasehold-console': '1' };
@@ -62,7 +55,7 @@ describe('console logout on two coordinators', () => {
     await expect.poll(() => whoami(portB, cookie), { timeout: 5_000, interval: 20 }).toBe(401);
 
     // The revocation is one key under the prefix, on a lease (it goes when the cookie would expire).
-    const client = new Etcd3({ hosts: etcd.endpoints });
+    const client = new Etcd3({ hosts: stack.etcd.endpoints });
     try {
       const keys = await client.getAll().prefix(`${PREFIX}console/revoked/`).keys();
       expect(keys).toEqual([`${PREFIX}console/revoked/${cookie.split('.')[2] ?? ''}`]);

@@ -10,24 +10,13 @@
  */
 import { SinkFenceTarget, type AdvanceItem, type FenceTarget } from '@leasehold/coordinator';
 import type { Grant } from '@leasehold/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, TestWorker, etcdSnapshot } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { describe, expect, it } from 'vitest';
+import { TestWorker, etcdSnapshot } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-acquire/';
-let etcd: EtcdHandle;
-let stack: Stack;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 2_000 });
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 2_000 });
 
 /** The real sink behind a switch: `hold()` parks advances until `release()`; `fail()` makes them throw. */
 class GatedFence implements FenceTarget {
@@ -69,20 +58,20 @@ class GatedFence implements FenceTarget {
 const prefixOf = (name: string) => `${PREFIX}${name}/`;
 
 async function ownerKeys(name: string) {
-  const snap = await etcdSnapshot(etcd.endpoints, `${prefixOf(name)}owners/`);
+  const snap = await etcdSnapshot(stack.etcd.endpoints, `${prefixOf(name)}owners/`);
   return Object.entries(snap);
 }
 
 /** Every holding key (one per live grant, all sessions) under the test's prefix. */
 async function holdingKeys(name: string) {
-  return Object.keys(await etcdSnapshot(etcd.endpoints, `${prefixOf(name)}holdings/`));
+  return Object.keys(await etcdSnapshot(stack.etcd.endpoints, `${prefixOf(name)}holdings/`));
 }
 
 /** Keys under the test's prefix other than tasks and sessions: what grants left behind. */
 async function leftovers(name: string) {
   // A task's own keys (record, payload, history) live as long as the task; sessions as long as theirs.
   const keep = ['tasks/', 'inputs/', 'history/', 'sessions/'].map((family) => `${prefixOf(name)}${family}`);
-  const all = Object.keys(await etcdSnapshot(etcd.endpoints, prefixOf(name)));
+  const all = Object.keys(await etcdSnapshot(stack.etcd.endpoints, prefixOf(name)));
   return all.filter((k) => !keep.some((p) => k.startsWith(p)));
 }
 
@@ -242,7 +231,7 @@ describe('acquire', () => {
     expect(Date.now() - started).toBeLessThan(2_000 + 1_500);
     await waitFor('owner keys gone', async () => (await ownerKeys('many')).length === 0, 5_000);
     expect(await leftovers('many')).toEqual([]);
-    expect(Object.keys(await etcdSnapshot(etcd.endpoints, `${prefixOf('many')}sessions/`))).toEqual([]);
+    expect(Object.keys(await etcdSnapshot(stack.etcd.endpoints, `${prefixOf('many')}sessions/`))).toEqual([]);
     // Fence-on-expiry saw every owner key go with the session key: each fence moved past its grant.
     await waitFor(
       'fences advanced on expiry',
@@ -273,7 +262,11 @@ describe('acquire', () => {
       Array.from({ length: N }, (_, i) => workers[i % 4]!.acquire(`q${i}`)),
     )) as Grant[];
     expect(grants.map((g) => g.type)).toEqual(Array<string>(N).fill('lease.granted'));
-    await new Promise((resolve) => setTimeout(resolve, 100)); // the index has seen the grants
+    // The index shows the holders (the list judges `leased` from it): the completes can share txns.
+    await waitFor(
+      'the index shows every grant',
+      async () => (await admin.list('?state=leased&limit=100')).body.tasks.length === N,
+    );
     const stale = grants[0]!;
     const replies = await Promise.all([
       ...grants.map((g, i) => workers[i % 4]!.complete(g, `res-${g.taskId}`)),
@@ -283,7 +276,7 @@ describe('acquire', () => {
     expect(replies[N]).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
     expect(await ownerKeys('done')).toHaveLength(0);
     expect(await leftovers('done')).toEqual([]);
-    const tasks = await etcdSnapshot(etcd.endpoints, `${prefixOf('done')}tasks/`);
+    const tasks = await etcdSnapshot(stack.etcd.endpoints, `${prefixOf('done')}tasks/`);
     expect(new Set(Object.values(tasks)).size).toBeLessThan(N);
     for (const g of grants) {
       expect((await admin.task(g.taskId)).body).toMatchObject({

@@ -5,22 +5,19 @@
  * (400/401/404/409/413 with the protocol's ErrorMessage body).
  */
 import { ErrorMessageSchema, PROTOCOL_VERSION, type Grant } from '@leasehold/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdminClient, Stack, TestWorker, UpgradeRefused, etcdSnapshot } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { AdminClient, TestWorker, UpgradeRefused, etcdSnapshot } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 
 const PREFIX = 'test/coordinator-bad-input/';
 const MAX_PAYLOAD = 4_096;
 const MAX_SESSIONS = 2;
 const CREDENTIAL = { keyId: 'key-limited', workerId: 'w-limited', secret: 'Limited-secret-0a9b8c7d6e5f' };
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 5_000 });
 let url: string;
 let admin: AdminClient;
 
 beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
   const c = await stack.coordinator({
     LEASEHOLD_COORDINATOR_MAX_PAYLOAD_BYTES: String(MAX_PAYLOAD),
     // A worker's own credential too (besides the harness's shared key), with a small session limit.
@@ -31,12 +28,7 @@ beforeAll(async () => {
   admin = stack.admin(url);
 });
 
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
-
-const snapshot = () => etcdSnapshot(etcd.endpoints, PREFIX);
+const snapshot = () => etcdSnapshot(stack.etcd.endpoints, PREFIX);
 
 async function refusedUpgrade(key: string | undefined, path = ''): Promise<number> {
   try {
@@ -205,7 +197,7 @@ describe('HTTP', () => {
     const cases: [string, () => Promise<{ status: number; body: unknown }>, number, string][] = [
       ['no key', () => new AdminClient(url, undefined).call('GET', '/v1/tasks'), 401, 'UNAUTHENTICATED'],
       ['worker key', () => new AdminClient(url, stack.keys.workerKey).call('GET', '/v1/tasks'), 401, 'UNAUTHENTICATED'],
-      ['invalid JSON', () => admin.call('POST', '/v1/tasks', undefined, '{nope'), 400, 'INVALID_MESSAGE'],
+      ['invalid JSON', () => admin.call('POST', '/v1/tasks', undefined, { raw: '{nope' }), 400, 'INVALID_MESSAGE'],
       [
         'schema violation',
         () => admin.call('POST', '/v1/tasks', { taskId: 'a/../b', resource: 'r', payload: 1 }),

@@ -11,25 +11,14 @@
  */
 import type { Grant } from '@leasehold/protocol';
 import { ManualClock } from '@leasehold/testing/clock';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, TestWorker, type AdminClient } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { describe, expect, it } from 'vitest';
+import { TestWorker, type AdminClient } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-design-note/';
 const TTL = 1_000;
-let etcd: EtcdHandle;
-let stack: Stack;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: TTL });
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: TTL });
 
 function asGrant(m: unknown): Grant {
   expect(m).toMatchObject({ type: 'lease.granted' });

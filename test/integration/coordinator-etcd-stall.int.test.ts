@@ -10,14 +10,14 @@
  */
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { PROTOCOL_VERSION } from '@leasehold/protocol';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Stack, TestWorker } from '../harness/coordinator.js';
+import { waitFor } from '../harness/service.js';
 
 const TTL = 2_000;
 const STALL_MS = 4_000;
 const WORKERS = 4;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let etcd: EtcdHandle | undefined;
 let stack: Stack | undefined;
@@ -67,6 +67,7 @@ async function stallUnderHolders(marginMs: number | undefined): Promise<{ kept: 
   }, 500);
   try {
     etcd.pause(0);
+    // The stall's length is what is tested (longer than the TTL), not a wait for something.
     await sleep(STALL_MS);
     etcd.resume(0);
   } finally {
@@ -76,40 +77,45 @@ async function stallUnderHolders(marginMs: number | undefined): Promise<{ kept: 
   // again) and renews its lease under its token.
   const ended: string[] = [];
   let kept = 0;
+  const key = stack.keys.workerKey;
   for (const h of holders) {
-    const deadline = Date.now() + 20_000;
-    let outcome: 'kept' | 'ended' | undefined;
-    while (outcome === undefined && Date.now() < deadline) {
-      const w = await TestWorker.connect(coordinator.url, stack.keys.workerKey).catch(() => undefined);
-      if (w === undefined) {
-        await sleep(200);
-        continue;
-      }
-      const reply = await w
-        .request({
-          type: 'hello',
-          protocolVersion: PROTOCOL_VERSION,
-          workerId: h.workerId,
-          incarnation: 'inc-1',
-          capacity: 10,
-          resumeSessionId: h.sessionId,
-        })
-        .catch(() => undefined);
-      if (reply?.type === 'welcome') {
-        w.welcome = reply;
-        const renewed = await w.renew(h.resource, h.token);
-        outcome = reply.sessionId === h.sessionId && renewed.type === 'lease.renewed' ? 'kept' : 'ended';
-      } else if (reply?.type === 'error' && reply.code === 'SESSION_EXPIRED') {
-        outcome = 'ended';
-      }
-      w.close();
-      if (outcome === undefined) await sleep(200);
-    }
+    const outcome = await waitFor(
+      `${h.workerId} resumed or told its session ended`,
+      () => resumeAndRenew(coordinator.url, key, h),
+      20_000,
+      200,
+    ).catch(() => undefined);
     if (outcome === 'kept') kept += 1;
     else ended.push(`${h.workerId}: ${outcome ?? 'no answer'}`);
   }
   for (const w of sockets) w.close();
   return { kept, ended };
+}
+
+/** One try: resume `h`'s session and renew its lease; undefined while hellos are refused. */
+async function resumeAndRenew(url: string, key: string, h: Holder): Promise<'kept' | 'ended' | undefined> {
+  const w = await TestWorker.connect(url, key).catch(() => undefined);
+  if (w === undefined) return undefined;
+  try {
+    const reply = await w
+      .request({
+        type: 'hello',
+        protocolVersion: PROTOCOL_VERSION,
+        workerId: h.workerId,
+        incarnation: 'inc-1',
+        capacity: 10,
+        resumeSessionId: h.sessionId,
+      })
+      .catch(() => undefined);
+    if (reply?.type === 'welcome') {
+      w.welcome = reply;
+      const renewed = await w.renew(h.resource, h.token);
+      return reply.sessionId === h.sessionId && renewed.type === 'lease.renewed' ? 'kept' : 'ended';
+    }
+    return reply?.type === 'error' && reply.code === 'SESSION_EXPIRED' ? 'ended' : undefined;
+  } finally {
+    w.close();
+  }
 }
 
 describe('an etcd stall longer than the session TTL (issue 18.2)', () => {

@@ -13,25 +13,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { signCapability, type Grant } from '@leasehold/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, TestWorker, etcdSnapshot, sleep } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TestWorker, etcdSnapshot } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-ha/';
 const TTL = 1_000;
-let etcd: EtcdHandle;
-let stack: Stack;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: TTL });
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: TTL });
 
 /** An HTTP proxy to the sink that can park fence advances (to catch a coordinator mid-grant). */
 class SinkProxy {
@@ -84,7 +74,7 @@ class SinkProxy {
 const prefixOf = (name: string) => `${PREFIX}${name}/`;
 
 async function ownersOf(name: string) {
-  return Object.entries(await etcdSnapshot(etcd.endpoints, `${prefixOf(name)}owners/`));
+  return Object.entries(await etcdSnapshot(stack.etcd.endpoints, `${prefixOf(name)}owners/`));
 }
 
 describe('several coordinators on one etcd', () => {
@@ -105,7 +95,9 @@ describe('several coordinators on one etcd', () => {
       sessionId,
       coordinatorId: 'move-c2',
     });
-    // Keep the session alive on c2 for several TTLs: c1 must not end it.
+    // Keep the session alive on c2 for two TTLs: c1 must not end it. A cadence, not a wait: the
+    // renewals are this worker's heartbeat (every TTL/4), and what is tested is that c1, which no
+    // longer hears it, does not end the session in the time it would have (one TTL).
     for (let i = 0; i < 8; i++) {
       expect(await on2.renew(g.resource, g.token)).toMatchObject({ type: 'lease.renewed' });
       await sleep(TTL / 4);
@@ -191,7 +183,9 @@ describe('several coordinators on one etcd', () => {
       c1.resume();
       const reply = await w1Reply;
       expect(reply.type).not.toBe('lease.granted');
-      await sleep(300);
+      // A round trip on w1's socket: whatever c1 sent before answering it (a late grant too) has
+      // arrived once the answer (or the socket's close) has.
+      await Promise.race([w1.heartbeat().catch(() => undefined), w1.closed]);
       expect(w1.received.some((m) => m.type === 'lease.granted')).toBe(false);
 
       // The sink: fence at the new token; the stale token refused (even with a valid capability).

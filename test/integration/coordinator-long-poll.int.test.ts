@@ -6,26 +6,25 @@
  * - the wait is bounded: `lease.none` when it runs out; the waiting session's own end answers it;
  * - the expired holder is told (`lease.revoked`, `session.expired`) and its owner keys are gone.
  */
+import type { Coordinator } from '@leasehold/coordinator';
 import type { Grant } from '@leasehold/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, etcdSnapshot } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { describe, expect, it } from 'vitest';
+import { etcdSnapshot } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
+import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-long-poll/';
-let etcd: EtcdHandle;
-let stack: Stack;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 1_000 });
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 1_000 });
 
 const prefixOf = (name: string) => `${PREFIX}${name}/`;
+
+/** Until `count` long-poll acquires are parked on `c` (its `leasehold_coordinator_acquires_waiting`). */
+async function parked(c: Coordinator, count: number): Promise<void> {
+  await waitFor(`${count} parked acquire(s)`, async () => {
+    const gauge = await c.metrics.acquiresWaiting.get();
+    return gauge.values[0]?.value === count ? true : undefined;
+  });
+}
 
 describe('long-poll acquire', () => {
   it('is answered as soon as a task is submitted', async () => {
@@ -33,10 +32,11 @@ describe('long-poll acquire', () => {
     const w = await stack.worker(c.url, 'w1');
     const started = performance.now();
     const waiting = w.request({ type: 'lease.acquire', requestId: 'q1', waitMs: 10_000 }, 15_000);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await parked(c, 1); // found nothing: the submit below must wake it
     await stack.admin(c.url).submit('t1', 'submit/r1');
     expect(await waiting).toMatchObject({ type: 'lease.granted', taskId: 't1', resource: 'submit/r1' });
     expect(performance.now() - started).toBeLessThan(5_000);
+    await parked(c, 0);
     w.close();
   });
 
@@ -48,7 +48,7 @@ describe('long-poll acquire', () => {
     const held = (await holder.acquire('q1')) as Grant;
     expect(held.type).toBe('lease.granted');
     const waiting = taker.request({ type: 'lease.acquire', requestId: 'q1', taskId: 't1', waitMs: 10_000 }, 15_000);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await parked(c, 1); // t1 is held: the release below must wake it
     expect(await holder.release(held.resource, held.token)).toMatchObject({ type: 'lease.released' });
     const grant = (await waiting) as Grant;
     expect(grant).toMatchObject({ type: 'lease.granted', taskId: 't1' });
@@ -81,9 +81,9 @@ describe('long-poll acquire', () => {
       expect(revoked).toEqual(
         held.map((g) => ({ type: 'lease.revoked', resource: g.resource, token: g.token, reason: 'session-expired' })),
       );
-      const owners = await etcdSnapshot(etcd.endpoints, `${prefixOf('expiry')}owners/`);
+      const owners = await etcdSnapshot(stack.etcd.endpoints, `${prefixOf('expiry')}owners/`);
       expect(Object.keys(owners)).toEqual([`${prefixOf('expiry')}owners/${first.resource}`]);
-      const holdings = await etcdSnapshot(etcd.endpoints, `${prefixOf('expiry')}holdings/${holder.sessionId}/`);
+      const holdings = await etcdSnapshot(stack.etcd.endpoints, `${prefixOf('expiry')}holdings/${holder.sessionId}/`);
       expect(holdings).toEqual({});
     } finally {
       clearInterval(beat);

@@ -4,31 +4,23 @@
  * pending), and the resource view.
  */
 import type { Grant } from '@leasehold/protocol';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, type AdminClient } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { AdminClient } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 
 const PREFIX = 'test/coordinator-tasks/';
 interface BatchReply {
   readonly results: unknown[];
 }
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 5_000 });
 let url1: string;
 let url2: string;
 let admin: AdminClient;
 
 beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
   url1 = (await stack.coordinator()).url;
   url2 = (await stack.coordinator()).url;
   admin = stack.admin(url1);
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
 });
 
 describe('task API', () => {

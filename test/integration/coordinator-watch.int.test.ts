@@ -5,24 +5,12 @@
  * a fresh range read — the new tasks are granted.
  */
 import { Etcd3 } from 'etcd3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../harness/coordinator.js';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { describe, expect, it } from 'vitest';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/coordinator-watch/';
-let etcd: EtcdHandle;
-let stack: Stack;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 2_000 });
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 2_000 });
 
 describe('task index', () => {
   it('is rebuilt when the watch reports compaction', async () => {
@@ -30,11 +18,11 @@ describe('task index', () => {
     await stack.admin(svc.url).submit('before', 'watch/r0');
 
     svc.pause();
-    await etcd.kill(0);
-    await etcd.restart(0);
+    await stack.etcd.kill(0);
+    await stack.etcd.restart(0);
     const peer = await stack.coordinator();
     for (let i = 0; i < 5; i++) await stack.admin(peer.url).submit(`after-${i}`, `watch/r${i + 1}`);
-    const client = new Etcd3({ hosts: etcd.endpoints });
+    const client = new Etcd3({ hosts: stack.etcd.endpoints });
     try {
       const head = await client.get('compact-probe').exec();
       await client.kv.compact({ revision: head.header.revision, physical: true });

@@ -5,6 +5,7 @@
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
+import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/etcd-harness/';
 let etcd: EtcdHandle;
@@ -74,13 +75,11 @@ describe('etcd harness', () => {
     const lease = client.lease(1, { autoKeepAlive: false });
     await lease.put(`${PREFIX}leased`).value('x').exec();
     expect(await client.get(`${PREFIX}leased`).string()).toBe('x');
-    const deadline = Date.now() + 10_000;
-    let value: string | null = 'x';
-    while (value !== null && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      value = await client.get(`${PREFIX}leased`).string();
-    }
-    expect(value).toBeNull();
+    await waitFor(
+      'the key gone with its lease',
+      async () => (await client.get(`${PREFIX}leased`).string()) === null,
+      10_000,
+    );
   });
 
   it('delivers watch events with their revisions', async () => {

@@ -11,19 +11,17 @@
  * 1 MiB records did not stop a start (pages halve on an oversized reply). Mechanisms:
  * LayoutMigration (service/migration.ts), `migrateTasks`, `recordWriteOps`, `Kv.rangePages`.
  */
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { DEFAULT_RETRY_POLICY, type Grant, type TaskView } from '@leasehold/protocol';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/layout-migration/';
 const SMALL = 2_000;
 const LARGE = 5;
 
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 5_000 });
 let raw: Etcd3;
 
 /** A task record exactly as a coordinator of layout v1 wrote it. */
@@ -59,11 +57,9 @@ const HISTORY = [
 ];
 
 beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
   // The test's own client reads 1 MiB values: a receive limit to match, and no breaker on refusals.
   raw = new Etcd3({
-    hosts: etcd.endpoints,
+    hosts: stack.etcd.endpoints,
     grpcOptions: { 'grpc.max_receive_message_length': 64 * 1024 * 1024 },
   });
   const put = (ops: [string, string][]) =>
@@ -118,8 +114,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   raw.close();
-  await stack.close();
-  await etcd.stop();
 });
 
 /** Every key under the prefix with its value length (never the values: some are 1 MiB). */

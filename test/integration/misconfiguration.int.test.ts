@@ -7,23 +7,11 @@
 import { randomBytes } from 'node:crypto';
 import { ConfigError, generateCapabilitySeed } from '@leasehold/protocol';
 import { loadConfig } from '@leasehold/coordinator';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../harness/coordinator.js';
+import { describe, expect, it } from 'vitest';
+import { useStack } from '../harness/fixtures.js';
 import { BIN, Service, waitFor } from '../harness/service.js';
 
-let etcd: EtcdHandle;
-let stack: Stack;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: 'test/misconfig/' });
-});
-
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
-});
+const stack = useStack({ prefix: 'test/misconfig/' });
 
 interface ReadyBody {
   ready: boolean;

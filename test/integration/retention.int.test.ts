@@ -10,12 +10,11 @@
  */
 import type { Coordinator } from '@leasehold/coordinator';
 import { LeaseholdClient } from '@leasehold/client';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import { NonRetryableError, Worker } from '@leasehold/worker';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allDecisions } from '../harness/cluster.js';
-import { Stack } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 const PREFIX = 'test/retention/';
@@ -32,8 +31,7 @@ const RETENTION = {
   LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS: '1',
 };
 
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 5_000 });
 let c1: Coordinator;
 let c2: Coordinator;
 let admin: LeaseholdClient;
@@ -43,12 +41,10 @@ const workers: Worker[] = [];
 const ranOnce = new Set<string>();
 
 beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
   c1 = await stack.coordinator(RETENTION);
   c2 = await stack.coordinator(RETENTION);
   admin = new LeaseholdClient({ url: c1.url, adminKey: stack.keys.adminKey });
-  raw = new Etcd3({ hosts: etcd.endpoints });
+  raw = new Etcd3({ hosts: stack.etcd.endpoints });
   for (const url of [c1.url, c2.url]) {
     const w = new Worker({
       coordinators: [url],
@@ -75,8 +71,6 @@ afterAll(async () => {
   await Promise.all(workers.map((w) => w.close(1_000)));
   raw.close();
   await admin.close();
-  await stack.close();
-  await etcd.stop();
 });
 
 /** Every key of task `taskId` in etcd (record, payload, history entries). */

@@ -13,24 +13,16 @@
  * check and count were already in one synchronous step; they now count at accept like the rest.)
  */
 import { connect, type Socket } from 'node:net';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../harness/coordinator.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useStack } from '../harness/fixtures.js';
 
 const PREFIX = 'test/stream-caps/';
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({ prefix: PREFIX, sessionTtlMs: 5_000 });
 let coordinatorPort: number;
 
 beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: PREFIX, sessionTtlMs: 5_000 });
   const c = await stack.coordinator();
   coordinatorPort = c.address.port;
-});
-afterAll(async () => {
-  await stack.close();
-  await etcd.stop();
 });
 
 interface Opened {

@@ -5,13 +5,11 @@
  * times come from the workers' own `granted` events; every wait is on observable state.
  */
 import type { Coordinator } from '@leasehold/coordinator';
-import { LeaseholdClient } from '@leasehold/client';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
 import type { SubmitTaskRequest, TaskView } from '@leasehold/protocol';
-import { NonRetryableError, Worker, WriteRefusedError, type TaskHandler } from '@leasehold/worker';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from '../harness/coordinator.js';
+import { NonRetryableError, WriteRefusedError, type TaskHandler, type Worker } from '@leasehold/worker';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFaultProxy, type FaultProxy } from '../harness/fault-proxy.js';
+import { useSdkStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
 /** 3 attempts; 400 ms, then 800 ms between them (no jitter: the gaps are asserted). */
@@ -25,30 +23,7 @@ const POLICY = {
 /** How late a grant may come after its due time (a long poll wakes at it; loaded CI machines). */
 const LATE_MS = 400;
 
-let etcd: EtcdHandle;
-let stack: Stack;
-let c1: Coordinator;
-let admin: LeaseholdClient;
-let workers: Worker[] = [];
-let n = 0;
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: 'test/task-lifecycle/', sessionTtlMs: 3_000 });
-  c1 = await stack.coordinator(POLICY);
-  admin = new LeaseholdClient({ url: c1.url, adminKey: stack.keys.adminKey });
-});
-
-afterEach(async () => {
-  await Promise.all(workers.map((w) => w.close(1_000)));
-  workers = [];
-});
-
-afterAll(async () => {
-  await admin.close();
-  await stack.close();
-  await etcd.stop();
-});
+const fx = useSdkStack({ prefix: 'test/task-lifecycle/', workerIdPrefix: 'lc', coordinatorEnv: POLICY });
 
 interface Seen {
   readonly grants: { taskId: string; atMs: number; attempt: number }[];
@@ -57,31 +32,22 @@ interface Seen {
 /** An SDK worker on `url`; records when each grant arrived. */
 function worker(handler: TaskHandler, options: { url?: string; sinkUrl?: string; seen?: Seen } = {}): Worker {
   const seen = options.seen;
-  const w = new Worker({
-    coordinators: [options.url ?? c1.url],
-    sink: { url: options.sinkUrl ?? stack.sinkUrl },
-    credentials: { workerKey: stack.keys.workerKey },
-    workerId: `lc-${++n}`,
-    handler: async (task, ctx) => {
-      seen?.grants.push({ taskId: task.taskId, atMs: Date.now(), attempt: task.attempt });
-      return handler(task, ctx);
-    },
-    idleBackoffMs: 50,
-  });
-  void w.run();
-  workers.push(w);
-  return w;
+  const recording: TaskHandler = async (task, ctx) => {
+    seen?.grants.push({ taskId: task.taskId, atMs: Date.now(), attempt: task.attempt });
+    return handler(task, ctx);
+  };
+  return fx.worker(recording, { url: options.url, sinkUrl: options.sinkUrl });
 }
 
 async function submit(task: Omit<SubmitTaskRequest, 'payload'> & { payload?: unknown }): Promise<TaskView> {
-  return (await admin.submit({ payload: {}, ...task } as SubmitTaskRequest)).task;
+  return (await fx.client.submit({ payload: {}, ...task } as SubmitTaskRequest)).task;
 }
 
 async function settledAs(taskId: string, state: string, timeoutMs = 20_000): Promise<TaskView> {
   return waitFor(
     `${taskId} ${state}`,
     async () => {
-      const view = await admin.get(taskId);
+      const view = await fx.client.get(taskId);
       return view?.state === state ? view : undefined;
     },
     timeoutMs,
@@ -133,12 +99,12 @@ describe('failures and retries', () => {
     await submit({ taskId: 'again', resource: 'lc/r3' });
     await settledAs('again', 'failed');
     fail = false;
-    const retried = await admin.request('POST', '/v1/tasks/again/retry');
+    const retried = await fx.client.request('POST', '/v1/tasks/again/retry');
     expect(retried.status).toBe(200);
     const done = await settledAs('again', 'completed');
     expect((done.history ?? []).map((h) => h.outcome)).toEqual(['failed', 'completed']);
-    expect(await stack.sinkClient.getResult('lc/r3', 'task:again')).toMatchObject({ payload: { ok: true } });
-    expect((await admin.request('POST', '/v1/tasks/again/retry')).status).toBe(409);
+    expect(await fx.stack.sinkClient.getResult('lc/r3', 'task:again')).toMatchObject({ payload: { ok: true } });
+    expect((await fx.client.request('POST', '/v1/tasks/again/retry')).status).toBe(409);
   });
 });
 
@@ -147,9 +113,9 @@ describe('a sink outage', () => {
   let c2: Coordinator;
 
   beforeAll(async () => {
-    const port = Number(new URL(stack.sinkUrl).port);
+    const port = Number(new URL(fx.stack.sinkUrl).port);
     proxy = await startFaultProxy({ name: 'coordinator->sink', targetPort: port });
-    c2 = await stack.coordinator({
+    c2 = await fx.stack.coordinator({
       ...POLICY,
       LEASEHOLD_COORDINATOR_SINK_URL: proxy.url,
       LEASEHOLD_COORDINATOR_SINK_TIMEOUT_MS: '300',
@@ -164,13 +130,18 @@ describe('a sink outage', () => {
     const seen: Seen = { grants: [] };
     worker(() => ({ ok: true }), { url: c2.url, seen });
     await submit({ taskId: 'outage', resource: 'lc/r4' });
-    // 3 s of outage: abandoned grants back off 400, 800, 1600 ms: at most 4 of them.
-    await waitFor('an abandoned grant', async () => ((await admin.get('outage'))?.history?.length ?? 0) > 0);
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
-    const during = await admin.get('outage');
-    expect(during?.history?.every((h) => h.outcome === 'abandoned')).toBe(true);
-    expect(during?.history?.length).toBeLessThanOrEqual(4);
-    expect(during?.attempts).toBe(0);
+    // Abandoned grants back off 400, then 800 ms (the policy's backoff): three of them take over
+    // 1.2 s, so a few seconds of outage cost a bounded number, and none of the attempt budget.
+    const during = await waitFor('three abandoned grants', async () => {
+      const view = await fx.client.get('outage');
+      return (view?.history?.length ?? 0) >= 3 ? view : undefined;
+    });
+    const history = during.history ?? [];
+    expect(history.every((h) => h.outcome === 'abandoned')).toBe(true);
+    const [a1 = 0, a2 = 0, a3 = 0] = history.map((h) => h.startedAtMs);
+    expect(a2 - a1).toBeGreaterThanOrEqual(400 - 20);
+    expect(a3 - a2).toBeGreaterThanOrEqual(800 - 20);
+    expect(during.attempts).toBe(0);
     expect(seen.grants).toHaveLength(0);
     proxy.setMode({ kind: 'pass' });
     const done = await settledAs('outage', 'completed');
@@ -196,25 +167,25 @@ describe('cancel', () => {
     });
     await submit({ taskId: 'cancel-me', resource: 'lc/r5' });
     await waitFor('the handler to start', () => started);
-    const cancelled = await admin.cancel('cancel-me');
+    const cancelled = await fx.client.cancel('cancel-me');
     expect(cancelled.state).toBe('cancelled');
     release?.();
     await waitFor('the late write to be refused', () => writeError !== undefined);
     // The SDK's signal fired (lease.revoked) or the sink refused the token: either way nothing landed.
     expect(writeError instanceof WriteRefusedError || (writeError as Error).name === 'LeaseLostError').toBe(true);
-    expect((await stack.sinkClient.getResource('lc/r5')).results).toEqual([]);
+    expect((await fx.stack.sinkClient.getResource('lc/r5')).results).toEqual([]);
   });
 
   it("the sink refuses a cancelled holder's write even when the worker never heard of the cancel", async () => {
     // A raw worker (no SDK signal): it keeps its grant and writes after the cancel.
-    const w = await stack.worker(c1.url, 'raw-holder');
+    const w = await fx.stack.worker(fx.coordinator.url, 'raw-holder');
     await submit({ taskId: 'cancel-raw', resource: 'lc/r6' });
     const grant = await waitFor('a grant', async () => {
       const reply = await w.acquire(`q-${Date.now()}`, 'cancel-raw');
       return reply.type === 'lease.granted' ? reply : undefined;
     });
-    await admin.cancel('cancel-raw');
-    const res = await stack.sinkClient.write({
+    await fx.client.cancel('cancel-raw');
+    const res = await fx.stack.sinkClient.write({
       resource: 'lc/r6',
       token: BigInt(grant.token),
       resultId: 'task:cancel-raw',
@@ -254,9 +225,9 @@ describe('delays and priorities', () => {
   });
 
   it('two coordinators: the backoff one wrote is honoured by the other', async () => {
-    const c3 = await stack.coordinator(POLICY);
+    const c3 = await fx.stack.coordinator(POLICY);
     // One failure reported on c1 (a raw worker: exactly one attempt), then a worker on c3 only.
-    const raw = await stack.worker(c1.url, 'raw-failer');
+    const raw = await fx.stack.worker(fx.coordinator.url, 'raw-failer');
     await submit({ taskId: 'cross', resource: 'lc/r8' });
     const grant = await waitFor('a grant on c1', async () => {
       const reply = await raw.acquire(`q-${Date.now()}`, 'cross');
@@ -273,7 +244,7 @@ describe('delays and priorities', () => {
     expect(failed).toMatchObject({ type: 'task.failed', outcome: 'retrying' });
     raw.socket.close();
     const retrying = await waitFor('the first failure', async () => {
-      const v = await admin.get('cross');
+      const v = await fx.client.get('cross');
       return v?.history?.length === 1 ? v : undefined;
     });
     const failedAt = retrying.history?.[0]?.endedAtMs ?? 0;

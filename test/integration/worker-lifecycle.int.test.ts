@@ -11,21 +11,19 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startEtcd, signalGroup, type EtcdHandle } from '@leasehold/devkit';
+import { signalGroup } from '@leasehold/devkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack, type AdminClient } from '../harness/coordinator.js';
+import type { AdminClient } from '../harness/coordinator.js';
+import { useStack } from '../harness/fixtures.js';
 import { BIN, REPO_ROOT, Service, waitFor } from '../harness/service.js';
 
 const SECRET = 'the-right-secret-of-billing-7';
-let etcd: EtcdHandle;
-let stack: Stack;
+const stack = useStack({ prefix: 'test/worker-lifecycle/', sessionTtlMs: 3_000 });
 let admin: AdminClient;
 let coordinatorUrl: string;
 const services: Service[] = [];
 
 beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: 'test/worker-lifecycle/', sessionTtlMs: 3_000 });
   const coordinator = await stack.coordinator({
     LEASEHOLD_COORDINATOR_WORKER_CREDENTIALS: `billing-7:billing-7:${SECRET}`,
   });
@@ -38,8 +36,6 @@ afterAll(async () => {
     await s.kill();
     s.close();
   }
-  await stack.close();
-  await etcd.stop();
 });
 
 function service(name: string, bin: string, env: Record<string, string>): Service {

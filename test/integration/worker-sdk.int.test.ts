@@ -6,33 +6,13 @@
  * side-effect-only handler completes its task with no result; a payload the worker's schema
  * refuses fails the task at once, the handler never runs.
  */
-import { Worker, type PayloadSchema, type TaskHandler, type WorkerOptions } from '@leasehold/worker';
+import type { PayloadSchema, TaskHandler, Worker, WorkerOptions } from '@leasehold/worker';
 import type { JsonValue } from '@leasehold/protocol';
-import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEtcd, type EtcdHandle } from '@leasehold/devkit';
-import { Stack, type AdminClient } from '../harness/coordinator.js';
+import { describe, expect, it } from 'vitest';
+import { useSdkStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
 
-let etcd: EtcdHandle;
-let stack: Stack;
-let admin: AdminClient;
-let url: string;
-const workers: Worker[] = [];
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  stack = await Stack.start({ etcd, prefix: 'test/worker-sdk/', sessionTtlMs: 1_500 });
-  const coordinator = await stack.coordinator();
-  url = coordinator.url;
-  admin = stack.admin(url);
-});
-
-afterAll(async () => {
-  await Promise.all(workers.map((w) => w.close(1_000)));
-  await stack.close();
-  await etcd.stop();
-});
+const fx = useSdkStack({ prefix: 'test/worker-sdk/', workerIdPrefix: 'sdk', sessionTtlMs: 1_500 });
 
 /** A Standard Schema written by hand (zod, valibot and arktype implement the same interface). */
 const amountsSchema: PayloadSchema<{ amounts: number[] }> = {
@@ -53,27 +33,15 @@ const amountsSchema: PayloadSchema<{ amounts: number[] }> = {
 function worker<P = JsonValue, R = JsonValue>(
   handler: TaskHandler<P, R>,
   id: string,
-  extra: Partial<WorkerOptions<P, R>> = {},
+  options: Partial<WorkerOptions<P, R>> = {},
 ): Worker<P, R> {
-  const w = new Worker<P, R>({
-    coordinators: [url],
-    sink: { url: stack.sinkUrl },
-    credentials: { workerKey: stack.keys.workerKey },
-    workerId: id,
-    handler,
-    idleBackoffMs: 50,
-    logger: pino({ level: process.env.LEASEHOLD_TEST_LOG_LEVEL ?? 'silent' }),
-    ...extra,
-  });
-  void w.run();
-  workers.push(w as unknown as Worker);
-  return w;
+  return fx.worker(handler, { workerId: id, options });
 }
 
 async function stateOf(
   taskId: string,
 ): Promise<{ state: string; attempts: number; result?: { resultId: string; token: string } }> {
-  return (await admin.task(taskId)).body as {
+  return (await fx.admin.task(taskId)).body as {
     state: string;
     attempts: number;
     result?: { resultId: string; token: string };
@@ -83,12 +51,12 @@ async function stateOf(
 describe('worker SDK against real services', () => {
   it("writes the handler's result under the grant's token and completes the task", async () => {
     const w = worker(async (task) => ({ doubled: (task.payload as { n: number }).n * 2 }), 'sdk-1');
-    await admin.submit('sdk-t1', 'sdk/r1', { n: 21 });
+    await fx.admin.submit('sdk-t1', 'sdk/r1', { n: 21 });
     const done = await waitFor('completion', async () =>
       (await stateOf('sdk-t1')).state === 'completed' ? stateOf('sdk-t1') : undefined,
     );
     expect(done.result?.resultId).toBe('task:sdk-t1');
-    const stored = await stack.sinkClient.getResult('sdk/r1', 'task:sdk-t1');
+    const stored = await fx.stack.sinkClient.getResult('sdk/r1', 'task:sdk-t1');
     expect(stored).toMatchObject({ payload: { doubled: 42 }, workerId: 'sdk-1', token: BigInt(done.result!.token) });
     expect(w.stats.completed).toBeGreaterThanOrEqual(1);
     await w.close(1_000);
@@ -101,7 +69,7 @@ describe('worker SDK against real services', () => {
       if (task.attempt === 1) throw new Error('transient failure');
       return { ok: true };
     }, 'sdk-2');
-    await admin.submit('sdk-t2', 'sdk/r2', {});
+    await fx.admin.submit('sdk-t2', 'sdk/r2', {});
     await waitFor('completion after a retry', async () => (await stateOf('sdk-t2')).state === 'completed');
     expect(seen.map((s) => s.attempt)).toEqual([1, 2]);
     expect(seen[1]!.token).toBeGreaterThan(seen[0]!.token);
@@ -132,12 +100,12 @@ describe('worker SDK against real services', () => {
         }),
       'sdk-3',
     );
-    await admin.submit('sdk-t3', 'sdk/r3', {});
+    await fx.admin.submit('sdk-t3', 'sdk/r3', {});
     await started;
-    expect((await admin.cancel('sdk-t3')).status).toBe(200);
+    expect((await fx.admin.cancel('sdk-t3')).status).toBe(200);
     await waitFor('the abort', () => aborted !== undefined);
     expect(String(aborted)).toMatch(/revoked/);
-    expect(await stack.sinkClient.getResult('sdk/r3', 'task:sdk-t3')).toBeUndefined();
+    expect(await fx.stack.sinkClient.getResult('sdk/r3', 'task:sdk-t3')).toBeUndefined();
     expect(w.stats.lost).toBe(1);
     await w.close(1_000);
   });
@@ -152,7 +120,7 @@ describe('worker SDK against real services', () => {
         }),
       'sdk-4',
     );
-    await admin.submit('sdk-t4', 'sdk/r4', {});
+    await fx.admin.submit('sdk-t4', 'sdk/r4', {});
     await waitFor('the lease', async () => (await stateOf('sdk-t4')).state === 'leased');
     await w.close(200);
     expect(w.stats.released).toBe(1);
@@ -164,10 +132,10 @@ describe('worker SDK against real services', () => {
       await ctx.write({ custom: true }, { resultId: `order-${task.taskId}` });
       return undefined;
     }, 'sdk-5');
-    await admin.submit('sdk-t5', 'sdk/r5', {});
+    await fx.admin.submit('sdk-t5', 'sdk/r5', {});
     await waitFor('completion', async () => (await stateOf('sdk-t5')).state === 'completed');
     expect((await stateOf('sdk-t5')).result?.resultId).toBe('order-sdk-t5');
-    expect(await stack.sinkClient.getResult('sdk/r5', 'order-sdk-t5')).toMatchObject({ payload: { custom: true } });
+    expect(await fx.stack.sinkClient.getResult('sdk/r5', 'order-sdk-t5')).toMatchObject({ payload: { custom: true } });
     await w.close(1_000);
   });
 
@@ -176,11 +144,11 @@ describe('worker SDK against real services', () => {
     const w = worker(async () => {
       effects += 1;
     }, 'sdk-6');
-    await admin.submit('sdk-t6', 'sdk/r6', {});
+    await fx.admin.submit('sdk-t6', 'sdk/r6', {});
     await waitFor('completion', async () => (await stateOf('sdk-t6')).state === 'completed');
     expect(effects).toBe(1);
     expect((await stateOf('sdk-t6')).attempts).toBe(1);
-    expect(await stack.sinkClient.getResult('sdk/r6', 'task:sdk-t6')).toBeUndefined();
+    expect(await fx.stack.sinkClient.getResult('sdk/r6', 'task:sdk-t6')).toBeUndefined();
     expect(w.stats).toMatchObject({ completed: 1, failed: 0 });
     await w.close(1_000);
   });
@@ -195,7 +163,7 @@ describe('worker SDK against real services', () => {
       'sdk-7',
       { payload: amountsSchema },
     );
-    await admin.submit('sdk-t7', 'sdk/r7', { amounts: [1, 'two'] });
+    await fx.admin.submit('sdk-t7', 'sdk/r7', { amounts: [1, 'two'] });
     await waitFor('the task to fail', async () => (await stateOf('sdk-t7')).state === 'failed');
     expect(ran).toBe(0);
     const failed = (await stateOf('sdk-t7')) as unknown as {

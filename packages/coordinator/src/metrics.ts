@@ -15,6 +15,7 @@ export class Metrics {
   readonly grants: Counter<'outcome'>;
   readonly grantWait: Histogram;
   readonly grantWork: Histogram;
+  readonly acquiresWaiting: Gauge;
   readonly renewRefusals: Counter<'reason'>;
   readonly expiries: Counter<'reason'>;
   readonly etcdTxn: Histogram<'txn' | 'outcome'>;
@@ -63,6 +64,11 @@ export class Metrics {
       name: 'leasehold_coordinator_grant_work_seconds',
       help: 'Of each granted lease.acquire: time spent granting (owner txn, fence advance at the sink, retries after races)',
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    });
+    this.acquiresWaiting = new Gauge({
+      name: 'leasehold_coordinator_acquires_waiting',
+      help: 'Long-poll lease.acquire requests parked here, waiting for a grantable task',
       registers,
     });
     this.renewRefusals = new Counter({

@@ -31,6 +31,7 @@ import {
 import { granted } from '../core/lifecycle.js';
 import { errorFrame, failureReply } from '../core/replies.js';
 import { recordOf, type PendingTask, type TaskIndex } from '../core/task-index.js';
+import type { Metrics } from '../metrics.js';
 import type { GrantJob, GrantOutcome, LeaseStore, StoredHolding } from '../store/port.js';
 import { MicroBatcher } from './batcher.js';
 import type { CoordinatorState } from './context.js';
@@ -44,6 +45,7 @@ export interface GrantsContext extends DeliveryContext {
   readonly store: Pick<LeaseStore, 'grant' | 'holding' | 'grantedTask' | 'abandonGrant'>;
   readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs'>;
   readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
+  readonly metrics: DeliveryContext['metrics'] & Pick<Metrics, 'acquiresWaiting'>;
 }
 
 const RETRY = Symbol('retry');
@@ -124,7 +126,10 @@ export class GrantService {
    */
   #waitForChange(session: LocalSession, ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
+      let parked = true; // counted in the gauge once, however many of timer, wake and end fire
       const done = (): void => {
+        if (parked) this.#ctx.metrics.acquiresWaiting.dec();
+        parked = false;
         this.#ctx.timers.clearTimeout(timer);
         this.#waiters.delete(done);
         session.wakers.delete(done);
@@ -133,6 +138,7 @@ export class GrantService {
       const timer = this.#ctx.timers.setTimeout(done, ms);
       this.#waiters.add(done);
       session.wakers.add(done);
+      this.#ctx.metrics.acquiresWaiting.inc();
     });
   }
 
