@@ -225,12 +225,12 @@ describe('fencedTransaction', () => {
     // A sink whose batch waits at most 1 s for a locked fence row: if the paused call held the row,
     // the takeover below would be refused UNAVAILABLE instead of going through.
     const bounded = await PostgresFenceStore.open({ url: server.url, lockTimeoutMs: 1_000 });
+    let wake!: () => void;
+    const paused = new Promise<void>((resolve) => (wake = resolve));
     try {
       await advance(5n);
       let inside!: () => void;
       const entered = new Promise<void>((resolve) => (inside = resolve));
-      let wake!: () => void;
-      const paused = new Promise<void>((resolve) => (wake = resolve));
       const call = fencedTransaction(
         pool,
         {
@@ -260,6 +260,7 @@ describe('fencedTransaction', () => {
       const log = (await sinks[0]!.decisions(0, 100)).decisions.filter((d) => d.kind === 'write');
       expect(log.map((d) => [d.token, d.fenceBefore, d.outcome])).toEqual([[5n, 6n, 'STALE_TOKEN']]);
     } finally {
+      wake(); // (when an expectation failed first: lets the paused call end, and the hooks run)
       await bounded.close();
     }
   });

@@ -52,6 +52,8 @@ let cluster: Cluster;
 let pool: pg.Pool;
 let feeding = true;
 let feeder: Promise<void>;
+/** What the runs measured (printed with LEASEHOLD_TEST_LOG_LEVEL set, for docs/benchmarks). */
+const measured: { prefix: string; perSecondBefore: number; perSecondDuring: number; takeoverMs: number }[] = [];
 
 beforeAll(async () => {
   server = await startPostgres();
@@ -79,6 +81,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  if (process.env.LEASEHOLD_TEST_LOG_LEVEL !== undefined) console.log(JSON.stringify(measured));
   feeding = false;
   await feeder;
   for (const w of cluster.workers) w.resume();
@@ -175,14 +178,14 @@ async function pausedTransfer(prefix: 'sdk' | 'direct'): Promise<void> {
   expect(worker, `pid ${paused.pid} is one of the workers`).toBeDefined();
   await waitFor('the worker to be stopped', () => processState(paused.pid) === 'T', 5_000);
 
-  // Taken over within TTL + the bound: the fence of the paused resource moved past the paused token.
-  const takenOverAtMs = await waitFor(
+  // Watched from now on: the fence of the paused resource moving past the paused token.
+  const takeover = waitFor(
     'the takeover',
     async () => ((await fenceOf(resource)) > pausedToken ? Date.now() : undefined),
-    TTL_MS + TAKEOVER_BOUND_MS + 5_000,
+    TTL_MS + TAKEOVER_BOUND_MS + 8_000,
     20,
   );
-  expect(takenOverAtMs - paused.atMs).toBeLessThanOrEqual(TTL_MS + TAKEOVER_BOUND_MS);
+  takeover.catch(() => undefined); // awaited below; not unhandled while the window passes
 
   // Other resources keep completing while the holder is still stopped.
   const windowStart = paused.atMs + TTL_MS + WINDOW_START_AFTER_TTL_MS;
@@ -191,10 +194,16 @@ async function pausedTransfer(prefix: 'sdk' | 'direct'): Promise<void> {
   expect(processState(paused.pid)).toBe('T');
   const during = await otherResults(windowStart, windowEnd);
   const perSecondDuring = during / (WINDOW_MS / 1000);
+  measured.push({ prefix, perSecondBefore, perSecondDuring, takeoverMs: 0 });
   expect(during, `${during} completions in the window, ${before} in the 2 s before`).toBeGreaterThanOrEqual(
     Math.max(MIN_DURING, Math.floor(RATE_FRACTION * perSecondBefore * (WINDOW_MS / 1000))),
   );
-  expect(perSecondDuring).toBeGreaterThan(0);
+
+  // Taken over within TTL + the bound.
+  const takenOverAtMs = await takeover;
+  const takeoverMs = takenOverAtMs - paused.atMs;
+  measured[measured.length - 1] = { prefix, perSecondBefore, perSecondDuring, takeoverMs };
+  expect(takeoverMs).toBeLessThanOrEqual(TTL_MS + TAKEOVER_BOUND_MS);
 
   // The new holder completed the transfer while the old one is still stopped.
   const done = await waitFor('the new holder to complete', async () => {
