@@ -265,6 +265,36 @@ describe('fencedTransaction', () => {
     }
   });
 
+  it("the commit message's check (leasehold.lock_fence) holds the fence row until COMMIT: an advance waits for it", async () => {
+    // What orders a takeover against a commit: lock_fence locks the row it checks. Held here by
+    // hand in an open transaction, a sink batch that waits at most 300 ms for a row gives up.
+    const bounded = await PostgresFenceStore.open({ url: server.url, lockTimeoutMs: 300 });
+    const session = new pg.Client({ connectionString: server.url });
+    await session.connect();
+    try {
+      await advance(5n);
+      await session.query('BEGIN');
+      expect((await session.query('SELECT leasehold.lock_fence($1, 5) AS fence', [ACCOUNT])).rows).toEqual([
+        { fence: '5' },
+      ]);
+      await expect(bounded.applyBatch([{ kind: 'advance', resource: ACCOUNT, token: 6n }])).rejects.toMatchObject({
+        code: 'UNAVAILABLE',
+      });
+      await session.query('COMMIT');
+      expect(await bounded.applyBatch([{ kind: 'advance', resource: ACCOUNT, token: 6n }])).toEqual([
+        { ok: true, outcome: 'advanced', fence: 6n },
+      ]);
+      // And it refuses a token that is not the fence, with the fence in its DETAIL.
+      await expect(session.query('SELECT leasehold.lock_fence($1, 5)', [ACCOUNT])).rejects.toMatchObject({
+        code: 'LH409',
+        detail: '6',
+      });
+    } finally {
+      await session.end();
+      await bounded.close();
+    }
+  });
+
   it('idleInTransactionTimeoutMs: PostgreSQL ends a session idle inside the callback; nothing of it commits', async () => {
     await advance(5n);
     let backend = 0;
