@@ -62,14 +62,16 @@ export interface FencedTransactionRequest {
    * `parseCapabilityPublicKeys` from `@leasehold/protocol`). Nothing here can sign a capability.
    */
   readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
-  /** Attempts on deadlock / serialization failure. Default 5. */
+  /** Attempts in all on deadlock / serialization failure (transactionRetryPolicy). Default 5. */
   readonly maxAttempts?: number;
   /**
    * PostgreSQL ends this transaction's session once it sat idle (no statement running) for this
    * long: `idle_in_transaction_session_timeout`, for this transaction only. A caller that paused
-   * (GC, SIGSTOP) inside its callback then stops holding the fence row's lock, so a takeover's
-   * advance waits at most this long; the paused caller's writes were never committed. The worker
-   * SDK sets it to the lease's remaining time. Default: the server's setting (usually off).
+   * (GC, SIGSTOP) inside its callback then stops holding the locks on the rows of YOUR tables it
+   * wrote, so a new holder writing the same rows waits at most this long; the paused caller's
+   * writes were never committed. (The fence row needs no such bound: it is locked only in the
+   * commit message.) The worker SDK sets it to the lease's remaining time. Default: the server's
+   * setting (usually off).
    */
   readonly idleInTransactionTimeoutMs?: number;
   /** Wall clock for the stored timestamps. Default Date.now. */
