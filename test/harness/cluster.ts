@@ -35,6 +35,8 @@ export interface ClusterOptions {
   readonly fenceOnExpiry?: boolean;
   /** Extra environment for every worker (e.g. LEASEHOLD_WORKER_HANDLER). */
   readonly workerEnv?: Readonly<Record<string, string>>;
+  /** Extra environment for the sink (e.g. LEASEHOLD_SINK_STORE=postgres, LEASEHOLD_SINK_DATABASE_URL). */
+  readonly sinkEnv?: Readonly<Record<string, string>>;
   /** Extra environment for every coordinator (e.g. LEASEHOLD_COORDINATOR_RETRY_MAX_ATTEMPTS). */
   readonly coordinatorEnv?: Readonly<Record<string, string>>;
   readonly etcd?: StartEtcdOptions;
@@ -101,6 +103,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
         LEASEHOLD_SINK_TLS_CERT: sinkCert.cert,
         LEASEHOLD_SINK_TLS_KEY: sinkCert.key,
         ...tracingEnv('LEASEHOLD_SINK_', 'sink'),
+        ...opts.sinkEnv,
       },
       ca,
     });

@@ -17,6 +17,7 @@ import { PostgresFenceStore } from '@leasehold/sink';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
+import { waitFor } from '../harness/service.js';
 
 /** The coordinator's signing key: only the grants below are signed with it. */
 const KEY = parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`);
@@ -220,10 +221,83 @@ describe('fencedTransaction', () => {
     expect(await sinks[0]!.resultOf(ACCOUNT, 'task:z')).toBeUndefined();
   });
 
-  it('idleInTransactionTimeoutMs: a caller paused inside its callback loses the fence row lock; the advance goes on, nothing of it commits', async () => {
+  it('a caller paused inside its callback holds no fence row: the takeover goes through, the late commit is refused STALE_TOKEN', async () => {
+    // A sink whose batch waits at most 1 s for a locked fence row: if the paused call held the row,
+    // the takeover below would be refused UNAVAILABLE instead of going through.
+    const bounded = await PostgresFenceStore.open({ url: server.url, lockTimeoutMs: 1_000 });
+    let wake!: () => void;
+    const paused = new Promise<void>((resolve) => (wake = resolve));
+    try {
+      await advance(5n);
+      let inside!: () => void;
+      const entered = new Promise<void>((resolve) => (inside = resolve));
+      const call = fencedTransaction(
+        pool,
+        {
+          resource: ACCOUNT,
+          token: 5n,
+          workerId: 'w',
+          incarnation: 'i',
+          resultId: 'task:paused',
+          capability: signCapability(KEY, { resource: ACCOUNT, token: 5n, workerId: 'w', incarnation: 'i' }),
+          capabilityPublicKeys: PUBLIC_KEYS,
+        },
+        async (client) => {
+          await client.query("UPDATE accounts SET balance = balance + 1000 WHERE id = 'alice'");
+          inside();
+          await paused; // idle in transaction, no idle bound: as long as it likes
+          await client.query("UPDATE accounts SET balance = balance + 1 WHERE id = 'alice'");
+          return { deposited: 1001 };
+        },
+      );
+      await entered;
+      const [advanced] = await bounded.applyBatch([{ kind: 'advance', resource: ACCOUNT, token: 6n }]);
+      expect(advanced).toMatchObject({ ok: true, outcome: 'advanced' });
+      wake();
+      expect(await call).toEqual({ ok: false, code: 'STALE_TOKEN', fence: 6n });
+      expect(await balance()).toBe(100n);
+      expect(await sinks[0]!.resultOf(ACCOUNT, 'task:paused')).toBeUndefined();
+      const log = (await sinks[0]!.decisions(0, 100)).decisions.filter((d) => d.kind === 'write');
+      expect(log.map((d) => [d.token, d.fenceBefore, d.outcome])).toEqual([[5n, 6n, 'STALE_TOKEN']]);
+    } finally {
+      wake(); // (when an expectation failed first: lets the paused call end, and the hooks run)
+      await bounded.close();
+    }
+  });
+
+  it("the commit message's check (leasehold.lock_fence) holds the fence row until COMMIT: an advance waits for it", async () => {
+    // What orders a takeover against a commit: lock_fence locks the row it checks. Held here by
+    // hand in an open transaction, a sink batch that waits at most 300 ms for a row gives up.
+    const bounded = await PostgresFenceStore.open({ url: server.url, lockTimeoutMs: 300 });
+    const session = new pg.Client({ connectionString: server.url });
+    await session.connect();
+    try {
+      await advance(5n);
+      await session.query('BEGIN');
+      expect((await session.query('SELECT leasehold.lock_fence($1, 5) AS fence', [ACCOUNT])).rows).toEqual([
+        { fence: '5' },
+      ]);
+      await expect(bounded.applyBatch([{ kind: 'advance', resource: ACCOUNT, token: 6n }])).rejects.toMatchObject({
+        code: 'UNAVAILABLE',
+      });
+      await session.query('COMMIT');
+      expect(await bounded.applyBatch([{ kind: 'advance', resource: ACCOUNT, token: 6n }])).toEqual([
+        { ok: true, outcome: 'advanced', fence: 6n },
+      ]);
+      // And it refuses a token that is not the fence, with the fence in its DETAIL.
+      await expect(session.query('SELECT leasehold.lock_fence($1, 5)', [ACCOUNT])).rejects.toMatchObject({
+        code: 'LH409',
+        detail: '6',
+      });
+    } finally {
+      await session.end();
+      await bounded.close();
+    }
+  });
+
+  it('idleInTransactionTimeoutMs: PostgreSQL ends a session idle inside the callback; nothing of it commits', async () => {
     await advance(5n);
-    let inside!: () => void;
-    const entered = new Promise<void>((resolve) => (inside = resolve));
+    let backend = 0;
     let wake!: () => void;
     const paused = new Promise<void>((resolve) => (wake = resolve));
     const call = fencedTransaction(
@@ -233,31 +307,34 @@ describe('fencedTransaction', () => {
         token: 5n,
         workerId: 'w',
         incarnation: 'i',
-        resultId: 'task:paused',
+        resultId: 'task:idle',
         capability: signCapability(KEY, { resource: ACCOUNT, token: 5n, workerId: 'w', incarnation: 'i' }),
         capabilityPublicKeys: PUBLIC_KEYS,
         idleInTransactionTimeoutMs: 300,
       },
       async (client) => {
         await client.query("UPDATE accounts SET balance = balance + 1000 WHERE id = 'alice'");
-        inside();
-        await paused; // idle in transaction, holding the fence row
+        backend = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        await paused; // idle in transaction, holding alice's row
         await client.query("UPDATE accounts SET balance = balance + 1 WHERE id = 'alice'");
         return { deposited: 1001 };
       },
     );
     const settled = call.then(
-      () => 'committed',
+      () => 'returned',
       () => 'failed',
     );
-    await entered;
-    const t0 = Date.now();
-    await advance(6n, 1); // the takeover: waits for the fence row until PostgreSQL ends the idle session
-    expect(Date.now() - t0).toBeLessThan(5_000);
+    // Observable: PostgreSQL ended the idle session (its backend is gone), and alice's row is free.
+    await waitFor('the idle session to end', async () => {
+      if (backend === 0) return false;
+      const { rows } = await pool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [backend]);
+      return rows.length === 0;
+    });
+    await pool.query("UPDATE accounts SET balance = balance + 0 WHERE id = 'alice'");
     wake();
     expect(await settled).toBe('failed');
     expect(await balance()).toBe(100n);
-    expect(await sinks[0]!.resultOf(ACCOUNT, 'task:paused')).toBeUndefined();
+    expect(await sinks[0]!.resultOf(ACCOUNT, 'task:idle')).toBeUndefined();
   });
 
   it('under concurrent takeovers through two sink replicas, the balance is exactly the accepted deposits', async () => {

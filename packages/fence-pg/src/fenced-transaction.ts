@@ -5,30 +5,33 @@
  * One call = one transaction (READ COMMITTED, synchronous_commit=on):
  *   check    the capability (the coordinator's Ed25519 signature over resource, token, worker id,
  *            incarnation, verified with public keys only; before any SQL)
- *   BEGIN
- *   lock     leasehold.fences(resource) FOR UPDATE (an absent row is created at fence 0 and locked,
- *            so a never-advanced resource is ordered too), and read the result stored under
- *            (resource, resultId), if any
- *   decide   decideWrite (@leasehold/protocol): token < fence STALE_TOKEN, token > fence
- *            FENCE_CONFLICT; at the fence: no stored result -> run the callback, keep its writes,
- *            store its JSON return value under resultId (`written`); a stored result -> run the
- *            callback inside a savepoint and roll its writes back: same canonical JSON -> `replayed`,
- *            different -> RESULT_CONFLICT
- *   log      one leasehold.decisions row (refusals too), in the same transaction
- *   COMMIT   the result reaches the caller only after COMMIT
- * A refusal commits only its decision row: the callback never ran, or its writes were rolled back.
- * A callback that throws rolls everything back and its error is rethrown unchanged.
+ *   BEGIN    and read, without a lock, the fence and the result stored under (resource, resultId)
+ *   early    decideWrite (@leasehold/protocol): token < fence STALE_TOKEN, token > fence
+ *            FENCE_CONFLICT (fences only grow: a refusal seen without a lock stays true); the
+ *            callback does not run, the refusal's decision row commits
+ *   callback at the fence, no stored result: the callback runs and its writes are kept; a stored
+ *            result: it runs inside a savepoint whose writes are rolled back (a replay)
+ *   commit   ONE message: `leasehold.lock_fence(resource, token)` (locks the fence row FOR UPDATE,
+ *            raises LH409 unless token == the newest committed fence), the result under resultId
+ *            and the decision row, COMMIT. The server runs the whole message without waiting for
+ *            the client, so the fence row is locked only while the server works: a caller paused
+ *            (GC, SIGSTOP) anywhere in the call never holds the fence row, and a takeover's advance
+ *            never waits for it. LH409 rolls everything back; the refusal is logged on its own and
+ *            returned (STALE_TOKEN: a takeover advanced the fence meanwhile).
+ * The result reaches the caller only after COMMIT. A callback that throws rolls everything back and
+ * its error is rethrown unchanged.
  *
- * The sink replicas advance the same `fences` rows (the coordinator advances through them); an
- * advance waits for this transaction's lock and vice versa, so a takeover lands either before this
- * transaction (it is refused STALE_TOKEN) or after its COMMIT (its writes stand, made by the holder).
+ * The sink replicas advance the same `fences` rows (the coordinator advances through them): a
+ * takeover's advance and this transaction's commit message both lock the fence row, so the advance
+ * lands either before the commit (which is then refused STALE_TOKEN, none of the writes stand) or
+ * after it (the writes were made by the holder of the time).
  *
  * Deadlocks and serialization failures (also from the callback's own statements) run the whole
- * transaction again, callback included, from fresh reads; so the callback must have no effects
- * outside the transaction it is given. It must not COMMIT or ROLLBACK the client itself.
+ * transaction again, callback included, from fresh reads (transactionRetryPolicy, cockatiel); so
+ * the callback must have no effects outside the transaction it is given. It must not COMMIT or
+ * ROLLBACK the client itself.
  */
 import {
-  backoffDelayMs,
   canonicalJson,
   decideWrite,
   verifyCapability,
@@ -38,6 +41,7 @@ import {
 } from '@leasehold/protocol';
 import pg from 'pg';
 import { isConnectionError, isRetryableTransactionError, unavailable } from './errors.js';
+import { transactionRetryPolicy } from './retry.js';
 
 export interface FencedTransactionRequest {
   readonly resource: string;
@@ -58,14 +62,16 @@ export interface FencedTransactionRequest {
    * `parseCapabilityPublicKeys` from `@leasehold/protocol`). Nothing here can sign a capability.
    */
   readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
-  /** Attempts on deadlock / serialization failure. Default 5. */
+  /** Attempts in all on deadlock / serialization failure (transactionRetryPolicy). Default 5. */
   readonly maxAttempts?: number;
   /**
    * PostgreSQL ends this transaction's session once it sat idle (no statement running) for this
    * long: `idle_in_transaction_session_timeout`, for this transaction only. A caller that paused
-   * (GC, SIGSTOP) inside its callback then stops holding the fence row's lock, so a takeover's
-   * advance waits at most this long; the paused caller's writes were never committed. The worker
-   * SDK sets it to the lease's remaining time. Default: the server's setting (usually off).
+   * (GC, SIGSTOP) inside its callback then stops holding the locks on the rows of YOUR tables it
+   * wrote, so a new holder writing the same rows waits at most this long; the paused caller's
+   * writes were never committed. (The fence row needs no such bound: it is locked only in the
+   * commit message.) The worker SDK sets it to the lease's remaining time. Default: the server's
+   * setting (usually off).
    */
   readonly idleInTransactionTimeoutMs?: number;
   /** Wall clock for the stored timestamps. Default Date.now. */
@@ -86,27 +92,22 @@ export type FencedTransactionOutcome<T> =
 
 export type FencedCallback<T extends JsonValue | undefined> = (client: pg.PoolClient) => Promise<T>;
 
-interface Locked {
+interface Read {
   readonly fence: bigint;
   readonly storedPayload: string | undefined;
 }
 
-// The fence row FOR UPDATE plus the stored result in one round trip. If a writer of the same result
-// id commits while this waits for the lock, the join misses it (the statement's snapshot is older);
-// the INSERT below then fails on results_pkey and the attempt is retried, seeing it.
-const LOCK_FENCE = `
-  SELECT f.fence::text AS fence, r.payload, set_config('synchronous_commit', 'on', true) AS sync
-    FROM leasehold.fences f
-    LEFT JOIN leasehold.results r ON r.resource = f.resource AND r.result_id = $2
-   WHERE f.resource = $1
-     FOR UPDATE OF f`;
-// Rare path (never-advanced resource): create the row at 0 and lock it, so the refusal is ordered.
-const LOCK_ABSENT_FENCE = `
-  INSERT INTO leasehold.fences AS f (resource, fence) VALUES ($1, 0)
-  ON CONFLICT (resource) DO UPDATE SET fence = f.fence
-  RETURNING f.fence::text AS fence,
-            (SELECT payload FROM leasehold.results WHERE resource = $1 AND result_id = $2) AS payload,
-            set_config('synchronous_commit', 'on', true) AS sync`;
+// The fence and the stored result, read without a lock (one row always, also for a never-advanced
+// resource: fence 0); also sets synchronous_commit=on for this transaction (set_config(..., true) is
+// SET LOCAL), whatever the user's pool says.
+const READ_FENCE = `
+  SELECT coalesce((SELECT fence FROM leasehold.fences WHERE resource = $1), 0)::text AS fence,
+         (SELECT payload FROM leasehold.results WHERE resource = $1 AND result_id = $2) AS payload,
+         set_config('synchronous_commit', 'on', true) AS sync`;
+// The commit-time check (migration 3): locks the fence row, raises LH409 unless token == fence.
+const LOCK_FENCE = `SELECT leasehold.lock_fence($1, $2)`;
+/** SQLSTATE of lock_fence's refusal; its DETAIL is the fence it found. */
+const NOT_THE_FENCE = 'LH409';
 const LOG_DECISION = `
   INSERT INTO leasehold.decisions (kind, resource, token, fence_before, outcome, result_id, worker_id, at_ms)
   VALUES ('write', $1, $2, $3, $4, $5, $6, $7)`;
@@ -119,9 +120,9 @@ const STORE_AND_LOG = `
 
 /**
  * `sql` with $1..$n replaced by escaped literals (pg's escapeLiteral; null -> NULL), so that several
- * statements can travel in ONE simple-protocol query: `BEGIN; <lock>` and `<log>; COMMIT` are one
- * round trip each, and a fenced transaction costs the same number of round trips as the user's own
- * BEGIN / UPDATE / COMMIT. Only our own constant SQL goes through here.
+ * statements can travel in ONE simple-protocol query: `BEGIN; <read>` and `<lock>; <log>; COMMIT`
+ * are one round trip each, and a fenced transaction costs the same number of round trips as the
+ * user's own BEGIN / UPDATE / COMMIT. Only our own constant SQL goes through here.
  */
 function inline(sql: string, params: readonly (string | null)[]): string {
   return sql.replace(/\$(\d+)/g, (_match, n: string) => {
@@ -131,34 +132,41 @@ function inline(sql: string, params: readonly (string | null)[]): string {
   });
 }
 
-type LockRow = { fence: string; payload: string | null };
+type ReadRow = { fence: string; payload: string | null };
 
-// Before the lock: a SET LOCAL that bounds how long this transaction may sit idle.
+// Before the read: a SET LOCAL that bounds how long this transaction may sit idle.
 const IDLE_TIMEOUT = `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`;
 
-/** BEGIN (and the idle bound), then lock the fence row and read the stored result: one round trip. */
-async function beginAndLock(
+/** BEGIN (and the idle bound), then read the fence and the stored result: one round trip. */
+async function beginAndRead(
   client: pg.PoolClient,
   resource: string,
   resultId: string | undefined,
   idleMs: number | undefined,
-): Promise<Locked> {
+): Promise<Read> {
   const idle = idleMs === undefined ? '' : `${inline(IDLE_TIMEOUT, [String(Math.max(1, Math.ceil(idleMs)))])}; `;
   const results = (await client.query(
-    `BEGIN; ${idle}${inline(LOCK_FENCE, [resource, resultId ?? null])}`,
-  )) as unknown as pg.QueryResult<LockRow>[];
-  let rows = results[results.length - 1]?.rows ?? [];
-  if (rows.length === 0) {
-    rows = (await client.query<LockRow>(LOCK_ABSENT_FENCE, [resource, resultId ?? null])).rows;
-  }
-  const row = rows[0];
-  if (row === undefined) throw new LeaseholdError('INTERNAL', 'fence row neither found nor created');
+    `BEGIN; ${idle}${inline(READ_FENCE, [resource, resultId ?? null])}`,
+  )) as unknown as pg.QueryResult<ReadRow>[];
+  const row = results[results.length - 1]?.rows[0];
+  if (row === undefined) throw new LeaseholdError('INTERNAL', 'the fence read returned no row');
   return { fence: BigInt(row.fence), storedPayload: row.payload ?? undefined };
+}
+
+/** The fence lock_fence found, when `err` is its refusal (LH409). */
+function refusedFence(err: unknown): bigint | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const { code, detail } = err as { code?: unknown; detail?: unknown };
+  if (code !== NOT_THE_FENCE || typeof detail !== 'string' || !/^\d+$/.test(detail)) return undefined;
+  return BigInt(detail);
 }
 
 async function rollback(client: pg.PoolClient): Promise<void> {
   await client.query('ROLLBACK').catch(() => undefined);
 }
+
+/** Backoff between attempts of one call (ceilings 5, 10, 20, ... ms, at most 100). */
+const RETRY_BACKOFF = { initialMs: 5, maxMs: 100 } as const;
 
 /**
  * Run `callback` in one transaction with the fence, capability and idempotency checks. Returns the
@@ -173,17 +181,8 @@ export async function fencedTransaction<T extends JsonValue | undefined>(
   if (!verifyCapability(request.capabilityPublicKeys, request.capability, { resource, token, workerId, incarnation })) {
     throw new LeaseholdError('FORBIDDEN', 'capability does not match (resource, token, workerId, incarnation)');
   }
-  const maxAttempts = Math.max(1, request.maxAttempts ?? 5);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await attemptOnce(pool, request, callback);
-    } catch (err) {
-      if (attempt >= maxAttempts || !isRetryableTransactionError(err)) throw err;
-      await new Promise((resolve) =>
-        setTimeout(resolve, backoffDelayMs(attempt - 1, { initialMs: 5, maxMs: 100 }, Math.random)),
-      );
-    }
-  }
+  const policy = transactionRetryPolicy({ maxAttempts: request.maxAttempts ?? 5, backoff: RETRY_BACKOFF });
+  return policy.execute(() => attemptOnce(pool, request, callback));
 }
 
 async function attemptOnce<T extends JsonValue | undefined>(
@@ -207,54 +206,61 @@ async function attemptOnce<T extends JsonValue | undefined>(
     broken = err;
   };
   client.on('error', onError);
+  const atMs = (request.nowMs ?? Date.now)();
+  const decisionParams = (fence: bigint, outcome: string): (string | null)[] => [
+    resource,
+    token.toString(),
+    fence.toString(),
+    outcome,
+    resultId ?? null,
+    workerId,
+    String(atMs),
+  ];
   try {
-    // The lock statement also sets synchronous_commit=on for this transaction (set_config(..., true)
-    // is SET LOCAL), whatever the user's pool says.
-    const { fence, storedPayload } = await beginAndLock(client, resource, resultId, request.idleInTransactionTimeoutMs);
-    const atMs = (request.nowMs ?? Date.now)();
-    // The last statement and COMMIT in one round trip; if the statement fails, COMMIT never runs.
-    const finish = async (sql: string, params: readonly (string | null)[]) => {
-      commitSent = true;
-      await client.query(`${inline(sql, params)}; COMMIT`);
-    };
-    const logAndCommit = (outcome: string) =>
-      finish(LOG_DECISION, [
-        resource,
-        token.toString(),
-        fence.toString(),
-        outcome,
-        resultId ?? null,
-        workerId,
-        String(atMs),
-      ]);
+    const read = await beginAndRead(client, resource, resultId, request.idleInTransactionTimeoutMs);
 
-    // Refused before the callback runs: the token is not the fence.
-    const early = decideWrite(fence, token, undefined, '');
+    // Refused before the callback runs: the token is not the fence (and never will be again).
+    const early = decideWrite(read.fence, token, undefined, '');
     if (!early.ok) {
-      await logAndCommit(early.code);
+      commitSent = true;
+      await client.query(`${inline(LOG_DECISION, decisionParams(read.fence, early.code))}; COMMIT`);
       return early;
     }
 
-    if (storedPayload === undefined) {
+    // The commit message: lock and check the fence, the last statement, COMMIT. If the check or the
+    // statement fails, the rest of the message is skipped and nothing commits.
+    const commit = async (sql: string, params: readonly (string | null)[]): Promise<'committed' | bigint> => {
+      commitSent = true;
+      try {
+        await client.query(`${inline(LOCK_FENCE, [resource, token.toString()])}; ${inline(sql, params)}; COMMIT`);
+        return 'committed';
+      } catch (err) {
+        const fence = refusedFence(err);
+        if (fence === undefined) throw err;
+        return fence;
+      }
+    };
+    /**
+     * lock_fence refused at commit (a takeover advanced the fence while the callback ran): roll the
+     * callback's writes back and log the refusal on its own, one round trip.
+     */
+    const refusedAtCommit = async (fence: bigint): Promise<FencedTransactionOutcome<T>> => {
+      const refusal = decideWrite(fence, token, undefined, '');
+      const code = refusal.ok ? 'STALE_TOKEN' : refusal.code;
+      await client.query(`ROLLBACK; ${inline(LOG_DECISION, decisionParams(fence, code))}`);
+      return { ok: false, code, fence };
+    };
+
+    if (read.storedPayload === undefined) {
       inCallback = true;
       const result = await callback(client);
       inCallback = false;
-      if (resultId === undefined) {
-        await logAndCommit('written');
-      } else {
-        const payload = canonicalJson(result ?? null);
-        await finish(STORE_AND_LOG, [
-          resource,
-          token.toString(),
-          fence.toString(),
-          'written',
-          resultId,
-          workerId,
-          String(atMs),
-          payload,
-        ]);
-      }
-      return { ok: true, outcome: 'written', fence, result };
+      const committed =
+        resultId === undefined
+          ? await commit(LOG_DECISION, decisionParams(token, 'written'))
+          : await commit(STORE_AND_LOG, [...decisionParams(token, 'written'), canonicalJson(result ?? null)]);
+      if (committed !== 'committed') return await refusedAtCommit(committed);
+      return { ok: true, outcome: 'written', fence: token, result };
     }
 
     // A result is stored under this id: run the callback for its answer, keep none of its writes.
@@ -263,10 +269,11 @@ async function attemptOnce<T extends JsonValue | undefined>(
     const result = await callback(client);
     inCallback = false;
     await client.query('ROLLBACK TO SAVEPOINT leasehold_replay');
-    const decision = decideWrite(fence, token, storedPayload, canonicalJson(result ?? null));
-    await logAndCommit(decision.ok ? decision.outcome : decision.code);
+    const decision = decideWrite(token, token, read.storedPayload, canonicalJson(result ?? null));
+    const committed = await commit(LOG_DECISION, decisionParams(token, decision.ok ? decision.outcome : decision.code));
+    if (committed !== 'committed') return await refusedAtCommit(committed);
     if (!decision.ok) return decision;
-    return { ok: true, outcome: 'replayed', fence, result: JSON.parse(storedPayload) as JsonValue };
+    return { ok: true, outcome: 'replayed', fence: token, result: JSON.parse(read.storedPayload) as JsonValue };
   } catch (err) {
     await rollback(client);
     if (isConnectionError(err)) broken = err instanceof Error ? err : new Error(String(err));

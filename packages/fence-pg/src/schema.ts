@@ -10,9 +10,11 @@
  *                             identity column: the result's position in the append order
  *   leasehold.decisions       the decision log; `seq` is an identity column (see below)
  *
- * Locking rule (what makes several writers safe): whoever decides anything about a resource holds
- * the row lock of its `fences` row from before its reads until its COMMIT. The sink takes the locks
- * of a whole batch in one statement, sorted by resource, so two batches never deadlock on fences.
+ * Locking rule (what makes several writers safe): whoever commits a decision about a resource holds
+ * the row lock of its `fences` row from its decisive read until its COMMIT. The sink takes the locks
+ * of a whole batch in one statement, sorted by resource, so two batches never deadlock on fences;
+ * `fencedTransaction` takes its one lock (`leasehold.lock_fence`) in the message that also carries
+ * its last writes and COMMIT, so no client ever holds a fence row while the server waits for it.
  *
  * `decisions.seq` is allocated while that lock is held, so for ONE resource seq order is commit
  * order. Across resources it is not: two replicas committing at once may commit seq 11 before
@@ -69,6 +71,25 @@ const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE leasehold.results ADD COLUMN seq BIGINT GENERATED ALWAYS AS IDENTITY;
   CREATE UNIQUE INDEX results_by_seq ON leasehold.results (resource, seq);
+  `,
+  // 3: the commit-time fence check of fencedTransaction. Locks the fence row (FOR UPDATE: the newest
+  // committed fence) and raises SQLSTATE LH409 (DETAIL: the fence) unless it equals the token, so
+  // that the check, the caller's writes and COMMIT travel in ONE message the server runs to the end
+  // on its own: the fence row is never locked while the server waits for a (paused) client.
+  `
+  CREATE OR REPLACE FUNCTION leasehold.lock_fence(p_resource text, p_token bigint) RETURNS bigint
+  LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+  DECLARE
+    v_fence bigint;
+  BEGIN
+    SELECT f.fence INTO v_fence FROM leasehold.fences f WHERE f.resource = p_resource FOR UPDATE;
+    IF v_fence IS DISTINCT FROM p_token THEN
+      RAISE EXCEPTION 'leasehold: token % is not the fence (%) of %', p_token, coalesce(v_fence, 0), p_resource
+        USING ERRCODE = 'LH409', DETAIL = coalesce(v_fence, 0)::text;
+    END IF;
+    RETURN v_fence;
+  END
+  $fn$;
   `,
 ];
 

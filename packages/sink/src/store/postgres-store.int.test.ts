@@ -244,6 +244,47 @@ describe('PostgresFenceStore', () => {
     }
   });
 
+  it('a fence row held by another session past lockTimeoutMs: the batch rolls back UNAVAILABLE, others go on', async () => {
+    // statement_timeout 10 s: without the lock bound the batch would wait that long and fail with
+    // a statement timeout (57014, not UNAVAILABLE), well after this test's expectations.
+    const store = await freshStore({ lockTimeoutMs: 300, statementTimeoutMs: 10_000 });
+    const holder = new pg.Client({ connectionString: server.url });
+    await holder.connect();
+    try {
+      await store.applyBatch([
+        { kind: 'advance', resource: 'held', token: 1n },
+        { kind: 'advance', resource: 'free', token: 1n },
+      ]);
+      await holder.query('BEGIN');
+      await holder.query("SELECT fence FROM leasehold.fences WHERE resource = 'held' FOR UPDATE");
+      const blocked = store.applyBatch([
+        { kind: 'advance', resource: 'free', token: 2n },
+        { kind: 'advance', resource: 'held', token: 2n },
+      ]);
+      // A batch of other resources is not held by it (the store runs batches side by side).
+      expect(await store.applyBatch([{ kind: 'advance', resource: 'other', token: 1n }])).toEqual([
+        { ok: true, outcome: 'advanced', fence: 1n },
+      ]);
+      await expect(blocked).rejects.toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+      expect(store.isOpen()).toBe(true);
+      // Nothing of the batch was applied; once the row is free the same batch goes through.
+      expect([await store.fenceOf('free'), await store.fenceOf('held')]).toEqual([1n, 1n]);
+      await holder.query('COMMIT');
+      expect(
+        await store.applyBatch([
+          { kind: 'advance', resource: 'free', token: 2n },
+          { kind: 'advance', resource: 'held', token: 2n },
+        ]),
+      ).toEqual([
+        { ok: true, outcome: 'advanced', fence: 2n },
+        { ok: true, outcome: 'advanced', fence: 2n },
+      ]);
+    } finally {
+      await holder.end();
+      await store.close();
+    }
+  });
+
   it('prunes the decision log beyond the retention window and never reuses sequence numbers', async () => {
     const store = await freshStore({ decisionRetention: 10 });
     try {

@@ -19,8 +19,17 @@
  *           decisions row per op in arrival order (seq from the identity, allocated under the locks)
  *   COMMIT  then the answers; on any error the whole batch rolls back
  * A deadlock or serialization failure (40P01, 40001) — e.g. against a user transaction — runs the
- * batch again from fresh reads, so every answer is still the sequential one. A connection failure
- * rejects with UNAVAILABLE (saying whether COMMIT was already sent: then the outcome is unknown).
+ * batch again from fresh reads (fence-pg's transactionRetryPolicy, cockatiel: `maxAttempts` in all,
+ * backoffDelayMs with ceilings 4, 8, 16, 32 ms), so every answer is still the sequential one. A
+ * connection failure rejects with UNAVAILABLE (saying whether COMMIT was already sent: then the
+ * outcome is unknown).
+ *
+ * Lock waits are bounded: the batch's lock statement waits at most `lockTimeoutMs` (SET LOCAL
+ * lock_timeout) for a fence row another session holds. fencedTransaction (@leasehold/fence-pg)
+ * never holds a fence row while it waits for its caller (it locks in its commit message only), so
+ * a paused worker cannot be that session; an operator's session, or a client of an older fence-pg,
+ * can. Past the bound the batch rolls back and rejects with UNAVAILABLE (retryable, nothing applied,
+ * the store stays healthy): callers retry, and the batches after it are not held.
  *
  * Readiness: `isOpen()` is false while PostgreSQL is unreachable (a probe every `healthIntervalMs`,
  * and every failed batch), so /readyz answers 503 until it is back.
@@ -31,8 +40,11 @@ import {
   isConnectionError,
   isRetryableTransactionError,
   migrateFenceSchema,
+  transactionRetryPolicy,
   unavailable,
 } from '@leasehold/fence-pg';
+import { LeaseholdError } from '@leasehold/protocol';
+import type { RetryPolicy } from 'cockatiel';
 import pg from 'pg';
 import { decideBatch, type BatchReader, type BatchRules } from '../core/batch.js';
 import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
@@ -70,6 +82,11 @@ export interface PostgresStoreOptions {
   readonly healthIntervalMs?: number;
   /** Server-side statement timeout. Default 30000 ms. */
   readonly statementTimeoutMs?: number;
+  /**
+   * How long a batch waits for a fence row locked by another session before it gives up with
+   * UNAVAILABLE (PostgreSQL's lock_timeout, for the batch's transaction only). Default 5000 ms.
+   */
+  readonly lockTimeoutMs?: number;
   /** Called before a batch is run again (metrics, logs). */
   readonly onRetry?: (info: { readonly code: string; readonly attempt: number }) => void;
   /** Called when reachability changes. */
@@ -83,6 +100,27 @@ export interface PostgresStoreOptions {
    * without a lock). Exists so the two-replica property test can show that it catches the race.
    */
   readonly testUnlockedReads?: boolean;
+}
+
+/** Backoff between attempts of a batch (ceilings 4, 8, 16, 32 ms). */
+const RETRY_BACKOFF = { initialMs: 4, maxMs: 32 } as const;
+
+// See the header: bounds the lock statement's wait, for this transaction only.
+const LOCK_TIMEOUT = `SELECT set_config('lock_timeout', $1, true)`;
+/** lock_not_available: lock_timeout expired (or NOWAIT). */
+const LOCK_NOT_AVAILABLE = '55P03';
+
+function isLockTimeout(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE;
+}
+
+/** A fence row stayed locked by another session past lockTimeoutMs: retryable, nothing was applied. */
+function lockTimedOut(cause: unknown, lockTimeoutMs: string): LeaseholdError {
+  return new LeaseholdError(
+    'UNAVAILABLE',
+    `a fence row of this batch stayed locked by another session for ${lockTimeoutMs} ms (lock_timeout); nothing was applied`,
+    { cause, retryable: true },
+  );
 }
 
 // See the header: locks and reads the fences of a batch (sorted, one statement).
@@ -182,7 +220,8 @@ export class PostgresFenceStore implements FenceStore {
   readonly #pool: pg.Pool;
   readonly #nowMs: () => number;
   readonly #retention: number;
-  readonly #maxAttempts: number;
+  readonly #retry: RetryPolicy;
+  readonly #lockTimeoutMs: string;
   readonly #options: PostgresStoreOptions;
   readonly #probe: NodeJS.Timeout;
   #open = true;
@@ -194,7 +233,12 @@ export class PostgresFenceStore implements FenceStore {
     this.#options = options;
     this.#nowMs = options.nowMs ?? Date.now;
     this.#retention = options.decisionRetention ?? 0;
-    this.#maxAttempts = Math.max(1, options.maxAttempts ?? 8);
+    this.#retry = transactionRetryPolicy({ maxAttempts: options.maxAttempts ?? 8, backoff: RETRY_BACKOFF });
+    this.#retry.onRetry((reason) => {
+      const code = 'error' in reason ? (reason.error as { code?: unknown }).code : undefined;
+      if (typeof code === 'string') options.onRetry?.({ code, attempt: reason.attempt });
+    });
+    this.#lockTimeoutMs = String(Math.max(1, Math.ceil(options.lockTimeoutMs ?? 5000)));
     this.#probe = setInterval(() => void this.#checkHealth(), options.healthIntervalMs ?? 1000);
     this.#probe.unref();
   }
@@ -242,22 +286,10 @@ export class PostgresFenceStore implements FenceStore {
   async applyBatch(ops: readonly FenceOp[]): Promise<readonly OpDecision[]> {
     if (ops.length === 0) return [];
     if (!this.#open) throw unavailable(new Error('store is closed'), false);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const { decisions, lastSeq } = await this.#attempt(ops);
-        this.#setHealthy(true);
-        this.#prune(lastSeq, ops.length);
-        return decisions;
-      } catch (err) {
-        const code = (err as { code?: unknown }).code;
-        if (attempt < this.#maxAttempts && isRetryableTransactionError(err) && typeof code === 'string') {
-          this.#options.onRetry?.({ code, attempt });
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * 4 * attempt));
-          continue;
-        }
-        throw err;
-      }
-    }
+    const { decisions, lastSeq } = await this.#retry.execute(() => this.#attempt(ops));
+    this.#setHealthy(true);
+    this.#prune(lastSeq, ops.length);
+    return decisions;
   }
 
   async #attempt(ops: readonly FenceOp[]): Promise<{ decisions: readonly OpDecision[]; lastSeq: bigint }> {
@@ -282,12 +314,13 @@ export class PostgresFenceStore implements FenceStore {
       // read is a new statement, so its snapshot is taken after the locks were granted.
       const resources = [...new Set(ops.map((op) => op.resource))];
       const begun = client.query('BEGIN');
+      const bounded = client.query(LOCK_TIMEOUT, [this.#lockTimeoutMs]);
       const locked = client.query<{ resource: string; fence: string }>(
         this.#options.testUnlockedReads === true ? READ_FENCES_UNLOCKED : LOCK_FENCES,
         [resources],
       );
       const read = this.#readPayloads(client, ops);
-      const [, fenceRows, payloads] = await settleAll([begun, locked, read]);
+      const [, , fenceRows, payloads] = await settleAll([begun, bounded, locked, read]);
       const fences = new Map(fenceRows.rows.map((r) => [r.resource, BigInt(r.fence)]));
       const reader: BatchReader = {
         fenceOf: (resource) => fences.get(resource) ?? 0n,
@@ -302,6 +335,7 @@ export class PostgresFenceStore implements FenceStore {
       return { decisions: plan.decisions, lastSeq: BigInt(applied.rows[0]?.last_seq ?? '0') };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
+      if (isLockTimeout(err)) throw lockTimedOut(err, this.#lockTimeoutMs);
       if (isRetryableTransactionError(err) || !isConnectionError(err)) throw err;
       broken = err instanceof Error ? err : new Error(String(err));
       this.#setHealthy(false, err);
