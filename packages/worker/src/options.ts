@@ -97,7 +97,7 @@ export interface WorkerOptions<Payload = JsonValue, Result = JsonValue> {
 
 /** Every default of {@link WorkerOptions}, in one place. */
 export const WORKER_DEFAULTS = Object.freeze({
-  queues: Object.freeze([DEFAULT_QUEUE]) as readonly string[],
+  queues: Object.freeze<string>([DEFAULT_QUEUE]),
   concurrency: 1,
   sinkTimeoutMs: 5_000,
   shutdown: Object.freeze({ graceMs: 10_000, forceMs: 5_000, signals: Object.freeze([] as NodeJS.Signals[]) }),
