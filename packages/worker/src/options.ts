@@ -95,9 +95,11 @@ export interface WorkerOptions<Payload = JsonValue, Result = JsonValue> {
   readonly transport?: CoordinatorTransport;
 }
 
+const DEFAULT_QUEUES: readonly string[] = Object.freeze([DEFAULT_QUEUE]);
+
 /** Every default of {@link WorkerOptions}, in one place. */
 export const WORKER_DEFAULTS = Object.freeze({
-  queues: Object.freeze<string>([DEFAULT_QUEUE]),
+  queues: DEFAULT_QUEUES,
   concurrency: 1,
   sinkTimeoutMs: 5_000,
   shutdown: Object.freeze({ graceMs: 10_000, forceMs: 5_000, signals: Object.freeze([] as NodeJS.Signals[]) }),
