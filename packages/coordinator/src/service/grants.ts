@@ -104,11 +104,15 @@ export class GrantService {
 
   /**
    * The index changed (a watch response was applied, owners were freed): waiting acquires that
-   * serve a queue which gained a grantable task select again. (With none waiting, the readied
-   * queues stay noted in the index for the next wake.)
+   * serve a queue which gained a grantable task select again. With none waiting, the readied
+   * queues are forgotten: an acquire that waits later has selected since.
    */
   wake(): void {
-    if (this.#wakeQueued || this.#waiters.size === 0) return;
+    if (this.#waiters.size === 0) {
+      this.#ctx.index.takeReadied();
+      return;
+    }
+    if (this.#wakeQueued) return;
     this.#wakeQueued = true;
     queueMicrotask(() => {
       this.#wakeQueued = false;
