@@ -6,6 +6,7 @@
  */
 import {
   ConfigError,
+  DEFAULT_QUEUE,
   QUEUE_NAME_MAX_LENGTH,
   QueueNameSchema,
   TaskStateSchema,
@@ -143,7 +144,7 @@ export async function submitCommand(ctx: CommandContext): Promise<number> {
       ? `, runs in ${formatDuration(Math.max(0, task.notBeforeMs - ctx.nowMs()))}`
       : '';
   const head = created
-    ? `submitted ${task.taskId} on ${task.resource} to queue ${task.queue}: ${task.state}${when}`
+    ? `submitted ${task.taskId} on ${task.resource}${task.queue === DEFAULT_QUEUE ? '' : ` (queue ${task.queue})`}: ${task.state}${when}`
     : `${task.taskId} was submitted before with this definition (its first options apply): ${task.state}${when}`;
   ctx.out(`${head}\n  priority ${task.priority}; ${describePolicy(task.retry)}`);
   return 0;
