@@ -31,7 +31,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from '../harness/cluster.js';
 import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
-import { REPO_ROOT, sleep, waitFor } from '../harness/service.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { REPO_ROOT, waitFor } from '../harness/service.js';
 
 const TTL_MS = 2_000;
 /** Session expiry detection, the re-grant's long poll and a loaded 2-core machine. */

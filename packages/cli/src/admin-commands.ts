@@ -4,7 +4,15 @@
  * `out`; refusals surface as the client's LeaseholdErrors (exit 1 in main), usage problems as a
  * ConfigError (exit 2).
  */
-import { ConfigError, TaskStateSchema, TerminalTaskStateSchema, type JsonValue } from '@leasehold/protocol';
+import {
+  ConfigError,
+  DEFAULT_QUEUE,
+  QUEUE_NAME_MAX_LENGTH,
+  QueueNameSchema,
+  TaskStateSchema,
+  TerminalTaskStateSchema,
+  type JsonValue,
+} from '@leasehold/protocol';
 import type { LeaseholdClient, SubmitOptions, TaskView } from '@leasehold/client';
 import { formatDuration, parseDuration } from './durations.js';
 import { describePolicy, renderTaskDetail, renderTaskTable } from './task-views.js';
@@ -73,6 +81,10 @@ export function submitRequestOf(raw: CommandContext['raw'], nonRetryable: readon
   } catch {
     problems.push('--payload must be JSON');
   }
+  const queue = raw.QUEUE;
+  if (queue !== undefined && !QueueNameSchema.safeParse(queue).success) {
+    problems.push(`--queue: not a valid queue name (1-${QUEUE_NAME_MAX_LENGTH} chars of [A-Za-z0-9._:/@-]): ${queue}`);
+  }
   const priority = intOption(raw, 'PRIORITY', 'priority', problems);
   if (priority !== undefined && priority > 9) problems.push('--priority must be 0..9');
   const delayMs = durationOption(raw, 'DELAY', 'delay', problems);
@@ -111,6 +123,7 @@ export function submitRequestOf(raw: CommandContext['raw'], nonRetryable: readon
     taskId,
     resource,
     payload: payload as JsonValue,
+    ...(queue === undefined ? {} : { queue }),
     ...(priority === undefined ? {} : { priority }),
     ...(delayMs === undefined ? {} : { delayMs }),
     ...(runAt === undefined ? {} : { runAt }),
@@ -131,7 +144,7 @@ export async function submitCommand(ctx: CommandContext): Promise<number> {
       ? `, runs in ${formatDuration(Math.max(0, task.notBeforeMs - ctx.nowMs()))}`
       : '';
   const head = created
-    ? `submitted ${task.taskId} on ${task.resource}: ${task.state}${when}`
+    ? `submitted ${task.taskId} on ${task.resource}${task.queue === DEFAULT_QUEUE ? '' : ` (queue ${task.queue})`}: ${task.state}${when}`
     : `${task.taskId} was submitted before with this definition (its first options apply): ${task.state}${when}`;
   ctx.out(`${head}\n  priority ${task.priority}; ${describePolicy(task.retry)}`);
   return 0;

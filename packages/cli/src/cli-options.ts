@@ -59,6 +59,10 @@ export const OPTIONS: OptionTable = Object.freeze({
   'task-id': { env: 'TASK_ID', help: 'submit: task id' },
   resource: { env: 'RESOURCE', help: 'submit: resource id' },
   payload: { env: 'PAYLOAD', help: 'submit: JSON payload (default {})' },
+  queue: {
+    env: 'QUEUE',
+    help: "submit: the queue it waits in; only workers serving it (their --queues) are granted it (default 'default')",
+  },
   priority: { env: 'PRIORITY', help: 'submit: 0..9, higher is granted first (default 0)' },
   delay: { env: 'DELAY', help: 'submit: not granted before this long from now, e.g. 30s, 5m' },
   'run-at': { env: 'RUN_AT', help: 'submit: not granted before this time (ISO 8601, e.g. 2026-12-24T18:00:00Z)' },

@@ -230,6 +230,9 @@ async function startServices(
   return { sink, sinks, coordinator };
 }
 
+/** The queue of the demo workload and of the demo workers (not `default`: that is the user's). */
+export const DEMO_QUEUE = 'demo';
+
 function workerProcess(
   opts: ClusterUpOptions,
   state: ClusterState,
@@ -250,6 +253,9 @@ function workerProcess(
       LEASEHOLD_WORKER_SECRET: workerSecret(opts.dataDir, state, workerId),
       LEASEHOLD_WORKER_WORKER_ID: workerId,
       ...(ids === undefined ? {} : { LEASEHOLD_WORKER_CA: ids.ca }),
+      // The demo workers serve the demo queue only: a user's tasks (queue `default` unless named)
+      // are not theirs to take.
+      LEASEHOLD_WORKER_QUEUES: DEMO_QUEUE,
       LEASEHOLD_WORKER_CONCURRENCY: '2',
       LEASEHOLD_WORKER_DEMO_DURATION_MS: String(opts.demoDurationMs),
       LEASEHOLD_WORKER_DEMO_NONDETERMINISTIC: String(opts.nondeterministic),
@@ -264,7 +270,12 @@ async function submitDemo(admin: LeaseholdClient, run: number, opts: ClusterUpOp
   const ids: string[] = [];
   for (let i = 0; i < opts.tasks; i++) {
     const taskId = `demo-r${run}-${String(i).padStart(4, '0')}`;
-    await admin.submit({ taskId, resource: `demo/account-${i % opts.resources}`, payload: { run, n: i } });
+    await admin.submit({
+      taskId,
+      resource: `demo/account-${i % opts.resources}`,
+      queue: DEMO_QUEUE,
+      payload: { run, n: i },
+    });
     ids.push(taskId);
   }
   return ids;

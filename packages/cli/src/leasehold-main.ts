@@ -54,7 +54,7 @@ const HELP = `leasehold: lease-based task ownership with fencing tokens.
 
 Usage:
   leasehold cluster up [options]   start etcd, sink, coordinator and workers; run the demo workload
-  leasehold submit --task-id ID --resource R [--payload JSON] [--priority N] [--delay 30s | --run-at ISO]
+  leasehold submit --task-id ID --resource R [--payload JSON] [--queue Q] [--priority N] [--delay 30s | --run-at ISO]
                    [--max-attempts N] [--backoff-initial 1s] [--backoff-max 5m] [--non-retryable Name ...]
                    [--keep-completed 10m|forever] [--keep-failed 30d|forever] [--keep-cancelled 1h|forever]
                    (payloads up to the coordinator's MAX_TASK_PAYLOAD_BYTES, 256 KiB by default:

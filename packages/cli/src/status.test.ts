@@ -5,6 +5,7 @@ import { renderStatus, rowsOf, tasksByResource, useColour } from './status.js';
 const NOW = Date.UTC(2026, 11, 1, 12, 0, 0);
 const task = (over: Partial<TaskView> & Pick<TaskView, 'taskId'>): TaskView => ({
   resource: 'acct/7',
+  queue: 'default',
   payload: {},
   payloadBytes: 2,
   state: 'completed',
@@ -33,6 +34,22 @@ const older = done('a-first', '33', NOW - 60_000);
 const later = done('z-later', '66', NOW - 1_000);
 
 describe('leasehold status rows', () => {
+  it('counts the tasks of each queue by state (default first, then by name)', () => {
+    const rows = [
+      ...rowsOf([task({ taskId: 'd1', resource: 'r1', state: 'pending' })], undefined, 1n, false),
+      ...rowsOf([task({ taskId: 'm1', resource: 'r2', queue: 'demo' })], undefined, 1n, false),
+      ...rowsOf([task({ taskId: 'm2', resource: 'r3', queue: 'demo', state: 'failed' })], undefined, 1n, false),
+      ...rowsOf([task({ taskId: 'a1', resource: 'r4', queue: 'alpha' })], undefined, 1n, false),
+    ];
+    const text = renderStatus(rows, false);
+    expect(text.split('\n').slice(-3)).toEqual([
+      'queue default: 0 leased, 1 pending',
+      'queue alpha: 0 leased, 0 pending, 1 completed',
+      'queue demo: 0 leased, 0 pending, 1 failed, 1 completed',
+    ]);
+    expect(text).toMatch(/^r2 +m1 +demo +completed/m);
+  });
+
   it('shows the latest task of a resource, not the alphabetically first, with the fence its grant set', () => {
     const [group] = [...tasksByResource([older, later]).values()];
     const rows = rowsOf(group!, undefined, 66n, false);
@@ -49,7 +66,7 @@ describe('leasehold status rows', () => {
       ['a-first', '33', '66', 'z-later'],
     ]);
     const text = renderStatus(rows, false);
-    expect(text).toMatch(/^acct\/7 +a-first +completed +- +33 +66 by z-later +- +1$/m);
+    expect(text).toMatch(/^acct\/7 +a-first +default +completed +- +33 +66 by z-later +- +1$/m);
     expect(text).toContain('1 resources: 0 leased, 0 pending, 1 completed');
   });
 

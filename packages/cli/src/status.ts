@@ -6,6 +6,7 @@
  * The TOKEN column is the token of that row's task (its live grant, else its latest one); FENCE
  * is the sink's fence of the resource, and when another task's grant set it, that task is named
  * beside it (`66 by task-b`) — so a fence is never shown next to a token it has nothing to do with.
+ * QUEUE is the task's queue; the summary counts the rows' tasks per queue by state.
  */
 import type { SinkClient } from '@leasehold/sink-client';
 import type { LeaseholdClient, ResourceOwnerView, TaskView } from '@leasehold/client';
@@ -13,6 +14,8 @@ import type { LeaseholdClient, ResourceOwnerView, TaskView } from '@leasehold/cl
 export interface StatusRow {
   readonly resource: string;
   readonly task: string;
+  /** The task's queue (`default` for tasks submitted without one). */
+  readonly queue: string;
   readonly state: string;
   readonly owner: string;
   /** The token of this task's live grant, else of its latest grant ('' if never granted). */
@@ -107,6 +110,7 @@ export function rowsOf(
     return {
       resource: task.resource,
       task: task.taskId,
+      queue: task.queue,
       state: held === undefined ? task.state : 'leased',
       owner: held?.workerId ?? '',
       token: token === undefined ? '' : token.toString(),
@@ -164,11 +168,12 @@ export function useColour(isTty: boolean | undefined, env: Readonly<Record<strin
 }
 
 export function renderStatus(rows: readonly StatusRow[], colour: boolean, limit = 40): string {
-  const header = ['RESOURCE', 'TASK', 'STATE', 'OWNER', 'TOKEN', 'FENCE', 'LEASE LEFT', 'TRIES'];
+  const header = ['RESOURCE', 'TASK', 'QUEUE', 'STATE', 'OWNER', 'TOKEN', 'FENCE', 'LEASE LEFT', 'TRIES'];
   const shown = rows.slice(0, limit);
   const cells = shown.map((r) => [
     r.resource,
     r.task,
+    r.queue,
     r.state,
     r.owner || '-',
     r.token || '-',
@@ -177,7 +182,7 @@ export function renderStatus(rows: readonly StatusRow[], colour: boolean, limit 
     String(r.attempts),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => (c[i] ?? '').length)));
-  const STATE = 2;
+  const STATE = 3;
   const line = (c: readonly string[], state?: string) =>
     c
       .map((v, i) => {
@@ -191,15 +196,33 @@ export function renderStatus(rows: readonly StatusRow[], colour: boolean, limit 
       .trimEnd();
   const resources = new Set(rows.map((r) => r.resource)).size;
   const latest = rows.filter((r, i) => i === 0 || rows[i - 1]?.resource !== r.resource);
-  const counts = ['leased', 'pending', 'delayed', 'failed', 'completed', 'cancelled']
-    .map((s) => [s, latest.filter((r) => r.state === s).length] as const)
-    .filter(([s, n]) => n > 0 || s === 'leased' || s === 'pending')
-    .map(([s, n]) => `${n} ${s}`);
+  const counts = countStates(latest);
   const out = [
     colour ? `\u001b[1m${line(header)}\u001b[0m` : line(header),
     ...cells.map((c, i) => line(c, shown[i]?.state)),
   ];
   if (rows.length > limit) out.push(`… ${rows.length - limit} more rows (--json for all)`);
   out.push('', `${resources} resources: ${counts.join(', ')}`);
+  out.push(...queueSummary(rows));
   return out.join('\n');
+}
+
+const STATES = ['leased', 'pending', 'delayed', 'failed', 'completed', 'cancelled'] as const;
+
+function countStates(rows: readonly StatusRow[]): string[] {
+  return STATES.map((s) => [s, rows.filter((r) => r.state === s).length] as const)
+    .filter(([s, n]) => n > 0 || s === 'leased' || s === 'pending')
+    .map(([s, n]) => `${n} ${s}`);
+}
+
+/** Pure: one line per queue of the rows (default first, then by name): its tasks by state. */
+export function queueSummary(rows: readonly StatusRow[]): string[] {
+  const byQueue = new Map<string, StatusRow[]>();
+  for (const r of rows) {
+    const list = byQueue.get(r.queue);
+    if (list === undefined) byQueue.set(r.queue, [r]);
+    else list.push(r);
+  }
+  const names = [...byQueue.keys()].sort((a, b) => (a === 'default' ? -1 : b === 'default' ? 1 : a.localeCompare(b)));
+  return names.map((q) => `queue ${q}: ${countStates(byQueue.get(q) ?? []).join(', ')}`);
 }

@@ -7,6 +7,7 @@ const NOW = Date.UTC(2026, 11, 1, 12, 0, 0);
 const base: TaskView = {
   taskId: 't1',
   resource: 'acct/7',
+  queue: 'default',
   payload: { n: 1 },
   payloadBytes: 7,
   state: 'failed',
@@ -117,6 +118,17 @@ describe('leasehold submit flags', () => {
       payload: {},
       runAt: '2026-12-24T17:00:00.000Z',
     });
+  });
+
+  it('takes --queue as the task queue (absent: none sent, the coordinator puts it in default); refuses a bad name', () => {
+    expect(submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', QUEUE: 'emails' }, [])).toEqual({
+      taskId: 't',
+      resource: 'r',
+      payload: {},
+      queue: 'emails',
+    });
+    expect(submitRequestOf({ TASK_ID: 't', RESOURCE: 'r' }, [])).not.toHaveProperty('queue');
+    expect(() => submitRequestOf({ TASK_ID: 't', RESOURCE: 'r', QUEUE: '../x' }, [])).toThrow(/--queue: not a valid/);
   });
 
   it('turns --keep-<state> into the task retention (durations, or forever: kept until purged)', () => {

@@ -139,6 +139,7 @@ export function renderTaskDetail(task: TaskView, options: { readonly nowMs: numb
   const fields: [string, string][] = [
     ['task', task.taskId],
     ['resource', task.resource],
+    ['queue', task.queue],
     ['state', `${paint(task.state, COLOUR[task.state], tty)} (last event: ${task.lastEvent})`],
     ['priority', String(task.priority)],
     ['attempts', `${task.attempts} of ${task.retry.maxAttempts}`],

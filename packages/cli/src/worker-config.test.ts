@@ -22,6 +22,13 @@ describe('worker config', () => {
     expect(loadConfig(env, ['--demo-nondeterministic']).demo.nondeterministic).toBe(true);
   });
 
+  it("serves the queues of --queues (default 'default'; repeats once), refusing bad names", () => {
+    expect(loadConfig(env).queues).toEqual(['default']);
+    expect(loadConfig(env, ['--queues', 'emails, reports,emails']).queues).toEqual(['emails', 'reports']);
+    expect(() => loadConfig(env, ['--queues', 'ok,../x'])).toThrow(/QUEUES|queues/);
+    expect(() => loadConfig(env, ['--queues', ' , '])).toThrow(/at least one queue/);
+  });
+
   it('lists every problem in one ConfigError', () => {
     try {
       loadConfig({ LEASEHOLD_WORKER_CONCURRENCY: '0', LEASEHOLD_WORKER_WORKER_KEY: 'short' }, ['--bogus']);

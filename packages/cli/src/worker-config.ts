@@ -13,6 +13,9 @@ import {
   tracingConfigOf,
   tracingProblems,
   WorkerIdSchema,
+  DEFAULT_QUEUE,
+  MAX_SESSION_QUEUES,
+  QueueNameSchema,
   type OptionTable,
   type TracingConfig,
 } from '@leasehold/protocol';
@@ -30,6 +33,11 @@ export const OPTIONS: OptionTable = Object.freeze({
   ca: { env: 'CA', help: "CA file (PEM) that issued the coordinators' and the sink's certificates (pinned)" },
   'tls-cert': { env: 'TLS_CERT', help: 'client certificate file (PEM) for mTLS (CN = worker id)' },
   'tls-key': { env: 'TLS_KEY', help: 'its private key file (PEM)' },
+  queues: {
+    env: 'QUEUES',
+    help: `comma-separated queues this worker serves (1-${MAX_SESSION_QUEUES}); tasks submitted without a queue are in 'default'`,
+    default: DEFAULT_QUEUE,
+  },
   concurrency: { env: 'CONCURRENCY', help: 'tasks run at once', default: '1' },
   handler: { env: 'HANDLER', help: "'demo' or the path of an ES module exporting `handler`", default: 'demo' },
   'demo-duration-ms': { env: 'DEMO_DURATION_MS', help: 'demo handler: how long each task computes', default: '200' },
@@ -97,6 +105,15 @@ const RawSchema = z.object({
   CA: z.string().min(1).optional(),
   TLS_CERT: z.string().min(1).optional(),
   TLS_KEY: z.string().min(1).optional(),
+  QUEUES: z
+    .string()
+    .transform(splitList)
+    .pipe(
+      z
+        .array(QueueNameSchema)
+        .min(1, 'at least one queue')
+        .max(MAX_SESSION_QUEUES, `at most ${MAX_SESSION_QUEUES} queues`),
+    ),
   CONCURRENCY: int(1, 1_000),
   HANDLER: z.string().min(1),
   DEMO_DURATION_MS: int(0, 3_600_000),
@@ -121,6 +138,8 @@ export interface WorkerConfig {
     | { readonly workerKey: string };
   readonly tls: { readonly caFile?: string; readonly certFile?: string; readonly keyFile?: string };
   readonly workerId: string | undefined;
+  /** The queues served (`--queues`, default `default`). */
+  readonly queues: readonly string[];
   readonly concurrency: number;
   readonly handler: string;
   readonly demo: { readonly durationMs: number; readonly nondeterministic: boolean };
@@ -189,6 +208,7 @@ export function loadConfig(
       ...(c.TLS_KEY === undefined ? {} : { keyFile: c.TLS_KEY }),
     },
     workerId: c.WORKER_ID,
+    queues: [...new Set(c.QUEUES)],
     concurrency: c.CONCURRENCY,
     handler: c.HANDLER,
     demo: { durationMs: c.DEMO_DURATION_MS, nondeterministic: c.DEMO_NONDETERMINISTIC },

@@ -117,6 +117,7 @@ async function main(): Promise<void> {
     ...(Object.keys(tls).length === 0 ? {} : { tls }),
     handler,
     ...(payload === undefined ? {} : { payload }),
+    queues: config.queues,
     concurrency: config.concurrency,
     logger,
     ...(config.workerId === undefined ? {} : { workerId: config.workerId }),

@@ -20,6 +20,7 @@ import { waitForResult, type ResultSource, type TaskResult } from './wait-for-re
 const completed: TaskView = {
   taskId: 'inv-1',
   resource: 'account/7',
+  queue: 'default',
   payloadBytes: 2,
   state: 'completed',
   attempts: 1,

@@ -5,6 +5,7 @@
  */
 import { collectProcessMetrics } from '@leasehold/telemetry';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { MAX_QUEUE_LABELS, OTHER_QUEUES_LABEL, queueLabelRows } from './core/queues.js';
 
 export type TaskGaugeState = 'pending' | 'delayed' | 'leased' | 'completed' | 'failed' | 'cancelled';
 
@@ -21,7 +22,7 @@ export class Metrics {
   readonly etcdTxn: Histogram<'txn' | 'outcome'>;
   readonly badFrames: Counter<'code'>;
   readonly fencesOnExpiry: Counter<'outcome'>;
-  readonly tasks: Gauge<'state'>;
+  readonly tasks: Gauge<'state' | 'queue'>;
   readonly etcdHealthy: Gauge;
   readonly sinkReachable: Gauge;
   readonly taskAttempts: Histogram<'outcome'>;
@@ -31,8 +32,8 @@ export class Metrics {
   readonly retentionSweeps: Counter<'outcome'>;
   readonly layoutConversions: Counter;
   readonly etcdErrors: Counter<'failure'>;
-  /** Fills the task gauge at scrape time (set by the services). */
-  taskCounts: (() => Readonly<Record<TaskGaugeState, number>>) | undefined;
+  /** Fills the task gauge at scrape time, per queue (set by the services). */
+  taskCounts: (() => ReadonlyMap<string, Readonly<Record<TaskGaugeState, number>>>) | undefined;
   readonly etcdDbSize: Gauge;
   readonly etcdQuota: Gauge;
   readonly etcdQuotaUsed: Gauge;
@@ -116,13 +117,17 @@ export class Metrics {
     this.sinkReachable.set(1);
     this.tasks = new Gauge({
       name: 'leasehold_coordinator_tasks',
-      help: "Tasks in etcd by state as this coordinator's index sees them: pending (grantable), delayed (backoff or runAt), leased, completed, failed, cancelled",
-      labelNames: ['state'],
+      help: `Tasks in etcd by state and queue as this coordinator's index sees them: pending (grantable), delayed (backoff or runAt), leased, completed, failed, cancelled; queues past the first ${MAX_QUEUE_LABELS} (default, then by name) add up under queue="${OTHER_QUEUES_LABEL}"`,
+      labelNames: ['state', 'queue'],
       registers,
       collect: () => {
         const counts = this.taskCounts?.();
         if (counts === undefined) return;
-        for (const [state, n] of Object.entries(counts)) this.tasks.set({ state }, n);
+        // Queues come and go: only the current ones have series.
+        this.tasks.reset();
+        for (const [queue, row] of queueLabelRows(counts)) {
+          for (const [state, n] of Object.entries(row)) this.tasks.set({ state, queue }, n);
+        }
       },
     });
     this.taskAttempts = new Histogram({

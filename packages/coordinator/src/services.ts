@@ -255,17 +255,7 @@ export function createServices(deps: ServiceDeps): Services {
     wallClock,
     log: log.child({ component: 'console' }),
   });
-  metrics.taskCounts = () => {
-    const stats = index.stats();
-    return {
-      pending: stats.pending - stats.delayed - stats.parked,
-      delayed: stats.delayed,
-      leased: stats.owned,
-      completed: stats.ended.completed,
-      failed: stats.ended.failed,
-      cancelled: stats.ended.cancelled,
-    };
-  };
+  metrics.taskCounts = () => index.queueCounts();
 
   return {
     sessions,

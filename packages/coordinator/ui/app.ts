@@ -68,12 +68,13 @@ function leaseLeft(row: ConsoleResourceRow): string {
 
 // --- views -----------------------------------------------------------------------------------------
 const resourceFilter = { q: '', state: '' };
-const taskFilter = { q: '', state: '' };
+const taskFilter = { q: '', state: '', queue: '' };
 
-function query(filter: { q: string; state: string }, offset: number, limit: number): string {
+function query(filter: { q: string; state: string; queue?: string }, offset: number, limit: number): string {
   const p = new URLSearchParams({ offset: String(offset), limit: String(limit) });
   if (filter.q !== '') p.set('q', filter.q);
   if (filter.state !== '') p.set('state', filter.state);
+  if (filter.queue !== undefined && filter.queue !== '') p.set('queue', filter.queue);
   return p.toString();
 }
 
@@ -124,6 +125,7 @@ function renderTask(row: ConsoleTaskRow): HTMLElement {
   el.append(
     cell(row.taskId, 'c-task'),
     cell(row.resource, 'c-resource'),
+    cell(row.queue, 'c-queue'),
     cell(row.state, 'c-state'),
     cell(`${row.attempts}/${row.maxAttempts}`, 'c-tries'),
     cell(row.lastError ?? '', 'c-error'),
@@ -415,6 +417,10 @@ function wire(): void {
   };
   bindFilter('resources-q', 'resources-state', resourceFilter, () => resources as VirtualList<unknown> | undefined);
   bindFilter('tasks-q', 'tasks-state', taskFilter, () => tasks as VirtualList<unknown> | undefined);
+  byId('tasks-queue').addEventListener('input', (e) => {
+    taskFilter.queue = (e.target as HTMLInputElement).value.trim();
+    tasks?.refresh();
+  });
   for (const tab of document.querySelectorAll<HTMLButtonElement>('[data-tab]')) {
     tab.addEventListener('click', () => {
       for (const t of document.querySelectorAll<HTMLElement>('[data-tab]')) t.classList.toggle('active', t === tab);

@@ -29,6 +29,8 @@ export interface ConsoleResourceRow {
 export interface ConsoleTaskRow {
   readonly taskId: string;
   readonly resource: string;
+  /** Its queue (`default` for tasks submitted without one). */
+  readonly queue: string;
   readonly state: string;
   readonly attempts: number;
   readonly maxAttempts: number;

@@ -51,6 +51,29 @@ export const IncarnationSchema = z
   .regex(/^[A-Za-z0-9._-]+$/)
   .describe('Worker incarnation: 1-64 chars of [A-Za-z0-9._-], new for each process start.');
 
+/**
+ * Queue names (issue 25): the same path-addressable rule as the other ids, shorter (a queue name
+ * is a label on metrics, an index key per pending task and a query parameter), at most
+ * {@link QUEUE_NAME_MAX_LENGTH} characters.
+ */
+export const QUEUE_NAME_MAX_LENGTH = 64;
+export const QueueNameSchema = z
+  .string()
+  .min(1)
+  .max(QUEUE_NAME_MAX_LENGTH)
+  .regex(
+    ID_REGEXP,
+    'queue name may contain only A-Z a-z 0-9 . _ : / @ -, must not start with /, has no // or .., and is not .',
+  )
+  .describe(
+    `Queue name: 1-${QUEUE_NAME_MAX_LENGTH} chars of [A-Za-z0-9._:/@-], not starting with /, no // or .., not .`,
+  );
+export type QueueName = z.infer<typeof QueueNameSchema>;
+/** The queue of a task submitted without one, and the one queue of a worker that names none. */
+export const DEFAULT_QUEUE = 'default';
+/** Most queues one worker session serves (its hello's `queues`). */
+export const MAX_SESSION_QUEUES = 32;
+
 export type ResourceId = z.infer<typeof ResourceIdSchema>;
 export type TaskId = z.infer<typeof TaskIdSchema>;
 export type ResultId = z.infer<typeof ResultIdSchema>;

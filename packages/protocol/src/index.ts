@@ -25,8 +25,12 @@ export {
   IncarnationSchema,
   isValidId,
   defaultResultId,
+  QueueNameSchema,
+  QUEUE_NAME_MAX_LENGTH,
+  DEFAULT_QUEUE,
+  MAX_SESSION_QUEUES,
 } from './ids.js';
-export type { ResourceId, TaskId, ResultId, WorkerId } from './ids.js';
+export type { ResourceId, TaskId, ResultId, WorkerId, QueueName } from './ids.js';
 export { PROTOCOL_VERSION, MIN_PROTOCOL_VERSION, isCompatibleProtocolVersion } from './protocol-version.js';
 export { canonicalJson, canonicalJsonOfParsed } from './canonical-json.js';
 export type { JsonValue } from './canonical-json.js';

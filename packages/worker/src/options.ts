@@ -9,6 +9,9 @@ import {
   parseCapabilityPublicKeys,
   WorkerIdSchema,
   IncarnationSchema,
+  DEFAULT_QUEUE,
+  MAX_SESSION_QUEUES,
+  QueueNameSchema,
   type BackoffOptions,
   type CapabilityPublicKey,
   type JsonValue,
@@ -46,6 +49,12 @@ export interface WorkerOptions<Payload = JsonValue, Result = JsonValue> {
   /** Required with `keyId`/`secret` or a certificate (the credential is bound to it); else generated. */
   readonly workerId?: string;
   readonly incarnation?: string;
+  /**
+   * The queues this worker serves: it is granted only tasks submitted to one of them (1 to
+   * {@link MAX_SESSION_QUEUES} queue names; repeats count once). Default `['default']`, the queue
+   * of tasks submitted without one.
+   */
+  readonly queues?: readonly string[];
   /** Tasks run at once; change it while running with `setConcurrency`. Default 1. */
   readonly concurrency?: number;
   /** The most `setConcurrency` may set (declared to the coordinator as the session's capacity). Default `concurrency`. */
@@ -86,8 +95,11 @@ export interface WorkerOptions<Payload = JsonValue, Result = JsonValue> {
   readonly transport?: CoordinatorTransport;
 }
 
+const DEFAULT_QUEUES: readonly string[] = Object.freeze([DEFAULT_QUEUE]);
+
 /** Every default of {@link WorkerOptions}, in one place. */
 export const WORKER_DEFAULTS = Object.freeze({
+  queues: DEFAULT_QUEUES,
   concurrency: 1,
   sinkTimeoutMs: 5_000,
   shutdown: Object.freeze({ graceMs: 10_000, forceMs: 5_000, signals: Object.freeze([] as NodeJS.Signals[]) }),
@@ -115,6 +127,7 @@ export interface CompiledOptions<Payload, Result> {
   readonly payload: PayloadSchema<Payload> | undefined;
   readonly workerId: string | undefined;
   readonly incarnation: string | undefined;
+  readonly queues: readonly string[];
   readonly concurrency: number;
   readonly maxConcurrency: number;
   readonly logger: Logger | undefined;
@@ -172,6 +185,22 @@ function checkUrl(problems: string[], name: string, url: unknown, schemes: RegEx
   if (!schemes.test(parsed.protocol)) problems.push(`${name}: ${parsed.protocol} is not one of ${schemes.source}`);
 }
 
+/** The queues option: 1 to MAX_SESSION_QUEUES valid names, repeats dropped (checked as data). */
+function checkQueues(problems: string[], value: unknown): readonly string[] {
+  if (value === undefined) return WORKER_DEFAULTS.queues;
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_SESSION_QUEUES) {
+    problems.push(`queues: 1 to ${MAX_SESSION_QUEUES} queue names (got ${JSON.stringify(value)})`);
+    return WORKER_DEFAULTS.queues;
+  }
+  const names: string[] = [];
+  value.forEach((name: unknown, i) => {
+    if (typeof name !== 'string' || !QueueNameSchema.safeParse(name).success)
+      problems.push(`queues[${i}]: not a valid queue name: ${JSON.stringify(name)}`);
+    else if (!names.includes(name)) names.push(name);
+  });
+  return Object.freeze(names);
+}
+
 /** The bearer key of the credentials (checked as data: JavaScript callers pass anything). */
 function credentialOf(raw: unknown, problems: string[]): { key: string; kind: 'own' | 'certificate' | 'shared' } {
   const c = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
@@ -225,6 +254,7 @@ export function compileOptions<Payload, Result>(o: WorkerOptions<Payload, Result
     problems.push('workerId: required with a credential or a certificate (it is bound to one worker id)');
   if (o.incarnation !== undefined && !IncarnationSchema.safeParse(o.incarnation).success)
     problems.push(`incarnation: not a valid id: ${JSON.stringify(o.incarnation)}`);
+  const queues = checkQueues(problems, o.queues);
   const concurrency = o.concurrency ?? WORKER_DEFAULTS.concurrency;
   const maxConcurrency = o.maxConcurrency ?? concurrency;
   checkInt(problems, 'concurrency', o.concurrency, 1, MAX_CONCURRENCY);
@@ -270,6 +300,7 @@ export function compileOptions<Payload, Result>(o: WorkerOptions<Payload, Result
     payload: o.payload,
     workerId: o.workerId,
     incarnation: o.incarnation,
+    queues,
     concurrency,
     maxConcurrency,
     logger: o.logger,

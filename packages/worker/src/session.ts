@@ -28,6 +28,8 @@ export interface SessionOptions {
   readonly workerId: string;
   readonly incarnation: string;
   readonly capacity: number;
+  /** The queues the session serves (sent in every hello, a resume's included). */
+  readonly queues: readonly string[];
   readonly logger: Logger;
   readonly requestTimeoutMs: number;
   readonly connectTimeoutMs: number;
@@ -228,6 +230,7 @@ export class WorkerSession {
         workerId: this.#opts.workerId,
         incarnation: this.#opts.incarnation,
         capacity: this.#opts.capacity,
+        queues: [...this.#opts.queues],
         ...(resume === undefined ? {} : { resumeSessionId: resume }),
       },
       this.#opts.requestTimeoutMs,

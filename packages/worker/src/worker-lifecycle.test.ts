@@ -59,6 +59,40 @@ describe('Worker options', () => {
       expect.stringMatching(/^retryBackoff: initialMs must not exceed maxMs/),
     ]);
   });
+
+  it.each([
+    { queues: [], problem: /^queues: 1 to 32 queue names/ },
+    { queues: Array.from({ length: 33 }, (_, i) => `q${i}`), problem: /^queues: 1 to 32 queue names/ },
+    { queues: ['ok', '../etc'], problem: /^queues\[1\]: not a valid queue name/ },
+    { queues: ['x'.repeat(65)], problem: /^queues\[0\]: not a valid queue name/ },
+    { queues: 'default' as never, problem: /^queues: 1 to 32 queue names/ },
+  ])('refuses queues $queues with one clear problem', ({ queues, problem }) => {
+    expect(() => new Worker({ ...options(new FakeCoordinator(), new FakeSink()), queues, handler: () => 1 })).toThrow(
+      expect.objectContaining({ problems: [expect.stringMatching(problem)] }),
+    );
+  });
+
+  it("names its queues in every hello (default ['default']; repeats once)", async () => {
+    for (const [queues, sent] of [
+      [undefined, ['default']],
+      [
+        ['emails', 'reports', 'emails'],
+        ['emails', 'reports'],
+      ],
+    ] as const) {
+      const coordinator = new FakeCoordinator();
+      const w = new Worker({
+        ...options(coordinator, new FakeSink()),
+        ...(queues === undefined ? {} : { queues }),
+        handler: () => 1,
+      });
+      const done = w.run();
+      await until(() => coordinator.sent('hello').length === 1);
+      expect(coordinator.sent('hello')[0]).toMatchObject({ queues: sent });
+      await w.close(100);
+      await done;
+    }
+  });
 });
 
 describe('Worker.run() on a refusal retrying cannot fix', () => {

@@ -95,6 +95,7 @@ export class Worker<Payload = JsonValue, Result = JsonValue> {
         workerId: this.workerId,
         incarnation: this.incarnation,
         capacity: o.maxConcurrency,
+        queues: o.queues,
         logger: this.#log,
         requestTimeoutMs: o.requestTimeoutMs,
         connectTimeoutMs: o.connectTimeoutMs,

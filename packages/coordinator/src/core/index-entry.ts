@@ -4,13 +4,15 @@
  */
 import { MAX_PRIORITY, type KeepFor, type RetryPolicy } from '@leasehold/protocol';
 import { policyOf } from './lifecycle.js';
-import { encodeTask, type TaskRecord } from './task-record.js';
+import { encodeTask, queueOf, type TaskRecord } from './task-record.js';
 
 /** A pending task as the index keeps it. */
 export interface PendingTask {
   readonly state: 'pending';
   readonly taskId: string;
   readonly resource: string;
+  /** Its queue (`default` for records without one); one shared string per queue in an index. */
+  readonly queue: string;
   /** create_revision of the task key: selection is FIFO by it. */
   readonly createRevision: bigint;
   /** mod_revision of the task key as last seen. */
@@ -38,6 +40,8 @@ export interface PendingTask {
 export interface EndedTask {
   readonly state: 'completed' | 'failed' | 'cancelled';
   readonly taskId: string;
+  /** Its queue (the per-queue counts); one shared string per queue in an index. */
+  queue: string;
   readonly modRevision: bigint;
   /** When it ended (epoch ms; `atMs` for records without `endedAtMs`). */
   readonly endedAtMs: number;
@@ -72,6 +76,8 @@ export type Status = 'ready' | 'delayed' | 'parked';
 export class PendingEntry implements PendingTask {
   readonly taskId: string;
   readonly resource: string;
+  /** Set to the index's shared copy of the name when the entry is added. */
+  queue: string;
   readonly createRevision: bigint;
   readonly modRevision: bigint;
   readonly raw: string;
@@ -88,6 +94,7 @@ export class PendingEntry implements PendingTask {
   constructor(task: IndexInput, fields: { readonly raw: string; readonly priority: number; readonly flags: number }) {
     this.taskId = task.record.taskId;
     this.resource = task.record.resource;
+    this.queue = queueOf(task.record);
     this.createRevision = task.createRevision;
     this.modRevision = task.modRevision;
     this.raw = fields.raw;
@@ -121,6 +128,7 @@ export function entryOf(task: IndexInput, defaults: RetryPolicy): TaskEntry {
     return {
       state: r.state,
       taskId: r.taskId,
+      queue: queueOf(r),
       modRevision: task.modRevision,
       endedAtMs: r.endedAtMs ?? r.atMs ?? 0,
       payloadBytes: r.payloadBytes,

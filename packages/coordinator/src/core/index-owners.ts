@@ -88,9 +88,21 @@ export class OwnerTable {
     return this.#owners.get(resource) ?? this.#freedEarly.get(resource)?.owner;
   }
 
-  /** The watch has delivered everything up to `revision`: early frees it covers are done. */
-  seen(revision: bigint): void {
+  /**
+   * The watch has delivered everything up to `revision`: early frees it covers are done, and so are
+   * the holds that waited for it. Returns the resources whose holds ended (their free tasks may be
+   * granted again: the index wakes their queues).
+   */
+  seen(revision: bigint): string[] {
     for (const [resource, freed] of this.#freedEarly) if (freed.at <= revision) this.#freedEarly.delete(resource);
+    const released: string[] = [];
+    for (const [resource, hold] of this.#holds) {
+      if (hold.until !== undefined && hold.until <= revision) {
+        this.#holds.delete(resource);
+        released.push(resource);
+      }
+    }
+    return released;
   }
 
   /** Resources held now (granted here, the watch not caught up yet). */
@@ -102,10 +114,14 @@ export class OwnerTable {
     this.#holds.set(resource, { until: undefined });
   }
 
-  /** Keep holding `resource` until the index has seen `revision` (`indexRevision`: what it has). */
-  holdUntil(resource: string, revision: bigint, indexRevision: bigint): void {
-    if (revision <= indexRevision) this.#holds.delete(resource);
-    else this.#holds.set(resource, { until: revision });
+  /**
+   * Keep holding `resource` until the index has seen `revision` (`indexRevision`: what it has).
+   * True when the hold ended now.
+   */
+  holdUntil(resource: string, revision: bigint, indexRevision: bigint): boolean {
+    if (revision <= indexRevision) return this.#holds.delete(resource);
+    this.#holds.set(resource, { until: revision });
+    return false;
   }
 
   isHeld(resource: string, indexRevision: bigint): boolean {

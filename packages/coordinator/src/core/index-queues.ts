@@ -2,6 +2,7 @@
  * The queues of the task index, pure: per priority a lane (arrival queue + sorted list of tasks
  * freed again) and the heap of delayed tasks. See task-index.ts for how they are used.
  */
+import { MAX_PRIORITY } from '@leasehold/protocol';
 import type { PendingEntry } from './index-entry.js';
 
 type Entry = PendingEntry;
@@ -98,6 +99,25 @@ export class Lane {
 
   remove(taskId: string): void {
     if (!this.queue.delete(taskId)) this.returned.remove(taskId);
+  }
+}
+
+/** One queue of the index: a lane per priority, its pending count and its ended tasks by state. */
+export class QueueLanes {
+  static readonly PRIORITIES = MAX_PRIORITY + 1;
+  readonly name: string;
+  readonly lanes: readonly Lane[] = Array.from({ length: QueueLanes.PRIORITIES }, () => new Lane());
+  /** Pending tasks of the queue (ready, delayed or parked). */
+  pending = 0;
+  readonly ended = { completed: 0, failed: 0, cancelled: 0 };
+
+  constructor(name: string) {
+    this.name = name;
+  }
+
+  /** Nothing pending and nothing ended is counted: the index forgets the queue. */
+  get isEmpty(): boolean {
+    return this.pending === 0 && this.ended.completed + this.ended.failed + this.ended.cancelled === 0;
   }
 }
 

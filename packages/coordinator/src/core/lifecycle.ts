@@ -15,6 +15,7 @@
  * grant's revision (= the attempt's token), so two closings of one attempt cannot both land.
  */
 import {
+  DEFAULT_QUEUE,
   resolveRetryPolicy,
   retryDelayMs,
   type AttemptOutcome,
@@ -50,6 +51,8 @@ export const LEASE_LOST_ERROR = Object.freeze({
 export interface SubmitSpec {
   readonly taskId: string;
   readonly resource: string;
+  /** The queue; undefined: `default`. Stored only when it is not `default` (records stay as before). */
+  readonly queue?: string | undefined;
   /** Bytes of the payload's JSON (stored under `inputs/<t>` by the submit txn). */
   readonly payloadBytes: number;
   /** sha256 of its canonical JSON: a repeated submit is compared by it. */
@@ -72,6 +75,7 @@ export function newTask(spec: SubmitSpec, env: Pick<LifecycleEnv, 'nowMs' | 'def
     v: 2,
     taskId: spec.taskId,
     resource: spec.resource,
+    ...(spec.queue === undefined || spec.queue === DEFAULT_QUEUE ? {} : { queue: spec.queue }),
     payloadBytes: spec.payloadBytes,
     payloadDigest: spec.payloadDigest,
     state: 'pending',

@@ -16,6 +16,7 @@ const policy = (over: Partial<RetentionPolicy> = {}): RetentionPolicy => ({
 const ended = (taskId: string, state: EndedTask['state'], agoMs: number, over: Partial<EndedTask> = {}): EndedTask => ({
   taskId,
   state,
+  queue: 'default',
   endedAtMs: NOW - agoMs,
   modRevision: BigInt(taskId.length + 10),
   payloadBytes: 100,

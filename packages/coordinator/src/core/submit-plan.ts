@@ -11,7 +11,10 @@ import { MAX_TASK_RECORD_BYTES, RECORD_GROWTH_BYTES } from './task-record.js';
 export type Refusal = { readonly ok: false; readonly code: ErrorCode; readonly message: string };
 
 /** A submit as the API takes it (the lifecycle's {@link SubmitSpec} is computed from it). */
-export interface SubmitInput extends Pick<SubmitSpec, 'taskId' | 'resource' | 'priority' | 'retry' | 'retention'> {
+export interface SubmitInput extends Pick<
+  SubmitSpec,
+  'taskId' | 'resource' | 'queue' | 'priority' | 'retry' | 'retention'
+> {
   readonly payload: JsonValue;
   /** ISO 8601 time. Not with `delayMs`. */
   readonly runAt?: string | undefined;
@@ -75,6 +78,8 @@ export function submitChunks<J extends SizedJob>(jobs: readonly J[], maxCount: n
 /** The definition a repeated submit is compared by. */
 export interface Definition {
   readonly resource: string;
+  /** The queue (`default` when the submit named none). */
+  readonly queue: string;
   readonly payloadDigest: string;
 }
 
@@ -88,7 +93,11 @@ export function repeatOutcome(
   repeat: Definition,
   settled: SubmitOutcome,
 ): SubmitOutcome {
-  if (first.resource !== repeat.resource || first.payloadDigest !== repeat.payloadDigest) {
+  if (
+    first.resource !== repeat.resource ||
+    first.queue !== repeat.queue ||
+    first.payloadDigest !== repeat.payloadDigest
+  ) {
     return { ok: false, code: 'CONFLICT', message: `task ${taskId} exists with a different definition` };
   }
   return settled.ok ? { ok: true, created: false, task: settled.task } : settled;

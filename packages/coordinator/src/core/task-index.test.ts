@@ -184,6 +184,7 @@ describe('TaskIndex', () => {
       expect(index.endedTask('b')).toEqual({
         state: 'failed',
         taskId: 'b',
+        queue: 'default',
         modRevision: 11n,
         endedAtMs: 6,
         payloadBytes: 4,
@@ -222,6 +223,7 @@ describe('TaskIndex', () => {
         'modRevision',
         'payloadBytes',
         'priority',
+        'queue',
         'raw',
         'resource',
         'seq',

@@ -3,8 +3,8 @@
  * etcd and retention never reads what it removes.
  *
  * Lean by design (≤ 1 KiB per pending task, measured by bench/src/scale-index.ts): per pending task
- * one entry with what selection and expiry need — id, resource, priority, due time, status flags,
- * create / mod revision — and the stored record's JSON as one string (the grant computes its write
+ * one entry with what selection and expiry need — id, resource, queue (one shared string per queue),
+ * priority, due time, status flags, create / mod revision — and the stored record's JSON as one string (the grant computes its write
  * from it without a read); per ended task its state, end time, revision and payload size (what
  * retention decides on); per owner key its {@link OwnerEntry}. Nothing else: no payload, no
  * history, no parsed record.
@@ -20,8 +20,15 @@
  * Lifecycle: a pending task is *ready* (grantable when its resource is free), *delayed* (its
  * `notBeforeMs` is in the future: kept in a heap by time, promoted when due — {@link nextDueMs}
  * tells the grant service when to wake, so nothing polls), or *parked* (an attempt is open, or its
- * attempts are used up: it waits for the record that closes the attempt). Ready tasks are kept in
- * one lane per priority; selection takes the highest priority first, oldest first within it.
+ * attempts are used up: it waits for the record that closes the attempt). Ready tasks are kept per
+ * queue (issue 25), in one lane per priority; selection looks only at the queues it is given (the
+ * session's), takes the highest priority first and, within a priority, lets the queues take turns
+ * (the caller's `turn` rotates which queue goes first), oldest first within a queue.
+ *
+ * Queues: a queue's lanes exist while it has pending tasks (or ended ones counted); its name is
+ * kept once and shared by its entries. Every queue that gains a grantable task (a new ready task,
+ * a freed resource, a due task, a hold that ended) is noted for {@link takeReadied}, so the grant
+ * service wakes only the long polls that serve it.
  *
  * Over 400 lines on purpose: the lanes, the due heap, the per-resource ids and the owners block and
  * unblock each other (an owner key blocks its resource's ready tasks, its delete returns them in
@@ -31,10 +38,10 @@
  * (index-owners.ts).
  */
 
-import { DEFAULT_RETRY_POLICY, MAX_PRIORITY, type RetryPolicy } from '@leasehold/protocol';
+import { DEFAULT_QUEUE, DEFAULT_RETRY_POLICY, type RetryPolicy } from '@leasehold/protocol';
 import { PendingEntry, type EndedTask, type PendingTask, type Status, type TaskEntry } from './index-entry.js';
 import { OwnerTable, type OwnerEntry } from './index-owners.js';
-import { DueHeap, Lane } from './index-queues.js';
+import { DueHeap, QueueLanes, type Lane } from './index-queues.js';
 
 export type { OwnerEntry } from './index-owners.js';
 
@@ -49,9 +56,28 @@ export {
 } from './index-entry.js';
 
 export interface SelectOptions {
-  /** Only this task (if it is eligible). */
+  /** Only this task (if it is eligible and in one of `queues`). */
   readonly taskId?: string;
   readonly limit?: number;
+  /** The queues to select from (a session's). Default: `default` only. */
+  readonly queues?: readonly string[];
+  /** Which of `queues` goes first within a priority (taken modulo their count): callers rotate it. */
+  readonly turn?: number;
+}
+
+/** Queues noted as readied before {@link TaskIndex.takeReadied} answers 'all' instead of a set. */
+export const MAX_READIED_QUEUES = 256;
+
+/** Tasks of one queue by state, as the metrics, `leasehold status` and the console count them. */
+export interface QueueCounts {
+  /** Ready: grantable once its resource is free. */
+  pending: number;
+  delayed: number;
+  /** Its attempt open and its owner key present. */
+  leased: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
 }
 
 /** A pending task with the index's own bookkeeping (arrival sequence, status, heap generation). */
@@ -97,7 +123,10 @@ export class TaskIndex {
   #nextSeq = 0;
   /** Pending task ids per resource: one id as a string (the usual case), several as a set. */
   #byResource = new Map<string, string | Set<string>>();
-  #lanes: Lane[] = TaskIndex.#newLanes();
+  /** Lanes and counts per queue name. */
+  #queues = new Map<string, QueueLanes>();
+  /** Queues that gained a grantable task since {@link takeReadied} last answered. */
+  #readied: Set<string> | 'all' = new Set();
   readonly #due = new DueHeap();
   #gen = 0;
   /** Every ended task, by task id. */
@@ -109,10 +138,6 @@ export class TaskIndex {
   constructor(options: TaskIndexOptions = {}) {
     this.#now = options.wallClock ?? (() => 0);
     this.#defaults = options.defaults ?? DEFAULT_RETRY_POLICY;
-  }
-
-  static #newLanes(): Lane[] {
-    return Array.from({ length: MAX_PRIORITY + 1 }, () => new Lane());
   }
 
   /** The installation's retry policy (for records that carry none). */
@@ -129,7 +154,8 @@ export class TaskIndex {
   reset(tasks: readonly TaskEntry[], owners: readonly OwnerEntry[], revision: bigint): void {
     this.#pending = new Map();
     this.#byResource = new Map();
-    this.#lanes = TaskIndex.#newLanes();
+    this.#queues = new Map();
+    this.#readied = 'all';
     this.#due.clear();
     this.#ended = new Map();
     this.#endedCounts = { completed: 0, failed: 0, cancelled: 0 };
@@ -154,7 +180,7 @@ export class TaskIndex {
       if (pending !== undefined) this.#addTask(pending, this.#nextSeq++);
       return;
     }
-    if (pending === undefined || pending.resource !== known.resource) {
+    if (pending === undefined || pending.resource !== known.resource || pending.queue !== known.queue) {
       this.#removeTask(known);
       if (pending !== undefined) this.#addTask(pending, this.#nextSeq++);
       return;
@@ -163,6 +189,7 @@ export class TaskIndex {
     if (status === known.status && status !== 'delayed' && pending.priority === known.priority) {
       // Same task, same place: replace the entry where it sits.
       const replaced = entryOfPending(pending);
+      replaced.queue = known.queue;
       replaced.seq = known.seq;
       replaced.status = status;
       replaced.dueGen = known.dueGen;
@@ -206,7 +233,7 @@ export class TaskIndex {
   advanceTo(revision: bigint): void {
     if (revision <= this.#revision) return;
     this.#revision = revision;
-    this.#owners.seen(revision);
+    for (const resource of this.#owners.seen(revision)) this.#readyAgain(resource);
   }
 
   hold(resource: string): void {
@@ -215,7 +242,17 @@ export class TaskIndex {
 
   /** Keep holding `resource` until the index has seen `revision`. */
   holdUntil(resource: string, revision: bigint): void {
-    this.#owners.holdUntil(resource, revision, this.#revision);
+    if (this.#owners.holdUntil(resource, revision, this.#revision)) this.#readyAgain(resource);
+  }
+
+  /**
+   * The queues that gained a grantable task since the last call ('all': after a reset, or more
+   * than {@link MAX_READIED_QUEUES} of them), and forget them.
+   */
+  takeReadied(): ReadonlySet<string> | 'all' {
+    const readied = this.#readied;
+    this.#readied = new Set();
+    return readied;
   }
 
   isHeld(resource: string): boolean {
@@ -253,15 +290,33 @@ export class TaskIndex {
   select(options: SelectOptions = {}): PendingTask[] {
     this.#promoteDue();
     const limit = options.limit ?? 1;
+    const names = options.queues ?? [DEFAULT_QUEUE];
     if (options.taskId !== undefined) {
       const task = this.#pending.get(options.taskId);
-      return task !== undefined && this.#eligible(task) ? [task] : [];
+      return task !== undefined && names.includes(task.queue) && this.#eligible(task) ? [task] : [];
     }
+    const served: QueueLanes[] = [];
+    for (const name of names) {
+      const lanes = this.#queues.get(name);
+      if (lanes !== undefined && lanes.pending > 0 && !served.includes(lanes)) served.push(lanes);
+    }
+    if (served.length === 0) return [];
+    const first = (options.turn ?? 0) % served.length;
     const picked: PendingTask[] = [];
     const resources = new Set<string>();
-    for (let p = this.#lanes.length - 1; p >= 0 && picked.length < limit; p -= 1) {
-      const lane = this.#lanes[p];
-      if (lane === undefined || (lane.queue.size === 0 && lane.returned.empty)) continue;
+    for (let p = QueueLanes.PRIORITIES - 1; p >= 0 && picked.length < limit; p -= 1) {
+      for (let k = 0; k < served.length && picked.length < limit; k += 1) {
+        const lane = served[(first + k) % served.length]?.lanes[p];
+        if (lane !== undefined) this.#pickFrom(lane, limit, picked, resources);
+      }
+    }
+    return picked;
+  }
+
+  /** Ready tasks of one lane, oldest first, whose resource is free, into `picked` (up to `limit`). */
+  #pickFrom(lane: Lane, limit: number, picked: PendingTask[], resources: Set<string>): void {
+    if (lane.queue.size === 0 && lane.returned.empty) return;
+    {
       const queue = lane.queue.values();
       let q = queue.next();
       let r = lane.returned.liveAt(0);
@@ -283,7 +338,6 @@ export class TaskIndex {
         picked.push(task);
       }
     }
-    return picked;
   }
 
   /** When the earliest delayed task becomes due (epoch ms), if any is waiting. */
@@ -343,16 +397,75 @@ export class TaskIndex {
     };
   }
 
+  /**
+   * Counts per queue: ready (grantable once free), delayed, leased (attempt open, owner key present)
+   * and ended by state; `default` always (zeros when it has no task). One pass over the pending
+   * tasks (a scrape's cost, as {@link stats}).
+   */
+  queueCounts(): Map<string, QueueCounts> {
+    const counts = new Map<string, QueueCounts>([
+      [DEFAULT_QUEUE, { pending: 0, delayed: 0, leased: 0, completed: 0, failed: 0, cancelled: 0 }],
+    ]);
+    for (const [name, lanes] of this.#queues) {
+      counts.set(name, { pending: 0, delayed: 0, leased: 0, ...lanes.ended });
+    }
+    for (const task of this.#pending.values()) {
+      const c = counts.get(task.queue);
+      if (c === undefined) continue;
+      if (task.status === 'ready') c.pending += 1;
+      else if (task.status === 'delayed') c.delayed += 1;
+      else if (task.open && this.#owners.get(task.resource)?.taskId === task.taskId) c.leased += 1;
+    }
+    return counts;
+  }
+
   #setEnded(task: EndedTask | undefined, taskId = task?.taskId): void {
     if (taskId === undefined) return;
     const before = this.#ended.get(taskId);
-    if (before !== undefined) this.#endedCounts[before.state] -= 1;
+    if (before !== undefined) {
+      this.#endedCounts[before.state] -= 1;
+      const lanes = this.#queues.get(before.queue);
+      if (lanes !== undefined) {
+        lanes.ended[before.state] -= 1;
+        this.#dropIfEmpty(lanes);
+      }
+    }
     if (task === undefined) {
       if (before !== undefined) this.#ended.delete(taskId);
       return;
     }
+    const lanes = this.#lanesOf(task.queue);
+    task.queue = lanes.name;
+    lanes.ended[task.state] += 1;
     this.#ended.set(taskId, task);
     this.#endedCounts[task.state] += 1;
+  }
+
+  /** The lanes of queue `name`, made when it has none (its name kept once, shared by its entries). */
+  #lanesOf(name: string): QueueLanes {
+    let lanes = this.#queues.get(name);
+    if (lanes === undefined) this.#queues.set(name, (lanes = new QueueLanes(name)));
+    return lanes;
+  }
+
+  #dropIfEmpty(lanes: QueueLanes): void {
+    if (lanes.isEmpty) this.#queues.delete(lanes.name);
+  }
+
+  /** A task of queue `name` became grantable: the long polls serving it may select again. */
+  #markReadied(name: string): void {
+    if (this.#readied === 'all') return;
+    this.#readied.add(name);
+    if (this.#readied.size > MAX_READIED_QUEUES) this.#readied = 'all';
+  }
+
+  /** `resource`'s hold ended: its free ready tasks are grantable again. */
+  #readyAgain(resource: string): void {
+    if (this.#owners.has(resource)) return;
+    for (const taskId of this.#idsOf(resource)) {
+      const task = this.#pending.get(taskId);
+      if (task?.status === 'ready') this.#markReadied(task.queue);
+    }
   }
 
   #statusOf(task: PendingTask): Status {
@@ -361,7 +474,7 @@ export class TaskIndex {
   }
 
   #laneOf(task: PendingTask): Lane {
-    const lane = this.#lanes[task.priority];
+    const lane = this.#queues.get(task.queue)?.lanes[task.priority];
     if (lane === undefined) throw new RangeError('no lane');
     return lane;
   }
@@ -392,6 +505,9 @@ export class TaskIndex {
   #addTask(pending: PendingTask, seq: number): void {
     const status = this.#statusOf(pending);
     const task = entryOfPending(pending);
+    const lanes = this.#lanesOf(task.queue);
+    task.queue = lanes.name;
+    lanes.pending += 1;
     task.seq = seq;
     task.status = status;
     task.dueGen = 0;
@@ -408,12 +524,18 @@ export class TaskIndex {
     }
     if (status === 'parked' || this.#owners.has(task.resource)) return;
     this.#laneOf(task).add(task);
+    this.#markReadied(task.queue);
   }
 
   #removeTask(task: Entry): void {
     if (task.status === 'ready') this.#laneOf(task).remove(task.taskId);
     task.dueGen = 0;
     this.#pending.delete(task.taskId);
+    const lanes = this.#queues.get(task.queue);
+    if (lanes !== undefined) {
+      lanes.pending -= 1;
+      this.#dropIfEmpty(lanes);
+    }
     const ids = this.#byResource.get(task.resource);
     if (ids === task.taskId) this.#byResource.delete(task.resource);
     else if (typeof ids === 'object') {
@@ -448,5 +570,6 @@ export class TaskIndex {
 
   #insertReturned(task: Entry): void {
     this.#laneOf(task).returned.insert(task.taskId, task.createRevision, task.seq);
+    this.#markReadied(task.queue);
   }
 }

@@ -24,8 +24,10 @@ import {
   AttemptOutcomeSchema,
   canonicalJson,
   compileValidator,
+  DEFAULT_QUEUE,
   MAX_TASK_HISTORY,
   PrioritySchema,
+  QueueNameSchema,
   ResourceIdSchema,
   ResultIdSchema,
   RetryPolicySchema,
@@ -88,6 +90,11 @@ const StoredStateSchema = z.enum(['pending', 'completed', 'failed', 'cancelled']
 const CommonShape = {
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
+  /**
+   * The task's queue (issue 25). Absent: `default` — records written before queues, and read as
+   * such by every reader ({@link queueOf}); no rewrite needed (the migration is the reading rule).
+   */
+  queue: QueueNameSchema.optional(),
   state: StoredStateSchema,
   /** Grants in the current attempt budget (a release or an abandoned grant gives one back). */
   attempts: z.number().int().nonnegative(),
@@ -247,7 +254,16 @@ export function encodeTask(record: TaskRecord): string {
   return JSON.stringify(record);
 }
 
-/** Same task definition: same resource and same payload (compared by digest)? */
-export function sameDefinition(stored: DecodedTask, resource: string, payloadDigest: string): boolean {
-  return stored.record.resource === resource && stored.record.payloadDigest === payloadDigest;
+/** The queue of a stored record: records without one (written before queues) are `default`'s. */
+export function queueOf(record: { readonly queue?: string | undefined }): string {
+  return record.queue ?? DEFAULT_QUEUE;
+}
+
+/** Same task definition: same resource, same queue and same payload (compared by digest)? */
+export function sameDefinition(stored: DecodedTask, resource: string, queue: string, payloadDigest: string): boolean {
+  return (
+    stored.record.resource === resource &&
+    queueOf(stored.record) === queue &&
+    stored.record.payloadDigest === payloadDigest
+  );
 }

@@ -5,7 +5,7 @@
 import { formatToken, type AttemptView, type OwnerView, type RetryPolicy, type TaskView } from '@leasehold/protocol';
 import { lastEventOf, policyOf, viewState } from './lifecycle.js';
 import type { OwnerRecord } from './records.js';
-import type { AttemptRecord, TaskRecord } from './task-record.js';
+import { queueOf, type AttemptRecord, type TaskRecord } from './task-record.js';
 
 /** An owner key as the views need it: its record and token. */
 export interface OwnerFacts {
@@ -39,6 +39,7 @@ export function taskView(
   return {
     taskId: task.taskId,
     resource: task.resource,
+    queue: queueOf(task),
     ...(detail?.payload === undefined ? {} : { payload: detail.payload }),
     payloadBytes: task.payloadBytes,
     state: viewState(task, leased, nowMs),

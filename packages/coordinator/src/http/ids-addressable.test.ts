@@ -27,6 +27,7 @@ const seen: string[] = [];
 const view = (taskId: string): TaskView => ({
   taskId,
   resource: 'r',
+  queue: 'default',
   payload: 1,
   payloadBytes: 1,
   state: 'pending',

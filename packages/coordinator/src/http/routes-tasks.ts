@@ -1,10 +1,10 @@
 /**
  * Admin task API.
  *
- * - `POST /v1/tasks` {taskId, resource, payload, priority?, runAt? | delayMs?, retry?, retention?}:
+ * - `POST /v1/tasks` {taskId, resource, payload, queue?, priority?, runAt? | delayMs?, retry?, retention?}:
  *   201 created; 200 with the existing task when the same definition was submitted before (its
  *   scheduling options stay the first submit's); 409 CONFLICT when the id exists with another
- *   definition; 413 PAYLOAD_TOO_LARGE when the payload's JSON is over MAX_TASK_PAYLOAD_BYTES;
+ *   definition (resource, queue or payload); 413 PAYLOAD_TOO_LARGE when the payload's JSON is over MAX_TASK_PAYLOAD_BYTES;
  *   503 STORAGE_FULL when etcd is at its quota (nothing written). Replies carry no payload.
  * - `POST /v1/tasks/batch` {tasks: [{taskId, resource, payload}, ...]} (1 to 1000): 200 {results: [...]}
  *   in order, each `{taskId, status: 201 | 200 | 409, task?, error?}` with the meaning of one
@@ -14,8 +14,9 @@
  * - `GET /v1/tasks/:taskId` (URL-encoded id): the task, state
  *   pending|delayed|leased|completed|failed|cancelled, with its retry policy, payload and attempt
  *   history (read on demand).
- * - `GET /v1/tasks?state=&limit=&after=`: a page in id order, without payloads or histories (at most
- *   `limit` tasks and about 4 MiB); `next` continues it (`state=failed`: the dead letters).
+ * - `GET /v1/tasks?state=&queue=&limit=&after=`: a page in id order, without payloads or histories (at
+ *   most `limit` tasks and about 4 MiB); `next` continues it (`state=failed`: the dead letters;
+ *   `queue=`: that queue's tasks only, `default` including those stored without a queue).
  * - `DELETE /v1/tasks/:taskId`: cancelled (owner key removed, holder pushed `lease.revoked`, the
  *   sink's fence advanced to the cancel revision before the reply); 409 when completed or failed;
  *   503 when the fence could not be advanced (cancel again).
@@ -28,6 +29,7 @@
 import {
   httpStatusOf,
   PurgeTasksRequestSchema,
+  QueueNameSchema,
   ResourceIdSchema,
   SubmitTaskBatchRequestSchema,
   SubmitTaskRequestSchema,
@@ -46,6 +48,7 @@ const SubmitSchema = SubmitTaskRequestSchema;
 const SubmitBatchSchema = SubmitTaskBatchRequestSchema;
 const ListQuerySchema = z.object({
   state: TaskStateSchema.optional(),
+  queue: QueueNameSchema.optional(),
   limit: z.coerce.number().int().min(1).max(1_000).default(100),
   after: TaskIdSchema.optional(),
 });
@@ -97,8 +100,13 @@ export function registerTaskRoutes(app: FastifyInstance, tasks: TaskApi): void {
   app.get('/v1/tasks', admin, async (req, reply) => {
     const query = ListQuerySchema.safeParse(req.query);
     if (!query.success) return sendError(reply, 'INVALID_MESSAGE', describe(query.error));
-    const { state, limit, after } = query.data;
-    return tasks.list({ limit, ...(state === undefined ? {} : { state }), ...(after === undefined ? {} : { after }) });
+    const { state, queue, limit, after } = query.data;
+    return tasks.list({
+      limit,
+      ...(state === undefined ? {} : { state }),
+      ...(queue === undefined ? {} : { queue }),
+      ...(after === undefined ? {} : { after }),
+    });
   });
 
   app.get<{ Params: { taskId: string } }>('/v1/tasks/:taskId', admin, async (req, reply) => {

@@ -20,6 +20,7 @@ const calls: string[] = [];
 const view = (taskId: string): TaskView => ({
   taskId,
   resource: 'r',
+  queue: 'default',
   payload: 1,
   payloadBytes: 1,
   state: 'pending',

@@ -4,6 +4,9 @@
  *
  *   node --expose-gc packages/coordinator/dist/measure/index-memory.js --tasks 1000000 --leases 100000
  *
+ * `--queues N` spreads the tasks over N named queues (`q0`…; default 1: every task in `default`,
+ * whose records carry no queue field) and selects from `q0`.
+ *
  * It makes N task records of layout v2 as a submit writes them (the installation's retry policy,
  * 64-byte payloads under `inputs/`, not in the record), takes them through the same parse the
  * snapshot and the watch use (`decodeTask` of the stored JSON, then `entryOf`), and builds the
@@ -24,6 +27,8 @@ import { digestCanonical, payloadDigest } from '../payload-digest.js';
 export interface IndexMemoryOptions {
   readonly tasks: number;
   readonly leases: number;
+  /** Named queues the tasks are spread over (1: all in `default`). */
+  readonly queues?: number;
 }
 
 export interface IndexMemoryReport {
@@ -57,11 +62,12 @@ const NOW = 1_800_000_000_000;
 const PAGE = 500;
 
 /** The stored JSON of task `i` as a submit writes it (what the snapshot reads back). */
-function storedValue(i: number, digest: string): string {
+function storedValue(i: number, digest: string, queues: number): string {
   const id = String(i).padStart(7, '0');
+  const queue = queues > 1 ? `q${i % queues}` : undefined;
   return JSON.stringify(
     newTask(
-      { taskId: `task-${id}`, resource: `account/${id}`, payloadBytes: 64, payloadDigest: digest },
+      { taskId: `task-${id}`, resource: `account/${id}`, queue, payloadBytes: 64, payloadDigest: digest },
       { nowMs: NOW, defaults: DEFAULT_RETRY_POLICY },
     ),
   );
@@ -78,7 +84,7 @@ export function measureIndexMemory(options: IndexMemoryOptions): IndexMemoryRepo
   for (let start = 0; start < options.tasks; start += PAGE) {
     const end = Math.min(options.tasks, start + PAGE);
     const values: string[] = [];
-    for (let i = start; i < end; i += 1) values.push(storedValue(i, digest));
+    for (let i = start; i < end; i += 1) values.push(storedValue(i, digest, options.queues ?? 1));
     const decodeStarted = performance.now();
     for (const value of values) {
       const decoded = decodeTask(value, digestCanonical);
@@ -101,7 +107,8 @@ export function measureIndexMemory(options: IndexMemoryOptions): IndexMemoryRepo
 
   // Acquires at N pending: the select the grant path runs.
   const selectStarted = performance.now();
-  for (let i = 0; i < 10_000; i += 1) index.select();
+  const selecting = (options.queues ?? 1) > 1 ? { queues: ['q0'] } : {};
+  for (let i = 0; i < 10_000; i += 1) index.select(selecting);
   const selectMicros = ((performance.now() - selectStarted) * 1_000) / 10_000;
 
   // Leases: a grant rewrites the task (its attempt open) and creates an owner key; the session
@@ -155,6 +162,10 @@ function argInt(name: string, fallback: number): number {
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const report = measureIndexMemory({ tasks: argInt('tasks', 100_000), leases: argInt('leases', 10_000) });
+  const report = measureIndexMemory({
+    tasks: argInt('tasks', 100_000),
+    leases: argInt('leases', 10_000),
+    queues: argInt('queues', 1),
+  });
   process.stdout.write(`${JSON.stringify(report)}\n`);
 }

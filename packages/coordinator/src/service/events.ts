@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import { lastEventOf, policyOf, viewState } from '../core/lifecycle.js';
 import type { TaskIndex } from '../core/task-index.js';
+import { queueOf } from '../core/task-record.js';
 import type { Timers } from '../core/timers.js';
 import type { LeaseStore, StoredTask } from '../store/port.js';
 
@@ -60,6 +61,7 @@ export function taskEventOf(
     event,
     taskId: task.taskId,
     resource: task.resource,
+    queue: queueOf(task),
     state: viewState(task, event === 'granted', nowMs),
     attempts: task.attempts,
     maxAttempts: policyOf(task, ctx.config.retryPolicy).maxAttempts,

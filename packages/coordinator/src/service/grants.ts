@@ -15,7 +15,9 @@
  *
  * Long poll: an acquire with `waitMs` that finds nothing grantable waits (up to `waitMs`, the
  * session's end or shutdown) for the watch-fed index to change, then selects again — so a freed
- * resource is granted to a waiting worker as soon as this coordinator sees it free.
+ * resource is granted to a waiting worker as soon as this coordinator sees it free. Queues: an
+ * acquire selects only from its session's queues (or the subset it names), the queues taking turns
+ * (core/queues.ts), and a waiting acquire is woken only by a change that readied one of them.
  */
 import type { Span } from '@opentelemetry/api';
 import { formatToken, type Acquire, type CoordinatorMessage } from '@leasehold/protocol';
@@ -29,6 +31,7 @@ import {
   replayVerdict,
 } from '../core/grant-decisions.js';
 import { granted } from '../core/lifecycle.js';
+import { acquireQueues, wakesFor } from '../core/queues.js';
 import { errorFrame, failureReply } from '../core/replies.js';
 import { recordOf, type PendingTask, type TaskIndex } from '../core/task-index.js';
 import type { Metrics } from '../metrics.js';
@@ -43,7 +46,7 @@ import { Attr, contextOf, endWithReply, markFailed, tracer } from './tracing.js'
 export interface GrantsContext extends DeliveryContext {
   readonly config: Pick<CoordinatorConfig, 'grantBatchMax' | 'noLeaseRetryAfterMs' | 'retryPolicy'>;
   readonly store: Pick<LeaseStore, 'grant' | 'holding' | 'grantedTask' | 'abandonGrant'>;
-  readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs'>;
+  readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs' | 'takeReadied'>;
   readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
   readonly metrics: DeliveryContext['metrics'] & Pick<Metrics, 'acquiresWaiting'>;
 }
@@ -56,8 +59,8 @@ export class GrantService {
   readonly #delivery: GrantDelivery;
   readonly #owners: MicroBatcher<GrantJob, GrantOutcome>;
   readonly #inflight = new Map<string, Promise<CoordinatorMessage>>();
-  /** Waiting long-poll acquires, oldest first: each is woken once, then re-registers. */
-  readonly #waiters = new Set<() => void>();
+  /** Waiting long-poll acquires, oldest first, with the queues they serve: each is woken once, then re-registers. */
+  readonly #waiters = new Map<() => void, readonly string[]>();
   #wakeQueued = false;
 
   constructor(ctx: GrantsContext, sessions: SessionRegistry) {
@@ -75,6 +78,8 @@ export class GrantService {
       // The same request id is already being served: answer this copy with the same outcome.
       return running.then((reply) => ('inReplyTo' in reply ? { ...reply, inReplyTo: msg.id } : reply));
     }
+    const queues = acquireQueues(session.queues, msg.queues);
+    if (!queues.ok) return Promise.resolve(errorFrame('INVALID_MESSAGE', queues.message, msg.id));
     const admitted = admitAcquire(
       {
         grantedRequestIds: [...session.granted.values()].map((g) => g.requestId),
@@ -89,7 +94,7 @@ export class GrantService {
       return Promise.resolve(errorFrame('CAPACITY_EXCEEDED', admitted.message, msg.id));
     }
     session.acquiring += 1;
-    const op = this.#acquire(session, msg, { receivedAtMs, workStartMs: undefined })
+    const op = this.#acquire(session, msg, queues.queues, { receivedAtMs, workStartMs: undefined })
       .catch((err: unknown) => failureReply(err, msg.id))
       .finally(() => {
         session.acquiring -= 1;
@@ -99,13 +104,22 @@ export class GrantService {
     return this.#sessions.track(session, op);
   }
 
-  /** The index changed (a watch response was applied): waiting acquires select again. */
+  /**
+   * The index changed (a watch response was applied, owners were freed): waiting acquires that
+   * serve a queue which gained a grantable task select again. With none waiting, the readied
+   * queues are forgotten: an acquire that waits later has selected since.
+   */
   wake(): void {
-    if (this.#wakeQueued || this.#waiters.size === 0) return;
+    if (this.#waiters.size === 0) {
+      this.#ctx.index.takeReadied();
+      return;
+    }
+    if (this.#wakeQueued) return;
     this.#wakeQueued = true;
     queueMicrotask(() => {
       this.#wakeQueued = false;
-      this.#wakeAll();
+      const readied = this.#ctx.index.takeReadied();
+      for (const [wakeUp, queues] of [...this.#waiters]) if (wakesFor(queues, readied)) wakeUp();
     });
   }
 
@@ -115,7 +129,7 @@ export class GrantService {
   }
 
   #wakeAll(): void {
-    const waiters = [...this.#waiters];
+    const waiters = [...this.#waiters.keys()];
     this.#waiters.clear();
     for (const wakeUp of waiters) wakeUp();
   }
@@ -124,7 +138,7 @@ export class GrantService {
    * Resolves on the next index change, the session's end, after `ms`, or when the earliest delayed
    * task becomes due (the index promotes it on the next select): no polling for backoffs.
    */
-  #waitForChange(session: LocalSession, ms: number): Promise<void> {
+  #waitForChange(session: LocalSession, queues: readonly string[], ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
       let parked = true; // counted in the gauge once, however many of timer, wake and end fire
       const done = (): void => {
@@ -136,13 +150,18 @@ export class GrantService {
         resolve();
       };
       const timer = this.#ctx.timers.setTimeout(done, ms);
-      this.#waiters.add(done);
+      this.#waiters.set(done, queues);
       session.wakers.add(done);
       this.#ctx.metrics.acquiresWaiting.inc();
     });
   }
 
-  async #acquire(session: LocalSession, msg: Acquire, timing: GrantTiming): Promise<CoordinatorMessage> {
+  async #acquire(
+    session: LocalSession,
+    msg: Acquire,
+    queues: readonly string[],
+    timing: GrantTiming,
+  ): Promise<CoordinatorMessage> {
     const ctx = this.#ctx;
     const waitUntilMs = timing.receivedAtMs + (msg.waitMs ?? 0);
     let requestChecked = false;
@@ -150,7 +169,10 @@ export class GrantService {
       if (ctx.state.shuttingDown) return errorFrame('SHUTTING_DOWN', 'coordinator is shutting down', msg.id);
       if (!this.#sessions.isLive(session)) return errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
       for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
-        const [candidate] = ctx.index.select(msg.taskId === undefined ? {} : { taskId: msg.taskId });
+        const turn = session.queueTurn++;
+        const [candidate] = ctx.index.select(
+          msg.taskId === undefined ? { queues, turn } : { queues, turn, taskId: msg.taskId },
+        );
         if (candidate === undefined) break;
         timing.workStartMs ??= ctx.clock.nowMs();
         const out = await this.#tryGrant(session, msg, candidate, timing);
@@ -173,7 +195,7 @@ export class GrantService {
       timing.workStartMs = undefined;
       const due = ctx.index.nextDueMs();
       const dueInMs = due === undefined ? undefined : due - ctx.wallClock();
-      await this.#waitForChange(session, pollDelayMs(leftMs, this.#sessions.remainingMs(session), dueInMs));
+      await this.#waitForChange(session, queues, pollDelayMs(leftMs, this.#sessions.remainingMs(session), dueInMs));
     }
     ctx.metrics.grants.inc({ outcome: 'none' });
     return noLease(msg.id, msg.requestId, ctx.config.noLeaseRetryAfterMs);

@@ -20,6 +20,13 @@ export interface LocalSession {
   readonly granted: Map<string, { readonly token: bigint; readonly requestId: string }>;
   /** Grants in flight allowed at once (the hello's `capacity`): held grants plus acquires being served. */
   capacity: number;
+  /**
+   * The queues it serves (the hello's `queues`, repeats dropped; `default` for a hello without any):
+   * set again by every hello that resumes it.
+   */
+  queues: readonly string[];
+  /** Rotates which of its queues an acquire looks at first (fair across them). */
+  queueTurn: number;
   /** Acquires being served now (long polls included). */
   acquiring: number;
 }

@@ -12,6 +12,7 @@ import { RepeatGate, type Clock, type Hello } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
+import { sessionQueues } from '../core/queues.js';
 import type { SessionRecord } from '../core/records.js';
 import { keepaliveIntervalMs, resumeVerdict, type ExpiredReason } from '../core/session-resume.js';
 import { SlotsByKey, type Slot } from '../core/slots.js';
@@ -243,6 +244,7 @@ export class SessionManager implements SessionRegistry {
         }
         existing.channel = channel;
         existing.capacity = hello.capacity;
+        existing.queues = sessionQueues(hello.queues);
         this.#keepalive.add(existing.leaseId);
         return { ok: true, session: existing };
       }
@@ -264,6 +266,8 @@ export class SessionManager implements SessionRegistry {
       wakers: new Set(),
       granted: new Map(),
       capacity: hello.capacity,
+      queues: sessionQueues(hello.queues),
+      queueTurn: 0,
       acquiring: 0,
     };
     this.#sessions.set(sessionId, session);

@@ -3,6 +3,7 @@
  * The decisions (schedule, sizes, chunks, repeats) are core/submit-plan.ts; this shell makes the
  * records, runs the txns and settles what already existed.
  */
+import { DEFAULT_QUEUE } from '@leasehold/protocol';
 import type { Span } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
@@ -13,12 +14,13 @@ import {
   recordRefusal,
   repeatOutcome,
   submitChunks,
+  type Definition,
   type Refusal,
   type SubmitInput,
   type SubmitOutcome,
 } from '../core/submit-plan.js';
 import { taskView } from '../core/task-view.js';
-import { encodeTask, sameDefinition, utf8Bytes, type TaskRecord } from '../core/task-record.js';
+import { encodeTask, queueOf, sameDefinition, utf8Bytes, type TaskRecord } from '../core/task-record.js';
 import { CoordinatorError } from '../errors.js';
 import { payloadDigest } from '../payload-digest.js';
 import type { LeaseStore, NewTask, StoredOwner, StoredTask } from '../store/port.js';
@@ -162,6 +164,7 @@ export class TaskSubmitter {
       {
         taskId: input.taskId,
         resource: input.resource,
+        queue: input.queue,
         payloadBytes,
         payloadDigest: payloadDigest(input.payload),
         priority: input.priority,
@@ -181,7 +184,7 @@ export class TaskSubmitter {
     if (existing === 'unreadable') {
       return { ok: false, code: 'CONFLICT', message: 'task id exists with an unreadable record' };
     }
-    if (!sameDefinition(existing, record.resource, record.payloadDigest)) {
+    if (!sameDefinition(existing, record.resource, queueOf(record), record.payloadDigest)) {
       return { ok: false, code: 'CONFLICT', message: `task ${record.taskId} exists with a different definition` };
     }
     const owner =
@@ -194,6 +197,6 @@ export class TaskSubmitter {
   }
 }
 
-function definitionOf(input: SubmitInput): { resource: string; payloadDigest: string } {
-  return { resource: input.resource, payloadDigest: payloadDigest(input.payload) };
+function definitionOf(input: SubmitInput): Definition {
+  return { resource: input.resource, queue: input.queue ?? DEFAULT_QUEUE, payloadDigest: payloadDigest(input.payload) };
 }

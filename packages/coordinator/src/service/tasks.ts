@@ -16,7 +16,7 @@ import { planPurge } from '../core/retention.js';
 import type { Refusal, SubmitInput, SubmitOutcome } from '../core/submit-plan.js';
 import type { TaskIndex } from '../core/task-index.js';
 import { ownerView, taskView } from '../core/task-view.js';
-import type { TaskRecord } from '../core/task-record.js';
+import { queueOf, type TaskRecord } from '../core/task-record.js';
 import { CoordinatorError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { LeaseStore, StoredOwner } from '../store/port.js';
@@ -90,9 +90,10 @@ export class TaskService {
     return taskView(task.record, owner, this.#ctx.wallClock(), this.#ctx.config.retryPolicy, detail);
   }
 
-  /** Tasks in id order after `after`; `state` filters (leased is judged from the index). */
+  /** Tasks in id order after `after`; `state` and `queue` filter (leased is judged from the index). */
   async list(options: {
     state?: TaskStateName;
+    queue?: string;
     limit: number;
     after?: string;
   }): Promise<{ tasks: TaskView[]; next: string | null }> {
@@ -104,6 +105,7 @@ export class TaskService {
       const { tasks, more } = await this.#ctx.store.taskPage(after, Math.max(options.limit, 100));
       for (const t of tasks) {
         after = t.record.taskId;
+        if (options.queue !== undefined && queueOf(t.record) !== options.queue) continue;
         const hint = this.#ctx.index.ownerOf(t.record.resource);
         const leased = t.record.state === 'pending' && hint?.taskId === t.record.taskId;
         const state = viewState(t.record, leased, nowMs);

@@ -239,9 +239,18 @@ export class ServiceCluster {
     return res.task;
   }
 
-  async worker(c: TestCoordinator, workerId: string, incarnation = 'inc-1', capacity = 100): Promise<TestWorkerHandle> {
+  async worker(
+    c: TestCoordinator,
+    workerId: string,
+    incarnation = 'inc-1',
+    capacity = 100,
+    queues?: readonly string[],
+  ): Promise<TestWorkerHandle> {
     const channel = new RecordingChannel();
-    const opened = await c.services.sessions.open({ ...this.hello(workerId, incarnation), capacity }, channel);
+    const opened = await c.services.sessions.open(
+      { ...this.hello(workerId, incarnation), capacity, ...(queues === undefined ? {} : { queues: [...queues] }) },
+      channel,
+    );
     await this.settle();
     return { workerId, incarnation, channel, session: opened.session, coordinator: c };
   }
@@ -261,7 +270,10 @@ export class ServiceCluster {
     return { type: 'hello', id: nextId(), protocolVersion: PROTOCOL_VERSION, workerId, incarnation, capacity: 100 };
   }
 
-  acquire(w: TestWorkerHandle, options: { requestId?: string; taskId?: string; waitMs?: number } = {}) {
+  acquire(
+    w: TestWorkerHandle,
+    options: { requestId?: string; taskId?: string; waitMs?: number; queues?: readonly string[] } = {},
+  ) {
     return w.coordinator.services.grants.acquire(
       w.session,
       {
@@ -270,6 +282,7 @@ export class ServiceCluster {
         requestId: options.requestId ?? `q-${nextId()}`,
         ...(options.taskId === undefined ? {} : { taskId: options.taskId }),
         ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
+        ...(options.queues === undefined ? {} : { queues: [...options.queues] }),
       },
       this.clock.nowMs(),
     );

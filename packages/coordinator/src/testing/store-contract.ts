@@ -13,6 +13,7 @@ import { describeGrants } from './store-contract/grants.js';
 import { describeHeldLeases } from './store-contract/leases.js';
 import { describeTasks } from './store-contract/tasks.js';
 import { describeLayoutV1 } from './store-contract/layout.js';
+import { describeQueues } from './store-contract/queues.js';
 import { describeLocks, describeWatch, describeWebConsole } from './store-contract/locks-watch-console.js';
 
 export { legacyRecord, type StoreTarget } from './store-contract/fixtures.js';
@@ -42,6 +43,7 @@ export function describeStoreContract(name: string, openTarget: () => Promise<St
     describeHeldLeases(tools);
     describeTasks(tools);
     describeLayoutV1(tools);
+    describeQueues(tools);
     describeLocks(tools);
     describeWatch(tools);
     describeWebConsole(tools);

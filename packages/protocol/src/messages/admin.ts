@@ -4,7 +4,14 @@
  * `@leasehold/client` (which validates replies against them).
  */
 import { z } from 'zod';
-import { IncarnationSchema, ResourceIdSchema, ResultIdSchema, TaskIdSchema, WorkerIdSchema } from '../ids.js';
+import {
+  IncarnationSchema,
+  QueueNameSchema,
+  ResourceIdSchema,
+  ResultIdSchema,
+  TaskIdSchema,
+  WorkerIdSchema,
+} from '../ids.js';
 import { SessionIdSchema } from './session.js';
 import { TokenSchema } from '../token.js';
 import { RetryPolicyInputSchema, RetryPolicySchema } from '../model/retry-policy.js';
@@ -61,13 +68,15 @@ export type TaskRetention = z.infer<typeof TaskRetentionSchema>;
 
 /**
  * `POST /v1/tasks` body; also one item of `POST /v1/tasks/batch`. Idempotent by `taskId`: the same
- * id with the same resource and payload is the same task (the scheduling options of a repeat are
- * ignored: the first submit's apply); with another resource or payload it is a conflict.
+ * id with the same resource, queue and payload is the same task (the scheduling options of a repeat
+ * are ignored: the first submit's apply); with another resource, queue or payload it is a conflict.
  */
 export const SubmitTaskRequestSchema = z.strictObject({
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
   payload: JsonValueSchema,
+  /** The queue it waits in: only workers serving it are granted it. Default `default`. */
+  queue: QueueNameSchema.optional(),
   /** 0..9, default 0: among grantable tasks, higher priorities are granted first. */
   priority: PrioritySchema.optional(),
   /** Not granted before this time (ISO 8601 with offset). Not with `delayMs`. */
@@ -158,6 +167,8 @@ export type TaskEventKind = z.infer<typeof TaskEventKindSchema>;
 export const TaskViewSchema = z.object({
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
+  /** Its queue (`default` for tasks submitted without one). */
+  queue: QueueNameSchema,
   /** `GET /v1/tasks/:taskId` only. */
   payload: JsonValueSchema.optional(),
   /** Size of the stored payload (its JSON, UTF-8 bytes). */
@@ -246,6 +257,8 @@ export const TaskEventSchema = z.object({
   event: TaskEventKindSchema,
   taskId: TaskIdSchema,
   resource: ResourceIdSchema,
+  /** The task's queue. Absent from coordinators before queues: read it as `default`. */
+  queue: QueueNameSchema.optional(),
   /** The state after the change (leased on a grant; delayed while waiting for a backoff). */
   state: TaskStateSchema,
   attempts: z.number().int().nonnegative(),

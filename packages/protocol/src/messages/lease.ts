@@ -1,6 +1,14 @@
 /** Lease messages: acquire/grant, renew, release, complete, revocation. */
 import { z } from 'zod';
-import { IncarnationSchema, RequestIdSchema, ResourceIdSchema, ResultIdSchema, TaskIdSchema } from '../ids.js';
+import {
+  IncarnationSchema,
+  MAX_SESSION_QUEUES,
+  QueueNameSchema,
+  RequestIdSchema,
+  ResourceIdSchema,
+  ResultIdSchema,
+  TaskIdSchema,
+} from '../ids.js';
 import { TokenSchema } from '../token.js';
 import { JsonValueSchema, MessageIdSchema, TraceparentSchema } from './common.js';
 
@@ -20,6 +28,11 @@ export const AcquireSchema = z.object({
   requestId: RequestIdSchema,
   taskId: TaskIdSchema.optional(),
   waitMs: z.number().int().nonnegative().max(MAX_ACQUIRE_WAIT_MS).optional(),
+  /**
+   * Serve only these of the session's queues for this acquire (each must be one the hello named:
+   * else INVALID_MESSAGE). Absent: every queue of the session.
+   */
+  queues: z.array(QueueNameSchema).min(1).max(MAX_SESSION_QUEUES).optional(),
 });
 export type Acquire = z.infer<typeof AcquireSchema>;
 

@@ -1,6 +1,6 @@
 /** Session messages: hello/welcome, heartbeats, session expiry. */
 import { z } from 'zod';
-import { IncarnationSchema, WorkerIdSchema } from '../ids.js';
+import { IncarnationSchema, MAX_SESSION_QUEUES, QueueNameSchema, WorkerIdSchema } from '../ids.js';
 import { MessageIdSchema } from './common.js';
 
 export const SessionIdSchema = z
@@ -19,6 +19,11 @@ export const HelloSchema = z.object({
   resumeSessionId: SessionIdSchema.optional(),
   /** How many leases the worker will hold at once. */
   capacity: z.number().int().min(1).max(10_000).default(1),
+  /**
+   * The queues this session serves (at most {@link MAX_SESSION_QUEUES}; repeats count once). Absent
+   * (a worker of an older SDK): `default` only.
+   */
+  queues: z.array(QueueNameSchema).min(1).max(MAX_SESSION_QUEUES).optional(),
 });
 export type Hello = z.infer<typeof HelloSchema>;
 

@@ -61,7 +61,9 @@ export const MAX_SUBMIT_BYTES_PER_TXN = 1_200_000;
  * keys:     tasks/<t>, inputs/<t> of every task
  * compares: every tasks/<t> absent
  * success:  put every tasks/<t> = TaskRecord (state pending, attempts 0, payloadBytes and
- *           payloadDigest of its payload), put every inputs/<t> = the payload's JSON
+ *           payloadDigest of its payload, `queue` unless it is `default` — every later write of
+ *           the task keeps it; a record without one is `default`'s), put every inputs/<t> = the
+ *           payload's JSON
  * failure:  get every tasks/<t> (in order; records only, never payloads: a repeat is judged by the
  *           stored payloadDigest)
  * result:   created{revision} (all at one revision), or exists{per task: the stored task,

@@ -29,6 +29,7 @@ const warnings: string[] = [];
 const view = (taskId: string): TaskView => ({
   taskId,
   resource: 'r',
+  queue: 'default',
   payload: 1,
   payloadBytes: 1,
   state: 'cancelled',

@@ -9,7 +9,7 @@
  * | `POST /ui/api/logout`                   | none*      | revokes the cookie's login on every coordinator, clears it (204)|
  * | `GET /ui/api/resources?q&state&offset&limit` | console | one window of the filtered resources (server side)            |
  * | `GET /ui/api/resources/:r/timeline`     | console    | the resource's story: grants, takeovers, fences, writes, refusals |
- * | `GET /ui/api/tasks?q&state&offset&limit`| console    | one window of the filtered tasks, latest change first            |
+ * | `GET /ui/api/tasks?q&state&queue&offset&limit`| console | one window of the filtered tasks, latest change first     |
  * | `GET /ui/api/sessions`                  | console    | every session, with its coordinator                              |
  * | `POST /ui/api/tasks/:id/cancel`, `/retry` | console* | as `DELETE /v1/tasks/:id` and `POST /v1/tasks/:id/retry`        |
  * | `GET /ui/api/stream`                    | console    | server-sent events: hello, feed, task, resource, sessions, leases, sink |
@@ -27,7 +27,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { createKeyRing, ResourceIdSchema, TaskIdSchema, TaskStateSchema } from '@leasehold/protocol';
+import { createKeyRing, QueueNameSchema, ResourceIdSchema, TaskIdSchema, TaskStateSchema } from '@leasehold/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { z } from 'zod';
@@ -72,6 +72,8 @@ export const MAX_CONSOLE_STREAMS = 64;
 const PageQuery = z.strictObject({
   q: z.string().max(200).optional(),
   state: z.union([TaskStateSchema, z.literal('free')]).optional(),
+  /** Tasks view: one queue; '' = any. */
+  queue: z.union([QueueNameSchema, z.literal('')]).optional(),
   offset: z.coerce.number().int().min(0).max(10_000_000).default(0),
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
@@ -238,7 +240,15 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
     if (!query.success) return sendError(reply, 'INVALID_MESSAGE', query.error.issues[0]?.message ?? 'bad query');
     const h = await withHub(reply);
     if (h === undefined) return reply;
-    return h.tasks({ ...query.data, q: query.data.q === '' ? undefined : query.data.q }, options.wallClock());
+    const { queue, ...page } = query.data;
+    return h.tasks(
+      {
+        ...page,
+        q: page.q === '' ? undefined : page.q,
+        ...(queue === undefined || queue === '' ? {} : { queue }),
+      },
+      options.wallClock(),
+    );
   });
 
   app.get('/ui/api/sessions', consoleRead, async (_req, reply) => {

@@ -16,7 +16,7 @@ import type {
   ConsoleTimelineEntry,
 } from '../../../ui/console-api.js';
 import { lastEventOf, policyOf, viewState } from '../../core/lifecycle.js';
-import type { AttemptRecord, TaskRecord } from '../../core/task-record.js';
+import { queueOf, type AttemptRecord, type TaskRecord } from '../../core/task-record.js';
 import type { StoredOwner, StoredSession } from '../../store/port.js';
 
 /** Which task a resource row shows: the live one first, then pending, ..., else the latest. */
@@ -45,6 +45,8 @@ export interface ResourceFilter {
   /** Substring of the resource id, task id or worker id. */
   readonly q?: string | undefined;
   readonly state?: string | undefined;
+  /** Tasks view: this queue only (exact name). */
+  readonly queue?: string | undefined;
   readonly offset: number;
   readonly limit: number;
 }
@@ -168,6 +170,7 @@ export class ConsoleView {
     return {
       taskId: r.taskId,
       resource: r.resource,
+      queue: queueOf(r),
       state: viewState(r, leased, nowMs),
       attempts: r.attempts,
       maxAttempts: policyOf(r, this.#defaults).maxAttempts,
@@ -234,13 +237,14 @@ export class ConsoleView {
     };
   }
 
-  /** The tasks view: filtered by state and text, latest change first. */
+  /** The tasks view: filtered by queue, state and text, latest change first (counts: of the queue's tasks). */
   tasks(filter: ResourceFilter, nowMs: number): ConsolePage<ConsoleTaskRow> {
     const q = filter.q?.toLowerCase();
     const counts: Record<string, number> = {};
     const matched: ConsoleTaskRow[] = [];
     for (const t of this.#tasks.values()) {
       const row = this.taskRow(t, nowMs);
+      if (filter.queue !== undefined && row.queue !== filter.queue) continue;
       counts[row.state] = (counts[row.state] ?? 0) + 1;
       if (filter.state !== undefined && row.state !== filter.state) continue;
       if (q !== undefined && !row.taskId.toLowerCase().includes(q) && !row.resource.toLowerCase().includes(q)) continue;
