@@ -12,8 +12,8 @@
  *   5. fences never go back (in the log, and as sampled concurrently while the program runs);
  *   6. the final fences and results equal the model's.
  *
- * And the check can fail: with the row lock removed (`testUnlockedReads`: the fences read with a
- * plain SELECT, then written — read-then-write without a lock) the same property finds a
+ * And the check can fail: with the row lock removed (`readFencesSql` a plain SELECT: the fences read
+ * first, then written — read-then-write without a lock) the same property finds a
  * counterexample (typically a stale write accepted after the other replica's advance committed).
  */
 import {
@@ -78,10 +78,20 @@ afterAll(async () => {
   await server.stop();
 });
 
-async function inProcessReplicas(testUnlockedReads: boolean): Promise<Replicas> {
+/** The fences read without a lock (read, then write): the race the row lock prevents. */
+const READ_FENCES_UNLOCKED = `
+  SELECT resource, fence::text AS fence FROM leasehold.fences WHERE resource = ANY($1::text[])`;
+
+async function inProcessReplicas(unlockedReads: boolean): Promise<Replicas> {
   await server.resetSchema();
   const stores = await Promise.all(
-    [0, 1].map((n) => PostgresFenceStore.open({ url: server.url, testUnlockedReads, applicationName: `replica-${n}` })),
+    [0, 1].map((n) =>
+      PostgresFenceStore.open({
+        url: server.url,
+        ...(unlockedReads ? { readFencesSql: READ_FENCES_UNLOCKED } : {}),
+        applicationName: `replica-${n}`,
+      }),
+    ),
   );
   const targets = stores.map((store) => serviceTarget(new FencedService({ store, logger: pino({ level: 'silent' }) })));
   const reader = await PostgresFenceStore.open({ url: server.url });

@@ -96,10 +96,12 @@ export interface PostgresStoreOptions {
   /** The rule writes are judged by (core/batch.ts). Default FENCED, the only one production uses. */
   readonly rules?: BatchRules;
   /**
-   * TEST ONLY: read the fences with a plain SELECT instead of locking them (read, then write,
-   * without a lock). Exists so the two-replica property test can show that it catches the race.
+   * The statement that reads a batch's fences (`$1`: the resources, sorted; rows of `resource`,
+   * `fence` as text). Default: the upsert that locks each fence row until the batch commits, which
+   * is what makes several sinks on one database safe. A seam like `rules`: the two-replica
+   * property test passes a plain SELECT to show its check catches the race.
    */
-  readonly testUnlockedReads?: boolean;
+  readonly readFencesSql?: string;
 }
 
 /** Backoff between attempts of a batch (ceilings 4, 8, 16, 32 ms). */
@@ -129,8 +131,6 @@ const LOCK_FENCES = `
   SELECT r, 0 FROM unnest($1::text[]) AS r ORDER BY r
   ON CONFLICT (resource) DO UPDATE SET fence = f.fence
   RETURNING f.resource, f.fence::text AS fence`;
-const READ_FENCES_UNLOCKED = `
-  SELECT resource, fence::text AS fence FROM leasehold.fences WHERE resource = ANY($1::text[])`;
 const READ_PAYLOADS = `
   SELECT r.resource, r.result_id, r.payload
     FROM leasehold.results r
@@ -315,10 +315,9 @@ export class PostgresFenceStore implements FenceStore {
       const resources = [...new Set(ops.map((op) => op.resource))];
       const begun = client.query('BEGIN');
       const bounded = client.query(LOCK_TIMEOUT, [this.#lockTimeoutMs]);
-      const locked = client.query<{ resource: string; fence: string }>(
-        this.#options.testUnlockedReads === true ? READ_FENCES_UNLOCKED : LOCK_FENCES,
-        [resources],
-      );
+      const locked = client.query<{ resource: string; fence: string }>(this.#options.readFencesSql ?? LOCK_FENCES, [
+        resources,
+      ]);
       const read = this.#readPayloads(client, ops);
       const [, , fenceRows, payloads] = await settleAll([begun, bounded, locked, read]);
       const fences = new Map(fenceRows.rows.map((r) => [r.resource, BigInt(r.fence)]));
