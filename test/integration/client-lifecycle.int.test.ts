@@ -155,6 +155,15 @@ describe('waitForResult', () => {
     await bare.close();
   });
 
+  it('a side-effect-only task (the handler returns nothing): completed, with no result to read at the sink', async () => {
+    worker(() => undefined);
+    await fx.client.submit({ taskId: 'w-side', resource: 'cl/w/7', payload: {} });
+    const done = await fx.client.waitForResult('w-side', { timeoutMs: 20_000 });
+    expect(done).toMatchObject({ state: 'completed', resultId: 'task:w-side' });
+    expect(done).not.toHaveProperty('result');
+    expect(done.task.result).toMatchObject({ noResult: true });
+  });
+
   it('a result schema: the payload checked and typed; a result of another shape is InvalidResultError', async () => {
     worker((task) => ({ doubled: (task.payload as { n: number }).n * 2 }));
     await fx.client.submit<{ n: number }>({ taskId: 'w-typed', resource: 'cl/w/6', payload: { n: 4 } });

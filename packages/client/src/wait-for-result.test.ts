@@ -146,3 +146,27 @@ describe('types of submit<P> and waitForResult<R>', () => {
     expect(typesOfTheClient).toBeTypeOf('function');
   });
 });
+
+describe('waitForResult of a task whose handler wrote nothing to the sink', () => {
+  it('answers completed with the reference and no result, and never asks the sink', async () => {
+    const view: TaskView = { ...completed, result: { resultId: 'task:inv-1', token: '12', noResult: true } };
+    let asked = 0;
+    const source: ResultSource = {
+      ...sourceWith({ total: 1 }),
+      get: (taskId) => Promise.resolve(taskId === view.taskId ? view : undefined),
+      storedResult: () => {
+        asked += 1;
+        return Promise.resolve(undefined);
+      },
+    };
+    const outcome = await waitForResult(source, 'inv-1', {});
+    expect(outcome).toMatchObject({ state: 'completed', resultId: 'task:inv-1', token: '12' });
+    expect(outcome).not.toHaveProperty('result');
+    expect(asked).toBe(0);
+  });
+
+  it('a result the sink lost (not marked noResult) is still NOT_FOUND', async () => {
+    const source: ResultSource = { ...sourceWith({ total: 1 }), storedResult: () => Promise.resolve(undefined) };
+    await expect(waitForResult(source, 'inv-1', {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
+  });
+});

@@ -68,7 +68,7 @@ export type TaskResult<R = JsonValue> =
       readonly state: 'completed';
       readonly resultId: string;
       readonly token: string;
-      /** The stored result, when the client was given the sink. */
+      /** The stored result, when the client was given the sink and the handler wrote one (`task.result.noResult`: it wrote none). */
       readonly result?: StoredResultOf<R>;
       readonly task: TaskView;
     }
@@ -173,7 +173,11 @@ async function finish<R>(
     case 'completed': {
       const ref = task.result;
       if (ref === undefined) throw new LeaseholdError('UNAVAILABLE', `task ${task.taskId} completed without a result`);
-      if (!client.hasSink) return { state: 'completed', resultId: ref.resultId, token: ref.token, task };
+      // No sink, or a task whose handler wrote nothing to it (side effect only, or its own fenced
+      // transaction): the reference is the answer, there is no stored result to read.
+      if (!client.hasSink || ref.noResult === true) {
+        return { state: 'completed', resultId: ref.resultId, token: ref.token, task };
+      }
       const result = await client.storedResult(task.resource, ref.resultId);
       if (result === undefined) {
         throw new LeaseholdError(

@@ -25,7 +25,7 @@ export interface HeldLease {
 }
 
 export type AttemptEnd =
-  | { readonly kind: 'complete'; readonly taskId: string; readonly resultId: string }
+  | { readonly kind: 'complete'; readonly taskId: string; readonly resultId: string; readonly noResult?: boolean }
   | { readonly kind: 'fail'; readonly taskId: string; readonly failure: TaskFailure }
   | { readonly kind: 'release'; readonly reason: string };
 
@@ -49,7 +49,13 @@ export interface ReportDeps {
 function frameOf(end: AttemptEnd, held: HeldLease): WorkerRequest {
   switch (end.kind) {
     case 'complete':
-      return { type: 'task.complete', taskId: end.taskId, resultId: end.resultId, ...held };
+      return {
+        type: 'task.complete',
+        taskId: end.taskId,
+        resultId: end.resultId,
+        ...(end.noResult === true ? { noResult: true as const } : {}),
+        ...held,
+      };
     case 'fail':
       return { type: 'task.fail', taskId: end.taskId, ...held, error: end.failure };
     case 'release':

@@ -157,7 +157,12 @@ export async function runAttempt<Payload, Result>(
         span.setAttribute('leasehold.outcome', 'completed');
         const resultId =
           decision.result === 'stored' ? (writes.stored?.resultId ?? writes.lastResultId) : writes.lastResultId;
-        const answer = await report({ kind: 'complete', taskId: grant.taskId, resultId });
+        const answer = await report({
+          kind: 'complete',
+          taskId: grant.taskId,
+          resultId,
+          ...(decision.result === 'none' ? { noResult: true } : {}),
+        });
         if (answer.kind === 'completed') {
           deps.count('completed');
           const withResult = decision.result !== 'none';

@@ -34,6 +34,7 @@ it("hands the handler the grant's proof: this worker, its token, a capability, t
   // The fence moved to the token before the handler ran, and the result is stored under it.
   expect(await cluster.fence('proofs/1')).toBe(granted.token);
   expect(await cluster.results('proofs/1')).toEqual([expect.objectContaining({ token: granted.token })]);
+  expect((await cluster.task('p-1'))?.result).toEqual({ resultId: 'task:p-1', token: granted.token.toString() });
 });
 
 it('a side-effect-only handler (returns nothing) completes the task with no sink write', async () => {
@@ -41,7 +42,8 @@ it('a side-effect-only handler (returns nothing) completes the task with no sink
   await cluster.submit({ taskId: 's-1', resource: 'side/1', payload: {} });
   const done = await w.next('completed');
   expect(done).toMatchObject({ taskId: 's-1', withResult: false });
-  expect((await cluster.task('s-1'))?.state).toBe('completed');
+  // The task says so: readers (waitForResult) do not look for a result at the sink.
+  expect(await cluster.task('s-1')).toMatchObject({ state: 'completed', result: { noResult: true } });
   expect(await cluster.results('side/1')).toEqual([]);
 });
 

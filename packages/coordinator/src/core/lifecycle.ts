@@ -170,10 +170,18 @@ function terminal(task: TaskRecord, state: 'completed' | 'failed' | 'cancelled',
   return { ...rest, state, lastEvent: state, atMs: nowMs, endedAtMs: nowMs };
 }
 
-export function completed(task: TaskRecord, token: bigint, resultId: string, nowMs: number): TaskRecord {
+/** The task completed; `noResult`: its handler wrote nothing to the sink (see `task.complete`). */
+export function completed(
+  task: TaskRecord,
+  token: bigint,
+  resultId: string,
+  nowMs: number,
+  noResult = false,
+): TaskRecord {
   const closed = closeAttempt(task, token, 'completed', nowMs);
   const { failures: _f, deferrals: _d, ...rest } = closed;
-  return { ...terminal(rest, 'completed', nowMs), result: { resultId, token: token.toString() } };
+  const result = { resultId, token: token.toString(), ...(noResult ? { noResult: true as const } : {}) };
+  return { ...terminal(rest, 'completed', nowMs), result };
 }
 
 /**

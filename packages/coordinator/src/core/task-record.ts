@@ -98,7 +98,7 @@ const CommonShape = {
   state: StoredStateSchema,
   /** Grants in the current attempt budget (a release or an abandoned grant gives one back). */
   attempts: z.number().int().nonnegative(),
-  result: z.object({ resultId: ResultIdSchema, token: TokenSchema }).optional(),
+  result: z.object({ resultId: ResultIdSchema, token: TokenSchema, noResult: z.literal(true).optional() }).optional(),
   priority: PrioritySchema.optional(),
   /** The policy resolved at submit; absent on old records: the reading coordinator's defaults. */
   retry: RetryPolicySchema.optional(),

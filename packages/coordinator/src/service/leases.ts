@@ -157,7 +157,7 @@ export class LeaseService {
           token,
           requestId: held.requestId,
           taskModRevision: hint.modRevision,
-          next: completed(hintRecord, token, msg.resultId, this.#ctx.wallClock()),
+          next: completed(hintRecord, token, msg.resultId, this.#ctx.wallClock(), msg.noResult === true),
         });
         if (fast.kind === 'done') {
           this.#observeEnd(hintRecord, 'completed');
@@ -188,7 +188,7 @@ export class LeaseService {
       if (!holds(owner, session, token) || owner.record.taskId !== msg.taskId || task === undefined) {
         return errorFrame('NOT_HOLDER', 'this session does not hold that task and token', msg.id);
       }
-      const next = completed(task.record, token, msg.resultId, this.#ctx.wallClock());
+      const next = completed(task.record, token, msg.resultId, this.#ctx.wallClock(), msg.noResult === true);
       const res = await this.#finishOne(
         finishJob(session, msg.resource, token, { requestId: owner.record.requestId, task }, next),
       );

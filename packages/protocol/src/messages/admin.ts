@@ -159,6 +159,18 @@ export const TaskEventKindSchema = z.enum([
 export type TaskEventKind = z.infer<typeof TaskEventKindSchema>;
 
 /**
+ * Where a completed task's result is: the sink's result `resultId`, written under `token`.
+ * `noResult`: the handler wrote nothing to the sink (a side effect only, or its own fenced
+ * transaction); `resultId` is then the task's default key and the sink holds nothing under it.
+ */
+export const ResultRefSchema = z.object({
+  resultId: ResultIdSchema,
+  token: TokenSchema,
+  noResult: z.literal(true).optional(),
+});
+export type ResultRef = z.infer<typeof ResultRefSchema>;
+
+/**
  * A task as the admin API shows it. `leased` and `delayed` are derived. `payload` and `history`
  * are read on demand: present in `GET /v1/tasks/:taskId` only; lists, submit, cancel and retry
  * replies leave them out (their size is bounded by the record, never by the payload) and carry
@@ -191,7 +203,7 @@ export const TaskViewSchema = z.object({
   createdAtMs: z.number().int().nonnegative().optional(),
   /** When it reached its terminal state (purge's `olderThanMs` counts from here). */
   endedAtMs: z.number().int().nonnegative().optional(),
-  result: z.object({ resultId: ResultIdSchema, token: TokenSchema }).optional(),
+  result: ResultRefSchema.optional(),
   owner: OwnerViewSchema.optional(),
 });
 export type TaskView = z.infer<typeof TaskViewSchema>;
@@ -268,7 +280,7 @@ export const TaskEventSchema = z.object({
   workerId: WorkerIdSchema.optional(),
   error: TaskErrorSchema.optional(),
   notBeforeMs: z.number().int().nonnegative().optional(),
-  result: z.object({ resultId: ResultIdSchema, token: TokenSchema }).optional(),
+  result: ResultRefSchema.optional(),
   /** Wall-clock time of the change as recorded by the coordinator that made it (epoch ms). */
   atMs: z.number().int().nonnegative(),
 });

@@ -105,12 +105,17 @@ export const ReleasedSchema = z.object({
 });
 export type Released = z.infer<typeof ReleasedSchema>;
 
-/** worker -> coordinator: the task's result was accepted by the sink under `resultId`; free the resource. */
+/**
+ * worker -> coordinator: the task's result was accepted by the sink under `resultId`; free the
+ * resource. `noResult`: the handler wrote nothing to the sink (side effect only, or its own fenced
+ * transaction): the task completes, and readers are told not to look for a result.
+ */
 export const CompleteSchema = z.object({
   type: z.literal('task.complete'),
   id: MessageIdSchema,
   taskId: TaskIdSchema,
   resultId: ResultIdSchema,
+  noResult: z.literal(true).optional(),
   ...HeldLease,
   /** The worker's handler span (`leasehold.task.handle`). */
   traceparent: TraceparentSchema.optional(),
