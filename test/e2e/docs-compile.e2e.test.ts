@@ -277,13 +277,15 @@ describe("the README's worker example, compiled, against a real cluster", () => 
         await admin.submit({
           taskId: 'inv-1',
           resource: 'invoices/1',
+          queue: 'invoices', // the README's worker serves the queue 'invoices' only
           payload: { lines: [{ amount: 2 }, { amount: 3 }] },
         })
       ).status,
     ).toBe(201);
-    expect((await admin.submit({ taskId: 'inv-bad', resource: 'invoices/2', payload: { lines: 'none' } })).status).toBe(
-      201,
-    );
+    expect(
+      (await admin.submit({ taskId: 'inv-bad', resource: 'invoices/2', queue: 'invoices', payload: { lines: 'none' } }))
+        .status,
+    ).toBe(201);
     const task = (id: string) => async () => {
       const body = (await admin.task(id)).body as { state: string; history?: { error?: { name: string } }[] };
       return body.state === 'completed' || body.state === 'failed' ? body : undefined;

@@ -44,6 +44,8 @@ export interface CallOptions {
 export interface SubmitBody {
   readonly taskId: string;
   readonly resource: string;
+  /** Absent: the `default` queue. */
+  readonly queue?: string;
   readonly payload: unknown;
 }
 
