@@ -47,7 +47,7 @@ import { clusterUp } from './cluster-up.js';
 import { credentialsCommand } from './credentials-command.js';
 import { etcdRbacCommand } from './etcd-rbac-command.js';
 import { caFile, readState, scheme } from './local-cluster.js';
-import { collectStatus, renderStatus, useColour } from './status.js';
+import { collectStatus, renderStatus, STATUS_MAX_TASKS, useColour } from './status.js';
 import { tail } from './tail.js';
 
 const HELP = `leasehold: lease-based task ownership with fencing tokens.
@@ -211,11 +211,13 @@ async function main(): Promise<number> {
         const client = new SinkClient(sinkOptions);
         try {
           do {
-            const rows = await collectStatus(admin, client, { all: raw.ALL === 'true' });
-            if (raw.JSON === 'true') console.log(JSON.stringify(rows, null, 2));
-            else {
+            const { rows, more } = await collectStatus(admin, client, { all: raw.ALL === 'true' });
+            if (raw.JSON === 'true') {
+              console.log(JSON.stringify(rows, null, 2));
+              if (more) console.error(`leasehold status: the first ${STATUS_MAX_TASKS} tasks in id order`);
+            } else {
               if (raw.WATCH === 'true' && process.stdout.isTTY) process.stdout.write('\u001b[2J\u001b[H');
-              console.log(renderStatus(rows, useColour(process.stdout.isTTY, process.env)));
+              console.log(renderStatus(rows, useColour(process.stdout.isTTY, process.env), 40, more));
             }
             if (raw.WATCH === 'true') await new Promise((r) => setTimeout(r, 1_000));
           } while (raw.WATCH === 'true');

@@ -1,6 +1,7 @@
 import type { ResourceOwnerView, TaskView } from '@leasehold/client';
 import { describe, expect, it } from 'vitest';
-import { renderStatus, rowsOf, tasksByResource, useColour } from './status.js';
+import type { TaskPage } from '@leasehold/client';
+import { firstTasks, renderStatus, rowsOf, STATUS_MAX_TASKS, tasksByResource, useColour } from './status.js';
 
 const NOW = Date.UTC(2026, 11, 1, 12, 0, 0);
 const task = (over: Partial<TaskView> & Pick<TaskView, 'taskId'>): TaskView => ({
@@ -124,5 +125,49 @@ describe('colour', () => {
     const rows = rowsOf([later], undefined, 66n, false);
     expect(renderStatus(rows, true)).toContain('\u001b[32mcompleted\u001b[0m');
     expect(renderStatus(rows, false)).not.toContain('\u001b[');
+  });
+});
+
+describe('leasehold status reads a bounded number of tasks', () => {
+  /** The coordinator's list: `total` tasks in id order, pages of at most `limit`. */
+  const pages = (total: number) => {
+    const limits: number[] = [];
+    const ids = Array.from({ length: total }, (_, i) => `t${String(i).padStart(7, '0')}`);
+    return {
+      limits,
+      list: async (o: { limit?: number; after?: string } = {}): Promise<TaskPage> => {
+        const limit = o.limit ?? 100;
+        limits.push(limit);
+        const from = o.after === undefined ? 0 : ids.indexOf(o.after) + 1;
+        const slice = ids.slice(from, from + limit);
+        const last = slice.at(-1);
+        return {
+          tasks: slice.map((taskId) => task({ taskId })),
+          next: from + limit < total && last !== undefined ? last : null,
+        };
+      },
+    };
+  };
+
+  it('stops at the bound on a long backlog, in pages of 500, and says there is more', async () => {
+    const admin = pages(20_000);
+    const { tasks, more } = await firstTasks(admin, 1_200);
+    expect(tasks).toHaveLength(1_200);
+    expect(more).toBe(true);
+    expect(admin.limits).toEqual([500, 500, 200]);
+    expect(new Set(tasks.map((t) => t.taskId)).size).toBe(1_200);
+  });
+
+  it('reads every task of a short list and says there is no more', async () => {
+    const admin = pages(700);
+    const { tasks, more } = await firstTasks(admin, STATUS_MAX_TASKS);
+    expect(tasks.map((t) => t.taskId)).toEqual(Array.from({ length: 700 }, (_, i) => `t${String(i).padStart(7, '0')}`));
+    expect(more).toBe(false);
+  });
+
+  it('the rendering names the bound when there is more', () => {
+    const rows = rowsOf([older], undefined, undefined, false);
+    expect(renderStatus(rows, false, 40, true)).toContain(`the first ${STATUS_MAX_TASKS} tasks`);
+    expect(renderStatus(rows, false, 40, false)).not.toContain('the first');
   });
 });

@@ -122,31 +122,71 @@ export function rowsOf(
   });
 }
 
+/**
+ * The most tasks one `leasehold status` reads (in id order, pages of 500): on a backlog of a
+ * million it shows the first ones and says so, instead of holding every task in the CLI.
+ */
+export const STATUS_MAX_TASKS = 5_000;
+/** Owner and fence reads in flight at once (two per resource shown). */
+const STATUS_READS_IN_FLIGHT = 16;
+
+export interface Status {
+  readonly rows: StatusRow[];
+  /** More tasks exist than the {@link STATUS_MAX_TASKS} read. */
+  readonly more: boolean;
+}
+
+/** The first `max` tasks in id order, by pages of at most 500; `more` when the list goes on. */
+export async function firstTasks(
+  admin: Pick<LeaseholdClient, 'list'>,
+  max: number,
+): Promise<{ tasks: TaskView[]; more: boolean }> {
+  const tasks: TaskView[] = [];
+  let after: string | undefined;
+  while (tasks.length < max) {
+    const page = await admin.list({
+      limit: Math.min(500, max - tasks.length),
+      ...(after === undefined ? {} : { after }),
+    });
+    tasks.push(...page.tasks);
+    if (page.next === null || page.tasks.length === 0) return { tasks, more: false };
+    after = page.next;
+  }
+  return { tasks, more: true };
+}
+
 export async function collectStatus(
   admin: LeaseholdClient,
   sink: SinkClient,
-  options: { readonly all?: boolean } = {},
-): Promise<StatusRow[]> {
-  const groups = tasksByResource(await admin.tasks());
-  const perResource = await Promise.all(
-    [...groups.entries()].map(async ([resource, group]) => {
-      const [owner, fence] = await Promise.all([
-        admin.resource(resource).catch((): ResourceOwnerView | undefined => undefined),
-        sink.getFence(resource).then(
-          (fence) => fence,
-          () => undefined,
-        ),
-      ]);
-      return rowsOf(group, owner, fence, options.all === true);
-    }),
-  );
+  options: { readonly all?: boolean; readonly maxTasks?: number } = {},
+): Promise<Status> {
+  const { tasks, more } = await firstTasks(admin, options.maxTasks ?? STATUS_MAX_TASKS);
+  const groups = [...tasksByResource(tasks).entries()];
+  const perResource: StatusRow[][] = [];
+  for (let i = 0; i < groups.length; i += STATUS_READS_IN_FLIGHT) {
+    const slice = groups.slice(i, i + STATUS_READS_IN_FLIGHT);
+    perResource.push(
+      ...(await Promise.all(
+        slice.map(async ([resource, group]) => {
+          const [owner, fence] = await Promise.all([
+            admin.resource(resource).catch((): ResourceOwnerView | undefined => undefined),
+            sink.getFence(resource).then(
+              (fence) => fence,
+              () => undefined,
+            ),
+          ]);
+          return rowsOf(group, owner, fence, options.all === true);
+        }),
+      )),
+    );
+  }
   // Resources by the state of their latest task, then by name; --all keeps each resource's order.
   perResource.sort(
     (a, b) =>
       (STATE_ORDER[a[0]?.state ?? ''] ?? 9) - (STATE_ORDER[b[0]?.state ?? ''] ?? 9) ||
       (a[0]?.resource ?? '').localeCompare(b[0]?.resource ?? ''),
   );
-  return perResource.flat();
+  return { rows: perResource.flat(), more };
 }
 
 /** SGR colours of the states. */
@@ -167,7 +207,7 @@ export function useColour(isTty: boolean | undefined, env: Readonly<Record<strin
   return isTty === true && (env.NO_COLOR ?? '') === '';
 }
 
-export function renderStatus(rows: readonly StatusRow[], colour: boolean, limit = 40): string {
+export function renderStatus(rows: readonly StatusRow[], colour: boolean, limit = 40, more = false): string {
   const header = ['RESOURCE', 'TASK', 'QUEUE', 'STATE', 'OWNER', 'TOKEN', 'FENCE', 'LEASE LEFT', 'TRIES'];
   const shown = rows.slice(0, limit);
   const cells = shown.map((r) => [
@@ -204,6 +244,7 @@ export function renderStatus(rows: readonly StatusRow[], colour: boolean, limit 
   if (rows.length > limit) out.push(`… ${rows.length - limit} more rows (--json for all)`);
   out.push('', `${resources} resources: ${counts.join(', ')}`);
   out.push(...queueSummary(rows));
+  if (more) out.push(`(the first ${STATUS_MAX_TASKS} tasks in id order: counts are of those)`);
   return out.join('\n');
 }
 
