@@ -1,0 +1,56 @@
+/** Pure grant decisions (core/grant-decisions.ts), table-tested. */
+import { describe, expect, it } from 'vitest';
+import { admitAcquire, pollDelayMs, replayVerdict, type ReplayFacts } from './grant-decisions.js';
+
+describe('replayVerdict: a repeated acquire gets its recorded grant only while that grant is still its own', () => {
+  const base: ReplayFacts<string> = {
+    recordedToken: 5n,
+    sessionId: 's1',
+    owner: { token: 5n, record: { sessionId: 's1' } },
+    task: 'task',
+    payload: { n: 1 },
+  };
+  it.each([
+    ['the owner is this session at the recorded token', base, { ok: true, task: 'task', payload: { n: 1 } }],
+    ['no owner any more', { ...base, owner: undefined }, { ok: false, code: 'NOT_HOLDER' }],
+    [
+      'the owner holds another token',
+      { ...base, owner: { token: 6n, record: { sessionId: 's1' } } },
+      { ok: false, code: 'NOT_HOLDER' },
+    ],
+    [
+      "the owner at that token is another session's (a request id another session reuses)",
+      { ...base, owner: { token: 5n, record: { sessionId: 's2' } } },
+      { ok: false, code: 'NOT_HOLDER' },
+    ],
+    ['the task or its payload is gone', { ...base, payload: undefined }, { ok: false, code: 'INTERNAL' }],
+  ])('%s', (_name, facts, verdict) => {
+    expect(replayVerdict(facts)).toEqual(verdict);
+  });
+});
+
+describe('admitAcquire', () => {
+  it.each([
+    ['below capacity', { grantedRequestIds: [], held: 1, acquiring: 0, capacity: 2 }, 'r', true],
+    ['at capacity', { grantedRequestIds: [], held: 1, acquiring: 1, capacity: 2 }, 'r', false],
+    [
+      'at capacity, a repeat of a granted request',
+      { grantedRequestIds: ['r'], held: 2, acquiring: 0, capacity: 2 },
+      'r',
+      true,
+    ],
+  ])('%s', (_name, view, requestId, ok) => {
+    expect(admitAcquire(view, requestId).ok).toBe(ok);
+  });
+});
+
+describe('pollDelayMs: a long poll never outlives its session, and wakes when a delayed task comes due', () => {
+  it.each([
+    ['the poll ends first', 1_000, 5_000, undefined, 1_000],
+    ['the session ends first: just past its end', 5_000, 1_000, undefined, 1_001],
+    ['a task comes due first', 5_000, 5_000, 200, 200],
+    ['a task already due: at once (1 ms)', 5_000, 5_000, -50, 1],
+  ])('%s', (_name, leftMs, sessionLeftMs, dueInMs, expected) => {
+    expect(pollDelayMs(leftMs, sessionLeftMs, dueInMs)).toBe(expected);
+  });
+});
