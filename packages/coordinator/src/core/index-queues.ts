@@ -106,13 +106,28 @@ export class Lane {
 export class QueueLanes {
   static readonly PRIORITIES = MAX_PRIORITY + 1;
   readonly name: string;
-  readonly lanes: readonly Lane[] = Array.from({ length: QueueLanes.PRIORITIES }, () => new Lane());
+  /**
+   * Lanes by priority, made on first use: most queues use one or two priorities, and a queue kept
+   * only for its ended counts holds none (a lane is two maps and a list).
+   */
+  readonly #lanes: (Lane | undefined)[] = [];
   /** Pending tasks of the queue (ready, delayed or parked). */
   pending = 0;
   readonly ended = { completed: 0, failed: 0, cancelled: 0 };
 
   constructor(name: string) {
     this.name = name;
+  }
+
+  /** The lane of priority `p`, or undefined when no task of that priority was ever added. */
+  laneAt(p: number): Lane | undefined {
+    return this.#lanes[p];
+  }
+
+  /** The lane of priority `p`, made when it has none. */
+  lane(p: number): Lane {
+    if (!Number.isInteger(p) || p < 0 || p >= QueueLanes.PRIORITIES) throw new RangeError(`no lane ${p}`);
+    return (this.#lanes[p] ??= new Lane());
   }
 
   /** Nothing pending and nothing ended is counted: the index forgets the queue. */

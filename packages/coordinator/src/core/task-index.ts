@@ -306,7 +306,7 @@ export class TaskIndex {
     const resources = new Set<string>();
     for (let p = QueueLanes.PRIORITIES - 1; p >= 0 && picked.length < limit; p -= 1) {
       for (let k = 0; k < served.length && picked.length < limit; k += 1) {
-        const lane = served[(first + k) % served.length]?.lanes[p];
+        const lane = served[(first + k) % served.length]?.laneAt(p);
         if (lane !== undefined) this.#pickFrom(lane, limit, picked, resources);
       }
     }
@@ -474,9 +474,9 @@ export class TaskIndex {
   }
 
   #laneOf(task: PendingTask): Lane {
-    const lane = this.#queues.get(task.queue)?.lanes[task.priority];
-    if (lane === undefined) throw new RangeError('no lane');
-    return lane;
+    const lanes = this.#queues.get(task.queue);
+    if (lanes === undefined) throw new RangeError('no lanes');
+    return lanes.lane(task.priority);
   }
 
   #eligible(task: Entry): boolean {
