@@ -108,6 +108,30 @@ describe('idempotent acquire', () => {
     expect(await waiting).toMatchObject({ type: 'lease.granted', resource: 'r1' });
   });
 
+  it('a task that arrives while the acquire reads its recorded grant (before it waits) is granted at once', async () => {
+    const w = await cluster.worker(c1, 'w1');
+    // Hold the acquire in its "was this request granted before?" read, as a slow etcd would.
+    const read = c1.store.holding.bind(c1.store);
+    let letGo: (() => void) | undefined;
+    c1.store.holding = async (sessionId, requestId) => {
+      const recorded = await read(sessionId, requestId);
+      await new Promise<void>((resolve) => (letGo = resolve));
+      return recorded;
+    };
+    let answered = false;
+    const waiting = cluster.acquire(w, { waitMs: 5_000 }).then((r) => {
+      answered = true;
+      return r;
+    });
+    await cluster.settle();
+    expect(letGo).toBeDefined();
+    await cluster.submit(c1, 't1', 'r1'); // indexed and "woken" while no acquire waits
+    letGo?.();
+    await cluster.settle();
+    expect(answered).toBe(true); // not after the 5 s long poll ran out
+    expect(await waiting).toMatchObject({ type: 'lease.granted', resource: 'r1' });
+  });
+
   it('splits grant latency: the long poll counts as wait, the fence advance as work (grant_wait/grant_work)', async () => {
     const w = await cluster.worker(c1, 'w1');
     const waiting = cluster.acquire(w, { waitMs: 5_000 });

@@ -48,7 +48,7 @@ export interface GrantsContext extends DeliveryContext {
   readonly store: Pick<LeaseStore, 'grant' | 'holding' | 'grantedTask' | 'abandonGrant'>;
   readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs' | 'takeReadied'>;
   readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
-  readonly metrics: DeliveryContext['metrics'] & Pick<Metrics, 'acquiresWaiting'>;
+  readonly metrics: DeliveryContext['metrics'] & Pick<Metrics, 'acquiresWaiting' | 'batchItems'>;
 }
 
 const RETRY = Symbol('retry');
@@ -67,7 +67,10 @@ export class GrantService {
     this.#ctx = ctx;
     this.#sessions = sessions;
     this.#delivery = new GrantDelivery(ctx, sessions);
-    this.#owners = new MicroBatcher((jobs) => ctx.store.grant(jobs), ctx.config.grantBatchMax);
+    const observe = (n: number): void => {
+      ctx.metrics.batchItems.observe({ kind: 'grant' }, n);
+    };
+    this.#owners = new MicroBatcher((jobs) => ctx.store.grant(jobs), ctx.config.grantBatchMax, { observe });
   }
 
   /** Never rejects: every failure is an `error` reply. */
@@ -181,7 +184,9 @@ export class GrantService {
       // Nothing granted now. A retry of a request granted before (its grant reply lost) must get
       // that grant back, not lease.none. (With a candidate, the grant txn's `request absent`
       // compare catches a retry instead, and #tryGrant replays it.) Once checked, it stays
-      // unrecorded while this request is served: copies of it share this promise.
+      // unrecorded while this request is served: copies of it share this promise. The read
+      // awaits etcd: what the index gained meanwhile woke no one (this acquire did not wait yet),
+      // so select again before waiting — from that select to the wait nothing awaits.
       if (!requestChecked) {
         const recorded = await ctx.store.holding(session.sessionId, msg.requestId);
         if (recorded !== undefined) {
@@ -189,6 +194,7 @@ export class GrantService {
           return this.#replay(session, msg, recorded, timing);
         }
         requestChecked = true;
+        continue;
       }
       const leftMs = waitUntilMs - ctx.clock.nowMs();
       if (leftMs <= 0 || !this.#sessions.isLive(session)) break;
