@@ -43,6 +43,40 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Submit = (ids: readonly number[]) => Promise<number>;
 
+/**
+ * The coordinator's call counters from a /metrics text: items and calls of each group-committed
+ * kind (`leasehold_coordinator_batch_items{kind}`) and etcd txns by family
+ * (`leasehold_coordinator_etcd_txn_seconds_count{txn}`, every outcome). Keys `items:<kind>`,
+ * `calls:<kind>`, `txn:<family>`.
+ */
+export function coordinatorCalls(text: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  const add = (key: string, v: string | undefined) => (out[key] = (out[key] ?? 0) + Number(v ?? 0));
+  for (const m of text.matchAll(/^leasehold_coordinator_batch_items_(sum|count)\{kind="([a-z_]+)"\} (\S+)$/gm)) {
+    add(`${m[1] === 'sum' ? 'items' : 'calls'}:${m[2] ?? ''}`, m[3]);
+  }
+  for (const m of text.matchAll(/^leasehold_coordinator_etcd_txn_seconds_count\{([^}]*)\} (\S+)$/gm)) {
+    const txn = /(?:^|,)txn="([a-z_]+)"/.exec(m[1] ?? '')?.[1];
+    if (txn !== undefined) add(`txn:${txn}`, m[2]);
+  }
+  return out;
+}
+
+/** Per task of the window: etcd txns by family and mean items per group-committed call. */
+export function describeCalls(delta: Readonly<Record<string, number>>, tasks: number): string {
+  if (tasks <= 0) return '?';
+  const txns = Object.entries(delta)
+    .filter(([k, v]) => k.startsWith('txn:') && v > 0)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k.slice(4)} ${(v / tasks).toFixed(2)}`);
+  const kinds = Object.keys(delta)
+    .filter((k) => k.startsWith('calls:') && (delta[k] ?? 0) > 0)
+    .map((k) => k.slice(6))
+    .sort();
+  const items = kinds.map((k) => `${k} ${((delta[`items:${k}`] ?? 0) / (delta[`calls:${k}`] ?? 1)).toFixed(1)}`);
+  return `etcd txns per task: ${txns.join(', ') || 'none'}; items per group-committed call: ${items.join(', ') || 'none'}`;
+}
+
 /** Worker processes + the bench process as the submitter, with a bounded backlog. */
 export class CycleLoad implements Load {
   readonly name: string;
@@ -50,6 +84,10 @@ export class CycleLoad implements Load {
   readonly workers: ChildLoad;
   readonly #servers: Readonly<Record<string, number>>;
   readonly #submit: Submit;
+  readonly #metricsUrl: string | undefined;
+  #callsAtBegin: Record<string, number> = {};
+  /** Coordinator call counters summed over the measured windows (see {@link coordinatorCalls}). */
+  readonly calls: Record<string, number> = {};
   #submitted = 0;
   #done = 0;
   #running = false;
@@ -63,8 +101,11 @@ export class CycleLoad implements Load {
     servers: Readonly<Record<string, number>>;
     params: (round: number, worker: number) => Record<string, unknown>;
     submit: Submit;
+    /** A coordinator's base URL whose /metrics are read at each window's begin and end. */
+    metricsUrl?: string;
   }) {
     this.name = args.name;
+    this.#metricsUrl = args.metricsUrl;
     this.#servers = args.servers;
     this.#submit = args.submit;
     this.workers = new ChildLoad({
@@ -112,7 +153,17 @@ export class CycleLoad implements Load {
     this.#running = true;
     this.#submitters = Array.from({ length: SUBMITTERS }, () => this.#submitter());
   }
-  sample(mark?: 'begin' | 'end'): Promise<Counters> {
+  async sample(mark?: 'begin' | 'end'): Promise<Counters> {
+    const url = this.#metricsUrl;
+    if (url !== undefined && mark !== undefined) {
+      const now = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })
+        .then(async (r) => coordinatorCalls(await r.text()))
+        .catch(() => ({}));
+      if (mark === 'begin') this.#callsAtBegin = now;
+      else
+        for (const [k, v] of Object.entries(now))
+          this.calls[k] = (this.calls[k] ?? 0) + v - (this.#callsAtBegin[k] ?? 0);
+    }
     return this.workers.sample(mark);
   }
   async stop(): Promise<Record<string, unknown>> {
@@ -143,6 +194,7 @@ export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'l
       workerId: `${name}-${round}-${i}`,
       concurrency: CYCLE_SLOTS,
     }),
+    metricsUrl: stack.coordinator.url,
     submit: (ids) =>
       admin.submitBatch(
         ids.map((n) => ({ taskId: `${name}-${n}`, resource: `cr/${n}`, ...(priority > 0 ? { priority } : {}) })),
@@ -220,7 +272,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
           note:
             `${shape}; CPU µs per task (all processes; medians): leasehold ${describe(get('leasehold'))}; ` +
             `BullMQ always ${describe(get('bullmq-always'))}; WebSocket frames per leasehold task: ${perTask('framesOut')} ` +
-            `worker → coordinator, ${perTask('framesIn')} back; refused, lost or unsubmitted during leasehold rounds: ${errors}`,
+            `worker → coordinator, ${perTask('framesIn')} back; ${describeCalls(leasehold.calls, windowOps)}; refused, lost or unsubmitted during leasehold rounds: ${errors}`,
         }),
         throughputRow({
           name: 'full task cycles/s vs BullMQ, AOF everysec',

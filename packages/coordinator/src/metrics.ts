@@ -20,6 +20,7 @@ export class Metrics {
   readonly renewRefusals: Counter<'reason'>;
   readonly expiries: Counter<'reason'>;
   readonly etcdTxn: Histogram<'txn' | 'outcome'>;
+  readonly batchItems: Histogram<'kind'>;
   readonly badFrames: Counter<'code'>;
   readonly fencesOnExpiry: Counter<'outcome'>;
   readonly tasks: Gauge<'state' | 'queue'>;
@@ -89,6 +90,13 @@ export class Metrics {
       help: 'etcd transaction latency by transaction family and outcome',
       labelNames: ['txn', 'outcome'],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers,
+    });
+    this.batchItems = new Histogram({
+      name: 'leasehold_coordinator_batch_items',
+      help: 'Items per group-committed call: grant (etcd txn), finish (etcd txn), fence_advance (sink advance-batch)',
+      labelNames: ['kind'],
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000],
       registers,
     });
     this.badFrames = new Counter({

@@ -88,16 +88,24 @@ export function createServices(deps: ServiceDeps): Services {
   const repeats = new RepeatGate();
   const state: CoordinatorState = { shuttingDown: false, etcdUnreachable: false };
   const index = new TaskIndex({ wallClock, defaults: config.retryPolicy });
-  const fences = new MicroBatcher<AdvanceItem, AdvanceItemResult>(async (items) => {
-    try {
-      return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
-    } catch (err) {
-      // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
-      throw err instanceof LeaseholdError
-        ? err
-        : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
-    }
-  }, 1_000);
+  const fences = new MicroBatcher<AdvanceItem, AdvanceItemResult>(
+    async (items) => {
+      try {
+        return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
+      } catch (err) {
+        // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
+        throw err instanceof LeaseholdError
+          ? err
+          : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
+      }
+    },
+    1_000,
+    {
+      observe: (n) => {
+        metrics.batchItems.observe({ kind: 'fence_advance' }, n);
+      },
+    },
+  );
   const signingKey = config.capabilitySigningKey;
 
   const sessions = new SessionManager({

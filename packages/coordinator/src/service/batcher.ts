@@ -1,7 +1,15 @@
 /**
- * Collects items submitted in the same turn of the event loop (up to `maxBatch`) and runs them as
- * one call: many owner keys in one etcd txn, many fence advances in one sink request. Each
- * submitter gets its own item's outcome; a failure of the whole call rejects every item of it.
+ * Group commit for one kind of call (many owner keys in one etcd txn, many attempt ends in one
+ * txn, many fence advances in one sink request). Items wait while `maxInFlight` calls of the kind
+ * are running; when one returns, everything that arrived meanwhile leaves together (up to
+ * `maxBatch` per call). So under load the batches grow instead of the calls queueing, as the
+ * sink's fsync group commit does; with nothing in flight an item leaves at the end of the
+ * event-loop turn it arrived in (what else arrives in that turn joins it). Each submitter gets
+ * its own item's outcome; a failure of the whole call rejects every item of it.
+ *
+ * No rule depends on how items are grouped: a batch only delays an item (never reorders items of
+ * one resource, which the index's holds keep apart), and the store's batch txns fall back to one
+ * txn per item when a batch compare fails (core/batching.ts).
  *
  * Trace context: a batch of one runs in its submitter's context (so a lone fence advance carries
  * the grant's `traceparent` to the sink); a batch of many runs in the root context, since one
@@ -12,38 +20,81 @@ import type { Settled } from '../store/port.js';
 
 export type { Settled } from '../store/port.js';
 
+export interface BatcherOptions {
+  /** Calls of this kind running at once (default 1: classic group commit). */
+  readonly maxInFlight?: number;
+  /** Told the item count of every call (a batch-size histogram). */
+  readonly observe?: (items: number) => void;
+}
+
+interface Waiting<I, O> {
+  readonly item: I;
+  readonly context: Context;
+  readonly resolve: (o: O) => void;
+  readonly reject: (e: unknown) => void;
+}
+
 export class MicroBatcher<I, O> {
   readonly #run: (items: readonly I[]) => Promise<readonly Settled<O>[]>;
   readonly #maxBatch: number;
-  #queue: { item: I; context: Context; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
+  readonly #maxInFlight: number;
+  readonly #observe: ((items: number) => void) | undefined;
+  #queue: Waiting<I, O>[] = [];
   #scheduled = false;
+  #inFlight = 0;
 
-  constructor(run: (items: readonly I[]) => Promise<readonly Settled<O>[]>, maxBatch: number) {
+  constructor(
+    run: (items: readonly I[]) => Promise<readonly Settled<O>[]>,
+    maxBatch: number,
+    options: BatcherOptions = {},
+  ) {
     this.#run = run;
     this.#maxBatch = Math.max(1, maxBatch);
+    this.#maxInFlight = Math.max(1, options.maxInFlight ?? 1);
+    this.#observe = options.observe;
+  }
+
+  /** Calls running now (for tests and gauges). */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Items waiting for a call. */
+  get waiting(): number {
+    return this.#queue.length;
   }
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.#queue.push({ item, context: context.active(), resolve, reject });
-      if (this.#queue.length >= this.#maxBatch) this.#flush();
-      else if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => {
-          this.#scheduled = false;
-          this.#flush();
-        });
-      }
+      this.#schedule();
+    });
+  }
+
+  /** Flush at the end of this turn, unless every call slot is taken (a returning call flushes). */
+  #schedule(): void {
+    if (this.#scheduled || this.#inFlight >= this.#maxInFlight) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      this.#flush();
     });
   }
 
   #flush(): void {
-    while (this.#queue.length > 0) {
-      const batch = this.#queue.slice(0, this.#maxBatch);
-      this.#queue = this.#queue.slice(batch.length);
+    while (this.#queue.length > 0 && this.#inFlight < this.#maxInFlight) {
+      const batch = this.#queue.length <= this.#maxBatch ? this.#queue : this.#queue.slice(0, this.#maxBatch);
+      this.#queue = this.#queue.length <= this.#maxBatch ? [] : this.#queue.slice(batch.length);
+      this.#inFlight += 1;
+      this.#observe?.(batch.length);
       const runIn = batch.length === 1 && batch[0] !== undefined ? batch[0].context : ROOT_CONTEXT;
-      context
-        .with(runIn, () => this.#run(batch.map((b) => b.item)))
+      let call: Promise<readonly Settled<O>[]>;
+      try {
+        call = context.with(runIn, () => this.#run(batch.map((b) => b.item)));
+      } catch (err) {
+        call = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+      }
+      call
         .then(
           (results) => {
             batch.forEach((b, i) => {
@@ -56,7 +107,12 @@ export class MicroBatcher<I, O> {
           (err: unknown) => {
             for (const b of batch) b.reject(err);
           },
-        );
+        )
+        .finally(() => {
+          this.#inFlight -= 1;
+          // What arrived while this call ran leaves now, with what this turn's continuations add.
+          if (this.#queue.length > 0) this.#schedule();
+        });
     }
   }
 }

@@ -32,7 +32,7 @@ import { Attr, contextOf, endWithReply, tracer } from './tracing.js';
 /** What the lease service uses. */
 export interface LeasesContext extends LifecycleContext {
   readonly log: Logger;
-  readonly metrics: Pick<Metrics, 'renewRefusals' | 'taskAttempts' | 'taskFailures'>;
+  readonly metrics: Pick<Metrics, 'renewRefusals' | 'taskAttempts' | 'taskFailures' | 'batchItems'>;
   readonly store: Pick<LeaseStore, 'owner' | 'ownerAndTask' | 'task' | 'finish'>;
   readonly index: Pick<TaskIndex, 'pendingTask' | 'ownerOf'>;
 }
@@ -89,7 +89,10 @@ export class LeaseService {
   constructor(ctx: LeasesContext, sessions: LeaseSessions) {
     this.#ctx = ctx;
     this.#sessions = sessions;
-    this.#finishes = new MicroBatcher((jobs) => ctx.store.finish(jobs), BATCH_MAX);
+    const observe = (n: number): void => {
+      ctx.metrics.batchItems.observe({ kind: 'finish' }, n);
+    };
+    this.#finishes = new MicroBatcher((jobs) => ctx.store.finish(jobs), BATCH_MAX, { observe });
   }
 
   /** Never rejects. */

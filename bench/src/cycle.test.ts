@@ -1,0 +1,34 @@
+import { describe, expect, it } from 'vitest';
+import { coordinatorCalls, describeCalls } from './cycle.js';
+
+const TEXT = `# HELP leasehold_coordinator_batch_items Items per group-committed call
+leasehold_coordinator_batch_items_bucket{le="1",kind="grant"} 3
+leasehold_coordinator_batch_items_sum{kind="grant"} 40
+leasehold_coordinator_batch_items_count{kind="grant"} 5
+leasehold_coordinator_batch_items_sum{kind="finish"} 30
+leasehold_coordinator_batch_items_count{kind="finish"} 10
+leasehold_coordinator_etcd_txn_seconds_count{txn="grant_owners",outcome="ok"} 5
+leasehold_coordinator_etcd_txn_seconds_count{txn="grant_owners",outcome="failed"} 1
+leasehold_coordinator_etcd_txn_seconds_count{txn="finish_attempts",outcome="ok"} 10
+leasehold_coordinator_etcd_txn_seconds_sum{txn="finish_attempts",outcome="ok"} 0.5
+`;
+
+describe('cycle bench: coordinator calls per task', () => {
+  it('reads items and calls per kind and txns per family (every outcome)', () => {
+    expect(coordinatorCalls(TEXT)).toEqual({
+      'items:grant': 40,
+      'calls:grant': 5,
+      'items:finish': 30,
+      'calls:finish': 10,
+      'txn:grant_owners': 6,
+      'txn:finish_attempts': 10,
+    });
+  });
+
+  it('per task of the window: txns by family, busiest first, and mean items per call', () => {
+    expect(describeCalls(coordinatorCalls(TEXT), 40)).toBe(
+      'etcd txns per task: finish_attempts 0.25, grant_owners 0.15; items per group-committed call: finish 3.0, grant 8.0',
+    );
+    expect(describeCalls({}, 0)).toBe('?');
+  });
+});
