@@ -130,7 +130,7 @@ export { normalizePath, RouteCredential } from './http-path.js';
 export { jsonLimitProblem, DEFAULT_JSON_LIMITS } from './json-limits.js';
 export type { JsonLimits } from './json-limits.js';
 export type { KeyRing } from './bearer.js';
-export { fastWorkerMessage } from './messages/fast-decode.js';
+export { fastCoordinatorMessage, fastWorkerMessage } from './messages/fast-decode.js';
 export { compileValidator } from './validate.js';
 export {
   TracingExporter,
