@@ -12,6 +12,7 @@ import { acquireOnce, type AcquireDeps } from './acquire.js';
 import { runAttempt, SHUTDOWN, type AttemptDeps } from './attempt.js';
 import { delay } from './delay.js';
 import { LeaseLostError } from './errors.js';
+import { RecentKeys } from './recent-keys.js';
 import type { WorkerSession } from './session.js';
 
 export interface SlotDeps<Payload, Result> {
@@ -39,8 +40,8 @@ export class Slots<Payload, Result> {
   readonly #deps: SlotDeps<Payload, Result>;
   readonly #slots = new Map<number, Promise<void>>();
   readonly #running = new Map<string, Running>(); // `${resource}@${token}`
-  /** Every grant ever run: a grant is never run twice. */
-  readonly #started = new Set<string>();
+  /** Grants run lately (the last 4,096): a grant is never run twice, in bounded memory. */
+  readonly #started = new RecentKeys(4_096);
   #target: number;
 
   constructor(deps: SlotDeps<Payload, Result>, concurrency: number) {
