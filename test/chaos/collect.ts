@@ -5,11 +5,12 @@
  * times and the /proc samples.
  */
 import { readFileSync } from 'node:fs';
-import { Etcd3, Range } from 'etcd3';
+import { Range } from 'etcd3';
 import type { SinkClient } from '@leasehold/sink-client';
 import type { ChaosCluster } from '../harness/chaos-cluster.js';
 import { BACKLOG_ID_PREFIX } from './backlog.js';
 import { DEFAULT_RESOURCE_BOUNDS } from './checker-resources.js';
+import { historyEtcdClient, type EtcdClientTls } from './etcd-client.js';
 import type {
   AttemptEnd,
   FaultWindow,
@@ -163,22 +164,6 @@ export async function readDecisions(client: SinkClient): Promise<{ decisions: Si
   return { decisions, complete };
 }
 
-/** The runner's etcd client certificate and the CA (a TLS cluster requires client certificates). */
-export interface EtcdClientTls {
-  readonly ca: Buffer;
-  readonly cert: Buffer;
-  readonly key: Buffer;
-}
-
-/** etcd3 client options for `tls` (none for plaintext). */
-export function etcdCredentials(tls: EtcdClientTls | undefined): {
-  credentials?: { rootCertificate: Buffer; certChain: Buffer; privateKey: Buffer };
-} {
-  return tls === undefined
-    ? {}
-    : { credentials: { rootCertificate: tls.ca, certChain: tls.cert, privateKey: tls.key } };
-}
-
 /** The fields of a stored task record the retry rules read (coordinator/src/core/records.ts). */
 interface StoredTask {
   readonly taskId?: string;
@@ -229,9 +214,6 @@ export function taskVersionOf(revision: string, value: string, seen: Set<string>
   };
 }
 
-/** Largest watch response the history replay (and the live watch) accepts (see readEtcdHistory). */
-export const HISTORY_MAX_MESSAGE_BYTES = 256 * 1024 * 1024;
-
 /**
  * Every owner key's life and every write of every task record, from etcd's history: a watch over
  * `<prefix>owners/` … `<prefix>tasks/` (up to the `--backlog`) from revision 1. An owner key deleted at the revision its
@@ -245,14 +227,7 @@ export async function readEtcdHistory(
   idleMs = 1_000,
   timeoutMs = 20_000,
 ): Promise<{ owners: OwnerInterval[]; taskVersions: TaskVersion[] } | undefined> {
-  const client = new Etcd3({
-    hosts: [...endpoints],
-    dialTimeout: 3_000,
-    // Catching up from revision 1, etcd sends many revisions' events in one response: past gRPC's
-    // default 4 MiB (~10k task records) the stream fails and reconnects forever.
-    grpcOptions: { 'grpc.max_receive_message_length': HISTORY_MAX_MESSAGE_BYTES },
-    ...etcdCredentials(tls),
-  });
+  const client = historyEtcdClient(endpoints, tls);
   const ownersPrefix = `${prefix}owners/`;
   const tasksPrefix = `${prefix}tasks/`;
   const live = new Map<string, { token: string; workerId?: string; taskId?: string; sessionId?: string }>();

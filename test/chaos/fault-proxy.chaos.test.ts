@@ -6,6 +6,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FaultProxy } from '../harness/fault-proxy.js';
 import { seededRandom, startFaultProxy } from '../harness/fault-proxy.js';
+import { waitFor } from '../harness/service.js';
 
 interface Target {
   readonly server: Server;
@@ -50,14 +51,9 @@ async function open(proxy: FaultProxy, waitConnect = true): Promise<Client> {
   return client;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
+/** Wait (bounded) until what the sockets or the proxy's counters show makes `probe` true. */
 async function until(what: string, probe: () => boolean, timeoutMs = 3_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
+  await waitFor(what, probe, timeoutMs, 10);
 }
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -92,7 +88,7 @@ describe('fault proxy', () => {
   });
 
   it('blackhole: forwards nothing but keeps the socket, then delivers the held bytes in order on heal', async () => {
-    const { proxy } = await setup();
+    const { target, proxy } = await setup();
     const c = await open(proxy);
     c.socket.write('ping:1;');
     await until('first pong', () => c.received === 'pong:1;');
@@ -102,7 +98,11 @@ describe('fault proxy', () => {
     // A new connection is accepted but not connected upstream.
     const late = await open(proxy);
     late.socket.write('ping:9;');
-    await sleep(300);
+    // The proxy read ping 2 (and ping 3 if it came in the same chunk) and holds it: having held a
+    // chunk it stops reading, so the rest waits in the kernel; the new connection is not read at all.
+    await until('ping 2 held', () => proxy.stats.held >= 7 && proxy.stats.accepted === 2);
+    expect(target.received).toBe('ping:1;');
+    expect(target.connections).toBe(1);
     expect(c.received).toBe('pong:1;');
     expect(late.received).toBe('');
     expect(c.closed || late.closed).toBe(false);
@@ -118,7 +118,7 @@ describe('fault proxy', () => {
     await until('pong', () => c.received === 'pong:1;');
     proxy.setMode({ kind: 'blackhole' });
     for (const s of target.sockets) s.write('push;');
-    await sleep(200);
+    await until('push held', () => proxy.stats.held === 5);
     expect(c.received).toBe('pong:1;');
     proxy.heal();
     await until('push delivered', () => c.received === 'pong:1;push;');
@@ -133,7 +133,7 @@ describe('fault proxy', () => {
     c.socket.write('ping:2;');
     for (const s of target.sockets) s.write('push;');
     await until('push', () => c.received === 'pong:1;push;');
-    await sleep(200);
+    await until('ping 2 held', () => proxy.stats.held === 7);
     expect(target.received).toBe('ping:1;');
     proxy.heal();
     await until('held ping delivered', () => target.received === 'ping:1;ping:2;' && c.received.endsWith('pong:2;'));
@@ -145,7 +145,7 @@ describe('fault proxy', () => {
     proxy.setMode({ kind: 'one-way', direction: 'to-client' });
     c.socket.write('ping:1;');
     await until('target got ping', () => target.received === 'ping:1;');
-    await sleep(200);
+    await until('pong held', () => proxy.stats.held === 7);
     expect(c.received).toBe('');
     proxy.heal();
     await until('held pong', () => c.received === 'pong:1;');
@@ -159,7 +159,7 @@ describe('fault proxy', () => {
     proxy.setMode({ kind: 'one-way', direction: 'to-client', discard: true });
     c.socket.write('ping:2;');
     await until('target got ping 2', () => target.received.includes('ping:2;'));
-    await sleep(150);
+    await until('pong 2 dropped', () => proxy.stats.dropped === 7);
     proxy.heal();
     c.socket.write('ping:3;');
     await until('pong 3', () => c.received.includes('pong:3;'));
@@ -198,7 +198,9 @@ describe('fault proxy', () => {
     c.received = '';
     for (let i = 1; i <= 40; i++) {
       c.socket.write(`ping:${i};`);
-      await sleep(i % 3);
+      // Cadence, not a wait: the writes are spread over a few ms so they arrive as separate chunks,
+      // each with its own jitter, and the order must hold across them.
+      await new Promise((r) => setTimeout(r, i % 3));
     }
     await until('40 pongs', () => (c.received.match(/pong/g) ?? []).length === 40);
     const order = [...c.received.matchAll(/pong:(\d+);/g)].map((m) => Number(m[1]));

@@ -5,8 +5,8 @@
  * the others do not, so the earliest is close to the commit. These times (the runner's clock, which
  * no clock fault touches) are what the lease-bound rules compare with the session TTL.
  */
-import { Etcd3, Range } from 'etcd3';
-import { etcdCredentials, HISTORY_MAX_MESSAGE_BYTES, type EtcdClientTls } from './collect.js';
+import { Range, type Etcd3 } from 'etcd3';
+import { historyEtcdClient, type EtcdClientTls } from './etcd-client.js';
 import { nowMs } from './nemesis.js';
 
 export class LiveOwnerWatch {
@@ -23,13 +23,8 @@ export class LiveOwnerWatch {
     const range = new Range(`${prefix}owners/`, `${prefix}sessions0`); // '0' follows '/': every sessions/ key
     await Promise.all(
       endpoints.map(async (endpoint) => {
-        const client = new Etcd3({
-          hosts: [endpoint],
-          dialTimeout: 3_000,
-          // A member that was cut off catches up in one response (a layout with payload keys in the range makes it large).
-          grpcOptions: { 'grpc.max_receive_message_length': HISTORY_MAX_MESSAGE_BYTES },
-          ...etcdCredentials(tls),
-        });
+        // A member that was cut off catches up in one response: the history client's receive limit.
+        const client = historyEtcdClient([endpoint], tls);
         live.#clients.push(client);
         const head = await client.get(`${prefix}live-watch-probe`).exec();
         const watcher = await client

@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { SinkClient } from '@leasehold/sink-client';
 import { FakeClock, NftFaults, onExitSync } from '@leasehold/devkit';
+import { AdminClient, firstAnswering } from '../harness/admin-client.js';
 import {
   observedOffsetMs,
   type ChaosCluster,
@@ -308,6 +309,8 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
         });
   const network = new ChaosNetwork({ topology, proxies: new Map(), nft, endpoints });
   const sinkClient = new SinkClient({ url: file.sink.url, key: readKey, timeoutMs: 10_000 });
+  // The test tree's one admin client, one per coordinator URL: the first that answers below 500.
+  const admins = file.admin.urls.map((url) => new AdminClient(url, adminKey));
   const etcdNames = file.etcd.endpoints.map((_, i) => byRole('etcd')[i]?.name ?? `etcd-m${i}`);
   const keys: ChaosSecrets = {
     sinkKey: readKey,
@@ -359,30 +362,8 @@ export async function connectTarget(path: string, dir: string): Promise<ChaosClu
       const i = ids.findIndex((s) => s?.header?.member_id === leader);
       return i < 0 ? undefined : etcdNames[i];
     },
-    async admin(method, urlPath, body, timeoutMs = 3_000) {
-      let last: unknown;
-      for (const base of file.admin.urls) {
-        try {
-          const res = await fetch(`${base}${urlPath}`, {
-            method,
-            headers: {
-              authorization: `Bearer ${adminKey}`,
-              ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-            },
-            ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-            signal: AbortSignal.timeout(timeoutMs),
-          });
-          const parsed: unknown = await res.json();
-          if (res.status >= 500) {
-            last = new Error(`${base}: ${res.status} ${JSON.stringify(parsed)}`);
-            continue;
-          }
-          return { status: res.status, body: parsed };
-        } catch (err) {
-          last = err;
-        }
-      }
-      throw last instanceof Error ? last : new Error('no coordinator answered');
+    admin(method, urlPath, body, timeoutMs = 3_000) {
+      return firstAnswering(admins, method, urlPath, body, timeoutMs);
     },
     async setClock(name, offsetSeconds, timeoutMs = 5_000) {
       const clock = clocks.get(name);

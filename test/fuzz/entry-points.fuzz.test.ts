@@ -172,13 +172,39 @@ describe('fuzzing the entry points', () => {
         ws: WebSocket;
         replies: Record<string, unknown>[];
         closed: () => number | undefined;
+        settled: (done: () => boolean, timeoutMs: number) => Promise<void>;
       }> => {
         const ws = new WebSocket(url, { headers: { authorization: `Bearer ${stack.keys.workerKey}` } });
         const replies: Record<string, unknown>[] = [];
         let closed: number | undefined;
-        ws.on('message', (data: Buffer) => replies.push(JSON.parse(data.toString()) as Record<string, unknown>));
+        // Waits on what the socket delivers: each message and the close re-check the waiter's condition.
+        const waiters = new Set<() => void>();
+        const wake = (): void => {
+          for (const w of [...waiters]) w();
+        };
+        const settled = (done: () => boolean, timeoutMs: number): Promise<void> =>
+          new Promise((resolve) => {
+            const check = (): void => {
+              if (!done()) return;
+              clearTimeout(timer);
+              waiters.delete(check);
+              resolve();
+            };
+            // The bound: a frame the server does not answer at all is fuzzed on after it.
+            const timer = setTimeout(() => {
+              waiters.delete(check);
+              resolve();
+            }, timeoutMs);
+            waiters.add(check);
+            check();
+          });
+        ws.on('message', (data: Buffer) => {
+          replies.push(JSON.parse(data.toString()) as Record<string, unknown>);
+          wake();
+        });
         ws.on('close', (code: number) => {
           closed = code;
+          wake();
         });
         await new Promise<void>((resolve, reject) => {
           ws.once('open', () => {
@@ -198,12 +224,10 @@ describe('fuzzing the entry points', () => {
           }),
         );
         // The session exists before the first fuzzed frame (its creation is a legitimate write).
-        for (let t = 0; t < 400 && !replies.some((r) => r.type === 'welcome'); t += 1) {
-          await new Promise((r) => setTimeout(r, 5));
-        }
+        await settled(() => closed !== undefined || replies.some((r) => r.type === 'welcome'), 2_000);
         const welcome = replies.find((r) => r.type === 'welcome');
         if (typeof welcome?.sessionId === 'string') sessionId = welcome.sessionId;
-        return { ws, replies, closed: () => closed };
+        return { ws, replies, closed: () => closed, settled };
       };
       let conn = await open();
       const templates = [
@@ -234,9 +258,8 @@ describe('fuzzing the entry points', () => {
           const seen = conn.replies.length;
           conn.ws.send(frame);
           // Wait for the answer (or the close) to this frame.
-          for (let i = 0; i < 200 && conn.replies.length === seen && conn.closed() === undefined; i += 1) {
-            await new Promise((r) => setTimeout(r, 5));
-          }
+          const sent = conn;
+          await sent.settled(() => sent.replies.length > seen || sent.closed() !== undefined, 1_000);
           const reply = conn.replies.at(-1);
           expect(reply?.code, String(frame).slice(0, 200)).not.toBe('INTERNAL');
           if (reply?.type === 'error' && conn.replies.length > seen && reply.code !== 'UNAVAILABLE') {

@@ -43,6 +43,8 @@ export interface ProxyStats {
   bytesToTarget: number;
   bytesToClient: number;
   dropped: number;
+  /** Bytes a cut direction received and held back (counted once, when held; delivered on heal). */
+  held: number;
 }
 
 interface Leg {
@@ -70,7 +72,7 @@ export class FaultProxy {
   readonly name: string;
   readonly targetHost: string;
   readonly targetPort: number;
-  readonly stats: ProxyStats = { accepted: 0, reset: 0, bytesToTarget: 0, bytesToClient: 0, dropped: 0 };
+  readonly stats: ProxyStats = { accepted: 0, reset: 0, bytesToTarget: 0, bytesToClient: 0, dropped: 0, held: 0 };
   #mode: ProxyMode = { kind: 'pass' };
   #server: Server;
   #pairs = new Set<Pair>();
@@ -226,6 +228,7 @@ export class FaultProxy {
     }
     if (cut === 'hold' || leg.held.length > 0) {
       leg.held.push(chunk);
+      this.stats.held += chunk.length;
       // Stop reading: the sender's kernel buffers fill up, as behind a real partition.
       if (cut === 'hold') leg.from.pause();
       return;

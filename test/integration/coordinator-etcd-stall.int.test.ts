@@ -67,8 +67,17 @@ async function stallUnderHolders(marginMs: number | undefined): Promise<{ kept: 
   }, 500);
   try {
     etcd.pause(0);
-    // The stall's length is what is tested (longer than the TTL), not a wait for something.
-    await sleep(STALL_MS);
+    const stalledAt = performance.now();
+    // The coordinator sees the stall: after ETCD_GIVE_UP_MS it hands every socket back with 1001.
+    const closes = await Promise.race([
+      Promise.all(sockets.map((w) => w.closed)),
+      sleep(STALL_MS, 'not closed' as const),
+    ]);
+    if (closes === 'not closed')
+      throw new Error(`the coordinator kept its sockets through ${STALL_MS} ms of etcd stall`);
+    expect(closes.map((c) => c.code)).toEqual(sockets.map(() => 1001));
+    // The rest of the stall: its length is what is tested (longer than the TTL), not a wait for something.
+    await sleep(Math.max(0, STALL_MS - (performance.now() - stalledAt)));
     etcd.resume(0);
   } finally {
     clearInterval(beats);

@@ -8,17 +8,6 @@ import { buildImportGraph, findImportCircles } from './import-graph.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-/**
- * Circles known and left for their owners (each a type-only import back); remove a line when its
- * circle is gone — the test fails while a listed circle no longer exists, so the list only shrinks.
- */
-const KNOWN: readonly string[] = [
-  // MemoryBackend takes its MemoryEtcd by type: a narrow interface of what it uses would cut it.
-  'packages/testing/src/etcd/memory-backend.ts → packages/testing/src/etcd/memory-etcd.ts → packages/testing/src/etcd/memory-backend.ts',
-  // The chaos collector and the live owner watch share the etcd credentials helper and a type.
-  'test/chaos/collect.ts → test/chaos/live-watch.ts → test/chaos/collect.ts',
-];
-
 describe('import circles', () => {
   it('finds a circle through type-only and dynamic imports (the check itself)', () => {
     const graph = new Map([
@@ -45,8 +34,6 @@ describe('import circles', () => {
   it('the sources have none', () => {
     const graph = buildImportGraph(root, ['packages', 'test', 'bench', 'scripts']);
     expect(graph.size).toBeGreaterThan(100); // the walk found the sources
-    const circles = findImportCircles(graph).map((c) => c.join(' → '));
-    expect(circles.filter((c) => !KNOWN.includes(c))).toEqual([]);
-    expect(KNOWN.filter((c) => !circles.includes(c))).toEqual([]);
+    expect(findImportCircles(graph).map((c) => c.join(' → '))).toEqual([]);
   });
 });

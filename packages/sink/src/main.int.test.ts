@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SinkClient } from '@leasehold/sink-client';
 import { SCHEMA_VERSION } from './store/migrations.js';
 import { COORDINATOR_KEY, INCARNATION, sign, tempDir, type TempDir } from './testing/fixtures.js';
-import { runSinkToExit, spawnSink } from './testing/spawn-sink.js';
+import { runSinkToExit, spawnSink, type SpawnedSink } from './testing/spawn-sink.js';
 
 let dir: TempDir;
 beforeEach(() => {
@@ -30,6 +30,27 @@ const writeArgs = (resource: string, token: bigint, workerId: string, resultId: 
   capability: sign(resource, token, workerId),
   payload: payload as never,
 });
+
+/** Resolves once the process has printed `needle` (checked on each chunk it prints); rejects after `timeoutMs`. */
+function outputIncludes(sink: SpawnedSink, needle: string, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const streams = [sink.proc.stdout, sink.proc.stderr].filter((s) => s !== null);
+    const done = (err?: Error): void => {
+      clearTimeout(timer);
+      for (const s of streams) s.off('data', check);
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const check = (): void => {
+      if (sink.output().includes(needle)) done();
+    };
+    const timer = setTimeout(() => {
+      done(new Error(`${needle} not printed in ${timeoutMs} ms:\n${sink.output()}`));
+    }, timeoutMs);
+    for (const s of streams) s.on('data', check);
+    check();
+  });
+}
 
 describe('leasehold-sink daemon', () => {
   it('prints usage for --help and exits 0', async () => {
@@ -78,9 +99,7 @@ describe('leasehold-sink daemon', () => {
       env: { LEASEHOLD_SINK_LOG_LEVEL: 'info' },
     });
     try {
-      for (let i = 0; i < 200 && !sink.output().includes('"listening"'); i++) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await outputIncludes(sink, '"listening"', 5_000);
       const line = sink
         .output()
         .split('\n')
@@ -149,18 +168,22 @@ describe('leasehold-sink daemon', () => {
     await client.advance('term/r', 1n);
     const acked: string[] = [];
     let stop = false;
+    // The signal lands under load: once the lanes have 50 acknowledged writes (not after a fixed pause).
+    let loaded!: () => void;
+    const underLoad = new Promise<void>((resolve) => (loaded = resolve));
     const loops = Array.from({ length: 16 }, async (_, lane) => {
       for (let n = 0; !stop; n++) {
         const resultId = `l${lane}-n${n}`;
         try {
           const r = await client.write(writeArgs('term/r', 1n, 'w', resultId, { lane, n }));
           if (r.ok) acked.push(resultId);
+          if (acked.length >= 50) loaded();
         } catch {
           return;
         }
       }
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await underLoad;
     sink.kill('SIGTERM');
     const exit = await sink.exited;
     stop = true;

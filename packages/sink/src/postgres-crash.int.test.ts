@@ -12,6 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../../../test/harness/postgres.js';
+import { waitFor } from '../../../test/harness/service.js';
 import { SinkClient } from '@leasehold/sink-client';
 import { drive, loadUntil, newLedger, verify, type Ledger } from './testing/crash-ledger.js';
 import { COORDINATOR_KEY, INCARNATION, sign, tempDir, type TempDir } from './testing/fixtures.js';
@@ -53,14 +54,6 @@ async function stopReplica(replica: Replica): Promise<void> {
   void replica.client.close();
   replica.sink.kill('SIGKILL');
   await replica.sink.exited;
-}
-
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not reached in ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
 }
 
 async function ready(replica: Replica): Promise<boolean> {

@@ -9,6 +9,6 @@ export { MemoryFenceStore } from './sink/memory-fence-store.js';
 export type { MemoryFenceStoreOptions } from './sink/memory-fence-store.js';
 export { ManualClock, ManualTimers } from './clock/index.js';
 export { MemoryEtcd, MEMORY_MAX_REQUEST_BYTES, MEMORY_MAX_TXN_OPS, KV_OVERHEAD_BYTES } from './etcd/memory-etcd.js';
-export type { MemoryEtcdOptions, WatchingClient } from './etcd/memory-etcd.js';
+export type { MemoryEtcdOptions } from './etcd/memory-etcd.js';
 export { MemoryBackend } from './etcd/memory-backend.js';
-export type { MemoryClientOptions } from './etcd/memory-backend.js';
+export type { MemoryClientOptions, MemoryCluster, WatchingClient } from './etcd/memory-cluster.js';

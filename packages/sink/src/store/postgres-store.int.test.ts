@@ -10,13 +10,15 @@ import pg from 'pg';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../../../../test/harness/postgres.js';
+import { waitFor } from '../../../../test/harness/service.js';
 import { SinkClient } from '@leasehold/sink-client';
 import { SchemaVersionError } from '../errors.js';
 import { FencedService } from '../service/fenced-service.js';
 import { createSink } from '../sink.js';
 import { describeFenceContract } from '../testing/contract.js';
-import { COORDINATOR_KEY, recordBatches, tempDir, testOptions } from '../testing/fixtures.js';
-import { clientTarget, injectTarget, serviceTarget } from '../testing/targets.js';
+import { COORDINATOR_KEY, tempDir, testOptions } from '../testing/fixtures.js';
+import { storeServiceTarget } from '../testing/store-service-target.js';
+import { clientTarget, injectTarget } from '../testing/targets.js';
 import { PostgresFenceStore } from './postgres-store.js';
 
 const silent = pino({ level: 'silent' });
@@ -34,17 +36,9 @@ async function freshStore(options: Partial<Parameters<typeof PostgresFenceStore.
   return PostgresFenceStore.open({ url: server.url, ...options });
 }
 
-describeFenceContract('in-process service over PostgreSQL', async (options) => {
-  const recorded = recordBatches(await freshStore());
-  const service = new FencedService({ store: recorded.store, logger: silent, ...options });
-  return serviceTarget(service, {
-    batchSizes: () => recorded.sizes,
-    close: async () => {
-      await service.close();
-      await recorded.store.close();
-    },
-  });
-});
+describeFenceContract('in-process service over PostgreSQL', async (options) =>
+  storeServiceTarget(await freshStore(), options),
+);
 
 describeFenceContract('HTTP app (inject) over PostgreSQL', (options) => injectTarget(options, () => freshStore()));
 
@@ -222,7 +216,7 @@ describe('PostgresFenceStore', () => {
         { kind: 'advance', resource: 'b', token: 2n },
         { kind: 'write', resource: 'b', token: 2n, resultId: 'x', workerId: 'w', payload: '"v"' },
       ]);
-      await waitFor(async () => {
+      await waitFor('the store session waiting on a lock (pg_stat_activity)', async () => {
         const rows = await query<{ n: string }>(
           "SELECT count(*)::text AS n FROM pg_stat_activity WHERE application_name = 'leasehold-sink' AND wait_event_type = 'Lock'",
         );
@@ -289,7 +283,12 @@ describe('PostgresFenceStore', () => {
     const store = await freshStore({ decisionRetention: 10 });
     try {
       for (let t = 1n; t <= 40n; t++) await store.applyBatch([{ kind: 'advance', resource: 'r', token: t }]);
-      await waitFor(async () => (await store.decisions(0, 100)).decisions.length <= 12);
+      // The prune is a DELETE the store sends after the batch, without awaiting it: wait for its rows to go.
+      await waitFor(
+        'the decision log pruned to the retention window',
+        async () => (await store.decisions(0, 100)).decisions.length <= 12,
+        10_000,
+      );
       const page = await store.decisions(0, 100);
       expect(page.decisions.at(-1)?.seq).toBe(40);
       expect(page.oldestRetained).toBe(page.decisions[0]?.seq);
@@ -300,11 +299,3 @@ describe('PostgresFenceStore', () => {
     }
   });
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}

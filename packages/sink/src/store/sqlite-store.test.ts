@@ -4,26 +4,21 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LeaseholdError } from '../errors.js';
 import { FencedService } from '../service/fenced-service.js';
 import { describeFenceContract } from '../testing/contract.js';
-import { recordBatches, tempDir, type TempDir } from '../testing/fixtures.js';
-import { serviceTarget } from '../testing/targets.js';
+import { tempDir, type TempDir } from '../testing/fixtures.js';
+import { storeServiceTarget } from '../testing/store-service-target.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from './migrations.js';
 import { SqliteFenceStore } from './sqlite-store.js';
 import { SchemaVersionError } from '../errors.js';
 
 const silent = pino({ level: 'silent' });
 
-describeFenceContract('in-process service over SQLite', async (options) => {
+describeFenceContract('in-process service over SQLite', (options) => {
   const dir = tempDir();
-  const recorded = recordBatches(new SqliteFenceStore({ path: dir.file('sink.db') }));
-  const service = new FencedService({ store: recorded.store, logger: silent, ...options });
-  return serviceTarget(service, {
-    batchSizes: () => recorded.sizes,
-    close: async () => {
-      await service.close();
-      await recorded.store.close();
+  return Promise.resolve(
+    storeServiceTarget(new SqliteFenceStore({ path: dir.file('sink.db') }), options, () => {
       dir.remove();
-    },
-  });
+    }),
+  );
 });
 
 describe('SqliteFenceStore', () => {

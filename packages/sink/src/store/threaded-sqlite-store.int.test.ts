@@ -3,27 +3,18 @@
  * store, and reports open failures (a newer schema) as the same SchemaVersionError.
  */
 import Database from 'better-sqlite3';
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { SchemaVersionError } from '../errors.js';
-import { FencedService } from '../service/fenced-service.js';
 import { describeFenceContract } from '../testing/contract.js';
-import { recordBatches, tempDir } from '../testing/fixtures.js';
-import { serviceTarget } from '../testing/targets.js';
+import { tempDir } from '../testing/fixtures.js';
+import { storeServiceTarget } from '../testing/store-service-target.js';
 import { SCHEMA_VERSION } from './migrations.js';
 import { ThreadedSqliteStore } from './threaded-sqlite-store.js';
 
 describeFenceContract('in-process service over SQLite in a worker thread', async (options) => {
   const dir = tempDir();
-  const recorded = recordBatches(await ThreadedSqliteStore.open({ path: dir.file('sink.db') }));
-  const service = new FencedService({ store: recorded.store, logger: pino({ level: 'silent' }), ...options });
-  return serviceTarget(service, {
-    batchSizes: () => recorded.sizes,
-    close: async () => {
-      await service.close();
-      await recorded.store.close();
-      dir.remove();
-    },
+  return storeServiceTarget(await ThreadedSqliteStore.open({ path: dir.file('sink.db') }), options, () => {
+    dir.remove();
   });
 });
 

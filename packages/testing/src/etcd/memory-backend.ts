@@ -1,5 +1,5 @@
 /**
- * One coordinator's client of a {@link MemoryEtcd}: the coordinator's `KvBackend` port, with the
+ * One coordinator's client of a `MemoryEtcd` (through its {@link MemoryCluster} seam): the coordinator's `KvBackend` port, with the
  * faults a test sets per client — `down` (every call fails, as in a partition), a paused watch (a
  * stale index), `loseNextReply` (a txn applied whose reply is lost) and `refuseAll` (etcd answers,
  * but says no) — and the client's receive limit (`maxResponseBytes`).
@@ -16,23 +16,18 @@ import {
   type LeaseKeeperOptions,
   type RangeOptions,
   type RangePage,
-  type TimerHandle,
   type Timers,
   type TxnResult,
   type TxnSpec,
   type WatchHandle,
   type WatchListener,
 } from '@leasehold/coordinator';
-import type { MemoryEtcd } from './memory-etcd.js';
+import type { MemoryClientOptions, MemoryCluster } from './memory-cluster.js';
+import { MemoryLeaseKeeper } from './memory-lease-keeper.js';
 import { replyBytes } from './mvcc.js';
 
-export interface MemoryClientOptions {
-  /** The client's receive limit (ETCD_MAX_RESPONSE_BYTES); default: none. */
-  readonly maxResponseBytes?: number;
-}
-
 export class MemoryBackend implements KvBackend {
-  readonly cluster: MemoryEtcd;
+  readonly cluster: MemoryCluster;
   /** Every call fails with a transient UNAVAILABLE (a partition between this client and etcd). */
   down = false;
   /** Watch events are held back (this client's index goes stale) until `resumeWatch()`. */
@@ -44,7 +39,7 @@ export class MemoryBackend implements KvBackend {
   readonly #timers: Timers;
   readonly #maxResponseBytes: number;
 
-  constructor(cluster: MemoryEtcd, options: MemoryClientOptions = {}) {
+  constructor(cluster: MemoryCluster, options: MemoryClientOptions = {}) {
     this.cluster = cluster;
     // The keepers use the cluster's timers (one time authority in tests).
     this.#timers = cluster.timers;
@@ -138,63 +133,5 @@ export class MemoryBackend implements KvBackend {
 
   close(): void {
     // nothing to release
-  }
-}
-
-/** Keepalive for a {@link MemoryBackend}: refreshes every added lease each interval. */
-class MemoryLeaseKeeper implements LeaseKeeper {
-  readonly #client: MemoryBackend;
-  readonly #timers: Timers;
-  readonly #options: LeaseKeeperOptions;
-  readonly #leases = new Set<string>();
-  #timer: TimerHandle | undefined;
-  #closed = false;
-
-  constructor(client: MemoryBackend, timers: Timers, options: LeaseKeeperOptions) {
-    this.#client = client;
-    this.#timers = timers;
-    this.#options = options;
-  }
-
-  start(): void {
-    this.#arm();
-  }
-
-  add(leaseId: string): void {
-    this.#leases.add(leaseId);
-    this.#refresh(leaseId);
-  }
-
-  remove(leaseId: string): void {
-    this.#leases.delete(leaseId);
-  }
-
-  get size(): number {
-    return this.#leases.size;
-  }
-
-  get connected(): boolean {
-    return !this.#client.down;
-  }
-
-  close(): void {
-    this.#closed = true;
-    this.#timers.clearTimeout(this.#timer);
-  }
-
-  #arm(): void {
-    if (this.#closed) return;
-    this.#timer = this.#timers.setTimeout(() => {
-      for (const id of [...this.#leases]) this.#refresh(id);
-      this.#arm();
-    }, this.#options.intervalMs);
-  }
-
-  #refresh(leaseId: string): void {
-    if (this.#client.down || !this.#leases.has(leaseId)) return;
-    if (!this.#client.cluster.keepAlive(leaseId)) {
-      this.#leases.delete(leaseId);
-      this.#options.onLost(leaseId);
-    }
   }
 }

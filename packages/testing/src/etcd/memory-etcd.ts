@@ -43,7 +43,8 @@ import {
   type WatchListener,
 } from '@leasehold/coordinator';
 import type { Clock } from '@leasehold/protocol';
-import { MemoryBackend, type MemoryClientOptions } from './memory-backend.js';
+import { MemoryBackend } from './memory-backend.js';
+import type { MemoryClientOptions, MemoryCluster, WatchingClient } from './memory-cluster.js';
 import { EMPTY, VersionStore } from './mvcc.js';
 
 export { KV_OVERHEAD_BYTES } from './mvcc.js';
@@ -57,12 +58,6 @@ interface Lease {
   readonly ttlMs: number;
   deadlineMs: number;
   readonly keys: Set<string>;
-}
-
-/** What a watch asks of its client: whether it holds events back now. */
-export interface WatchingClient {
-  readonly watchPaused: boolean;
-  readonly down: boolean;
 }
 
 interface Watcher {
@@ -83,7 +78,7 @@ export interface MemoryEtcdOptions {
   readonly maxRequestBytes?: number;
 }
 
-export class MemoryEtcd {
+export class MemoryEtcd implements MemoryCluster {
   readonly #clock: Clock;
   readonly #timers: Timers;
   #revision = 1n;
