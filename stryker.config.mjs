@@ -19,6 +19,9 @@ export default {
     '!**/*.test.ts',
   ],
   ignorePatterns: ['**/dist/**', '.tmp/**', 'chaos-results/**', 'bench-results*', '.stryker-tmp/**', 'reports/**'],
+  // vitest transpiles without type checks: no `// @ts-nocheck` is needed, and adding one would
+  // change the example files that `@leasehold/testing`'s readme.test compares with its README.
+  disableTypeChecks: false,
   coverageAnalysis: 'perTest',
   concurrency: 2,
   timeoutMS: 3_000,

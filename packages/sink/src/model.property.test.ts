@@ -33,7 +33,11 @@ const token = fc.bigInt({ min: 1n, max: 6n });
 const payload = fc.oneof(
   fc.constantFrom<JsonValue>(1, 'a', null, { a: 1, b: [1, 2] }, { b: [1, 2], a: 1 }, { a: 2 }),
   // Payload integers stay exact (the sink refuses integers beyond 2^53: JSON would round them).
-  fc.jsonValue({ maxDepth: 2 }).filter((v) => !hasUnsafeInteger(v)) as fc.Arbitrary<JsonValue>,
+  // No own `__proto__` key: the app's JSON parser refuses such a body (400, bad-input.test's
+  // prototype-poisoning case), which the model does not model; seen failing a rare seed.
+  fc
+    .jsonValue({ maxDepth: 2 })
+    .filter((v) => !hasUnsafeInteger(v) && !JSON.stringify(v).includes('"__proto__"')) as fc.Arbitrary<JsonValue>,
 );
 const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('advance' as const), resource, token }) },
