@@ -37,7 +37,8 @@ export function recordingTasks(calls: string[], state: TaskStateName = 'pending'
     return Promise.resolve(value);
   };
   return {
-    submit: (input) => record(`submit ${input.taskId}`, { ok: true, created: true, task: taskView(input.taskId, state) }),
+    submit: (input) =>
+      record(`submit ${input.taskId}`, { ok: true, created: true, task: taskView(input.taskId, state) }),
     submitMany: (inputs) =>
       record(
         `submitMany ${inputs.length}`,
