@@ -73,15 +73,28 @@ const HeldLease = {
   incarnation: IncarnationSchema,
 };
 
+/** The lease a coordinator reply is about (after `inReplyTo`). */
+const LeaseReply = {
+  inReplyTo: MessageIdSchema,
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+};
+
+/** The task and lease a coordinator reply is about (after `inReplyTo`). */
+const TaskReply = {
+  inReplyTo: MessageIdSchema,
+  taskId: TaskIdSchema,
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+};
+
 /** worker -> coordinator: renew one lease; must match owner incarnation and token while the lease is valid. */
 export const RenewSchema = z.object({ type: z.literal('lease.renew'), id: MessageIdSchema, ...HeldLease });
 export type Renew = z.infer<typeof RenewSchema>;
 
 export const RenewedSchema = z.object({
   type: z.literal('lease.renewed'),
-  inReplyTo: MessageIdSchema,
-  resource: ResourceIdSchema,
-  token: TokenSchema,
+  ...LeaseReply,
   ttlMs: z.number().int().positive(),
 });
 export type Renewed = z.infer<typeof RenewedSchema>;
@@ -97,12 +110,7 @@ export const ReleaseSchema = z.object({
 });
 export type Release = z.infer<typeof ReleaseSchema>;
 
-export const ReleasedSchema = z.object({
-  type: z.literal('lease.released'),
-  inReplyTo: MessageIdSchema,
-  resource: ResourceIdSchema,
-  token: TokenSchema,
-});
+export const ReleasedSchema = z.object({ type: z.literal('lease.released'), ...LeaseReply });
 export type Released = z.infer<typeof ReleasedSchema>;
 
 /**
@@ -122,13 +130,7 @@ export const CompleteSchema = z.object({
 });
 export type Complete = z.infer<typeof CompleteSchema>;
 
-export const CompletedSchema = z.object({
-  type: z.literal('task.completed'),
-  inReplyTo: MessageIdSchema,
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
-  token: TokenSchema,
-});
+export const CompletedSchema = z.object({ type: z.literal('task.completed'), ...TaskReply });
 export type Completed = z.infer<typeof CompletedSchema>;
 
 /** Why an attempt failed, as the worker reports it (the handler's error). */
@@ -159,10 +161,7 @@ export type Fail = z.infer<typeof FailSchema>;
 
 export const FailedSchema = z.object({
   type: z.literal('task.failed'),
-  inReplyTo: MessageIdSchema,
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
-  token: TokenSchema,
+  ...TaskReply,
   /** retrying: pending again from `notBeforeMs` (epoch ms); failed: terminal. */
   outcome: z.enum(['retrying', 'failed']),
   notBeforeMs: z.number().int().nonnegative().optional(),
