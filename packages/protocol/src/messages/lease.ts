@@ -10,7 +10,7 @@ import {
   TaskIdSchema,
 } from '../ids.js';
 import { TokenSchema } from '../token.js';
-import { JsonValueSchema, MessageIdSchema, TraceparentSchema } from './common.js';
+import { JsonValueSchema, MessageIdSchema, TraceparentSchema, TaskOnResource } from './common.js';
 
 /** Upper bound of `lease.acquire.waitMs`. */
 export const MAX_ACQUIRE_WAIT_MS = 30_000;
@@ -44,8 +44,7 @@ export const GrantSchema = z.object({
   type: z.literal('lease.granted'),
   inReplyTo: MessageIdSchema,
   requestId: RequestIdSchema,
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
+  ...TaskOnResource,
   token: TokenSchema,
   /** Write capability for the sink: the coordinator's Ed25519 signature over (resource, token, workerId, incarnation). */
   capability: z.string().min(1).max(512),
@@ -83,8 +82,7 @@ const LeaseReply = {
 /** The task and lease a coordinator reply is about (after `inReplyTo`). */
 const TaskReply = {
   inReplyTo: MessageIdSchema,
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
+  ...TaskOnResource,
   token: TokenSchema,
 };
 
