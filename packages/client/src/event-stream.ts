@@ -17,7 +17,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorMessageSchema, LeaseholdError, isErrorCode } from '@leasehold/protocol';
-import type { TlsClientOptions } from '@leasehold/sink-client';
+import { tlsConnectOptions, type TlsClientOptions } from '@leasehold/sink-client';
 import { Agent, request } from 'undici';
 import { SseParser, type SseEvent } from './sse-parser.js';
 
@@ -80,19 +80,7 @@ export async function* streamEvents<T>(options: EventStreamOptions<T>): AsyncGen
   const agentFor = (url: string): Agent => {
     let agent = agents.get(url);
     if (agent === undefined) {
-      const tls = options.tls;
-      agent = new Agent({
-        connections: 1,
-        connect:
-          tls === undefined
-            ? {}
-            : {
-                ...(tls.ca === undefined ? {} : { ca: tls.ca }),
-                ...(tls.cert === undefined ? {} : { cert: tls.cert }),
-                ...(tls.key === undefined ? {} : { key: tls.key }),
-                ...(tls.servername === undefined ? {} : { servername: tls.servername }),
-              },
-      });
+      agent = new Agent({ connections: 1, connect: tlsConnectOptions(options.tls) });
       agents.set(url, agent);
     }
     return agent;

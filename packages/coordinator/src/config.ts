@@ -40,7 +40,7 @@ import {
   logLevelOption,
   maxJsonDepthOption,
   optionalText,
-  removedOption,
+  removedCapabilityKeys,
   required,
   secretKey,
   serverOptions,
@@ -576,11 +576,9 @@ const CHECKS = [
           'certificates, or WORKER_KEYS for the insecure shared-key dev mode'
         : undefined,
   ),
-  removedOption(
-    'CAPABILITY_KEYS',
-    'REMOVED in 0.2 (shared HMAC secrets): use capability-signing-key',
-    'shared HMAC capability keys are gone (every verifier could sign with them): set CAPABILITY_SIGNING_KEY ' +
-      '(an Ed25519 seed) and give the sinks its public key as CAPABILITY_PUBLIC_KEYS (docs/security.md, Capabilities)',
+  removedCapabilityKeys(
+    'capability-signing-key',
+    'set CAPABILITY_SIGNING_KEY (an Ed25519 seed) and give the sinks its public key as CAPABILITY_PUBLIC_KEYS',
   ),
 ];
 

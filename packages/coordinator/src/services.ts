@@ -107,6 +107,8 @@ export function createServices(deps: ServiceDeps): Services {
     },
   );
   const signingKey = config.capabilitySigningKey;
+  // What the grant and settle services both decide with: clocks, randomness, timers, the store and the index.
+  const scheduling = { clock, wallClock, random, timers, log, repeats, metrics, store, index };
 
   const sessions = new SessionManager({
     coordinatorId,
@@ -123,15 +125,7 @@ export function createServices(deps: ServiceDeps): Services {
   const grants = new GrantService(
     {
       config: settingsOf(config, ['grantBatchMax', 'noLeaseRetryAfterMs', 'retryPolicy']),
-      clock,
-      wallClock,
-      random,
-      timers,
-      log,
-      repeats,
-      metrics,
-      store,
-      index,
+      ...scheduling,
       fences,
       signCapability: (claims) => signCapability(signingKey, claims),
       state,
@@ -140,15 +134,7 @@ export function createServices(deps: ServiceDeps): Services {
   );
   const settle = new SettleService({
     config: settingsOf(config, ['settleGraceMs', 'retryPolicy']),
-    clock,
-    wallClock,
-    random,
-    timers,
-    log,
-    repeats,
-    metrics,
-    store,
-    index,
+    ...scheduling,
   });
   const etcdHealth = new EtcdHealth(
     { config: settingsOf(config, ['etcdGiveUpMs']), clock, timers, log, metrics, store, state },

@@ -67,6 +67,8 @@ function leaseLeft(row: ConsoleResourceRow): string {
 }
 
 // --- views -----------------------------------------------------------------------------------------
+/** The states a list can be filtered by (after "any state"), filled into both lists' selects. */
+const STATE_FILTERS = ['leased', 'pending', 'delayed', 'completed', 'failed', 'cancelled'] as const;
 const resourceFilter = { q: '', state: '' };
 const taskFilter = { q: '', state: '', queue: '' };
 
@@ -144,39 +146,36 @@ function renderCounts(target: HTMLElement, counts: Readonly<Record<string, numbe
     .join(' · ');
 }
 
+/**
+ * One server-filtered window of the console: `<view>-list` rows fetched from `/ui/api/<view>`, with
+ * `<view>-counts` (per state) and `<view>-total` kept up to date from each page.
+ */
+function windowList<T>(
+  view: 'resources' | 'tasks',
+  filter: { q: string; state: string; queue?: string },
+  keyOf: (row: T) => string,
+  render: (row: T) => HTMLElement,
+): VirtualList<T> {
+  return new VirtualList<T>({
+    viewport: byId(`${view}-list`),
+    rowHeight: ROW_HEIGHT,
+    pageSize: 100,
+    keyOf,
+    render,
+    fetchPage: async (offset, limit) => {
+      const page = await api<ConsolePage<T>>(`/ui/api/${view}?${query(filter, offset, limit)}`);
+      renderCounts(byId(`${view}-counts`), page.counts);
+      return page;
+    },
+    onTotal: (total) => {
+      byId(`${view}-total`).textContent = `${total} ${view}`;
+    },
+  });
+}
+
 function buildLists(): void {
-  resources = new VirtualList<ConsoleResourceRow>({
-    viewport: byId('resources-list'),
-    rowHeight: ROW_HEIGHT,
-    pageSize: 100,
-    keyOf: (r) => r.resource,
-    render: renderResource,
-    fetchPage: async (offset, limit) => {
-      const page = await api<ConsolePage<ConsoleResourceRow>>(
-        `/ui/api/resources?${query(resourceFilter, offset, limit)}`,
-      );
-      renderCounts(byId('resources-counts'), page.counts);
-      return page;
-    },
-    onTotal: (total) => {
-      byId('resources-total').textContent = `${total} resources`;
-    },
-  });
-  tasks = new VirtualList<ConsoleTaskRow>({
-    viewport: byId('tasks-list'),
-    rowHeight: ROW_HEIGHT,
-    pageSize: 100,
-    keyOf: (r) => r.taskId,
-    render: renderTask,
-    fetchPage: async (offset, limit) => {
-      const page = await api<ConsolePage<ConsoleTaskRow>>(`/ui/api/tasks?${query(taskFilter, offset, limit)}`);
-      renderCounts(byId('tasks-counts'), page.counts);
-      return page;
-    },
-    onTotal: (total) => {
-      byId('tasks-total').textContent = `${total} tasks`;
-    },
-  });
+  resources = windowList<ConsoleResourceRow>('resources', resourceFilter, (r) => r.resource, renderResource);
+  tasks = windowList<ConsoleTaskRow>('tasks', taskFilter, (r) => r.taskId, renderTask);
 }
 
 function renderSessions(rows: readonly ConsoleSessionRow[]): void {
@@ -410,7 +409,13 @@ function wire(): void {
       filter.q = (e.target as HTMLInputElement).value.trim();
       list()?.refresh();
     });
-    byId(select).addEventListener('change', (e) => {
+    const states = byId(select);
+    for (const state of STATE_FILTERS) {
+      const option = document.createElement('option');
+      option.textContent = state;
+      states.append(option);
+    }
+    states.addEventListener('change', (e) => {
       filter.state = (e.target as HTMLSelectElement).value;
       list()?.refresh();
     });

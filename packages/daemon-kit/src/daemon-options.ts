@@ -83,3 +83,15 @@ export function removedOption(env: string, help: string, message: string) {
     values.removed === undefined ? undefined : `${where(removed)}: ${message}`,
   );
 }
+
+/**
+ * CAPABILITY_KEYS, the shared HMAC capability secrets removed in 0.2 (every verifier could sign with
+ * them): refused with what to set instead. `use`: the flag that replaces it in this daemon.
+ */
+export function removedCapabilityKeys(use: string, instead: string) {
+  return removedOption(
+    'CAPABILITY_KEYS',
+    `REMOVED in 0.2 (shared HMAC secrets): use ${use}`,
+    `shared HMAC capability keys are gone (a verifier could sign with them): ${instead} (docs/security.md, Capabilities)`,
+  );
+}

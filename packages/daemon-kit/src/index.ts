@@ -15,7 +15,13 @@ export {
   secretKey,
 } from './config-schemas.js';
 export type { LogLevel } from './config-schemas.js';
-export { logLevelOption, maxJsonDepthOption, removedOption, serverOptions } from './daemon-options.js';
+export {
+  logLevelOption,
+  maxJsonDepthOption,
+  removedCapabilityKeys,
+  removedOption,
+  serverOptions,
+} from './daemon-options.js';
 export type { ServerOptionsSpec } from './daemon-options.js';
 export { ExitCode, packageVersion, runDaemon, runMain } from './bootstrap.js';
 export type { DaemonDefinition, DaemonProcess, RunOptions, RunningDaemon } from './bootstrap.js';

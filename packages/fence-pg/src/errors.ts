@@ -4,19 +4,13 @@
  * unreachable or a commit whose outcome is unknown (UNAVAILABLE), a schema this build cannot use.
  * PostgreSQL errors are translated here, once, at the boundary.
  */
-import { LeaseholdError } from '@leasehold/protocol';
+import { LeaseholdError, SchemaVersionError } from '@leasehold/protocol';
 
 export { LeaseholdError } from '@leasehold/protocol';
 
 /** The `leasehold` schema is newer than this build, or is not ours: refuse to use it. */
-export class FenceSchemaError extends LeaseholdError {
+export class FenceSchemaError extends SchemaVersionError {
   override name = 'FenceSchemaError';
-  readonly foundVersion: number;
-
-  constructor(message: string, foundVersion: number) {
-    super('INTERNAL', message, { retryable: false });
-    this.foundVersion = foundVersion;
-  }
 }
 
 /** SQLSTATEs after which the whole transaction is run again from fresh reads. */

@@ -37,6 +37,7 @@ import {
   verifyCapability,
   LeaseholdError,
   type CapabilityPublicKey,
+  type FencedTransactionOutcome,
   type JsonValue,
 } from '@leasehold/protocol';
 import pg from 'pg';
@@ -78,17 +79,8 @@ export interface FencedTransactionRequest {
   readonly nowMs?: () => number;
 }
 
-export type FencedTransactionOutcome<T> =
-  /** Committed: the callback's writes, its result (under resultId, if given) and the decision. */
-  | { readonly ok: true; readonly outcome: 'written'; readonly fence: bigint; readonly result: T }
-  /** A result was already stored under resultId with the same canonical JSON; this call's writes were rolled back. */
-  | { readonly ok: true; readonly outcome: 'replayed'; readonly fence: bigint; readonly result: JsonValue }
-  /** Refused; nothing of the callback was committed. */
-  | {
-      readonly ok: false;
-      readonly code: 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT';
-      readonly fence: bigint;
-    };
+/** Defined in @leasehold/protocol (the worker's `ctx.fencedTransaction` answers the same). */
+export type { FencedTransactionOutcome };
 
 export type FencedCallback<T extends JsonValue | undefined> = (client: pg.PoolClient) => Promise<T>;
 

@@ -27,3 +27,17 @@ export class ConfigError extends LeaseholdError {
     this.problems = problems;
   }
 }
+
+/**
+ * A database was written by a newer schema version than this build's, or is not leasehold's: refuse
+ * to use it (the sink's stores, fence-pg's `leasehold` schema). Not retryable.
+ */
+export class SchemaVersionError extends LeaseholdError {
+  override name = 'SchemaVersionError';
+  readonly foundVersion: number;
+
+  constructor(message: string, foundVersion: number) {
+    super('INTERNAL', message, { retryable: false });
+    this.foundVersion = foundVersion;
+  }
+}

@@ -13,7 +13,7 @@ export {
 } from './token.js';
 export type { FencingToken } from './token.js';
 export { ErrorCode, ERROR_CODES, ERROR_CODE_INFO, isRetryableCode, httpStatusOf, isErrorCode } from './error-codes.js';
-export { LeaseholdError, ConfigError } from './errors.js';
+export { LeaseholdError, ConfigError, SchemaVersionError } from './errors.js';
 export {
   ID_MAX_LENGTH,
   ID_PATTERN,
@@ -73,7 +73,7 @@ export { RepeatGate } from './repeat-gate.js';
 export type { GateDecision } from './repeat-gate.js';
 export type { Clock } from './model/clock.js';
 export { decideAdvance, decideWrite } from './model/fence-rules.js';
-export type { AdvanceDecision, WriteDecision } from './model/fence-rules.js';
+export type { AdvanceDecision, FencedTransactionOutcome, WriteDecision } from './model/fence-rules.js';
 export { FencedStore } from './model/fenced-store.js';
 export type { FenceAdvancer, StoredEntry, FenceRules } from './model/fenced-store.js';
 export { SequenceAllocator } from './model/token-allocator.js';

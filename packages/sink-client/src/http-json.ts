@@ -22,6 +22,17 @@ export interface TlsClientOptions {
   readonly servername?: string;
 }
 
+/** `tls` as undici's `connect` options (only the fields given; none without `tls`: the system store). */
+export function tlsConnectOptions(tls: TlsClientOptions | undefined): TlsClientOptions {
+  if (tls === undefined) return {};
+  return {
+    ...(tls.ca === undefined ? {} : { ca: tls.ca }),
+    ...(tls.cert === undefined ? {} : { cert: tls.cert }),
+    ...(tls.key === undefined ? {} : { key: tls.key }),
+    ...(tls.servername === undefined ? {} : { servername: tls.servername }),
+  };
+}
+
 export interface JsonHttpOptions {
   /** Base URL, `http://` or `https://`. */
   readonly url: string;
@@ -65,19 +76,10 @@ export class JsonHttp {
   constructor(options: JsonHttpOptions) {
     this.base = new URL(options.url);
     this.#o = options;
-    const tls = options.tls;
     this.#agent = new Agent({
       connections: options.connections ?? 16,
       pipelining: 1,
-      connect:
-        tls === undefined
-          ? {}
-          : {
-              ...(tls.ca === undefined ? {} : { ca: tls.ca }),
-              ...(tls.cert === undefined ? {} : { cert: tls.cert }),
-              ...(tls.key === undefined ? {} : { key: tls.key }),
-              ...(tls.servername === undefined ? {} : { servername: tls.servername }),
-            },
+      connect: tlsConnectOptions(options.tls),
     });
   }
 

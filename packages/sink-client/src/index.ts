@@ -13,5 +13,5 @@ export type {
   ResourcePageOptions,
   SinkHealth,
 } from './sink-client.js';
-export { DEFAULT_MAX_RESPONSE_BYTES, JsonHttp } from './http-json.js';
+export { DEFAULT_MAX_RESPONSE_BYTES, JsonHttp, tlsConnectOptions } from './http-json.js';
 export type { JsonHttpOptions, JsonReply, JsonRequest, TlsClientOptions } from './http-json.js';

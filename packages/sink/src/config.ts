@@ -27,7 +27,7 @@ import {
   logLevelOption,
   maxJsonDepthOption,
   optionalText,
-  removedOption,
+  removedCapabilityKeys,
   required,
   serverOptions,
 } from '@leasehold/daemon-kit';
@@ -258,11 +258,9 @@ const CHECKS = [
       ? `${where(readKeys)}: a key may not be both a coordinator key and a read-only key`
       : undefined,
   ),
-  removedOption(
-    'CAPABILITY_KEYS',
-    'REMOVED in 0.2 (shared HMAC secrets): use capability-public-keys',
-    'shared HMAC capability keys are gone (a verifier could sign with them): give the sink the ' +
-      "coordinators' Ed25519 public keys as CAPABILITY_PUBLIC_KEYS instead (docs/security.md, Capabilities)",
+  removedCapabilityKeys(
+    'capability-public-keys',
+    "give the sink the coordinators' Ed25519 public keys as CAPABILITY_PUBLIC_KEYS instead",
   ),
 ];
 

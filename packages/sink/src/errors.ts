@@ -5,18 +5,8 @@
  */
 import { LeaseholdError, isErrorCode, isRetryableCode } from '@leasehold/protocol';
 
-export { LeaseholdError, ConfigError } from '@leasehold/protocol';
-
-/** The database was written by a newer schema version (or is not a sink database): refuse to start. */
-export class SchemaVersionError extends LeaseholdError {
-  override name = 'SchemaVersionError';
-  readonly foundVersion: number;
-
-  constructor(message: string, foundVersion: number) {
-    super('INTERNAL', message, { retryable: false });
-    this.foundVersion = foundVersion;
-  }
-}
+// SchemaVersionError: the database was written by a newer schema version (or is not a sink database).
+export { LeaseholdError, ConfigError, SchemaVersionError } from '@leasehold/protocol';
 
 /** The sink is shutting down and takes no new work. */
 export class ShuttingDownError extends LeaseholdError {

@@ -26,6 +26,31 @@ async function listeningSink(
   return { sink, url: `http://127.0.0.1:${sink.address.port}`, dir };
 }
 
+/** A listening sink for each test of the describe it is called in (read `at.sink`, `at.url` inside the tests). */
+function eachListeningSink(): { readonly sink: Sink; readonly url: string } {
+  let live: { sink: Sink; url: string; dir: TempDir } | undefined;
+  beforeEach(async () => {
+    live = await listeningSink();
+  });
+  afterEach(async () => {
+    await live?.sink.close();
+    live?.dir.remove();
+    live = undefined;
+  });
+  const current = () => {
+    if (live === undefined) throw new Error('no sink outside a test');
+    return live;
+  };
+  return {
+    get sink() {
+      return current().sink;
+    },
+    get url() {
+      return current().url;
+    },
+  };
+}
+
 describeFenceContract('HTTP client against a listening sink', async (options) => {
   const { sink, url, dir } = await listeningSink(options);
   const client = new SinkClient({ url, key: COORDINATOR_KEY, maxSockets: 32 });
@@ -37,21 +62,12 @@ describeFenceContract('HTTP client against a listening sink', async (options) =>
 });
 
 describe('SinkClient errors', () => {
-  let sink: Sink;
-  let url: string;
-  let dir: TempDir;
-  beforeEach(async () => {
-    ({ sink, url, dir } = await listeningSink());
-  });
-  afterEach(async () => {
-    await sink.close();
-    dir.remove();
-  });
+  const at = eachListeningSink();
 
   it('throws the sink code for non-refusal errors (401, 403, 400) and returns undefined for a missing result', async () => {
-    const anonymous = new SinkClient({ url });
+    const anonymous = new SinkClient({ url: at.url });
     await expect(anonymous.advance('r', 1n)).rejects.toMatchObject({ code: 'UNAUTHENTICATED', retryable: false });
-    const reader = new SinkClient({ url, key: READ_KEY });
+    const reader = new SinkClient({ url: at.url, key: READ_KEY });
     await expect(reader.advance('r', 1n)).rejects.toMatchObject({ code: 'FORBIDDEN' });
     expect(await reader.getResult('r', 'none')).toBeUndefined();
     expect((await reader.getResource('r')).fence).toBe(0n);
@@ -72,8 +88,8 @@ describe('SinkClient errors', () => {
   });
 
   it('a closed port is UNAVAILABLE and retryable', async () => {
-    const port = sink.address?.port ?? 0;
-    await sink.close();
+    const port = at.sink.address?.port ?? 0;
+    await at.sink.close();
     const client = new SinkClient({ url: `http://127.0.0.1:${port}`, key: COORDINATOR_KEY });
     const err = await client.advance('r', 1n).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LeaseholdError);
@@ -83,22 +99,13 @@ describe('SinkClient errors', () => {
 });
 
 describe('SinkClient pages', () => {
-  let sink: Sink;
-  let url: string;
-  let dir: TempDir;
-  beforeEach(async () => {
-    ({ sink, url, dir } = await listeningSink());
-  });
-  afterEach(async () => {
-    await sink.close();
-    dir.remove();
-  });
+  const at = eachListeningSink();
 
   async function store(resource: string, token: bigint, count: number, payload: (i: number) => JsonValue = (i) => i) {
-    expect((await sink.service.advance({ resource, token })).ok).toBe(true);
+    expect((await at.sink.service.advance({ resource, token })).ok).toBe(true);
     await Promise.all(
       Array.from({ length: count }, (_, i) =>
-        sink.service.write({
+        at.sink.service.write({
           resource,
           token,
           resultId: `r-${String(i).padStart(4, '0')}`,
@@ -111,7 +118,7 @@ describe('SinkClient pages', () => {
 
   it('resourcePages iterates every page lazily, results landing during the walk included; getResource walks them all', async () => {
     await store('it/r', 2n, 25);
-    const client = new SinkClient({ url, key: READ_KEY });
+    const client = new SinkClient({ url: at.url, key: READ_KEY });
     const pages: number[] = [];
     const ids: string[] = [];
     for await (const page of client.resourcePages('it/r', { limit: 10 })) {
@@ -120,7 +127,7 @@ describe('SinkClient pages', () => {
       expect(page.fence).toBe(2n);
       // A result stored while the walk is on its first page is in a later one.
       if (pages.length === 1)
-        await sink.service.write({ resource: 'it/r', token: 2n, resultId: 'late', workerId: 'w', payload: 0 });
+        await at.sink.service.write({ resource: 'it/r', token: 2n, resultId: 'late', workerId: 'w', payload: 0 });
     }
     expect(pages).toEqual([10, 10, 6]);
     expect(ids.at(-1)).toBe('late');
@@ -136,7 +143,7 @@ describe('SinkClient pages', () => {
 
   it('getFence reads the fence and no result', async () => {
     await store('f/r', 9n, 3, () => 'x'.repeat(30_000));
-    const client = new SinkClient({ url, key: READ_KEY, maxResponseBytes: 2048 });
+    const client = new SinkClient({ url: at.url, key: READ_KEY, maxResponseBytes: 2048 });
     expect(await client.getFence('f/r')).toBe(9n);
     expect(await client.getFence('f/never')).toBe(0n);
     // The same small reply limit refuses a page of results: getFence read none of them.
@@ -145,7 +152,7 @@ describe('SinkClient pages', () => {
   });
 
   it('a bad cursor or limit is INVALID_MESSAGE from the sink', async () => {
-    const client = new SinkClient({ url, key: READ_KEY });
+    const client = new SinkClient({ url: at.url, key: READ_KEY });
     await expect(client.resourcePage('r', { after: 'x' })).rejects.toMatchObject({ code: 'INVALID_MESSAGE' });
     await expect(client.resourcePage('r', { limit: 1001 })).rejects.toMatchObject({ code: 'INVALID_MESSAGE' });
     void client.close();

@@ -11,6 +11,7 @@ import {
 } from '@leasehold/protocol';
 import type { TlsClientOptions } from '@leasehold/sink-client';
 import { WebSocket } from 'ws';
+import { PendingReplies } from './pending-replies.js';
 
 export interface ConnectionOptions {
   readonly url: string;
@@ -48,12 +49,6 @@ export const webSocketTransport: CoordinatorTransport = {
   connect: (options) => CoordinatorConnection.open(options),
 };
 
-interface Pending {
-  resolve: (reply: CoordinatorMessage) => void;
-  reject: (err: Error) => void;
-  timer: NodeJS.Timeout;
-}
-
 /** A request: any worker message; the connection assigns its `id`. */
 export type WorkerRequest = WorkerMessage extends infer M ? (M extends { id: string } ? Omit<M, 'id'> : never) : never;
 
@@ -64,7 +59,7 @@ export class CoordinatorConnection implements TransportConnection {
   readonly url: string;
   readonly gone: Promise<void>;
   readonly #ws: WebSocket;
-  readonly #pending = new Map<string, Pending>();
+  readonly #replies = new PendingReplies();
   readonly #opts: ConnectionOptions;
   #seq = 0;
   #closed = false;
@@ -135,22 +130,13 @@ export class CoordinatorConnection implements TransportConnection {
   request(message: WorkerRequest, timeoutMs: number): Promise<CoordinatorMessage> {
     if (!this.isOpen) return Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
     const id = `${++this.#seq}`;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new LeaseholdError('UNAVAILABLE', `no reply to ${message.type} within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.#pending.set(id, { resolve, reject, timer });
-      this.#ws.send(JSON.stringify({ ...message, id }), (err) => {
-        // ws passes null (not undefined) on success, whatever its typings say.
-        if (!(err instanceof Error)) return;
-        const pending = this.#pending.get(id);
-        if (pending === undefined) return;
-        this.#pending.delete(id);
-        clearTimeout(pending.timer);
-        reject(new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err }));
-      });
+    const reply = this.#replies.wait(id, message.type, timeoutMs);
+    this.#ws.send(JSON.stringify({ ...message, id }), (err) => {
+      // ws passes null (not undefined) on success, whatever its typings say.
+      if (!(err instanceof Error)) return;
+      this.#replies.fail(id, new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err }));
     });
+    return reply;
   }
 
   close(code = 1000, reason = 'worker closing'): void {
@@ -192,25 +178,13 @@ export class CoordinatorConnection implements TransportConnection {
       if (!parsed.success) return;
       message = parsed.data;
     }
-    const inReplyTo = 'inReplyTo' in message ? message.inReplyTo : undefined;
-    const pending = inReplyTo === undefined ? undefined : this.#pending.get(inReplyTo);
-    if (inReplyTo !== undefined && pending !== undefined) {
-      this.#pending.delete(inReplyTo);
-      clearTimeout(pending.timer);
-      pending.resolve(message);
-      return;
-    }
-    this.#opts.onPush(message);
+    if (!this.#replies.deliver(message)) this.#opts.onPush(message);
   }
 
   #teardown(code: number, reason: string): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const [id, pending] of this.#pending) {
-      clearTimeout(pending.timer);
-      pending.reject(new LeaseholdError('UNAVAILABLE', `connection closed (${code}) before the reply`));
-      this.#pending.delete(id);
-    }
+    this.#replies.closed(code);
     this.#opts.onClose(code, reason);
   }
 }

@@ -23,6 +23,7 @@ export type {
 } from './types.js';
 export type { PayloadSchema, StandardIssue, StandardResult } from './core/payload-schema.js';
 export { webSocketTransport } from './connection.js';
+export { PendingReplies } from './pending-replies.js';
 export type { CoordinatorTransport, TransportConnection, ConnectionOptions, WorkerRequest } from './connection.js';
 export {
   LeaseLostError,

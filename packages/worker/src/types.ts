@@ -3,7 +3,7 @@
  * writes) and the handler itself, typed by payload and result (`TaskHandler<Payload, Result>`,
  * after BullMQ's `Processor<Data, Result>`).
  */
-import type { JsonValue } from '@leasehold/protocol';
+import type { FencedTransactionOutcome, JsonValue } from '@leasehold/protocol';
 import type { SinkClient } from '@leasehold/sink-client';
 import type { Logger } from 'pino';
 
@@ -72,14 +72,7 @@ export interface FencedTransactionOptions {
 }
 
 /** What `ctx.fencedTransaction` answers (the outcome of `fencedTransaction` from `@leasehold/fence-pg`). */
-export type FencedTransactionOutcome<T> =
-  | { readonly ok: true; readonly outcome: 'written'; readonly fence: bigint; readonly result: T }
-  | { readonly ok: true; readonly outcome: 'replayed'; readonly fence: bigint; readonly result: JsonValue }
-  | {
-      readonly ok: false;
-      readonly code: 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT';
-      readonly fence: bigint;
-    };
+export type { FencedTransactionOutcome };
 
 export interface TaskContext {
   /** The grant's proof (resource, token, capability, worker id, incarnation, attempt). */

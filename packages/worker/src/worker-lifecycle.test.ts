@@ -2,28 +2,11 @@
  * The Worker's options checked up front, and run() rejecting on a refusal retrying cannot fix
  * (over an injected transport: no sockets).
  */
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, FatalWorkerError } from './errors.js';
 import type { WorkerEventOf } from './events.js';
-import type { WorkerOptions } from './options.js';
-import { FakeCoordinator, FakeSink, until } from './testing/fake-coordinator.js';
+import { FakeCoordinator, FakeSink, fakeWorkerOptions, until } from './testing/fake-coordinator.js';
 import { Worker } from './worker.js';
-
-const KEY = 'a-shared-dev-key-of-some-length';
-const silent = pino({ level: 'silent' });
-
-function options(coordinator: FakeCoordinator, sink: FakeSink): Omit<WorkerOptions, 'handler'> {
-  return {
-    coordinators: ['ws://fake'],
-    sink,
-    credentials: { workerKey: KEY },
-    transport: coordinator,
-    acquireWaitMs: 0,
-    idleBackoffMs: 5,
-    logger: silent,
-  };
-}
 
 describe('Worker options', () => {
   it('are checked before anything runs: one ConfigError lists every problem', () => {
@@ -67,9 +50,9 @@ describe('Worker options', () => {
     { queues: ['x'.repeat(65)], problem: /^queues\[0\]: not a valid queue name/ },
     { queues: 'default' as never, problem: /^queues: 1 to 32 queue names/ },
   ])('refuses queues $queues with one clear problem', ({ queues, problem }) => {
-    expect(() => new Worker({ ...options(new FakeCoordinator(), new FakeSink()), queues, handler: () => 1 })).toThrow(
-      expect.objectContaining({ problems: [expect.stringMatching(problem)] }),
-    );
+    expect(
+      () => new Worker({ ...fakeWorkerOptions(new FakeCoordinator(), new FakeSink()), queues, handler: () => 1 }),
+    ).toThrow(expect.objectContaining({ problems: [expect.stringMatching(problem)] }));
   });
 
   it("names its queues in every hello (default ['default']; repeats once)", async () => {
@@ -82,7 +65,7 @@ describe('Worker options', () => {
     ] as const) {
       const coordinator = new FakeCoordinator();
       const w = new Worker({
-        ...options(coordinator, new FakeSink()),
+        ...fakeWorkerOptions(coordinator, new FakeSink()),
         ...(queues === undefined ? {} : { queues }),
         handler: () => 1,
       });
@@ -101,7 +84,7 @@ describe('Worker.run() on a refusal retrying cannot fix', () => {
     coordinator.refuse.set('ws://a', 'UNAUTHENTICATED');
     coordinator.refuse.set('ws://b', 'UNAUTHENTICATED');
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       coordinators: ['ws://a', 'ws://b'],
       reconnectBackoff: { initialMs: 1, maxMs: 2 },
       handler: () => 1,
@@ -127,7 +110,7 @@ describe('Worker.run() on a refusal retrying cannot fix', () => {
     const coordinator = new FakeCoordinator();
     coordinator.refuse.set('ws://a', 'UNAUTHENTICATED');
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       coordinators: ['ws://a', 'ws://b'],
       reconnectBackoff: { initialMs: 1, maxMs: 2 },
       handler: () => 1,
@@ -141,7 +124,7 @@ describe('Worker.run() on a refusal retrying cannot fix', () => {
   it('rejects with PROTOCOL_VERSION_MISMATCH when the coordinators speak another protocol version', async () => {
     const coordinator = new FakeCoordinator();
     coordinator.helloError = 'PROTOCOL_VERSION_MISMATCH';
-    const w = new Worker({ ...options(coordinator, new FakeSink()), handler: () => 1 });
+    const w = new Worker({ ...fakeWorkerOptions(coordinator, new FakeSink()), handler: () => 1 });
     await expect(w.run()).rejects.toMatchObject({ name: 'FatalWorkerError', code: 'PROTOCOL_VERSION_MISMATCH' });
   });
 });
@@ -151,7 +134,7 @@ describe('Worker.close() while no coordinator answers', () => {
     const coordinator = new FakeCoordinator();
     coordinator.refuse.set('ws://fake', 'UNAVAILABLE'); // retryable: the worker keeps trying
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       concurrency: 3,
       reconnectBackoff: { initialMs: 5, maxMs: 10 },
       handler: () => 1,

@@ -5,32 +5,15 @@
  * status stream. (Options and fatal refusals: worker-lifecycle.test.ts.)
  */
 import type { JsonValue } from '@leasehold/protocol';
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { WorkerEventOf, WorkerStatus } from './events.js';
-import type { WorkerOptions } from './options.js';
-import { FakeCoordinator, FakeSink, until } from './testing/fake-coordinator.js';
+import { FakeCoordinator, FakeSink, fakeWorkerOptions, until } from './testing/fake-coordinator.js';
 import type { GrantProof } from './types.js';
 import { Worker } from './worker.js';
 
-const KEY = 'a-shared-dev-key-of-some-length';
-const silent = pino({ level: 'silent' });
-
-function options(coordinator: FakeCoordinator, sink: FakeSink): Omit<WorkerOptions, 'handler'> {
-  return {
-    coordinators: ['ws://fake'],
-    sink,
-    credentials: { workerKey: KEY },
-    transport: coordinator,
-    acquireWaitMs: 0,
-    idleBackoffMs: 5,
-    logger: silent,
-  };
-}
-
 function worker(coordinator: FakeCoordinator, sink: FakeSink, handler = (t: { payload: JsonValue }) => t.payload) {
-  return new Worker({ ...options(coordinator, sink), handler });
+  return new Worker({ ...fakeWorkerOptions(coordinator, sink), handler });
 }
 
 describe('Worker', () => {
@@ -95,7 +78,7 @@ describe('Worker', () => {
     let aborted: unknown;
     const lost: WorkerEventOf<'lease-lost'>[] = [];
     const running = new Worker({
-      ...options(coordinator, sink),
+      ...fakeWorkerOptions(coordinator, sink),
       handler: (_task, ctx) =>
         new Promise((_resolve, reject) => {
           ctx.signal.addEventListener('abort', () => {
@@ -131,7 +114,7 @@ describe('Worker', () => {
     coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '9', payload: 1 });
     let started = false;
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       handler: (_task, ctx) => {
         started = true;
         return new Promise((_resolve, reject) => {
@@ -155,7 +138,7 @@ describe('Worker', () => {
     coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '11', payload: 1 });
     let started = false;
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       shutdown: { graceMs: 20, forceMs: 30 },
       handler: () => {
         started = true;
@@ -178,7 +161,7 @@ describe('Worker', () => {
     coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '13', payload: 1 });
     let ran = false;
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       handler: () => {
         ran = true;
         return 1;
@@ -198,7 +181,7 @@ describe('Worker', () => {
     coordinator.grants.push({ taskId: 't1', resource: 'acct/1', token: '77', payload: null });
     let proof: GrantProof | undefined;
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       workerId: 'w-proof',
       incarnation: 'inc-9',
       handler: (_task, ctx) => {
@@ -227,7 +210,7 @@ describe('Worker', () => {
     const sink = new FakeSink();
     coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '5', payload: {} });
     const completed: WorkerEventOf<'completed'>[] = [];
-    const w = new Worker({ ...options(coordinator, sink), handler: () => undefined });
+    const w = new Worker({ ...fakeWorkerOptions(coordinator, sink), handler: () => undefined });
     w.on('completed', (e) => completed.push(e));
     void w.run();
     await until(() => completed.length === 1);
@@ -244,7 +227,7 @@ describe('Worker', () => {
     coordinator.grants.push({ taskId: 'good', resource: 'r2', token: '4', payload: { n: 2 } });
     const seen: number[] = [];
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       payload: z.object({ n: z.number() }).transform((p) => ({ doubled: p.n * 2 })),
       handler: (task) => {
         seen.push(task.payload.doubled); // typed by the schema's output
@@ -268,7 +251,7 @@ describe('Worker', () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const w = new Worker({
-      ...options(coordinator, new FakeSink()),
+      ...fakeWorkerOptions(coordinator, new FakeSink()),
       concurrency: 1,
       maxConcurrency: 3,
       handler: async () => {

@@ -16,9 +16,10 @@ import { decodeTask, MAX_TASK_RECORD_BYTES } from '../core/task-record.js';
 import { digestCanonical } from '../payload-digest.js';
 import type { HeldOwner, StoredHolding, StoredOwner, StoredSession, StoredTask, TaskDetail } from '../store/port.js';
 import type { JsonValue } from '@leasehold/protocol';
+import type { z } from 'zod';
 import { EtcdError } from '../errors.js';
 import type { KeyValue } from './backend.js';
-import type { KeyLayout } from './keys.js';
+import type { KeyLayout, ParsedKey } from './keys.js';
 import { firstKv, op, rangeKvs, type Kv } from './kv.js';
 
 /** Largest owner, session or holding value (ids are at most 200 ASCII characters). */
@@ -37,26 +38,37 @@ export function parseTask(kv: KeyValue | undefined): StoredTask | undefined {
   };
 }
 
-export function parseOwner(keys: KeyLayout, kv: KeyValue | undefined): StoredOwner | undefined {
+/** The key of `kv` when it is of `family`, with its value decoded by `schema`; else undefined. */
+function decodeKeyed<F extends ParsedKey['family'], T>(
+  keys: KeyLayout,
+  kv: KeyValue | undefined,
+  family: F,
+  schema: z.ZodType<T>,
+): { readonly key: Extract<ParsedKey, { family: F }>; readonly record: T; readonly kv: KeyValue } | undefined {
   if (kv === undefined) return undefined;
   const parsed = keys.parse(kv.key);
-  const record = decodeRecord(OwnerRecordSchema, kv.value);
-  if (parsed?.family !== 'owner' || record === undefined) return undefined;
+  const record = decodeRecord(schema, kv.value);
+  if (parsed?.family !== family || record === undefined) return undefined;
+  return { key: parsed as Extract<ParsedKey, { family: F }>, record, kv };
+}
+
+export function parseOwner(keys: KeyLayout, kv: KeyValue | undefined): StoredOwner | undefined {
+  const owner = decodeKeyed(keys, kv, 'owner', OwnerRecordSchema);
+  if (owner === undefined) return undefined;
   return {
-    resource: parsed.resource,
-    record,
-    token: kv.createRevision,
-    modRevision: kv.modRevision,
-    leaseId: kv.lease,
+    resource: owner.key.resource,
+    record: owner.record,
+    token: owner.kv.createRevision,
+    modRevision: owner.kv.modRevision,
+    leaseId: owner.kv.lease,
   };
 }
 
 export function parseSession(keys: KeyLayout, kv: KeyValue | undefined): StoredSession | undefined {
-  if (kv === undefined) return undefined;
-  const parsed = keys.parse(kv.key);
-  const record = decodeRecord(SessionRecordSchema, kv.value);
-  if (parsed?.family !== 'session' || record === undefined) return undefined;
-  return { sessionId: parsed.sessionId, record, modRevision: kv.modRevision, leaseId: kv.lease };
+  const session = decodeKeyed(keys, kv, 'session', SessionRecordSchema);
+  if (session === undefined) return undefined;
+  const { key, record } = session;
+  return { sessionId: key.sessionId, record, modRevision: session.kv.modRevision, leaseId: session.kv.lease };
 }
 
 export function parseHolding(kv: KeyValue | undefined): StoredHolding | undefined {

@@ -10,60 +10,19 @@
  * (accepted, but answered 400 at `/v1/tasks/.`), and the submit table below fails.
  */
 import { resourceOwnerPath, taskPath, taskRetryPath } from '@leasehold/client';
-import { DEFAULT_RETRY_POLICY, isValidId, type TaskView } from '@leasehold/protocol';
+import { isValidId } from '@leasehold/protocol';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Metrics } from '../metrics.js';
-import type { TaskApi } from './routes-tasks.js';
-import { createHttpServer } from './server.js';
+import { ADMIN_KEY, recordingTasks, startTestServer } from '../testing/http-fixture.js';
 
-const ADMIN_KEY = 'admin-key-for-id-tests-0123456789';
 const auth = { authorization: `Bearer ${ADMIN_KEY}` };
 /** What each handler was called with, in order. */
 const seen: string[] = [];
-
-const view = (taskId: string): TaskView => ({
-  taskId,
-  resource: 'r',
-  queue: 'default',
-  payload: 1,
-  payloadBytes: 1,
-  state: 'pending',
-  attempts: 0,
-  priority: 0,
-  retry: DEFAULT_RETRY_POLICY,
-  lastEvent: 'submitted',
-  history: [],
-});
-const record = <T>(what: string, id: string, value: T): Promise<T> => {
-  seen.push(`${what} ${id}`);
-  return Promise.resolve(value);
-};
-const tasks: TaskApi = {
-  submit: (input) => record('submit', input.taskId, { ok: true, created: true, task: view(input.taskId) }),
-  submitMany: () => Promise.reject(new Error('not used')),
-  get: (taskId) => record('get', taskId, view(taskId)),
-  list: () => Promise.reject(new Error('not used')),
-  purge: () => Promise.reject(new Error('not used')),
-  resource: (resource) => record('resource', resource, { resource, owner: null, pending: 0 } as never),
-  cancel: (taskId) => record('cancel', taskId, { ok: true, task: view(taskId) }),
-  retry: (taskId) => record('retry', taskId, { ok: true, task: view(taskId) }),
-};
-
 let app: FastifyInstance;
 
 beforeAll(async () => {
-  app = createHttpServer({
-    adminKeys: [ADMIN_KEY],
-    maxPayloadBytes: 65_536,
-    tasks,
-    metrics: new Metrics(),
-    log: pino({ level: 'silent' }),
-    readiness: () => Promise.resolve({ ready: true, degraded: false, checks: { etcd: true }, problems: [] }),
-  });
-  await app.ready();
+  ({ app } = await startTestServer(recordingTasks(seen), { listen: false }));
 });
 afterAll(async () => {
   await app.close();

@@ -21,11 +21,9 @@ import { z } from 'zod';
 import { Slots } from '../core/slots.js';
 import type { TaskEventService } from '../service/events.js';
 import { Credential } from './route-auth.js';
+import { boundedWriter, KEEPALIVE_MS, refuseTooManyStreams, writeStreamHead } from './event-stream.js';
 import { sendError } from './send-error.js';
 
-const KEEPALIVE_MS = 15_000;
-/** Bytes queued for one client before it is cut off. */
-const MAX_QUEUED_BYTES = 1 << 20;
 /** Most event streams open at once on one coordinator (each holds an etcd watch). */
 export const MAX_EVENT_STREAMS = 256;
 
@@ -45,23 +43,17 @@ export function registerEventRoutes(app: FastifyInstance, events: TaskEventServi
     }
     // Counted now, before the first await (the watch below): see the header.
     const slot = streams.tryTake();
-    if (slot === undefined) {
-      void reply.header('retry-after', '5');
-      log.warn({ remote: req.ip, max: MAX_EVENT_STREAMS }, 'event stream refused: too many open');
-      return sendError(reply, 'LIMIT_REACHED', `too many event streams open (${MAX_EVENT_STREAMS})`);
-    }
+    if (slot === undefined) return refuseTooManyStreams(reply, log, req.ip, 'event stream', MAX_EVENT_STREAMS);
     const raw = reply.raw;
     const state = { open: true };
-    const write = (text: string): void => {
-      if (!state.open) return;
-      if (raw.writableLength > MAX_QUEUED_BYTES) {
+    const write = boundedWriter(
+      raw,
+      () => state.open,
+      () => {
         log.warn({ remote: req.ip }, 'event stream client too slow; disconnected');
         stop();
-        raw.destroy();
-        return;
-      }
-      raw.write(text);
-    };
+      },
+    );
     const keepalive = setInterval(() => {
       write(': keepalive\n\n');
     }, KEEPALIVE_MS);
@@ -74,12 +66,7 @@ export function registerEventRoutes(app: FastifyInstance, events: TaskEventServi
       slot.release();
     };
     reply.hijack();
-    raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
+    writeStreamHead(raw);
     raw.write(': leasehold task events\n\n');
     raw.on('close', stop);
     try {

@@ -4,83 +4,19 @@
  * to the real fastify server with a recording task service: a refused request must do no work.
  */
 import { rawHttp, rawJson } from '@leasehold/devkit';
-import { DEFAULT_RETRY_POLICY, type TaskView } from '@leasehold/protocol';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import Fastify from 'fastify';
-import { Metrics } from '../metrics.js';
 import { installRouteAuth, routeTable } from './route-auth.js';
-import type { TaskApi } from './routes-tasks.js';
-import { createHttpServer } from './server.js';
+import { ADMIN_KEY, recordingTasks, startTestServer } from '../testing/http-fixture.js';
 
-const ADMIN_KEY = 'admin-key-0123456789abcdef';
 const calls: string[] = [];
-
-const view = (taskId: string): TaskView => ({
-  taskId,
-  resource: 'r',
-  queue: 'default',
-  payload: 1,
-  payloadBytes: 1,
-  state: 'pending',
-  attempts: 0,
-  priority: 0,
-  retry: DEFAULT_RETRY_POLICY,
-  lastEvent: 'submitted',
-  history: [],
-});
-const tasks: TaskApi = {
-  submit: (input) => {
-    calls.push(`submit ${input.taskId}`);
-    return Promise.resolve({ ok: true, created: true, task: view(input.taskId) });
-  },
-  submitMany: (inputs) => {
-    calls.push(`submitMany ${inputs.length}`);
-    return Promise.resolve(inputs.map((i) => ({ ok: true as const, created: true, task: view(i.taskId) })));
-  },
-  get: (taskId) => {
-    calls.push(`get ${taskId}`);
-    return Promise.resolve(view(taskId));
-  },
-  list: () => {
-    calls.push('list');
-    return Promise.resolve({ tasks: [], next: null });
-  },
-  cancel: (taskId) => {
-    calls.push(`cancel ${taskId}`);
-    return Promise.resolve({ ok: true, task: view(taskId) });
-  },
-  retry: (taskId) => {
-    calls.push(`retry ${taskId}`);
-    return Promise.resolve({ ok: true, task: view(taskId) });
-  },
-  purge: (input) => {
-    calls.push(`purge ${input.state}`);
-    return Promise.resolve({ purged: 0, more: false });
-  },
-  resource: (resource) => {
-    calls.push(`resource ${resource}`);
-    return Promise.resolve({ resource, owner: null, token: null, remainingMs: null });
-  },
-};
-
 let app: FastifyInstance;
 let port: number;
 
 beforeAll(async () => {
-  app = createHttpServer({
-    adminKeys: [ADMIN_KEY],
-    maxPayloadBytes: 65_536,
-    tasks,
-    metrics: new Metrics(),
-    log: pino({ level: 'silent' }),
-    readiness: () => Promise.resolve({ ready: true, degraded: false, checks: { etcd: true }, problems: [] }),
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const address = app.server.address();
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  port = address.port;
+  ({ app, port } = await startTestServer(recordingTasks(calls)));
 });
 afterAll(async () => {
   await app.close();

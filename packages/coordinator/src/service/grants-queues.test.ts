@@ -4,18 +4,15 @@
  * some of them but never name another, the queues take turns, and a long poll wakes only for a
  * change in one of its queues.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ServiceCluster, type TestCoordinator } from '../testing/service-harness.js';
+import { describe, expect, it } from 'vitest';
+import { eachServiceCluster, type ServiceCluster, type TestCoordinator } from '../testing/service-harness.js';
 
 let cluster: ServiceCluster;
 let c1: TestCoordinator;
 
-beforeEach(async () => {
-  cluster = new ServiceCluster();
-  c1 = await cluster.coordinator();
-});
-afterEach(async () => {
-  await cluster.close();
+eachServiceCluster((c, first) => {
+  cluster = c;
+  c1 = first;
 });
 
 const to = (queue: string) => ({ queue });

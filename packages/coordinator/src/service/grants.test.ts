@@ -3,18 +3,15 @@
  * (owner txn -> durable fence advance -> grant), idempotent acquires, and what a failed advance
  * leaves behind. Each test names the mechanism whose deletion makes it fail.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ServiceCluster, tokenOf, type TestCoordinator } from '../testing/service-harness.js';
+import { describe, expect, it } from 'vitest';
+import { eachServiceCluster, type ServiceCluster, tokenOf, type TestCoordinator } from '../testing/service-harness.js';
 
 let cluster: ServiceCluster;
 let c1: TestCoordinator;
 
-beforeEach(async () => {
-  cluster = new ServiceCluster();
-  c1 = await cluster.coordinator();
-});
-afterEach(async () => {
-  await cluster.close();
+eachServiceCluster((c, first) => {
+  cluster = c;
+  c1 = first;
 });
 
 describe('grant order', () => {

@@ -75,6 +75,14 @@ interface WorkerState {
   readonly lastGrant: Map<string, Held>;
 }
 
+/** The model's view of the lease `w` holds (`held`) (its model token), as renew and release take it. */
+const modelHolder = (w: WorkerState, held: Held) => ({
+  resource: held.resource,
+  token: held.model,
+  workerId: w.id,
+  incarnation: w.handle.incarnation,
+});
+
 /** What the programs exercised, summed over a property's runs (asserted: the test has teeth). */
 const seen = { granted: 0, refused: 0, renewed: 0, renewRefused: 0, released: 0, written: 0, stale: 0, expired: 0 };
 
@@ -161,12 +169,7 @@ async function runProgram(actions: readonly Action[], fenceOnExpiry: boolean): P
           const w = workers[a.worker];
           if (w?.held === undefined) break;
           const real = await cluster.renew(w.handle, w.held.resource, w.held.real);
-          const expected = model.renew({
-            resource: w.held.resource,
-            token: w.held.model,
-            workerId: w.id,
-            incarnation: w.handle.incarnation,
-          });
+          const expected = model.renew(modelHolder(w, w.held));
           const ok = real.type === 'lease.renewed';
           if (ok !== expected.ok)
             fail(`renew ${w.id}: real ${JSON.stringify(real)}, model ${JSON.stringify(expected)}`);
@@ -179,12 +182,7 @@ async function runProgram(actions: readonly Action[], fenceOnExpiry: boolean): P
           const w = workers[a.worker];
           if (w?.held === undefined) break;
           const real = await cluster.release(w.handle, w.held.resource, w.held.real);
-          const expected = model.release({
-            resource: w.held.resource,
-            token: w.held.model,
-            workerId: w.id,
-            incarnation: w.handle.incarnation,
-          });
+          const expected = model.release(modelHolder(w, w.held));
           await cluster.settle();
           const ok = real.type === 'lease.released';
           if (ok !== expected.ok)

@@ -10,20 +10,25 @@
  * in `#forget` and no session opens after the first three expire.
  */
 import { LeaseholdError } from '@leasehold/protocol';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { RecordingChannel, ServiceCluster, type TestCoordinator } from '../testing/service-harness.js';
+import { describe, expect, it } from 'vitest';
+import {
+  eachServiceCluster,
+  RecordingChannel,
+  type ServiceCluster,
+  type TestCoordinator,
+} from '../testing/service-harness.js';
 
 const TTL = 3_000;
 let cluster: ServiceCluster;
 let c1: TestCoordinator;
 
-beforeEach(async () => {
-  cluster = new ServiceCluster({ MAX_SESSIONS_PER_WORKER: '3', SESSION_TTL_MS: String(TTL) });
-  c1 = await cluster.coordinator();
-});
-afterEach(async () => {
-  await cluster.close();
-});
+eachServiceCluster(
+  (c, first) => {
+    cluster = c;
+    c1 = first;
+  },
+  { MAX_SESSIONS_PER_WORKER: '3', SESSION_TTL_MS: String(TTL) },
+);
 
 const open = (workerId: string, incarnation: string, resumeSessionId?: string) =>
   c1.services.sessions.open(

@@ -4,19 +4,16 @@
  * worker told, the lease revoked), and what expiry does NOT do to the fence (design note case 2).
  */
 import { formatToken } from '@leasehold/protocol';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ServiceCluster, tokenOf, type TestCoordinator } from '../testing/service-harness.js';
+import { describe, expect, it } from 'vitest';
+import { eachServiceCluster, ServiceCluster, tokenOf, type TestCoordinator } from '../testing/service-harness.js';
 
 let cluster: ServiceCluster;
 let c1: TestCoordinator;
 const TTL = 3_000;
 
-beforeEach(async () => {
-  cluster = new ServiceCluster();
-  c1 = await cluster.coordinator();
-});
-afterEach(async () => {
-  await cluster.close();
+eachServiceCluster((c, first) => {
+  cluster = c;
+  c1 = first;
 });
 
 describe('expiry by the coordinator clock', () => {
@@ -60,10 +57,7 @@ describe('expiry by the coordinator clock', () => {
   });
 
   it('does not move the fence at expiry (default): the old holder can still write until a takeover', async () => {
-    await cluster.submit(c1, 't1', 'r1');
-    const a = await cluster.worker(c1, 'wa');
-    const old = tokenOf(await cluster.acquire(a));
-    await cluster.advance(TTL + 10);
+    const old = await holderPastExpiry(cluster, c1);
     expect(cluster.fence.fence('r1')).toBe(old);
     expect(cluster.fence.write('r1', old)).toBe('written');
     const b = await cluster.worker(c1, 'wb');
@@ -77,10 +71,7 @@ describe('expiry by the coordinator clock', () => {
     const fenced = new ServiceCluster({ FENCE_ON_EXPIRY: 'true' });
     try {
       const c = await fenced.coordinator();
-      await fenced.submit(c, 't1', 'r1');
-      const a = await fenced.worker(c, 'wa');
-      const old = tokenOf(await fenced.acquire(a));
-      await fenced.advance(TTL + 10);
+      const old = await holderPastExpiry(fenced, c);
       expect(fenced.fence.fence('r1')).toBeGreaterThan(old);
       expect(fenced.fence.write('r1', old)).toBe('STALE_TOKEN');
     } finally {
@@ -88,6 +79,15 @@ describe('expiry by the coordinator clock', () => {
     }
   });
 });
+
+/** r1 granted to worker wa, then the clock moved past its session's deadline: the token it held. */
+async function holderPastExpiry(on: ServiceCluster, coordinator: TestCoordinator): Promise<bigint> {
+  await on.submit(coordinator, 't1', 'r1');
+  const a = await on.worker(coordinator, 'wa');
+  const old = tokenOf(await on.acquire(a));
+  await on.advance(TTL + 10);
+  return old;
+}
 
 describe('renew', () => {
   it('renews only for the holder, with its token and incarnation, while the session lives', async () => {

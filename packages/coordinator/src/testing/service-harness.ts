@@ -7,6 +7,7 @@
  */
 import { decideAdvance, decideWrite, PROTOCOL_VERSION, type CoordinatorMessage, type Hello } from '@leasehold/protocol';
 import { pino } from 'pino';
+import { afterEach, beforeEach } from 'vitest';
 import { loadConfig, type CoordinatorConfig } from '../config.js';
 import { SinkUnavailableError } from '../errors.js';
 import { KeyLayout } from '../etcd/keys.js';
@@ -358,4 +359,23 @@ export class ServiceCluster {
 export function tokenOf(reply: CoordinatorMessage): bigint {
   if (reply.type !== 'lease.granted') throw new Error(`expected lease.granted, got ${JSON.stringify(reply)}`);
   return BigInt(reply.token);
+}
+
+/**
+ * A fresh cluster (with `env`) and its first coordinator for each test of the file or describe this
+ * is called in, handed to `set`; closed after each test.
+ */
+export function eachServiceCluster(
+  set: (cluster: ServiceCluster, c1: TestCoordinator) => void | Promise<void>,
+  env: Record<string, string> = {},
+): void {
+  let cluster: ServiceCluster | undefined;
+  beforeEach(async () => {
+    cluster = new ServiceCluster(env);
+    await set(cluster, await cluster.coordinator());
+  });
+  afterEach(async () => {
+    await cluster?.close();
+    cluster = undefined;
+  });
 }

@@ -15,7 +15,7 @@ import {
 import { SessionIdSchema } from './session.js';
 import { TokenSchema } from '../token.js';
 import { RetryPolicyInputSchema, RetryPolicySchema } from '../model/retry-policy.js';
-import { ErrorMessageSchema, JsonValueSchema } from './common.js';
+import { ErrorMessageSchema, JsonValueSchema, TaskOnResource } from './common.js';
 
 /**
  * States as the admin API shows them. Stored: pending, completed, failed, cancelled; derived:
@@ -72,8 +72,7 @@ export type TaskRetention = z.infer<typeof TaskRetentionSchema>;
  * are ignored: the first submit's apply); with another resource, queue or payload it is a conflict.
  */
 export const SubmitTaskRequestSchema = z.strictObject({
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
+  ...TaskOnResource,
   payload: JsonValueSchema,
   /** The queue it waits in: only workers serving it are granted it. Default `default`. */
   queue: QueueNameSchema.optional(),
@@ -177,8 +176,7 @@ export type ResultRef = z.infer<typeof ResultRefSchema>;
  * `payloadBytes` and the `lastAttempt` instead.
  */
 export const TaskViewSchema = z.object({
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
+  ...TaskOnResource,
   /** Its queue (`default` for tasks submitted without one). */
   queue: QueueNameSchema,
   /** `GET /v1/tasks/:taskId` only. */
@@ -267,8 +265,7 @@ export const TaskEventSchema = z.object({
   /** etcd revision of the change (decimal). */
   revision: TokenSchema,
   event: TaskEventKindSchema,
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
+  ...TaskOnResource,
   /** The task's queue. Absent from coordinators before queues: read it as `default`. */
   queue: QueueNameSchema.optional(),
   /** The state after the change (leased on a grant; delayed while waiting for a backoff). */

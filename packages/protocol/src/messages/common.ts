@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from '../error-codes.js';
+import { ResourceIdSchema, TaskIdSchema } from '../ids.js';
 
 /**
  * W3C trace context (`traceparent`, version 00): optional on the frames that continue a task's
@@ -12,6 +13,15 @@ export const TraceparentSchema = z
 
 /** Correlation id a sender puts on a request; replies echo it as `inReplyTo`. */
 export const MessageIdSchema = z.string().min(1).max(64).describe('Sender-chosen message id, echoed as inReplyTo.');
+
+/**
+ * A task and the resource it is for (the resource whose fence its grants advance): the two fields
+ * every message about one task starts with (submit, view, event, grant, completion replies).
+ */
+export const TaskOnResource = {
+  taskId: TaskIdSchema,
+  resource: ResourceIdSchema,
+};
 
 export const ErrorCodeSchema = z.enum(ERROR_CODES as [ErrorCode, ...ErrorCode[]]);
 

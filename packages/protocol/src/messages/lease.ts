@@ -10,7 +10,7 @@ import {
   TaskIdSchema,
 } from '../ids.js';
 import { TokenSchema } from '../token.js';
-import { JsonValueSchema, MessageIdSchema, TraceparentSchema } from './common.js';
+import { JsonValueSchema, MessageIdSchema, TraceparentSchema, TaskOnResource } from './common.js';
 
 /** Upper bound of `lease.acquire.waitMs`. */
 export const MAX_ACQUIRE_WAIT_MS = 30_000;
@@ -44,8 +44,7 @@ export const GrantSchema = z.object({
   type: z.literal('lease.granted'),
   inReplyTo: MessageIdSchema,
   requestId: RequestIdSchema,
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
+  ...TaskOnResource,
   token: TokenSchema,
   /** Write capability for the sink: the coordinator's Ed25519 signature over (resource, token, workerId, incarnation). */
   capability: z.string().min(1).max(512),
@@ -73,15 +72,27 @@ const HeldLease = {
   incarnation: IncarnationSchema,
 };
 
+/** The lease a coordinator reply is about (after `inReplyTo`). */
+const LeaseReply = {
+  inReplyTo: MessageIdSchema,
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+};
+
+/** The task and lease a coordinator reply is about (after `inReplyTo`). */
+const TaskReply = {
+  inReplyTo: MessageIdSchema,
+  ...TaskOnResource,
+  token: TokenSchema,
+};
+
 /** worker -> coordinator: renew one lease; must match owner incarnation and token while the lease is valid. */
 export const RenewSchema = z.object({ type: z.literal('lease.renew'), id: MessageIdSchema, ...HeldLease });
 export type Renew = z.infer<typeof RenewSchema>;
 
 export const RenewedSchema = z.object({
   type: z.literal('lease.renewed'),
-  inReplyTo: MessageIdSchema,
-  resource: ResourceIdSchema,
-  token: TokenSchema,
+  ...LeaseReply,
   ttlMs: z.number().int().positive(),
 });
 export type Renewed = z.infer<typeof RenewedSchema>;
@@ -97,12 +108,7 @@ export const ReleaseSchema = z.object({
 });
 export type Release = z.infer<typeof ReleaseSchema>;
 
-export const ReleasedSchema = z.object({
-  type: z.literal('lease.released'),
-  inReplyTo: MessageIdSchema,
-  resource: ResourceIdSchema,
-  token: TokenSchema,
-});
+export const ReleasedSchema = z.object({ type: z.literal('lease.released'), ...LeaseReply });
 export type Released = z.infer<typeof ReleasedSchema>;
 
 /**
@@ -122,13 +128,7 @@ export const CompleteSchema = z.object({
 });
 export type Complete = z.infer<typeof CompleteSchema>;
 
-export const CompletedSchema = z.object({
-  type: z.literal('task.completed'),
-  inReplyTo: MessageIdSchema,
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
-  token: TokenSchema,
-});
+export const CompletedSchema = z.object({ type: z.literal('task.completed'), ...TaskReply });
 export type Completed = z.infer<typeof CompletedSchema>;
 
 /** Why an attempt failed, as the worker reports it (the handler's error). */
@@ -159,10 +159,7 @@ export type Fail = z.infer<typeof FailSchema>;
 
 export const FailedSchema = z.object({
   type: z.literal('task.failed'),
-  inReplyTo: MessageIdSchema,
-  taskId: TaskIdSchema,
-  resource: ResourceIdSchema,
-  token: TokenSchema,
+  ...TaskReply,
   /** retrying: pending again from `notBeforeMs` (epoch ms); failed: terminal. */
   outcome: z.enum(['retrying', 'failed']),
   notBeforeMs: z.number().int().nonnegative().optional(),

@@ -9,6 +9,7 @@
  *   exists); token > fence -> FENCE_CONFLICT (the token was never advanced here, so it was not
  *   issued by a grant: a worker-supplied "bigger number" is refused).
  */
+import type { JsonValue } from '../canonical-json.js';
 
 export type AdvanceDecision =
   | { readonly ok: true; readonly outcome: 'advanced' | 'unchanged'; readonly fence: bigint }
@@ -17,6 +18,18 @@ export type AdvanceDecision =
 export type WriteDecision =
   | { readonly ok: true; readonly outcome: 'written' | 'replayed'; readonly fence: bigint }
   | { readonly ok: false; readonly code: 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT'; readonly fence: bigint };
+
+/**
+ * The outcome of a fenced transaction (`fencedTransaction` of @leasehold/fence-pg, and the worker's
+ * `ctx.fencedTransaction`): the write decision, with what the transaction answered.
+ */
+export type FencedTransactionOutcome<T> =
+  /** Committed: the callback's writes, its result (under resultId, if given) and the decision. */
+  | { readonly ok: true; readonly outcome: 'written'; readonly fence: bigint; readonly result: T }
+  /** A result was already stored under resultId with the same canonical JSON; this call's writes were rolled back. */
+  | { readonly ok: true; readonly outcome: 'replayed'; readonly fence: bigint; readonly result: JsonValue }
+  /** Refused; nothing of the callback was committed. */
+  | Extract<WriteDecision, { readonly ok: false }>;
 
 /** `fence` is 0n for a resource never advanced. */
 export function decideAdvance(fence: bigint, token: bigint): AdvanceDecision {

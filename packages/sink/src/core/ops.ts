@@ -49,6 +49,7 @@ export interface NewResult {
   readonly resultId: string;
   readonly token: bigint;
   readonly workerId: string;
+  /** Canonical JSON. */
   readonly payload: string;
   readonly writtenAtMs: number;
 }

@@ -24,18 +24,24 @@ function manualStore() {
   return { store: store as FenceStore, batches, release: () => gates.shift()?.() };
 }
 
+/** A SQLite store in memory that records the size of each batch it commits. */
+function sizingStore() {
+  const inner = new SqliteFenceStore({ path: ':memory:' });
+  const sizes: number[] = [];
+  const store = {
+    applyBatch: (ops: readonly FenceOp[]) => {
+      sizes.push(ops.length);
+      return inner.applyBatch(ops);
+    },
+  } as FenceStore;
+  return { store, sizes };
+}
+
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 describe('GroupCommitter', () => {
   it('commits requests of one event-loop turn in one batch, in arrival order', async () => {
-    const sizes: number[] = [];
-    const inner = new SqliteFenceStore({ path: ':memory:' });
-    const store = {
-      applyBatch: (ops: readonly FenceOp[]) => {
-        sizes.push(ops.length);
-        return inner.applyBatch(ops);
-      },
-    } as FenceStore;
+    const { store, sizes } = sizingStore();
     const committer = new GroupCommitter({ store, logger: silent });
     const answers = await Promise.all([
       committer.submit([adv('r', 1n)]),
@@ -71,14 +77,7 @@ describe('GroupCommitter', () => {
   });
 
   it('splits at maxBatchOps but never splits one submission', async () => {
-    const sizes: number[] = [];
-    const inner = new SqliteFenceStore({ path: ':memory:' });
-    const store = {
-      applyBatch: (ops: readonly FenceOp[]) => {
-        sizes.push(ops.length);
-        return inner.applyBatch(ops);
-      },
-    } as FenceStore;
+    const { store, sizes } = sizingStore();
     const committer = new GroupCommitter({ store, logger: silent, maxBatchOps: 3 });
     await Promise.all([
       committer.submit([adv('a', 1n), adv('b', 1n)]),

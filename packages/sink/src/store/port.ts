@@ -14,18 +14,12 @@
  *   after a page it read. `resourcePage` is bounded by count and bytes (src/core/page.ts) and reads
  *   no payload it does not return.
  */
-import type { DecisionRecord, FenceOp, OpDecision } from '../core/ops.js';
+import type { DecisionRecord, FenceOp, NewResult, OpDecision } from '../core/ops.js';
 
-export interface StoredResultRow {
+/** A stored result: the row its batch inserted, with the seq it was stored under. */
+export interface StoredResultRow extends NewResult {
   /** Position in the resource's append order (the page cursor). */
   readonly seq: bigint;
-  readonly resource: string;
-  readonly resultId: string;
-  readonly token: bigint;
-  readonly workerId: string;
-  /** Canonical JSON. */
-  readonly payload: string;
-  readonly writtenAtMs: number;
 }
 
 export interface DecisionRow extends DecisionRecord {

@@ -47,17 +47,11 @@ import { LeaseholdError } from '@leasehold/protocol';
 import type { RetryPolicy } from 'cockatiel';
 import pg from 'pg';
 import { decideBatch, type BatchReader, type BatchRules } from '../core/batch.js';
-import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
+import type { FenceOp, OpDecision } from '../core/ops.js';
 import { pageLength, resultJsonBytes } from '../core/page.js';
 import { SchemaVersionError } from '../errors.js';
-import type {
-  DecisionPageRows,
-  DecisionRow,
-  FenceStore,
-  ResourcePageRows,
-  ResultPageQuery,
-  StoredResultRow,
-} from './port.js';
+import { decisionFromRow, resultFromRow, type DecisionDbRow, type ResultDbRow } from './db-rows.js';
+import type { DecisionPageRows, FenceStore, ResourcePageRows, ResultPageQuery, StoredResultRow } from './port.js';
 import { connectionTls, NO_FILES, type PostgresConnection } from './postgres-tls.js';
 
 export interface PostgresStoreOptions {
@@ -183,27 +177,8 @@ const DECISIONS = `
     FROM (SELECT 1) one
     LEFT JOIN LATERAL (SELECT * FROM leasehold.decisions WHERE seq > $1 ORDER BY seq LIMIT $2) d ON true`;
 
-interface ResultDbRow {
-  seq: string;
-  result_id: string;
-  token: string;
-  worker_id: string;
-  payload: string;
-  written_at_ms: string;
-}
-
-interface DecisionDbRow {
-  oldest: string | null;
-  seq: string | null;
-  kind: 'advance' | 'write';
-  resource: string;
-  token: string;
-  fence_before: string;
-  outcome: DecisionOutcome;
-  result_id: string | null;
-  worker_id: string | null;
-  at_ms: string;
-}
+/** A decisions page row: the oldest retained seq, and no decision (seq null) when the page is empty. */
+type DecisionPageDbRow = { oldest: string | null } & (DecisionDbRow | (Omit<DecisionDbRow, 'seq'> & { seq: null }));
 
 const keyOf = (resource: string, resultId: string) => `${resource}\u0000${resultId}`;
 
@@ -415,19 +390,19 @@ export class PostgresFenceStore implements FenceStore {
     type Row = { fence: string | null } & ({ result_id: null } | ResultDbRow);
     const { rows } = await this.#read<Row>(RESULT_RANGE, [resource, query.after.toString(), next.toString()]);
     const results: StoredResultRow[] = [];
-    for (const row of rows) if (row.result_id !== null) results.push(toResult(resource, row));
+    for (const row of rows) if (row.result_id !== null) results.push(resultFromRow(resource, row));
     return { resource, fence: BigInt(rows[0]?.fence ?? '0'), results, next, hasMore: sizes.rows.length > taken };
   }
 
   async resultOf(resource: string, resultId: string): Promise<StoredResultRow | undefined> {
     const { rows } = await this.#read<ResultDbRow>(RESULT, [resource, resultId]);
     const row = rows[0];
-    return row === undefined ? undefined : toResult(resource, row);
+    return row === undefined ? undefined : resultFromRow(resource, row);
   }
 
   async decisions(after: number, limit: number): Promise<DecisionPageRows> {
-    const { rows } = await this.#read<DecisionDbRow>(DECISIONS, [after, limit]);
-    const decisions = rows.filter((r) => r.seq !== null).map(toDecision);
+    const { rows } = await this.#read<DecisionPageDbRow>(DECISIONS, [after, limit]);
+    const decisions = rows.filter((r): r is DecisionPageDbRow & DecisionDbRow => r.seq !== null).map(decisionFromRow);
     return {
       decisions,
       next: decisions.at(-1)?.seq ?? after,
@@ -497,30 +472,4 @@ function applyParams(effects: ReturnType<typeof decideBatch>['effects']): unknow
     decisions.map((d) => d.workerId ?? null),
     decisions.map((d) => String(d.atMs)),
   ];
-}
-
-function toResult(resource: string, row: ResultDbRow): StoredResultRow {
-  return {
-    seq: BigInt(row.seq),
-    resource,
-    resultId: row.result_id,
-    token: BigInt(row.token),
-    workerId: row.worker_id,
-    payload: row.payload,
-    writtenAtMs: Number(row.written_at_ms),
-  };
-}
-
-function toDecision(row: DecisionDbRow): DecisionRow {
-  return {
-    seq: Number(row.seq),
-    kind: row.kind,
-    resource: row.resource,
-    token: BigInt(row.token),
-    fenceBefore: BigInt(row.fence_before),
-    outcome: row.outcome,
-    resultId: row.result_id ?? undefined,
-    workerId: row.worker_id ?? undefined,
-    atMs: Number(row.at_ms),
-  };
 }

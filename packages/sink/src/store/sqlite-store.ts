@@ -19,17 +19,11 @@
  */
 import Database from 'better-sqlite3';
 import { decideBatch, FENCED, type BatchReader, type BatchRules } from '../core/batch.js';
-import type { DecisionOutcome, FenceOp, OpDecision } from '../core/ops.js';
+import type { FenceOp, OpDecision } from '../core/ops.js';
 import { pageLength, resultJsonBytes } from '../core/page.js';
+import { decisionFromRow, resultFromRow, type DecisionDbRow, type ResultDbRow } from './db-rows.js';
 import { migrate } from './migrations.js';
-import type {
-  DecisionPageRows,
-  DecisionRow,
-  FenceStore,
-  ResourcePageRows,
-  ResultPageQuery,
-  StoredResultRow,
-} from './port.js';
+import type { DecisionPageRows, FenceStore, ResourcePageRows, ResultPageQuery, StoredResultRow } from './port.js';
 
 export interface SqliteStoreOptions {
   /** File path, or ':memory:' for tests. */
@@ -42,27 +36,8 @@ export interface SqliteStoreOptions {
   readonly rules?: BatchRules;
 }
 
-interface ResultDbRow {
-  seq: bigint;
-  resource: string;
-  result_id: string;
-  token: bigint;
-  worker_id: string;
-  payload: string;
-  written_at_ms: bigint;
-}
-
-interface DecisionDbRow {
-  seq: bigint;
-  kind: 'advance' | 'write';
-  resource: string;
-  token: bigint;
-  fence_before: bigint;
-  outcome: DecisionOutcome;
-  result_id: string | null;
-  worker_id: string | null;
-  at_ms: bigint;
-}
+/** A result row as SQLite returns it (with its resource: the range query reads one resource). */
+type SqliteResultRow = ResultDbRow & { resource: string };
 
 export class SqliteFenceStore implements FenceStore {
   readonly #db: Database.Database;
@@ -110,7 +85,7 @@ export class SqliteFenceStore implements FenceStore {
       oldest: db.prepare<[], number | null>('SELECT MIN(seq) FROM decisions').pluck(),
       newest: db.prepare<[], number | null>('SELECT MAX(seq) FROM decisions').pluck(),
       result: db
-        .prepare<[string, string], ResultDbRow>('SELECT * FROM results WHERE resource = ? AND result_id = ?')
+        .prepare<[string, string], SqliteResultRow>('SELECT * FROM results WHERE resource = ? AND result_id = ?')
         .safeIntegers(true),
       resultSizes: db
         .prepare<[string, bigint, number], { seq: bigint; bytes: bigint }>(
@@ -119,7 +94,7 @@ export class SqliteFenceStore implements FenceStore {
         )
         .safeIntegers(true),
       resultRange: db
-        .prepare<[string, bigint, bigint], ResultDbRow>(
+        .prepare<[string, bigint, bigint], SqliteResultRow>(
           'SELECT * FROM results WHERE resource = ? AND seq > ? AND seq <= ? ORDER BY seq',
         )
         .safeIntegers(true),
@@ -213,7 +188,7 @@ export class SqliteFenceStore implements FenceStore {
 
   decisions(after: number, limit: number): Promise<DecisionPageRows> {
     const read = this.#db.transaction(() => {
-      const rows = this.#stmt.decisions.all(after, limit).map(toDecision);
+      const rows = this.#stmt.decisions.all(after, limit).map(decisionFromRow);
       const oldest = this.#stmt.oldest.get() ?? 0;
       return { decisions: rows, next: rows.at(-1)?.seq ?? after, oldestRetained: oldest };
     });
@@ -242,28 +217,4 @@ export class SqliteFenceStore implements FenceStore {
   }
 }
 
-function toResult(row: ResultDbRow): StoredResultRow {
-  return {
-    seq: row.seq,
-    resource: row.resource,
-    resultId: row.result_id,
-    token: row.token,
-    workerId: row.worker_id,
-    payload: row.payload,
-    writtenAtMs: Number(row.written_at_ms),
-  };
-}
-
-function toDecision(row: DecisionDbRow): DecisionRow {
-  return {
-    seq: Number(row.seq),
-    kind: row.kind,
-    resource: row.resource,
-    token: row.token,
-    fenceBefore: row.fence_before,
-    outcome: row.outcome,
-    resultId: row.result_id ?? undefined,
-    workerId: row.worker_id ?? undefined,
-    atMs: Number(row.at_ms),
-  };
-}
+const toResult = (row: SqliteResultRow): StoredResultRow => resultFromRow(row.resource, row);

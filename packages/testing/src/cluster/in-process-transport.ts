@@ -7,14 +7,14 @@
  */
 import type { Coordinator, WorkerSocket } from '@leasehold/coordinator';
 import { CoordinatorMessageSchema, LeaseholdError, type CoordinatorMessage } from '@leasehold/protocol';
-import type { ConnectionOptions, CoordinatorTransport, TransportConnection, WorkerRequest } from '@leasehold/worker';
+import {
+  PendingReplies,
+  type ConnectionOptions,
+  type CoordinatorTransport,
+  type TransportConnection,
+  type WorkerRequest,
+} from '@leasehold/worker';
 import type { Valve } from './valve.js';
-
-interface Pending {
-  readonly resolve: (reply: CoordinatorMessage) => void;
-  readonly reject: (err: Error) => void;
-  readonly timer: NodeJS.Timeout;
-}
 
 export class InProcessTransport implements CoordinatorTransport {
   readonly #coordinators: ReadonlyMap<string, Coordinator>;
@@ -66,7 +66,7 @@ class InProcessConnection implements TransportConnection {
   readonly #options: ConnectionOptions;
   readonly #valve: Valve;
   readonly #hooks: { readonly gone: () => void; readonly closing: () => boolean };
-  readonly #pending = new Map<string, Pending>();
+  readonly #replies = new PendingReplies();
   #peer: { receive(data: Buffer, isBinary: boolean): void; closed(): void } | undefined;
   #seq = 0;
   #closed = false;
@@ -124,16 +124,11 @@ class InProcessConnection implements TransportConnection {
       });
     }
     const text = JSON.stringify({ ...message, id });
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#pending.delete(id);
-        reject(new LeaseholdError('UNAVAILABLE', `no reply to ${message.type} within ${timeoutMs} ms`));
-      }, timeoutMs);
-      this.#pending.set(id, { resolve, reject, timer });
-      this.#valve.frame(() => {
-        if (!this.#closed) this.#peer?.receive(Buffer.from(text, 'utf8'), false);
-      });
+    const reply = this.#replies.wait(id, message.type, timeoutMs);
+    this.#valve.frame(() => {
+      if (!this.#closed) this.#peer?.receive(Buffer.from(text, 'utf8'), false);
     });
+    return reply;
   }
 
   close(code = 1000, reason = 'worker closing'): void {
@@ -148,26 +143,13 @@ class InProcessConnection implements TransportConnection {
     if (this.#closed) return;
     const parsed = CoordinatorMessageSchema.safeParse(JSON.parse(text));
     if (!parsed.success) return;
-    const message = parsed.data;
-    const inReplyTo = 'inReplyTo' in message ? message.inReplyTo : undefined;
-    const pending = inReplyTo === undefined ? undefined : this.#pending.get(inReplyTo);
-    if (inReplyTo !== undefined && pending !== undefined) {
-      this.#pending.delete(inReplyTo);
-      clearTimeout(pending.timer);
-      pending.resolve(message);
-      return;
-    }
-    this.#options.onPush(message);
+    if (!this.#replies.deliver(parsed.data)) this.#options.onPush(parsed.data);
   }
 
   #teardown(code: number, reason: string): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const [id, pending] of this.#pending) {
-      clearTimeout(pending.timer);
-      pending.reject(new LeaseholdError('UNAVAILABLE', `connection closed (${code}) before the reply`));
-      this.#pending.delete(id);
-    }
+    this.#replies.closed(code);
     this.#peer?.closed();
     this.#hooks.gone();
     this.#options.onClose(code, reason);

@@ -2,9 +2,11 @@
  * A scripted coordinator behind the worker's transport seam, and a sink that records writes: the
  * unit tests' doubles (no sockets). Not exported from the package.
  */
+import { pino } from 'pino';
 import { LeaseholdError, PROTOCOL_VERSION, type CoordinatorMessage, type JsonValue } from '@leasehold/protocol';
 import type { SinkClient } from '@leasehold/sink-client';
 import type { ConnectionOptions, CoordinatorTransport, TransportConnection, WorkerRequest } from '../connection.js';
+import type { WorkerOptions } from '../options.js';
 import type { SinkWriter } from '../types.js';
 
 type WriteArgs = Parameters<SinkClient['write']>[0];
@@ -152,4 +154,17 @@ export function until(check: () => boolean): Promise<void> {
     };
     poll();
   });
+}
+
+/** A Worker's options over the fake coordinator and sink (no sockets): add the handler. */
+export function fakeWorkerOptions(coordinator: FakeCoordinator, sink: FakeSink): Omit<WorkerOptions, 'handler'> {
+  return {
+    coordinators: ['ws://fake'],
+    sink,
+    credentials: { workerKey: 'a-shared-dev-key-of-some-length' },
+    transport: coordinator,
+    acquireWaitMs: 0,
+    idleBackoffMs: 5,
+    logger: pino({ level: 'silent' }),
+  };
 }

@@ -7,7 +7,8 @@
  */
 import type { LockName, StoreLock } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
-import { cmp, op, type Kv } from '../kv.js';
+import { createOnLease } from './create-on-lease.js';
+import type { Kv } from '../kv.js';
 
 /**
  * acquireLock — take the lock `locks/<name>` for the holder.
@@ -22,10 +23,10 @@ export async function acquireLock(
   keys: KeyLayout,
   args: { readonly name: LockName; readonly holder: string; readonly leaseId: string },
 ): Promise<StoreLock | undefined> {
-  const key = keys.lock(args.name);
-  const res = await kv.txn('acquireLock', {
-    compare: [cmp.absent(key)],
-    success: [op.put(key, JSON.stringify({ v: 1, holder: args.holder }), args.leaseId)],
+  const revision = await createOnLease(kv, 'acquireLock', {
+    key: keys.lock(args.name),
+    value: JSON.stringify({ v: 1, holder: args.holder }),
+    leaseId: args.leaseId,
   });
-  return res.succeeded ? { leaseId: args.leaseId, revision: res.revision } : undefined;
+  return revision === undefined ? undefined : { leaseId: args.leaseId, revision };
 }

@@ -7,7 +7,15 @@
 import { encodeRecord, type SessionRecord } from '../../core/records.js';
 import type { AdoptOutcome, CloseOutcome, EndOutcome, HeldOwner } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
+import { createOnLease } from './create-on-lease.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
+
+/** What a session txn puts: the record of `sessions/<sessionId>`, on the session's lease. */
+interface SessionPut {
+  readonly sessionId: string;
+  readonly leaseId: string;
+  readonly record: SessionRecord;
+}
 
 /**
  * createSession
@@ -18,17 +26,12 @@ import { cmp, firstKv, op, type Kv } from '../kv.js';
  * result:   the txn revision (the session key's mod_revision, which the serving coordinator
  *           compares later), or undefined when the key already existed
  */
-export async function createSession(
-  kv: Kv,
-  keys: KeyLayout,
-  args: { readonly sessionId: string; readonly leaseId: string; readonly record: SessionRecord },
-): Promise<bigint | undefined> {
-  const key = keys.session(args.sessionId);
-  const res = await kv.txn('createSession', {
-    compare: [cmp.absent(key)],
-    success: [op.put(key, encodeRecord(args.record), args.leaseId)],
+export async function createSession(kv: Kv, keys: KeyLayout, args: SessionPut): Promise<bigint | undefined> {
+  return createOnLease(kv, 'createSession', {
+    key: keys.session(args.sessionId),
+    value: encodeRecord(args.record),
+    leaseId: args.leaseId,
   });
-  return res.succeeded ? res.revision : undefined;
 }
 
 /**
@@ -44,12 +47,7 @@ export async function createSession(
 export async function adoptSession(
   kv: Kv,
   keys: KeyLayout,
-  args: {
-    readonly sessionId: string;
-    readonly leaseId: string;
-    readonly seenModRevision: bigint;
-    readonly record: SessionRecord;
-  },
+  args: SessionPut & { readonly seenModRevision: bigint },
 ): Promise<AdoptOutcome> {
   const key = keys.session(args.sessionId);
   const res = await kv.txn('adoptSession', {
@@ -132,12 +130,7 @@ export async function endSession(
 export async function closeSession(
   kv: Kv,
   keys: KeyLayout,
-  args: {
-    readonly sessionId: string;
-    readonly leaseId: string;
-    readonly knownModRevision: bigint;
-    readonly record: SessionRecord;
-  },
+  args: SessionPut & { readonly knownModRevision: bigint },
 ): Promise<CloseOutcome> {
   const key = keys.session(args.sessionId);
   const res = await kv.txn('closeSession', {

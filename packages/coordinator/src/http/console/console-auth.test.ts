@@ -8,79 +8,29 @@
  */
 import { request } from 'node:http';
 import { rawHttp } from '@leasehold/devkit';
-import { DEFAULT_RETRY_POLICY, type TaskView } from '@leasehold/protocol';
+import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeyLayout } from '../../etcd/keys.js';
 import { KvLeaseStore } from '../../etcd/lease-store.js';
 import { MemoryEtcd } from '@leasehold/testing';
-import { Metrics } from '../../metrics.js';
 import { realTimers } from '../../timers.js';
-import type { TaskApi } from '../routes-tasks.js';
-import { createHttpServer, type HttpOptions } from '../server.js';
+import type { HttpOptions } from '../server.js';
+import { ADMIN_KEY, capturingLog, recordingTasks, startTestServer } from '../../testing/http-fixture.js';
 import { ConsoleReadModel } from '../../service/console/console-read-model.js';
 import { ConsoleRevocations } from './console-revocations.js';
 import { decodeConsoleSession, issueConsoleSession } from './session-cookie.js';
 
-const ADMIN_KEY = 'admin-key-0123456789abcdef';
 const calls: string[] = [];
 const warnings: string[] = [];
-const view = (taskId: string): TaskView => ({
-  taskId,
-  resource: 'r',
-  queue: 'default',
-  payload: 1,
-  payloadBytes: 1,
-  state: 'cancelled',
-  attempts: 0,
-  priority: 0,
-  retry: DEFAULT_RETRY_POLICY,
-  lastEvent: 'cancelled',
-  history: [],
-});
-const refuse = () => Promise.reject(new Error('not used'));
-const tasks: TaskApi = {
-  submit: refuse,
-  submitMany: refuse,
-  get: refuse,
-  list: refuse,
-  purge: refuse,
-  resource: refuse,
-  cancel: (taskId) => {
-    calls.push(`cancel ${taskId}`);
-    return Promise.resolve({ ok: true, task: view(taskId) });
-  },
-  retry: (taskId) => {
-    calls.push(`retry ${taskId}`);
-    return Promise.resolve({ ok: true, task: view(taskId) });
-  },
-};
+const tasks = recordingTasks(calls, 'cancelled');
 
 let app: FastifyInstance;
 let port: number;
 
 beforeAll(async () => {
-  const log = pino(
-    { level: 'warn' },
-    {
-      write: (line: string) => {
-        warnings.push((JSON.parse(line) as { msg: string }).msg);
-      },
-    },
-  );
-  app = createHttpServer({
-    adminKeys: [ADMIN_KEY],
-    maxPayloadBytes: 65_536,
-    tasks,
-    metrics: new Metrics(),
-    log,
-    readiness: () => Promise.resolve({ ready: true, degraded: false, checks: { etcd: true }, problems: [] }),
-  });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const address = app.server.address();
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  port = address.port;
+  ({ app, port } = await startTestServer(tasks, { log: capturingLog('warn', warnings) }));
 });
 afterAll(async () => {
   await app.close();
@@ -239,27 +189,8 @@ async function startServer(
   extra: Partial<HttpOptions>,
 ): Promise<{ port: number; warnings: string[]; close(): Promise<void> }> {
   const logged: string[] = [];
-  const log = pino(
-    { level: 'info' },
-    {
-      write: (line: string) => {
-        logged.push((JSON.parse(line) as { msg: string }).msg);
-      },
-    },
-  );
-  const server = createHttpServer({
-    adminKeys: [ADMIN_KEY],
-    maxPayloadBytes: 65_536,
-    tasks,
-    metrics: new Metrics(),
-    log,
-    readiness: () => Promise.resolve({ ready: true, degraded: false, checks: { etcd: true }, problems: [] }),
-    ...extra,
-  });
-  await server.listen({ host: '127.0.0.1', port: 0 });
-  const address = server.server.address();
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  return { port: address.port, warnings: logged, close: () => server.close() };
+  const server = await startTestServer(tasks, { log: capturingLog('info', logged), extra });
+  return { port: server.port, warnings: logged, close: () => server.close() };
 }
 
 async function loginAt(at: number, key: string) {

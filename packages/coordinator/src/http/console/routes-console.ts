@@ -33,6 +33,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { TaskApi } from '../routes-tasks.js';
 import { Credential } from '../route-auth.js';
+import { boundedWriter, KEEPALIVE_MS, refuseTooManyStreams, writeStreamHead } from '../event-stream.js';
 import { sendError } from '../send-error.js';
 import { Slots } from '../../core/slots.js';
 import { LoginThrottle } from '../../core/login-throttle.js';
@@ -64,8 +65,6 @@ const SECURITY_HEADERS = {
   'cache-control': 'no-store',
 } as const;
 
-const KEEPALIVE_MS = 15_000;
-const MAX_QUEUED_BYTES = 1 << 20;
 /** Console streams open at once on one coordinator. */
 export const MAX_CONSOLE_STREAMS = 64;
 
@@ -278,11 +277,7 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
   app.get('/ui/api/stream', consoleRead, async (req, reply) => {
     if (hub === undefined) return sendError(reply, 'UNAVAILABLE', 'the console has no data source on this server');
     const slot = streams.tryTake();
-    if (slot === undefined) {
-      void reply.header('retry-after', '5');
-      log.warn({ remote: req.ip, max: MAX_CONSOLE_STREAMS }, 'console stream refused: too many open');
-      return sendError(reply, 'LIMIT_REACHED', `too many console streams open (${MAX_CONSOLE_STREAMS})`);
-    }
+    if (slot === undefined) return refuseTooManyStreams(reply, log, req.ip, 'console stream', MAX_CONSOLE_STREAMS);
     const raw = reply.raw;
     const login = options.sessionOf(req);
     // Set by callbacks as well as below (a stream can stop during an await): one object.
@@ -326,24 +321,16 @@ export function registerConsoleRoutes(app: FastifyInstance, options: ConsoleRout
       raw.destroy();
       return reply;
     }
-    const write = (text: string): void => {
-      if (!stream.open) return;
-      if (raw.writableLength > MAX_QUEUED_BYTES) {
+    const write = boundedWriter(
+      raw,
+      () => stream.open,
+      () => {
         log.warn('console stream client too slow; disconnected');
         stop();
-        raw.destroy();
-        return;
-      }
-      raw.write(text);
-    };
+      },
+    );
     reply.hijack();
-    raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-      'x-content-type-options': 'nosniff',
-    });
+    writeStreamHead(raw, { 'x-content-type-options': 'nosniff' });
     raw.write(': leasehold console\nretry: 1000\n\n');
     stream.keepalive = setInterval(() => {
       write(': keepalive\n\n');

@@ -228,13 +228,7 @@ export class ConsoleView {
       if (q !== undefined && !matchesResource(row, q)) continue;
       matched.push(row);
     }
-    return {
-      total: matched.length,
-      offset: filter.offset,
-      items: matched.slice(filter.offset, filter.offset + filter.limit),
-      counts,
-      ...(this.#truncated ? { truncated: true } : {}),
-    };
+    return this.#page(matched, filter, counts);
   }
 
   /** The tasks view: filtered by queue, state and text, latest change first (counts: of the queue's tasks). */
@@ -251,6 +245,11 @@ export class ConsoleView {
       matched.push(row);
     }
     matched.sort((a, b) => b.atMs - a.atMs || (a.taskId < b.taskId ? -1 : 1));
+    return this.#page(matched, filter, counts);
+  }
+
+  /** The window `filter` asks for of the `matched` rows, with the per-state `counts`. */
+  #page<T>(matched: readonly T[], filter: ResourceFilter, counts: Record<string, number>): ConsolePage<T> {
     return {
       total: matched.length,
       offset: filter.offset,

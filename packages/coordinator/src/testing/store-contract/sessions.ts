@@ -79,31 +79,24 @@ export function describeSessions(t: Tools): void {
 
     it('closes a session (ending): grants compared on the old mod_revision fail from then on', async () => {
       const s = await open();
-      const closed = await store.closeSession({
-        sessionId: s.sessionId,
-        leaseId: s.leaseId,
-        knownModRevision: s.modRevision,
-        record: sessionRecord('w1'),
-      });
+      // The same close each time, on the mod_revision the session was opened with.
+      const close = () =>
+        store.closeSession({
+          sessionId: s.sessionId,
+          leaseId: s.leaseId,
+          knownModRevision: s.modRevision,
+          record: sessionRecord('w1'),
+        });
+      const closed = await close();
       expect(closed.kind).toBe('closed');
       expect((await store.session(s.sessionId))?.record.ending).toBe(true);
       const task = await submit('t1', 'r1');
       expect(await grantOne(job(s, task, 'q1'))).toEqual({ kind: 'sessionMoved' });
-      const twice = await store.closeSession({
-        sessionId: s.sessionId,
-        leaseId: s.leaseId,
-        knownModRevision: s.modRevision,
-        record: sessionRecord('w1'),
-      });
+      const twice = await close();
       expect(twice).toEqual({ kind: 'moved' });
       await store.revokeLease(s.leaseId);
       expect(await store.session(s.sessionId)).toBeUndefined();
-      const gone = await store.closeSession({
-        sessionId: s.sessionId,
-        leaseId: s.leaseId,
-        knownModRevision: s.modRevision,
-        record: sessionRecord('w1'),
-      });
+      const gone = await close();
       expect(gone).toEqual({ kind: 'gone' });
     });
   });
