@@ -10,6 +10,7 @@
  */
 import type { SinkClient } from '@leasehold/sink-client';
 import type { LeaseholdClient, ResourceOwnerView, TaskView } from '@leasehold/client';
+import { taskStateRank } from '@leasehold/protocol';
 
 export interface StatusRow {
   readonly resource: string;
@@ -27,15 +28,6 @@ export interface StatusRow {
   readonly leftMs: number | null;
   readonly attempts: number;
 }
-
-const STATE_ORDER: Record<string, number> = {
-  leased: 0,
-  pending: 1,
-  delayed: 2,
-  failed: 3,
-  completed: 4,
-  cancelled: 5,
-};
 
 /** The ended attempts a view carries: its history (a task view), else its last attempt (a list item). */
 function endedOf(task: TaskView): readonly { readonly token: string; readonly endedAtMs: number }[] {
@@ -183,7 +175,7 @@ export async function collectStatus(
   // Resources by the state of their latest task, then by name; --all keeps each resource's order.
   perResource.sort(
     (a, b) =>
-      (STATE_ORDER[a[0]?.state ?? ''] ?? 9) - (STATE_ORDER[b[0]?.state ?? ''] ?? 9) ||
+      taskStateRank(a[0]?.state) - taskStateRank(b[0]?.state) ||
       (a[0]?.resource ?? '').localeCompare(b[0]?.resource ?? ''),
   );
   return { rows: perResource.flat(), more };

@@ -24,6 +24,24 @@ import { ErrorMessageSchema, JsonValueSchema, TaskOnResource } from './common.js
 export const TaskStateSchema = z.enum(['pending', 'delayed', 'leased', 'completed', 'failed', 'cancelled']);
 export type TaskStateName = z.infer<typeof TaskStateSchema>;
 
+/**
+ * How views rank a resource's tasks by state (lower first): the live one, then what waits, then
+ * what ended — the CLI's `status` and the console's resource rows both show the first.
+ */
+export const TASK_STATE_RANK: Readonly<Record<TaskStateName, number>> = {
+  leased: 0,
+  pending: 1,
+  delayed: 2,
+  failed: 3,
+  completed: 4,
+  cancelled: 5,
+};
+
+/** A state's rank in {@link TASK_STATE_RANK}; anything that is not a task state ranks after all. */
+export function taskStateRank(state: string | undefined): number {
+  return state !== undefined && Object.hasOwn(TASK_STATE_RANK, state) ? TASK_STATE_RANK[state as TaskStateName] : 9;
+}
+
 /** Terminal states: nothing happens to such a task any more, except retry (failed) and purge. */
 export const TerminalTaskStateSchema = z.enum(['completed', 'failed', 'cancelled']);
 export type TerminalTaskState = z.infer<typeof TerminalTaskStateSchema>;

@@ -9,32 +9,28 @@
  * SDK worker's start ~16 % of its start-up CPU). `fast-decode.test.ts` holds the subset property
  * against the schemas with tables of bad values and generated frames.
  */
+import type { z } from 'zod';
 import { compileValidator } from '../validate.js';
 import {
-  AcquireSchema,
-  CompletedSchema,
-  CompleteSchema,
-  GrantSchema,
-  NoLeaseSchema,
-  ReleasedSchema,
-  ReleaseSchema,
-  RenewedSchema,
-  RenewSchema,
-} from './lease.js';
-import { HeartbeatAckSchema, HeartbeatSchema } from './session.js';
-import type { CoordinatorMessage, WorkerMessage } from './worker-protocol.js';
+  CoordinatorMessageSchema,
+  WorkerMessageSchema,
+  type CoordinatorMessage,
+  type WorkerMessage,
+} from './worker-protocol.js';
 
 type Check = (value: unknown) => boolean;
 
-/** Validators by frame type, each compiled from its schema when first asked for. */
+/** Validators by frame type, each compiled from its union member when first asked for. */
 function lazyTable(
-  schemas: Readonly<Record<string, Parameters<typeof compileValidator>[0]>>,
+  options: readonly (z.ZodObject & { shape: { type: z.ZodLiteral<string> } })[],
+  hot: readonly string[],
 ): (type: string) => Check | undefined {
+  const schemas = new Map(options.filter((o) => hot.includes(o.shape.type.value)).map((o) => [o.shape.type.value, o]));
   const compiled = new Map<string, Check>();
   return (type) => {
     let check = compiled.get(type);
-    if (check === undefined && Object.hasOwn(schemas, type)) {
-      const schema = schemas[type];
+    if (check === undefined) {
+      const schema = schemas.get(type);
       if (schema === undefined) return undefined;
       check = compileValidator(schema);
       compiled.set(type, check);
@@ -43,22 +39,22 @@ function lazyTable(
   };
 }
 
-const WORKER_HOT = lazyTable({
-  'lease.acquire': AcquireSchema,
-  'lease.release': ReleaseSchema,
-  'lease.renew': RenewSchema,
-  'task.complete': CompleteSchema,
-  heartbeat: HeartbeatSchema,
-});
+const WORKER_HOT = lazyTable(WorkerMessageSchema.options, [
+  'lease.acquire',
+  'lease.release',
+  'lease.renew',
+  'task.complete',
+  'heartbeat',
+]);
 
-const COORDINATOR_HOT = lazyTable({
-  'lease.granted': GrantSchema,
-  'lease.none': NoLeaseSchema,
-  'lease.renewed': RenewedSchema,
-  'lease.released': ReleasedSchema,
-  'task.completed': CompletedSchema,
-  'heartbeat.ack': HeartbeatAckSchema,
-});
+const COORDINATOR_HOT = lazyTable(CoordinatorMessageSchema.options, [
+  'lease.granted',
+  'lease.none',
+  'lease.renewed',
+  'lease.released',
+  'task.completed',
+  'heartbeat.ack',
+]);
 
 function fast(raw: unknown, table: (type: string) => Check | undefined): boolean {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return false;

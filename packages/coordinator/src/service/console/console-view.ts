@@ -7,7 +7,7 @@
  * Views are filtered and paged here, on the server, so a browser never receives 10k rows: it asks
  * for the window it shows.
  */
-import type { RetryPolicy, SinkEvent } from '@leasehold/protocol';
+import { taskStateRank, type RetryPolicy, type SinkEvent } from '@leasehold/protocol';
 import type {
   ConsolePage,
   ConsoleResourceRow,
@@ -18,16 +18,6 @@ import type {
 import { lastEventOf, policyOf, viewState } from '../../core/lifecycle.js';
 import { queueOf, type AttemptRecord, type TaskRecord } from '../../core/task-record.js';
 import type { StoredOwner, StoredSession } from '../../store/port.js';
-
-/** Which task a resource row shows: the live one first, then pending, ..., else the latest. */
-const STATE_RANK: Readonly<Record<string, number>> = {
-  leased: 0,
-  pending: 1,
-  delayed: 2,
-  failed: 3,
-  completed: 4,
-  cancelled: 5,
-};
 
 /** What the console keeps of a task: its record (layout v2 shape) and revision, nothing read on demand. */
 export interface ConsoleTask {
@@ -187,8 +177,8 @@ export class ConsoleView {
       const row = this.taskRow(t, nowMs);
       if (
         best === undefined ||
-        (STATE_RANK[row.state] ?? 9) < (STATE_RANK[best.state] ?? 9) ||
-        ((STATE_RANK[row.state] ?? 9) === (STATE_RANK[best.state] ?? 9) && row.atMs > best.atMs)
+        taskStateRank(row.state) < taskStateRank(best.state) ||
+        (taskStateRank(row.state) === taskStateRank(best.state) && row.atMs > best.atMs)
       ) {
         best = row;
       }
