@@ -15,7 +15,7 @@
  * (docs/operations.md says how to point the sinks at a real server, with TLS).
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ManagedProcess } from './local-cluster.js';
 
@@ -106,18 +106,7 @@ export async function startLocalPostgres(
   const url = `postgres:///postgres?${query.toString()}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const ready = spawnSync(join(binDir, 'pg_isready'), [
-      '-q',
-      '-h',
-      sockets,
-      '-p',
-      String(port),
-      '-U',
-      SERVER_USER,
-      '-d',
-      'postgres',
-    ]);
-    if (ready.status === 0) return { process: server, url };
+    if (serverReady(data, server.child.pid)) return { process: server, url };
     if (!server.running) throw new Error(`postgres exited during start-up (see its lines above)`);
     if (Date.now() > deadline) {
       await server.stop();
@@ -125,4 +114,20 @@ export async function startLocalPostgres(
     }
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * Whether the server we started says it accepts connections: line 1 of `postmaster.pid` is its pid
+ * and line 8 its state, `ready` once connections are accepted (what `pg_ctl -w` waits on). Read
+ * rather than connecting: a probe connection while the server starts up is refused with a FATAL
+ * line in its log, which is a false complaint. A stale file of an earlier server carries another pid.
+ */
+export function serverReady(data: string, pid: number | undefined): boolean {
+  let lines: string[];
+  try {
+    lines = readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n');
+  } catch {
+    return false;
+  }
+  return pid !== undefined && Number(lines[0]) === pid && lines[7]?.trim() === 'ready';
 }
