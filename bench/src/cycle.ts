@@ -9,6 +9,8 @@
  *   - `leasehold`: admin `POST /v1/tasks/batch` to the built coordinator; worker SDK instances
  *     (`procs/sdk-worker.ts`): grant (owner txn + durable fence advance at the sink) → fenced,
  *     fsynced result write at the sink → `task.complete` (txn);
+ *   - `leasehold-3c`: the same on its own stack with three coordinators on one etcd prefix and
+ *     one sink, the workers spread over them: total coordinator CPU per task against one;
  *   - `bullmq-always`: `Queue.addBulk` on Debian's redis-server with AOF `appendfsync always`
  *     (every write fsynced before the reply: the durability the sink gives); BullMQ `Worker`s;
  *   - `bullmq-everysec`: the same with `appendfsync everysec` (the usual production setting).
@@ -24,7 +26,7 @@ import { findRedis, startRedis, type Redis } from './infra/redis.js';
 import { startStack, type Stack } from './infra/stack.js';
 import { interleaveLoads, median, type Load, type RoundResult } from './measure.js';
 import type { Counters } from './procs/protocol.js';
-import { throughputRow, type BenchRow } from './report.js';
+import { cpuRow, throughputRow, type BenchRow } from './report.js';
 
 export interface CycleOptions {
   readonly etcd: Etcd;
@@ -39,6 +41,8 @@ export const CYCLE_SLOTS = 8;
 const SUBMITTERS = 4;
 const SUBMIT_BATCH = 32;
 const BACKLOG = CYCLE_WORKERS * CYCLE_SLOTS * 2;
+/** The load name of the three-coordinator side. */
+const THREE = 'leasehold-3c';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Submit = (ids: readonly number[]) => Promise<number>;
@@ -84,7 +88,7 @@ export class CycleLoad implements Load {
   readonly workers: ChildLoad;
   readonly #servers: Readonly<Record<string, number>>;
   readonly #submit: Submit;
-  readonly #metricsUrl: string | undefined;
+  readonly #metricsUrls: readonly string[];
   #callsAtBegin: Record<string, number> = {};
   /** Coordinator call counters summed over the measured windows (see {@link coordinatorCalls}). */
   readonly calls: Record<string, number> = {};
@@ -101,11 +105,11 @@ export class CycleLoad implements Load {
     servers: Readonly<Record<string, number>>;
     params: (round: number, worker: number) => Record<string, unknown>;
     submit: Submit;
-    /** A coordinator's base URL whose /metrics are read at each window's begin and end. */
-    metricsUrl?: string;
+    /** Coordinators' base URLs whose /metrics are read (and summed) at each window's begin and end. */
+    metricsUrls?: readonly string[];
   }) {
     this.name = args.name;
-    this.#metricsUrl = args.metricsUrl;
+    this.#metricsUrls = args.metricsUrls ?? [];
     this.#servers = args.servers;
     this.#submit = args.submit;
     this.workers = new ChildLoad({
@@ -154,11 +158,14 @@ export class CycleLoad implements Load {
     this.#submitters = Array.from({ length: SUBMITTERS }, () => this.#submitter());
   }
   async sample(mark?: 'begin' | 'end'): Promise<Counters> {
-    const url = this.#metricsUrl;
-    if (url !== undefined && mark !== undefined) {
-      const now = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })
-        .then(async (r) => coordinatorCalls(await r.text()))
-        .catch(() => ({}));
+    if (this.#metricsUrls.length > 0 && mark !== undefined) {
+      const now: Record<string, number> = {};
+      for (const url of this.#metricsUrls) {
+        const one = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })
+          .then(async (r) => coordinatorCalls(await r.text()))
+          .catch(() => ({}));
+        for (const [k, v] of Object.entries(one)) now[k] = (now[k] ?? 0) + v;
+      }
       if (mark === 'begin') this.#callsAtBegin = now;
       else
         for (const [k, v] of Object.entries(now))
@@ -183,18 +190,24 @@ export class CycleLoad implements Load {
  * `priority` 1 so the SDK workers take them before the takeover suite's own priority-0 tasks).
  */
 export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'leasehold', priority = 0): CycleLoad {
+  // With peers (`startStack({ coordinators })`) worker i is served by coordinator i mod n; the
+  // admin submits through the first; every coordinator's CPU is counted (`coordinator`,
+  // `coordinator-2`, ...) and their call counters summed.
+  const coordinators = [stack.coordinator, ...stack.peers];
+  const servers: Record<string, number> = { etcd: etcd.pid, sink: stack.sink.pid };
+  coordinators.forEach((c, i) => (servers[i === 0 ? 'coordinator' : `coordinator-${i + 1}`] = c.pid));
   return new CycleLoad({
     name,
     script: 'sdk-worker.js',
-    servers: { coordinator: stack.coordinator.pid, etcd: etcd.pid, sink: stack.sink.pid },
+    servers,
     params: (round, i) => ({
-      coordinatorUrl: stack.coordinator.url,
+      coordinatorUrl: (coordinators[i % coordinators.length] ?? stack.coordinator).url,
       sinkUrl: stack.sink.url,
       workerKey: stack.keys.workerKey,
       workerId: `${name}-${round}-${i}`,
       concurrency: CYCLE_SLOTS,
     }),
-    metricsUrl: stack.coordinator.url,
+    metricsUrls: coordinators.map((c) => c.url),
     submit: (ids) =>
       admin.submitBatch(
         ids.map((n) => ({ taskId: `${name}-${n}`, resource: `cr/${n}`, ...(priority > 0 ? { priority } : {}) })),
@@ -221,9 +234,24 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
   const loads: CycleLoad[] = [];
   const redises: Redis[] = [];
   const queues: Queue[] = [];
+  // The same cycle served by three coordinators (own prefix and sink, so its coordinators watch
+  // nothing while the other sides run): the issue-27 figure "total coordinator CPU per task with
+  // 3 coordinators ≤ 1.2× with one" (every coordinator decodes every watched task record).
+  let stack3: Stack | undefined;
+  let admin3: Admin | undefined;
   try {
     const leasehold = leaseholdCycle(stack, admin, o.etcd);
     loads.push(leasehold);
+    stack3 = await startStack({
+      name: 'cycle3',
+      etcd: o.etcd,
+      sessionTtlMs: 10_000,
+      heartbeatIntervalMs: 2_500,
+      coordinators: 3,
+    });
+    admin3 = new Admin(stack3.coordinator.url, stack3.keys.adminKey);
+    const leasehold3 = leaseholdCycle(stack3, admin3, o.etcd, THREE);
+    loads.push(leasehold3);
     if (findRedis() === undefined) {
       o.log('cycle: redis-server not found: the BullMQ sides are skipped');
     } else {
@@ -253,6 +281,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
       return `${parts.join(', ')}, worker processes ${Math.round(clients - self)}, bench submitter ${Math.round(self)}`;
     };
     const errors = get('leasehold').reduce((a, r) => a + r.errors, 0) + leasehold.submitErrors;
+    const errors3 = get(THREE).reduce((a, r) => a + r.errors, 0) + leasehold3.submitErrors;
     const summaries = leasehold.workers.summaries.flat();
     const windowOps = summaries.reduce((a, s) => a + Number(s.windowOps ?? 0), 0);
     const perTask = (k: string) =>
@@ -284,7 +313,26 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
           note: `BullMQ everysec ${describe(get('bullmq-everysec'))}`,
         }),
       );
-    } else {
+    }
+    if (get(THREE).length > 0) {
+      const tasks3 = leasehold3.workers.summaries.flat().reduce((a, s) => a + Number(s.windowOps ?? 0), 0);
+      rows.push(
+        cpuRow({
+          name: 'coordinator CPU per task cycle, 3 coordinators (summed) vs 1',
+          figure: get(THREE),
+          base: get('leasehold'),
+          figureCpu: coordinatorCpu,
+          baseCpu: coordinatorCpu,
+          baselineName: 'the same cycle on one coordinator',
+          target: 1.2,
+          note:
+            `workers spread over the three (worker i on coordinator i mod 3), submits through the first; ` +
+            `${Math.round(median(get(THREE).map((r) => r.rate)))} tasks/s; CPU µs per task: ${describe(get(THREE))}; ` +
+            `${describeCalls(leasehold3.calls, tasks3)}; refused, lost or unsubmitted: ${errors3}`,
+        }),
+      );
+    }
+    if (get('bullmq-always').length === 0) {
       rows.push(
         throughputRow({
           name: 'full task cycles/s (submit → grant → fenced write → complete)',
@@ -303,6 +351,15 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
     for (const q of queues) await q.close();
     for (const r of redises) await r.stop();
     await admin.close();
+    await admin3?.close();
     await stack.stop();
+    await stack3?.stop();
   }
+}
+
+/** µs of CPU per task of every coordinator process of a round (`coordinator`, `coordinator-2`, ...). */
+export function coordinatorCpu(r: RoundResult): number {
+  return Object.entries(r.cpuUs)
+    .filter(([k]) => k === 'coordinator' || k.startsWith('coordinator-'))
+    .reduce((a, [, v]) => a + v, 0);
 }

@@ -35,6 +35,8 @@ export interface StackOptions {
   readonly coordinatorEnv?: Readonly<Record<string, string>>;
   /** How long the first start may take (default 20 s). */
   readonly startTimeoutMs?: number;
+  /** Coordinator processes on the same etcd prefix and sink (default 1); the others are `peers`. */
+  readonly coordinators?: number;
 }
 
 export interface Stack {
@@ -42,6 +44,8 @@ export interface Stack {
   readonly sink: NodeDaemon;
   /** The current coordinator process (throws while none runs: a restart that failed). */
   readonly coordinator: NodeDaemon;
+  /** The other coordinators of `coordinators` (each its own id and process; never restarted). */
+  readonly peers: readonly NodeDaemon[];
   readonly prefix: string;
   /**
    * SIGKILL the coordinator and start it again with the same configuration; resolves once the new
@@ -108,21 +112,27 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     ...opts.coordinatorEnv,
   };
   let starts = 0;
-  const startCoordinator = (readyPath?: string, timeoutMs?: number) =>
+  const startCoordinator = (readyPath?: string, timeoutMs?: number, peer?: number) =>
     startNodeDaemon({
-      name: 'coordinator',
+      name: peer === undefined ? 'coordinator' : `coordinator-${peer}`,
       script: COORDINATOR_MAIN,
       dir,
       nodeArgs: profileArgs('coordinator', `${opts.name}-${starts++}`),
-      env,
-      stderrPath: join(dir, 'coordinator.stderr'),
+      env: peer === undefined ? env : { ...env, LEASEHOLD_COORDINATOR_COORDINATOR_ID: `bench-${opts.name}-${peer}` },
+      stderrPath: join(dir, peer === undefined ? 'coordinator.stderr' : `coordinator-${peer}.stderr`),
       ...(readyPath === undefined ? {} : { readyPath }),
       ...(timeoutMs === undefined ? {} : { timeoutMs }),
     });
   let coordinator: NodeDaemon | undefined;
+  const peers: NodeDaemon[] = [];
   try {
     coordinator = await startCoordinator(undefined, opts.startTimeoutMs);
+    for (let n = 2; n <= (opts.coordinators ?? 1); n++) {
+      peers.push(await startCoordinator('/readyz', opts.startTimeoutMs, n));
+    }
   } catch (err) {
+    for (const peer of peers) await peer.stop();
+    await coordinator?.stop();
     await sink.stop();
     throw err;
   }
@@ -133,6 +143,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       if (coordinator === undefined) throw new Error(`${opts.name}: the coordinator is down (its restart failed)`);
       return coordinator;
     },
+    peers,
     prefix,
     async restartCoordinator(timeoutMs) {
       const old = coordinator;
@@ -145,6 +156,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       return coordinator;
     },
     stop: async () => {
+      for (const peer of peers) await peer.stop();
       await coordinator?.stop();
       await sink.stop();
       rmSync(dir, { recursive: true, force: true });

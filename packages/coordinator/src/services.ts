@@ -35,6 +35,7 @@ import { SettleService } from './service/settle.js';
 import type { RetryPolicyOf } from './service/task-submit.js';
 import { TaskService } from './service/tasks.js';
 import { WatchFeed } from './service/watch-feed.js';
+import { CoordinatorPeers } from './core/peers.js';
 import type { LeaseStore } from './store/port.js';
 
 export interface ServiceDeps {
@@ -88,6 +89,7 @@ export function createServices(deps: ServiceDeps): Services {
   const repeats = new RepeatGate();
   const state: CoordinatorState = { shuttingDown: false, etcdUnreachable: false };
   const index = new TaskIndex({ wallClock, defaults: config.retryPolicy });
+  const peers = new CoordinatorPeers();
   const fences = new MicroBatcher<AdvanceItem, AdvanceItemResult>(
     async (items) => {
       try {
@@ -129,6 +131,7 @@ export function createServices(deps: ServiceDeps): Services {
       fences,
       signCapability: (claims) => signCapability(signingKey, claims),
       state,
+      peers: { coordinatorId, table: peers },
     },
     sessions,
   );
@@ -186,6 +189,7 @@ export function createServices(deps: ServiceDeps): Services {
     store,
     timers,
     index,
+    peers,
     log: log.child({ component: 'watch' }),
     onGroup: createGroupHandler(
       {

@@ -63,7 +63,21 @@ export interface SelectOptions {
   readonly queues?: readonly string[];
   /** Which of `queues` goes first within a priority (taken modulo their count): callers rotate it. */
   readonly turn?: number;
+  /**
+   * Resources this coordinator is assigned (core/peers.ts), preferred within a priority: of the
+   * first {@link PREFER_WINDOW} grantable tasks of that priority the oldest preferred one is
+   * taken, else the one `select` would take without it. Only with `limit` 1.
+   */
+  readonly prefer?: (resource: string) => boolean;
 }
+
+/**
+ * How many grantable tasks of one priority a preferring select looks at. A peer's tasks that wait
+ * ahead of this coordinator's own are at most this many per priority before it takes them too
+ * (their own coordinator takes them first when its workers ask), so a busy or workerless peer
+ * delays a task by a bounded count of grants, never for good.
+ */
+export const PREFER_WINDOW = 32;
 
 /** Queues noted as readied before {@link TaskIndex.takeReadied} answers 'all' instead of a set. */
 export const MAX_READIED_QUEUES = 256;
@@ -302,6 +316,7 @@ export class TaskIndex {
     }
     if (served.length === 0) return [];
     const first = (options.turn ?? 0) % served.length;
+    if (options.prefer !== undefined && limit === 1) return this.#selectPreferring(served, first, options.prefer);
     const picked: PendingTask[] = [];
     const resources = new Set<string>();
     for (let p = QueueLanes.PRIORITIES - 1; p >= 0 && picked.length < limit; p -= 1) {
@@ -315,28 +330,66 @@ export class TaskIndex {
 
   /** Ready tasks of one lane, oldest first, whose resource is free, into `picked` (up to `limit`). */
   #pickFrom(lane: Lane, limit: number, picked: PendingTask[], resources: Set<string>): void {
-    if (lane.queue.size === 0 && lane.returned.empty) return;
-    {
-      const queue = lane.queue.values();
-      let q = queue.next();
-      let r = lane.returned.liveAt(0);
-      while (picked.length < limit) {
-        const fromQueue = q.done === true ? undefined : q.value;
-        let task: Entry | undefined;
-        if (fromQueue !== undefined && (r === undefined || this.#before(fromQueue, r.revision, r.seq))) {
-          task = fromQueue;
-          q = queue.next();
-        } else if (r !== undefined) {
-          task = this.#pending.get(r.taskId);
-          r = lane.returned.liveAt(r.next);
-        } else {
-          break;
-        }
-        if (task === undefined) continue;
-        if (resources.has(task.resource) || this.isHeld(task.resource)) continue;
-        resources.add(task.resource);
-        picked.push(task);
+    this.#eachGrantable(lane, (task) => {
+      if (resources.has(task.resource)) return false;
+      resources.add(task.resource);
+      picked.push(task);
+      return picked.length >= limit;
+    });
+  }
+
+  /**
+   * Within each priority (highest first): the oldest grantable task of a preferred resource among
+   * the first {@link PREFER_WINDOW} grantable ones (queues in turn order), else the first grantable
+   * one — what the plain select takes. Priority order is kept exactly; within a priority a task
+   * is the oldest grantable one of its resource either way (all tasks of a resource are assigned
+   * alike), so a resource's tasks are still granted in their order.
+   */
+  #selectPreferring(
+    served: readonly QueueLanes[],
+    first: number,
+    prefer: (resource: string) => boolean,
+  ): PendingTask[] {
+    for (let p = QueueLanes.PRIORITIES - 1; p >= 0; p -= 1) {
+      let fallback: Entry | undefined;
+      let preferred: Entry | undefined;
+      let looked = 0;
+      for (let k = 0; k < served.length && preferred === undefined && looked < PREFER_WINDOW; k += 1) {
+        const lane = served[(first + k) % served.length]?.laneAt(p);
+        if (lane === undefined) continue;
+        this.#eachGrantable(lane, (task) => {
+          fallback ??= task;
+          looked += 1;
+          if (prefer(task.resource)) preferred = task;
+          return preferred !== undefined || looked >= PREFER_WINDOW;
+        });
       }
+      const task = preferred ?? fallback;
+      if (task !== undefined) return [task];
+    }
+    return [];
+  }
+
+  /** Each ready task of one lane whose resource is free, oldest first, until `visit` says stop. */
+  #eachGrantable(lane: Lane, visit: (task: Entry) => boolean): void {
+    if (lane.queue.size === 0 && lane.returned.empty) return;
+    const queue = lane.queue.values();
+    let q = queue.next();
+    let r = lane.returned.liveAt(0);
+    for (;;) {
+      const fromQueue = q.done === true ? undefined : q.value;
+      let task: Entry | undefined;
+      if (fromQueue !== undefined && (r === undefined || this.#before(fromQueue, r.revision, r.seq))) {
+        task = fromQueue;
+        q = queue.next();
+      } else if (r !== undefined) {
+        task = this.#pending.get(r.taskId);
+        r = lane.returned.liveAt(r.next);
+      } else {
+        return;
+      }
+      if (task === undefined || this.isHeld(task.resource)) continue;
+      if (visit(task)) return;
     }
   }
 

@@ -31,6 +31,7 @@ import {
   replayVerdict,
 } from '../core/grant-decisions.js';
 import { granted } from '../core/lifecycle.js';
+import type { CoordinatorPeers } from '../core/peers.js';
 import { acquireQueues, wakesFor } from '../core/queues.js';
 import { errorFrame, failureReply } from '../core/replies.js';
 import { recordOf, type PendingTask, type TaskIndex } from '../core/task-index.js';
@@ -49,6 +50,11 @@ export interface GrantsContext extends DeliveryContext {
   readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs' | 'takeReadied'>;
   readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
   readonly metrics: DeliveryContext['metrics'] & Pick<Metrics, 'acquiresWaiting' | 'batchItems'>;
+  /**
+   * With peers serving sessions too, selection prefers the resources assigned to this coordinator
+   * (core/peers.ts), so coordinators do not all race for the same oldest task. Absent: plain order.
+   */
+  readonly peers?: { readonly coordinatorId: string; readonly table: Pick<CoordinatorPeers, 'members' | 'assignee'> };
 }
 
 const RETRY = Symbol('retry');
@@ -62,6 +68,18 @@ export class GrantService {
   /** Waiting long-poll acquires, oldest first, with the queues they serve: each is woken once, then re-registers. */
   readonly #waiters = new Map<() => void, readonly string[]>();
   #wakeQueued = false;
+
+  /** Whether a resource is assigned to this coordinator among those serving sessions. */
+  readonly #assignedHere = (resource: string): boolean => {
+    const peers = this.#ctx.peers;
+    return peers === undefined || peers.table.assignee(resource) === peers.coordinatorId;
+  };
+
+  /** Other coordinators serve sessions too (and this one is among them, as the watch has seen). */
+  #sharing(): boolean {
+    const peers = this.#ctx.peers;
+    return peers !== undefined && peers.table.members.length >= 2 && peers.table.members.includes(peers.coordinatorId);
+  }
 
   constructor(ctx: GrantsContext, sessions: SessionRegistry) {
     this.#ctx = ctx;
@@ -174,7 +192,9 @@ export class GrantService {
       for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
         const turn = session.queueTurn++;
         const [candidate] = ctx.index.select(
-          msg.taskId === undefined ? { queues, turn } : { queues, turn, taskId: msg.taskId },
+          msg.taskId === undefined
+            ? { queues, turn, ...(this.#sharing() ? { prefer: this.#assignedHere } : {}) }
+            : { queues, turn, taskId: msg.taskId },
         );
         if (candidate === undefined) break;
         timing.workStartMs ??= ctx.clock.nowMs();

@@ -14,6 +14,7 @@
 import { RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import { entryOf, type OwnerEntry, type TaskEntry, type TaskIndex } from '../core/task-index.js';
+import type { CoordinatorPeers } from '../core/peers.js';
 import type { Timers } from '../core/timers.js';
 import type { LeaseStore, StoreEvent, StoredOwner, StoredSession, StoredTask } from '../store/port.js';
 
@@ -43,9 +44,11 @@ export interface FeedListener {
 }
 
 export interface WatchFeedOptions {
-  readonly store: Pick<LeaseStore, 'snapshot' | 'watch'>;
+  readonly store: Pick<LeaseStore, 'snapshot' | 'watch' | 'sessions'>;
   readonly timers: Timers;
   readonly index: TaskIndex;
+  /** Which coordinators serve sessions: reset from the sessions at the snapshot's revision, then kept by the watch. */
+  readonly peers?: Pick<CoordinatorPeers, 'reset' | 'apply'>;
   readonly log: Logger;
   readonly onGroup: (group: RevisionGroup) => void;
   /** After a watch response (or a rebuild) was applied to the index. */
@@ -114,6 +117,11 @@ export class WatchFeed {
       if (old.length > 0) this.#o.onLegacy?.(old);
     });
     const owners = snap.owners.map(ownerEntry);
+    const peers = this.#o.peers;
+    if (peers !== undefined) {
+      const sessions = await this.#o.store.sessions(snap.revision);
+      peers.reset(sessions.map((x) => [x.sessionId, x.record.coordinatorId] as const));
+    }
     this.#o.index.reset(entries, owners, snap.revision);
     const pending = this.#o.index.stats().pending;
     let failed = false;
@@ -231,6 +239,8 @@ export class WatchFeed {
       } else if (ev.kind === 'owner') {
         const o = ev.owner;
         index.applyOwner(ev.resource, o === undefined ? undefined : ownerEntry(o));
+      } else {
+        this.#o.peers?.apply(ev.sessionId, ev.session?.record.coordinatorId);
       }
     }
     index.advanceTo(group.revision);
