@@ -35,13 +35,19 @@ function fmix32(value: number): number {
 
 /** The rendezvous weight of (member, resource): both hashed, combined, mixed again. */
 export function rendezvousWeight(member: string, resource: string): number {
-  return fmix32(hash32(member) ^ Math.imul(hash32(resource), 0x9e3779b1));
+  return weightOf(hash32(member), hash32(resource));
+}
+
+function weightOf(memberHash: number, resourceHash: number): number {
+  return fmix32(memberHash ^ Math.imul(resourceHash, 0x9e3779b1));
 }
 
 export class CoordinatorPeers {
   readonly #bySession = new Map<string, string>();
   readonly #sessions = new Map<string, number>();
   #members: readonly string[] = [];
+  /** `hash32` of each member, in `#members` order: a select asks per candidate, members change rarely. */
+  #memberHashes: readonly number[] = [];
 
   /** Start again from the sessions of a snapshot (`[sessionId, coordinatorId]`). */
   reset(sessions: Iterable<readonly [string, string]>): void {
@@ -77,12 +83,13 @@ export class CoordinatorPeers {
   assignee(resource: string): string | undefined {
     const members = this.#members;
     if (members.length < 2) return undefined;
+    const resourceHash = hash32(resource);
     let best: string | undefined;
     let bestWeight = -1;
-    for (const member of members) {
-      const weight = rendezvousWeight(member, resource);
+    for (let i = 0; i < members.length; i += 1) {
+      const weight = weightOf(this.#memberHashes[i] ?? 0, resourceHash);
       if (weight > bestWeight) {
-        best = member;
+        best = members[i];
         bestWeight = weight;
       }
     }
@@ -96,6 +103,8 @@ export class CoordinatorPeers {
 
   #refresh(): void {
     const ids = [...this.#sessions.keys()].sort();
-    if (ids.length !== this.#members.length || ids.some((id, i) => id !== this.#members[i])) this.#members = ids;
+    if (ids.length === this.#members.length && ids.every((id, i) => id === this.#members[i])) return;
+    this.#members = ids;
+    this.#memberHashes = ids.map(hash32);
   }
 }
