@@ -10,7 +10,8 @@
  * Idempotent by request id: the request record (attached to the session lease, created in (a))
  * makes a retry find the same grant; the retry re-runs (b) — an advance to the same token is a
  * no-op at the sink — and sends the same grant (same token, same capability). Concurrent acquires
- * are batched: many owner keys in one txn (falling back to one txn per job when a compare fails)
+ * are batched: many owner keys in one txn (when a compare fails, the jobs that lost a race are told
+ * so from the txn's failure branch and the rest go again together; see etcd/transactions/grant-txns.ts)
  * and many advances in one sink call.
  *
  * Long poll: an acquire with `waitMs` that finds nothing grantable waits (up to `waitMs`, the

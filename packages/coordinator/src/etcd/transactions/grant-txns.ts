@@ -23,11 +23,16 @@ export const MAX_GRANTS_PER_TXN = Math.floor(ETCD_MAX_TXN_OPS / 4);
 /** Payload bytes one grant txn's reply may carry (32 × 256 KiB would be 8 MiB). */
 export const MAX_GRANT_PAYLOAD_BYTES = 2 * 1024 * 1024;
 
-/** A multi-job txn that failed says only that: the caller retries one txn per job to tell which. */
+/**
+ * A multi-job txn that failed says which jobs lost their race (`raced[i]`: the owner key exists
+ * or the task changed, as its failure branch read them at `revision`); the others failed on no
+ * compare the txn could see from there (or on a session / request compare), so the caller tries
+ * them again, as one txn and then one txn each.
+ */
 export type GrantTxnResult =
   | { readonly kind: 'granted'; readonly token: bigint; readonly payloads: readonly (string | undefined)[] }
   | Exclude<GrantOutcome, { readonly kind: 'granted' }>
-  | { readonly kind: 'batchFailed' };
+  | { readonly kind: 'batchFailed'; readonly raced: readonly boolean[]; readonly revision: bigint };
 
 /**
  * grantOwners — many grants in one txn (only for resources believed free).
@@ -39,13 +44,17 @@ export type GrantTxnResult =
  *           HoldingRecord (session lease); put tasks/<t> = the job's next record (one more attempt,
  *           opened: so while the attempt is open, the task key's mod_revision is its token); get
  *           inputs/<t> (the payload the grant delivers, without another round trip)
- * failure:  single job only: get sessions/<sid>, holdings/<sid>/<q>
+ * failure:  single job: get sessions/<sid>, holdings/<sid>/<q>; several jobs: per job get
+ *           owners/<r>, tasks/<t> (2 per job: at most 64 ops)
  * result:   granted{token R, payloads} where R = the txn revision, which is the create_revision of
  *           every owner key created: each was absent (compare) and is put by this txn, and etcd
  *           gives all keys a txn creates its one revision (no read-back needed). A single job's failure is
  *           classified: the holding exists -> replay{holding}; the session key is gone or has
  *           another mod_revision -> sessionMoved; otherwise (owner present or task changed) ->
- *           raced{revision}. A batch's failure -> batchFailed (retry one txn per job).
+ *           raced{revision}. A batch's failure -> batchFailed{raced per job, revision}: a job whose
+ *           owner key exists or whose task key is gone or changed lost its race (another grant
+ *           took the resource or the task — with several coordinators, usually a peer's); the
+ *           others are tried again (the store: as one txn, then one txn each).
  */
 export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJob[]): Promise<GrantTxnResult> {
   if (jobs.length === 0) throw new CoordinatorError('INTERNAL', 'grantOwners needs at least one job');
@@ -70,13 +79,18 @@ export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJ
   const single = jobs.length === 1 ? jobs[0] : undefined;
   const failure =
     single === undefined
-      ? []
+      ? jobs.flatMap((j) => [op.get(keys.owner(j.task.resource)), op.get(keys.task(j.task.taskId))])
       : [op.get(keys.session(single.sessionId)), op.get(keys.holding(single.sessionId, single.requestId))];
   const res = await kv.txn(jobs.length === 1 ? 'grantOwner' : 'grantOwners', { compare, success, failure });
   if (res.succeeded) {
     return { kind: 'granted', token: res.revision, payloads: jobs.map((_, i) => firstKv(res, 4 * i + 3)?.value) };
   }
-  if (single === undefined) return { kind: 'batchFailed' };
+  if (single === undefined) {
+    const raced = jobs.map(
+      (j, i) => firstKv(res, 2 * i) !== undefined || firstKv(res, 2 * i + 1)?.modRevision !== j.taskModRevision,
+    );
+    return { kind: 'batchFailed', raced, revision: res.revision };
+  }
   const holding = parseHolding(firstKv(res, 1));
   if (holding !== undefined) return { kind: 'replay', holding };
   const session = parseSession(keys, firstKv(res, 0));

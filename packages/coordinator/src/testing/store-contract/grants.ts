@@ -84,6 +84,44 @@ export function describeGrants(t: Tools): void {
       expect(mixed.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'raced']);
     });
 
+    it('a failed batch tells from its failure branch who lost a race; the rest land in one more txn', async () => {
+      const s = await open();
+      const [ta, tb, tc, td] = await Promise.all(['a', 'b', 'c', 'd'].map((id) => submit(id, `r-${id}`)));
+      if (ta === undefined || tb === undefined || tc === undefined || td === undefined) throw new Error('tasks');
+      await granted(s, 'x', 'r-b'); // r-b owned now: b loses (owner present)
+      const staleD = { record: td.record, modRevision: td.modRevision - 1n }; // d changed since read
+      const names: string[] = [];
+      const txn = store.kv.txn.bind(store.kv);
+      store.kv.txn = (name, spec) => {
+        names.push(name);
+        return txn(name, spec);
+      };
+      const out = await store.grant([job(s, ta, 'qa'), job(s, tb, 'qb'), job(s, tc, 'qc'), job(s, staleD, 'qd')]);
+      expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'raced', 'granted', 'raced']);
+      // The batch, then a and c together: no txn per job.
+      expect(names).toEqual(['grantOwners', 'grantOwners']);
+      const tokens = out.map((r) => (r.ok && r.value.kind === 'granted' ? r.value.token : undefined));
+      expect(tokens[0]).toBe(tokens[2]);
+      expect(await store.owner('r-a')).toMatchObject({ token: tokens[0] });
+      expect(await store.owner('r-d')).toBeUndefined();
+    });
+
+    it('a failed batch whose failure branch sees no race goes one txn per job, each outcome its own', async () => {
+      const s = await open();
+      const [ta, tb] = await Promise.all(['a', 'b'].map((id) => submit(id, `r-${id}`)));
+      if (ta === undefined || tb === undefined) throw new Error('tasks');
+      const moved = { ...job(s, tb, 'qb'), sessionModRevision: s.modRevision - 1n }; // session compare fails
+      const names: string[] = [];
+      const txn = store.kv.txn.bind(store.kv);
+      store.kv.txn = (name, spec) => {
+        names.push(name);
+        return txn(name, spec);
+      };
+      const out = await store.grant([job(s, ta, 'qa'), moved]);
+      expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'sessionMoved']);
+      expect(names).toEqual(['grantOwners', 'grantOwner', 'grantOwner']);
+    });
+
     it('abandons an unsent grant closing its attempt (closed): the attempt given back, the task backs off', async () => {
       const s = await open();
       const a = await granted(s, 't1', 'r1');
