@@ -19,7 +19,7 @@ import type { Timers } from './core/timers.js';
 import { LeaseholdError, SinkUnavailableError } from './errors.js';
 import type { AdvanceItem, AdvanceItemResult, FenceTarget, SinkObserver } from './fence/port.js';
 import type { Metrics } from './metrics.js';
-import { MicroBatcher } from './service/batcher.js';
+import { MicroBatcher } from '@leasehold/sink-client';
 import { ConsoleReadModel } from './service/console/console-read-model.js';
 import { settingsOf, type CoordinatorState } from './service/context.js';
 import { EtcdHealth } from './service/etcd-health.js';

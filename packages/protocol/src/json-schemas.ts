@@ -13,6 +13,8 @@ import {
   SinkEventSchema,
   StoredResultSchema,
   WriteRequestSchema,
+  WriteBatchRequestSchema,
+  WriteBatchResponseSchema,
   WriteResponseSchema,
 } from './messages/sink.js';
 import { ErrorMessageSchema } from './messages/common.js';
@@ -37,6 +39,8 @@ export const JSON_SCHEMA_SOURCES = {
   'sink-advance-batch-request': AdvanceBatchRequestSchema,
   'sink-advance-batch-response': AdvanceBatchResponseSchema,
   'sink-write-request': WriteRequestSchema,
+  'sink-write-batch-request': WriteBatchRequestSchema,
+  'sink-write-batch-response': WriteBatchResponseSchema,
   'sink-write-response': WriteResponseSchema,
   'sink-resource-view': ResourceViewSchema,
   'sink-stored-result': StoredResultSchema,

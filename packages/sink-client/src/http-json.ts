@@ -63,6 +63,8 @@ export interface JsonRequest {
   readonly method: 'GET' | 'POST' | 'DELETE' | 'PUT';
   readonly path: string;
   readonly body?: unknown;
+  /** The body already serialized as JSON (sent as it is; `body` is then ignored). */
+  readonly rawBody?: string;
   readonly bearer?: string | undefined;
   readonly headers?: Readonly<Record<string, string>>;
   readonly timeoutMs?: number;
@@ -86,7 +88,7 @@ export class JsonHttp {
   async request(req: JsonRequest): Promise<JsonReply> {
     const what = `${this.#o.peer} ${req.method} ${req.path.split('?')[0] ?? ''}`;
     const headers: Record<string, string> = { accept: 'application/json', ...req.headers };
-    const payload = req.body === undefined ? undefined : JSON.stringify(req.body);
+    const payload = req.rawBody ?? (req.body === undefined ? undefined : JSON.stringify(req.body));
     if (payload !== undefined) headers['content-type'] = 'application/json';
     if (req.bearer !== undefined) headers.authorization = `Bearer ${req.bearer}`;
     const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;

@@ -7,6 +7,7 @@ export type {
   AdvanceResult,
   WriteResult,
   WriteArgs,
+  WriteBatchingOptions,
   ClientStoredResult,
   ClientResourceView,
   ClientResourcePage,
@@ -15,3 +16,5 @@ export type {
 } from './sink-client.js';
 export { DEFAULT_MAX_RESPONSE_BYTES, JsonHttp, tlsConnectOptions } from './http-json.js';
 export type { JsonHttpOptions, JsonReply, JsonRequest, TlsClientOptions } from './http-json.js';
+export { MicroBatcher } from './micro-batcher.js';
+export type { BatcherOptions, Settled } from './micro-batcher.js';

@@ -9,10 +9,17 @@
  *   page byte budget), `resourcePages` (an async iterator over every page), `getFence` (no
  *   results at all); every reply is read up to `maxResponseBytes`.
  *
+ * - Writes are group-committed (`writeBatching`, on by default): the writes of one event-loop turn,
+ *   and those made while a batch request is in flight, leave together as one `POST
+ *   /v1/writes/batch` (within `maxItems` and `maxBytes`); each caller still gets its own write's
+ *   answer, exactly as `POST /v1/writes` would give it. A sink without the batch route (404) is
+ *   written one request per write from then on; a batch refused as too large (413) goes again one
+ *   request per write. Both refusals come before any decision, and a write sent twice is a replay.
+ *
  * Tracing (`@opentelemetry/api`; no-ops unless the process registered an SDK): a write is a
  * `leasehold.sink.write` client span, an advance a `leasehold.fence.advance` one, children of the
- * active context; each request carries its span as the W3C `traceparent` header, so the sink's
- * span is its child.
+ * active context; each request carries its span as the W3C `traceparent` header (a batched write
+ * in its item), so the sink's span is its child.
  */
 import {
   AdvanceBatchResponseSchema,
@@ -22,6 +29,8 @@ import {
   LeaseholdError,
   ResourceViewSchema,
   StoredResultSchema,
+  MAX_WRITE_BATCH_ITEMS,
+  WriteBatchResponseSchema,
   WriteResponseSchema,
   formatToken,
   parseFence,
@@ -35,6 +44,7 @@ import {
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
 import type { z } from 'zod';
 import { JsonHttp, type JsonReply, type TlsClientOptions } from './http-json.js';
+import { MicroBatcher, type Settled } from './micro-batcher.js';
 import { sinkResourcePath, sinkResultPath } from './paths.js';
 
 export interface SinkClientOptions {
@@ -50,7 +60,24 @@ export interface SinkClientOptions {
   readonly tls?: TlsClientOptions;
   /** Longest reply read (a longer one is PAYLOAD_TOO_LARGE). Default 65 MiB: any page or result a sink sends. */
   readonly maxResponseBytes?: number;
+  /** Group commit of writes into `POST /v1/writes/batch` requests (default on); `false`: one request per write. */
+  readonly writeBatching?: WriteBatchingOptions | false;
 }
+
+export interface WriteBatchingOptions {
+  /** Most writes in one request. Default 64 (at most the protocol's MAX_WRITE_BATCH_ITEMS, 256). */
+  readonly maxItems?: number;
+  /**
+   * Most bytes of one request body; a write whose item alone is larger goes on its own
+   * `POST /v1/writes`. Default 256 KiB (the sink's body limit is 1 MiB by default).
+   */
+  readonly maxBytes?: number;
+  /** Batch requests in flight at once; what arrives meanwhile waits for one to return. Default 1. */
+  readonly maxInFlight?: number;
+}
+
+/** Bytes of `{"items":[` and `]}`, and of the comma between two items. */
+const BATCH_ENVELOPE_BYTES = 12;
 
 export type AdvanceResult =
   | { readonly ok: true; readonly resource: string; readonly outcome: 'advanced' | 'unchanged'; readonly fence: bigint }
@@ -122,9 +149,38 @@ function markRefused(span: Span, code: string): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: code });
 }
 
+type WriteRefusalCode = 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT';
+type WireWrite = Omit<WriteArgs, 'token'> & { readonly token: string };
+
+/** A write waiting for its batch: its item as JSON, that JSON's bytes, and what a lone request sends. */
+interface BatchedWrite {
+  readonly encoded: string;
+  readonly bytes: number;
+  readonly wire: WireWrite;
+  readonly headers: Record<string, string>;
+}
+
+/** The batch item of a write: the write request, with the span's `traceparent` when tracing is on. */
+function encodeItem(wire: WireWrite, headers: Record<string, string>): { encoded: string; bytes: number } {
+  const traceparent = headers.traceparent;
+  const encoded = JSON.stringify(traceparent === undefined ? wire : { ...wire, traceparent });
+  return { encoded, bytes: Buffer.byteLength(encoded) };
+}
+
+/** The error code of a non-2xx reply, when its body is an error message. */
+function errorCodeOf(reply: JsonReply): string | undefined {
+  if (reply.status < 300) return undefined;
+  const parsed = ErrorMessageSchema.safeParse(reply.body);
+  return parsed.success ? parsed.data.code : undefined;
+}
+
 export class SinkClient {
   readonly #http: JsonHttp;
   readonly #key: string | undefined;
+  readonly #batcher: MicroBatcher<BatchedWrite, WriteResult> | undefined;
+  readonly #batchMaxBytes: number;
+  /** The sink answered the batch route with 404: it predates it. */
+  #batchUnsupported = false;
 
   constructor(options: SinkClientOptions) {
     this.#http = new JsonHttp({
@@ -136,6 +192,16 @@ export class SinkClient {
       ...(options.maxResponseBytes === undefined ? {} : { maxResponseBytes: options.maxResponseBytes }),
     });
     this.#key = options.key;
+    const batching = options.writeBatching ?? {};
+    this.#batchMaxBytes = batching === false ? 0 : Math.max(1024, batching.maxBytes ?? 256 * 1024);
+    this.#batcher =
+      batching === false
+        ? undefined
+        : new MicroBatcher<BatchedWrite, WriteResult>(
+            (items) => this.#writeBatch(items),
+            Math.min(MAX_WRITE_BATCH_ITEMS, Math.max(1, batching.maxItems ?? 64)),
+            { maxInFlight: batching.maxInFlight ?? 1 },
+          );
   }
 
   advance(resource: string, token: bigint): Promise<AdvanceResult> {
@@ -182,17 +248,91 @@ export class SinkClient {
     };
     return this.#traced('leasehold.sink.write', '/v1/writes', attributes, async (headers, span) => {
       const wire = { ...args, token: formatToken(args.token) };
-      const reply = await this.#post('/v1/writes', wire, false, headers);
-      if (reply.status === 409) {
-        const { code, fence } = this.#refusal(reply, WRITE_REFUSALS);
-        markRefused(span, code);
-        span.setAttribute('leasehold.fence', formatToken(fence));
-        return { ok: false, code: code as 'STALE_TOKEN' | 'FENCE_CONFLICT' | 'RESULT_CONFLICT', fence };
+      let result: WriteResult;
+      const encoded = this.#batcher === undefined || this.#batchUnsupported ? undefined : encodeItem(wire, headers);
+      if (this.#batcher !== undefined && encoded !== undefined && encoded.bytes <= this.#batchMaxBytes) {
+        span.setAttribute('url.path', '/v1/writes/batch');
+        result = await this.#batcher.submit({ ...encoded, wire, headers });
+      } else {
+        result = await this.#writeOne(wire, headers);
       }
-      const body = this.#expect(reply, WriteResponseSchema);
-      span.setAttributes({ 'leasehold.outcome': body.outcome, 'leasehold.fence': body.fence });
-      return { ok: true, outcome: body.outcome, fence: parseFence(body.fence) };
+      if (result.ok) {
+        span.setAttributes({ 'leasehold.outcome': result.outcome, 'leasehold.fence': formatToken(result.fence) });
+      } else {
+        markRefused(span, result.code);
+        span.setAttribute('leasehold.fence', formatToken(result.fence));
+      }
+      return result;
     });
+  }
+
+  /** One write on `POST /v1/writes`. */
+  async #writeOne(wire: WireWrite, headers: Record<string, string>): Promise<WriteResult> {
+    const reply = await this.#post('/v1/writes', wire, false, headers);
+    if (reply.status === 409) {
+      const { code, fence } = this.#refusal(reply, WRITE_REFUSALS);
+      return { ok: false, code: code as WriteRefusalCode, fence };
+    }
+    const body = this.#expect(reply, WriteResponseSchema);
+    return { ok: true, outcome: body.outcome, fence: parseFence(body.fence) };
+  }
+
+  /** The writes the batcher gathered: requests of at most `maxBytes`, each item answered on its own. */
+  async #writeBatch(items: readonly BatchedWrite[]): Promise<Settled<WriteResult>[]> {
+    const requests: BatchedWrite[][] = [];
+    let current: BatchedWrite[] = [];
+    let bytes = BATCH_ENVELOPE_BYTES;
+    for (const item of items) {
+      if (current.length > 0 && bytes + item.bytes + 1 > this.#batchMaxBytes) {
+        requests.push(current);
+        current = [];
+        bytes = BATCH_ENVELOPE_BYTES;
+      }
+      current.push(item);
+      bytes += item.bytes + 1;
+    }
+    requests.push(current);
+    const answers = await Promise.all(requests.map((request) => this.#sendBatch(request)));
+    return answers.flat();
+  }
+
+  async #sendBatch(items: readonly BatchedWrite[]): Promise<Settled<WriteResult>[]> {
+    if (this.#batchUnsupported) return this.#eachAlone(items);
+    const rawBody = `{"items":[${items.map((i) => i.encoded).join(',')}]}`;
+    const reply = await this.#http.request({ method: 'POST', path: '/v1/writes/batch', rawBody });
+    const code = errorCodeOf(reply);
+    if (reply.status === 404 && code === 'NOT_FOUND') {
+      // A sink from before the batch route: it decided nothing; write one request per write from now on.
+      this.#batchUnsupported = true;
+      return this.#eachAlone(items);
+    }
+    // Too large for this sink's body limit: refused before any decision; each goes alone.
+    if (reply.status === 413 && items.length > 1) return this.#eachAlone(items);
+    const body = this.#expect(reply, WriteBatchResponseSchema);
+    if (body.results.length !== items.length) {
+      throw new LeaseholdError('UNAVAILABLE', 'malformed reply from the sink: wrong number of results', {
+        retryable: true,
+      });
+    }
+    return body.results.map((r): Settled<WriteResult> => {
+      if (r.ok) return { ok: true, value: { ok: true, outcome: r.outcome, fence: parseFence(r.fence) } };
+      if (WRITE_REFUSALS.has(r.code) && r.fence !== undefined) {
+        return { ok: true, value: { ok: false, code: r.code as WriteRefusalCode, fence: parseFence(r.fence) } };
+      }
+      return { ok: false, error: new LeaseholdError(r.code, `sink: ${r.message}`, { retryable: r.retryable }) };
+    });
+  }
+
+  #eachAlone(items: readonly BatchedWrite[]): Promise<Settled<WriteResult>[]> {
+    return Promise.all(
+      items.map(async (i): Promise<Settled<WriteResult>> => {
+        try {
+          return { ok: true, value: await this.#writeOne(i.wire, i.headers) };
+        } catch (error) {
+          return { ok: false, error };
+        }
+      }),
+    );
   }
 
   /**

@@ -14,6 +14,8 @@ export interface SinkMetrics {
   readonly advances: Counter<'outcome'>;
   /** Ops per committed batch. */
   readonly batchOps: Histogram;
+  /** Writes per `POST /v1/writes/batch` request. */
+  readonly writeBatchItems: Histogram;
   /** Seconds per batch transaction, including the fsync. */
   readonly commitSeconds: Histogram;
   /** Batches that failed to commit (rolled back). */
@@ -56,6 +58,12 @@ export function createMetrics(options: MetricsOptions = {}): SinkMetrics {
       name: 'leasehold_sink_batch_ops',
       help: 'Operations per group-commit transaction.',
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
+      registers: [registry],
+    }),
+    writeBatchItems: new Histogram({
+      name: 'leasehold_sink_write_batch_items',
+      help: 'Writes per POST /v1/writes/batch request.',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
       registers: [registry],
     }),
     commitSeconds: new Histogram({

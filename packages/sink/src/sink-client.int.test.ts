@@ -5,12 +5,20 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import type { JsonValue } from '@leasehold/protocol';
 import { LeaseholdError } from './errors.js';
 import { createSink, type Sink } from './sink.js';
 import { describeFenceContract } from './testing/contract.js';
-import { COORDINATOR_KEY, INCARNATION, READ_KEY, tempDir, testOptions, type TempDir } from './testing/fixtures.js';
+import {
+  COORDINATOR_KEY,
+  INCARNATION,
+  READ_KEY,
+  sign,
+  tempDir,
+  testOptions,
+  type TempDir,
+} from './testing/fixtures.js';
 import { clientTarget } from './testing/targets.js';
 import { SinkClient } from '@leasehold/sink-client';
 
@@ -59,6 +67,20 @@ describeFenceContract('HTTP client against a listening sink', async (options) =>
     await sink.close();
     dir.remove();
   });
+});
+
+describeFenceContract('HTTP client against a listening sink, one request per write', async (options) => {
+  const { sink, url, dir } = await listeningSink(options);
+  const client = new SinkClient({ url, key: COORDINATOR_KEY, maxSockets: 32, writeBatching: false });
+  return clientTarget(
+    client,
+    async () => {
+      void client.close();
+      await sink.close();
+      dir.remove();
+    },
+    { batchesWrites: false },
+  );
 });
 
 describe('SinkClient errors', () => {
@@ -283,5 +305,122 @@ describe('malformed HTTP', () => {
       await sink.close();
       dir.remove();
     }
+  });
+});
+
+describe('SinkClient write batching', () => {
+  const writeArgs = (resultId: string, payload: JsonValue = resultId, workerId = 'w') => ({
+    resource: 'r',
+    token: 1n,
+    resultId,
+    workerId,
+    incarnation: INCARNATION,
+    capability: sign('r', 1n, workerId),
+    payload,
+  });
+  const batchMetric = async (s: Sink, which: 'count' | 'sum') => {
+    const text = (await s.app.inject({ url: '/metrics' })).body;
+    const line = text.split('\n').find((l) => l.startsWith(`leasehold_sink_write_batch_items_${which} `));
+    return Number(line?.split(' ')[1] ?? 0);
+  };
+
+  async function advancedSink(overrides: Parameters<typeof testOptions>[1] = {}) {
+    const live = await listeningSink(overrides);
+    const admin = new SinkClient({ url: live.url, key: COORDINATOR_KEY, writeBatching: false });
+    expect(await admin.advance('r', 1n)).toMatchObject({ ok: true });
+    void admin.close();
+    onTestFinished(async () => {
+      await live.sink.close();
+      live.dir.remove();
+    });
+    return live;
+  }
+
+  it('writes fired together leave as one batch request; each gets its own answer, a refusal only its own', async () => {
+    const live = await advancedSink();
+    const client = new SinkClient({ url: live.url });
+    const good = Array.from({ length: 20 }, (_, i) => client.write(writeArgs(`x${i}`)));
+    const forbidden = client.write({ ...writeArgs('bad'), capability: sign('r', 1n, 'another-worker') });
+    const ahead = client.write({ ...writeArgs('ahead'), token: 2n, capability: sign('r', 2n, 'w') });
+    expect(await Promise.all(good)).toEqual(good.map(() => ({ ok: true, outcome: 'written', fence: 1n })));
+    await expect(forbidden).rejects.toMatchObject({ code: 'FORBIDDEN', retryable: false });
+    expect(await ahead).toEqual({ ok: false, code: 'FENCE_CONFLICT', fence: 1n });
+    expect(await batchMetric(live.sink, 'count')).toBe(1);
+    expect(await batchMetric(live.sink, 'sum')).toBe(22);
+    void client.close();
+  });
+
+  it('keeps each request within maxItems and maxBytes; a write larger than maxBytes goes alone', async () => {
+    const live = await advancedSink();
+    const client = new SinkClient({ url: live.url, writeBatching: { maxItems: 4, maxBytes: 4096 } });
+    const answers = await Promise.all([
+      ...Array.from({ length: 10 }, (_, i) => client.write(writeArgs(`x${i}`, 'y'.repeat(1000)))),
+      client.write(writeArgs('large', 'z'.repeat(8000))),
+    ]);
+    expect(answers.every((a) => a.ok)).toBe(true);
+    // 10 writes of ~1.2 KB: gathered 4, 4 and 2 at a time (maxItems), and each 4 sent as 3 + 1
+    // (maxBytes): 5 requests; the large one on POST /v1/writes, outside every batch.
+    expect(await batchMetric(live.sink, 'sum')).toBe(10);
+    expect(await batchMetric(live.sink, 'count')).toBe(5);
+    expect((await live.sink.service.resourcePage('r', { after: 0n, limit: 100 })).results).toHaveLength(11);
+    void client.close();
+  });
+
+  it("a batch over the sink's body limit (413, nothing decided) goes again one request per write", async () => {
+    const live = await advancedSink({ bodyLimitBytes: 1024 });
+    const client = new SinkClient({ url: live.url });
+    const answers = await Promise.all([
+      client.write(writeArgs('a', 'y'.repeat(500))),
+      client.write(writeArgs('b', 'y'.repeat(500))),
+    ]);
+    expect(answers).toEqual([
+      { ok: true, outcome: 'written', fence: 1n },
+      { ok: true, outcome: 'written', fence: 1n },
+    ]);
+    expect(await batchMetric(live.sink, 'count')).toBe(0);
+    void client.close();
+  });
+
+  it('a write whose batch request failed in transit rejects UNAVAILABLE, retryable', async () => {
+    const live = await listeningSink();
+    const url = live.url;
+    await live.sink.close();
+    live.dir.remove();
+    const client = new SinkClient({ url });
+    const both = [client.write(writeArgs('a')), client.write(writeArgs('b'))];
+    for (const w of both) await expect(w).rejects.toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+    void client.close();
+  });
+
+  it('a sink without the batch route (404 NOT_FOUND) is written one request per write from then on', async () => {
+    const paths: string[] = [];
+    const server = createServer((req, res) => {
+      paths.push(req.url ?? '');
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(req.url === '/v1/writes' ? 200 : 404, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify(
+            req.url === '/v1/writes'
+              ? { resource: 'r', resultId: 'x', outcome: 'written', fence: '1' }
+              : {
+                  type: 'error',
+                  code: 'NOT_FOUND',
+                  message: 'Route POST:/v1/writes/batch not found',
+                  retryable: false,
+                },
+          ),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = new SinkClient({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+    const first = await Promise.all([1, 2, 3].map((i) => client.write(writeArgs(`x${i}`))));
+    const later = await Promise.all([4, 5].map((i) => client.write(writeArgs(`x${i}`))));
+    expect([...first, ...later].every((a) => a.ok)).toBe(true);
+    expect(paths).toEqual(['/v1/writes/batch', ...Array.from({ length: 5 }, () => '/v1/writes')]);
+    void client.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
   });
 });

@@ -38,7 +38,7 @@ import { errorFrame, failureReply } from '../core/replies.js';
 import { recordOf, type PendingTask, type TaskIndex } from '../core/task-index.js';
 import type { Metrics } from '../metrics.js';
 import type { GrantJob, GrantOutcome, LeaseStore, StoredHolding } from '../store/port.js';
-import { MicroBatcher } from './batcher.js';
+import { MicroBatcher } from '@leasehold/sink-client';
 import type { CoordinatorState } from './context.js';
 import { GrantDelivery, type DeliveryContext, type GrantTiming } from './grant-delivery.js';
 import type { LocalSession, SessionRegistry } from './local-session.js';

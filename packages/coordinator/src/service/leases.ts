@@ -23,7 +23,7 @@ import { recordOf, traceparentOf, type TaskIndex } from '../core/task-index.js';
 import type { LegacyParts } from '../core/task-record.js';
 import type { Metrics } from '../metrics.js';
 import type { FinishJob, LeaseOutcome, LeaseStore, StoredOwner, StoredTask } from '../store/port.js';
-import { MicroBatcher } from './batcher.js';
+import { MicroBatcher } from '@leasehold/sink-client';
 import { lifecycleEnv, type LifecycleContext } from './context.js';
 import type { LocalSession, SessionRegistry } from './local-session.js';
 import type { SessionManager } from './sessions.js';

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { IncarnationSchema, ResourceIdSchema, ResultIdSchema, WorkerIdSchema } from '../ids.js';
 import { FENCE_PATTERN, FenceSchema, TokenSchema } from '../token.js';
-import { JsonValueSchema } from './common.js';
+import { ErrorCodeSchema, JsonValueSchema, TraceparentSchema } from './common.js';
 
 /** POST /v1/fences/advance (coordinator key). Advance only grows the fence; the same token again is a no-op success. */
 export const AdvanceRequestSchema = z.strictObject({
@@ -63,6 +63,44 @@ export const WriteResponseSchema = z.object({
   fence: FenceSchema,
 });
 export type WriteResponse = z.infer<typeof WriteResponseSchema>;
+
+/** Most writes one `POST /v1/writes/batch` carries. */
+export const MAX_WRITE_BATCH_ITEMS = 256;
+
+/** One write of a batch: a write request and, optionally, the W3C `traceparent` of the writer's span. */
+export const WriteBatchItemSchema = WriteRequestSchema.extend({ traceparent: TraceparentSchema.optional() });
+export type WriteBatchItem = z.infer<typeof WriteBatchItemSchema>;
+
+/**
+ * POST /v1/writes/batch (a capability in each item). Every item is decided on its own, exactly as
+ * `POST /v1/writes` would decide it (its own capability check, fence check and idempotency check
+ * in one durable step), and answered in order; the reply follows the commit of every item. Only the
+ * request as a whole (not an object, no `items`, too many, too large) fails as a whole.
+ */
+export const WriteBatchRequestSchema = z.strictObject({
+  items: z.array(WriteBatchItemSchema).min(1).max(MAX_WRITE_BATCH_ITEMS),
+});
+export type WriteBatchRequest = z.infer<typeof WriteBatchRequestSchema>;
+
+/**
+ * One item's answer: what `POST /v1/writes` would have replied — its 200 body with `ok: true`, or
+ * its error's code, message and retryability (and the fence, on STALE_TOKEN / FENCE_CONFLICT /
+ * RESULT_CONFLICT) with `ok: false`.
+ */
+export const WriteBatchItemResultSchema = z.discriminatedUnion('ok', [
+  z.object({ ok: z.literal(true), ...WriteResponseSchema.shape }),
+  z.object({
+    ok: z.literal(false),
+    code: ErrorCodeSchema,
+    message: z.string(),
+    retryable: z.boolean(),
+    fence: FenceSchema.optional(),
+  }),
+]);
+export type WriteBatchItemResult = z.infer<typeof WriteBatchItemResultSchema>;
+
+export const WriteBatchResponseSchema = z.object({ results: z.array(WriteBatchItemResultSchema) });
+export type WriteBatchResponse = z.infer<typeof WriteBatchResponseSchema>;
 
 export const StoredResultSchema = z.object({
   resource: ResourceIdSchema,

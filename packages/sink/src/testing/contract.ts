@@ -61,6 +61,11 @@ export interface ContractTarget {
   advance(resource: string, token: bigint): Promise<AdvanceDecision>;
   advanceBatch(items: readonly { resource: string; token: bigint }[]): Promise<AdvanceDecision[]>;
   write(write: ContractWrite): Promise<WriteDecision>;
+  /**
+   * Several writes in one batch request, answered in order (`POST /v1/writes/batch`, where the
+   * target has it; the client batches concurrent writes itself, the service has no batch).
+   */
+  writeBatch?(writes: readonly ContractWrite[]): Promise<WriteDecision[]>;
   /** One page of a resource's results. Bad input rejects with `{ code: 'INVALID_MESSAGE' }`. */
   resourcePage(resource: string, query?: ContractPageQuery): Promise<ContractPage>;
   /** Every result of a resource (a walk over its pages) and the fence of the last page. */
@@ -69,6 +74,11 @@ export interface ContractTarget {
     after: number,
     limit: number,
   ): Promise<{ decisions: readonly ContractDecision[]; next: number; oldestRetained: number }>;
+  /**
+   * The target holds writes back to send them together (the client's write batching), so a write
+   * and an advance fired at once may reach the sink in either order; writes fired at once keep theirs.
+   */
+  readonly batchesWrites?: boolean;
   /** Op counts of committed batches so far, when the target can observe them. */
   readonly batchSizes?: () => readonly number[];
   close(): Promise<void>;
@@ -125,6 +135,13 @@ function runOnTarget(target: ContractTarget, step: Step): Promise<AdvanceDecisio
   return step.kind === 'advance' ? target.advance(step.resource, step.token) : target.write(step);
 }
 
+const write = (resource: string, token: bigint, resultId: string, payload: JsonValue): ContractWrite => ({
+  resource,
+  token,
+  resultId,
+  workerId: 'w-1',
+  payload,
+});
 const adv = (resource: string, token: bigint): Step => ({ kind: 'advance', resource, token });
 const wr = (resource: string, token: bigint, resultId: string, payload: JsonValue, workerId = 'w-1'): Step => ({
   kind: 'write',
@@ -226,6 +243,47 @@ export function describeFenceContract(name: string, open: (options: ContractOpti
       expect((await target.resource('b/b')).fence).toBe(7n);
     });
 
+    it('a batch of writes is decided item by item, in order, as the model decides them one by one', async () => {
+      const model = new FencedStore();
+      for (const [resource, token] of [
+        ['wb/a', 5n],
+        ['wb/b', 3n],
+      ] as const) {
+        expect(await target.advance(resource, token)).toEqual(model.advance(resource, token));
+      }
+      const writes: ContractWrite[] = [
+        write('wb/a', 5n, 'r-1', { v: 1 }),
+        write('wb/a', 5n, 'r-1', { v: 1 }), // replayed, within the same batch
+        write('wb/a', 5n, 'r-1', { v: 2 }), // RESULT_CONFLICT
+        write('wb/a', 4n, 'r-2', 'old'), // STALE_TOKEN
+        write('wb/a', 6n, 'r-3', 'forged'), // FENCE_CONFLICT
+        write('wb/b', 3n, 'r-1', { v: 9 }), // the same result id on another resource
+        write('wb/never', 1n, 'r-1', 'x'), // FENCE_CONFLICT at 0
+        write('wb/a', 5n, 'r-4', [1, 2]),
+      ];
+      const expected = writes.map((w) => model.write(w.resource, w.token, w.resultId, w.payload));
+      const answers =
+        target.writeBatch === undefined
+          ? await Promise.all(writes.map((w) => target.write(w)))
+          : await target.writeBatch(writes);
+      expect(answers).toEqual(expected);
+      expect(expected.map((d) => (d.ok ? d.outcome : d.code))).toEqual([
+        'written',
+        'replayed',
+        'RESULT_CONFLICT',
+        'STALE_TOKEN',
+        'FENCE_CONFLICT',
+        'written',
+        'FENCE_CONFLICT',
+        'written',
+      ]);
+      expect((await target.resource('wb/a')).results.map((r) => [r.resultId, r.payload])).toEqual([
+        ['r-1', { v: 1 }],
+        ['r-4', [1, 2]],
+      ]);
+      expect((await target.resource('wb/b')).results.map((r) => r.payload)).toEqual([{ v: 9 }]);
+    });
+
     it('concurrent interleaved requests on one resource get the answers of sequential execution', async () => {
       const steps: Step[] = [
         adv('g/r', 1n),
@@ -244,8 +302,19 @@ export function describeFenceContract(name: string, open: (options: ContractOpti
       ];
       const model = new FencedStore();
       const expected = steps.map((s) => runOnModel(model, s));
-      // Fired without awaiting: they arrive together and are committed as group(s).
-      const answers = await Promise.all(steps.map((s) => runOnTarget(target, s)));
+      // Fired without awaiting: they arrive together and are committed as group(s). A target that
+      // batches writes keeps only the order of writes fired at once: each run of one kind together.
+      const answers: (AdvanceDecision | WriteDecision)[] = [];
+      if (target.batchesWrites === true) {
+        for (let at = 0; at < steps.length;) {
+          let end = at;
+          while (end < steps.length && steps[end]?.kind === steps[at]?.kind) end++;
+          answers.push(...(await Promise.all(steps.slice(at, end).map((s) => runOnTarget(target, s)))));
+          at = end;
+        }
+      } else {
+        answers.push(...(await Promise.all(steps.map((s) => runOnTarget(target, s)))));
+      }
       expect(answers).toEqual(expected);
       const sizes = target.batchSizes?.();
       if (sizes !== undefined) expect(Math.max(...sizes)).toBeGreaterThan(1);

@@ -12,6 +12,7 @@ import {
   type ErrorMessage,
   type JsonValue,
   type ResourceView,
+  type WriteBatchResponse,
   type WriteDecision,
 } from '@leasehold/protocol';
 import pino from 'pino';
@@ -27,6 +28,7 @@ import {
   type ContractPage,
   type ContractPageQuery,
   type ContractTarget,
+  type ContractWrite,
 } from './contract.js';
 import { COORDINATOR_KEY, INCARNATION, recordBatches, sign, tempDir, testOptions } from './fixtures.js';
 
@@ -187,21 +189,22 @@ export async function injectTarget(
       );
     },
     write: async (w) => {
-      const capability = sign(w.resource, w.token, w.workerId);
-      const wire = {
-        resource: w.resource,
-        token: String(w.token),
-        resultId: w.resultId,
-        workerId: w.workerId,
-        incarnation: INCARNATION,
-        capability,
-        payload: w.payload,
-      };
-      const { status, body } = await post('/v1/writes', wire, false);
+      const { status, body } = await post('/v1/writes', wireWrite(w), false);
       if (status === 409) return refusal(body) as WriteDecision;
       if (status !== 200) throw new Error(`write failed: ${status} ${JSON.stringify(body)}`);
       const ok = body as { outcome: 'written' | 'replayed'; fence: string };
       return { ok: true, outcome: ok.outcome, fence: parseFence(ok.fence) };
+    },
+    writeBatch: async (writes) => {
+      const { status, body } = await post('/v1/writes/batch', { items: writes.map(wireWrite) }, false);
+      if (status !== 200) throw new Error(`batch write failed: ${status} ${JSON.stringify(body)}`);
+      return (body as WriteBatchResponse).results.map((r): WriteDecision => {
+        if (r.ok) return { ok: true, outcome: r.outcome, fence: parseFence(r.fence) };
+        if (r.code !== 'STALE_TOKEN' && r.code !== 'FENCE_CONFLICT' && r.code !== 'RESULT_CONFLICT') {
+          throw new Error(`batch item failed: ${JSON.stringify(r)}`);
+        }
+        return { ok: false, code: r.code, fence: parseFence(r.fence ?? 'missing') };
+      });
     },
     resourcePage,
     resource: (resource) => readWholeResource(resourcePage, resource),
@@ -215,12 +218,29 @@ export async function injectTarget(
   };
 }
 
+/** A contract write as the wire carries it, signed by the test capability key. */
+function wireWrite(w: ContractWrite) {
+  return {
+    resource: w.resource,
+    token: String(w.token),
+    resultId: w.resultId,
+    workerId: w.workerId,
+    incarnation: INCARNATION,
+    capability: sign(w.resource, w.token, w.workerId),
+    payload: w.payload,
+  };
+}
+
 function stripResult(r: { resultId: string; token: bigint; workerId: string; payload: unknown }) {
   return { resultId: r.resultId, token: r.token, workerId: r.workerId, payload: r.payload as never };
 }
 
 /** The HTTP client against a listening server. */
-export function clientTarget(client: SinkClient, close: () => Promise<void>): ContractTarget {
+export function clientTarget(
+  client: SinkClient,
+  close: () => Promise<void>,
+  options: { readonly batchesWrites?: boolean } = {},
+): ContractTarget {
   const resourcePage = async (resource: string, query: ContractPageQuery = {}): Promise<ContractPage> => {
     const page = await client.resourcePage(resource, {
       ...(query.after === undefined ? {} : { after: query.after }),
@@ -230,6 +250,7 @@ export function clientTarget(client: SinkClient, close: () => Promise<void>): Co
   };
   return {
     kind: 'client',
+    batchesWrites: options.batchesWrites ?? true,
     advance: async (resource, token) => {
       const r = await client.advance(resource, token);
       return r.ok ? { ok: true, outcome: r.outcome, fence: r.fence } : { ok: false, code: r.code, fence: r.fence };

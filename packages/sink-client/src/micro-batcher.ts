@@ -1,6 +1,7 @@
 /**
- * Group commit for one kind of call (many owner keys in one etcd txn, many attempt ends in one
- * txn, many fence advances in one sink request). Items wait while `maxInFlight` calls of the kind
+ * Group commit for one kind of call (in the coordinator: many owner keys in one etcd txn, many
+ * attempt ends in one txn, many fence advances in one sink request; in this client: many results
+ * in one `POST /v1/writes/batch`). Items wait while `maxInFlight` calls of the kind
  * are running; when one returns, everything that arrived meanwhile leaves together (up to
  * `maxBatch` per call). So under load the batches grow instead of the calls queueing, as the
  * sink's fsync group commit does; with nothing in flight an item leaves at the end of the
@@ -8,17 +9,18 @@
  * its own item's outcome; a failure of the whole call rejects every item of it.
  *
  * No rule depends on how items are grouped: a batch only delays an item (never reorders items of
- * one resource, which the index's holds keep apart), and the store's batch txns fall back to one
- * txn per item when a batch compare fails (core/batching.ts).
+ * one resource, which the coordinator's index holds keep apart; the sink decides each write of a
+ * batch on its own), and the coordinator's batch txns fall back to one txn per item when a batch
+ * compare fails (its core/batching.ts).
  *
  * Trace context: a batch of one runs in its submitter's context (so a lone fence advance carries
  * the grant's `traceparent` to the sink); a batch of many runs in the root context, since one
  * request cannot continue several traces — each submitter's own span records its outcome.
  */
 import { context, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
-import type { Settled } from '../store/port.js';
 
-export type { Settled } from '../store/port.js';
+/** An item's outcome, or what its call threw (the outcome is then unknown). */
+export type Settled<O> = { readonly ok: true; readonly value: O } | { readonly ok: false; readonly error: unknown };
 
 export interface BatcherOptions {
   /** Calls of this kind running at once (default 1: classic group commit). */

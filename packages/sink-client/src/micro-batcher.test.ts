@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Settled } from '../store/port.js';
-import { MicroBatcher } from './batcher.js';
+import { MicroBatcher, type Settled } from './micro-batcher.js';
 
 /** A call the test ends by hand: what each call received, and a way to answer it. */
 function controlled() {
