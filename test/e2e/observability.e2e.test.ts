@@ -173,7 +173,8 @@ describe('metrics', () => {
     const { coordinator, sink } = await outputs();
     expect(coordinator).toMatch(/^leasehold_coordinator_grant_wait_seconds_count [1-9]/m);
     expect(coordinator).toMatch(/^leasehold_coordinator_grant_work_seconds_count [1-9]/m);
-    expect(sink).toMatch(/^leasehold_sink_http_requests_total\{route="\/v1\/writes",status="200"\} [1-9]/m);
+    // The SDK worker's results go group-committed (POST /v1/writes/batch); the forbidden write is a lone one.
+    expect(sink).toMatch(/^leasehold_sink_http_requests_total\{route="\/v1\/writes\/batch",status="200"\} [1-9]/m);
     expect(sink).toMatch(/^leasehold_sink_http_requests_total\{route="\/v1\/writes",status="403"\} 1$/m);
     expect(sink).toMatch(/^leasehold_sink_writes_total\{outcome="forbidden"\} 1$/m);
   });

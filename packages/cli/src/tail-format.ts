@@ -126,6 +126,7 @@ const REFUSAL_TEXT: Readonly<Record<string, string>> = {
 
 const METHOD_OF: Readonly<Record<string, string>> = {
   '/v1/writes': 'write',
+  '/v1/writes/batch': 'write',
   '/v1/fences/advance': 'advance',
   '/v1/fences/advance-batch': 'advance-batch',
 };

@@ -191,8 +191,18 @@ describe('GET /v1/events: refusals', () => {
     expect((await post(url, '/v1/fences/advance', { resource: 'r', token: 'x'.repeat(4000) })).status).toBe(413);
     // A hostile field value is not echoed: '../x' is not a valid resource id.
     expect((await write(url, '../x', 4, 'w1', 'v1.k2.junk')).status).toBe(400);
+    // A batch: each refused item is one event with its own claims; the batch as a whole is one.
+    const item = { resource: 'r', token: '5', resultId: 'y', workerId: 'eve', incarnation: INCARNATION, payload: 1 };
+    const batch = await post(
+      url,
+      '/v1/writes/batch',
+      { items: [item, { ...item, capability: sign('r', 5n, 'alice') }, { ...item, capability: 'x', traceparent: 1 }] },
+      null,
+    );
+    expect(batch.status).toBe(200);
+    expect((await post(url, '/v1/writes/batch', { items: [] }, null)).status).toBe(400);
 
-    const refusals = await s.until((events) => events.filter((e) => e.event === 'refusal').length >= 8);
+    const refusals = await s.until((events) => events.filter((e) => e.event === 'refusal').length >= 12);
     expect(refusals.every((e) => e.event === 'refusal' && e.id === undefined)).toBe(true);
     expect(refusals.map((e) => e.data)).toMatchObject([
       { type: 'refusal', route: '/v1/fences/advance', code: 'UNAUTHENTICATED' },
@@ -203,7 +213,12 @@ describe('GET /v1/events: refusals', () => {
       { route: '/v1/fences/advance-batch', code: 'INVALID_MESSAGE' },
       { route: '/v1/fences/advance', code: 'PAYLOAD_TOO_LARGE' },
       { route: '/v1/writes', code: 'INVALID_MESSAGE', token: '4', workerId: 'w1' },
+      { route: '/v1/writes/batch', code: 'UNAUTHENTICATED', resource: 'r', token: '5', workerId: 'eve' },
+      { route: '/v1/writes/batch', code: 'FORBIDDEN', resource: 'r', token: '5', workerId: 'eve' },
+      { route: '/v1/writes/batch', code: 'INVALID_MESSAGE', resource: 'r', token: '5', workerId: 'eve' },
+      { route: '/v1/writes/batch', code: 'INVALID_MESSAGE' },
     ]);
+    expect(refusals[11]?.data).not.toHaveProperty('resource');
     expect((refusals[0]?.data as { remote?: string }).remote).toBe('127.0.0.1');
     expect(refusals[7]?.data).not.toHaveProperty('resource');
     // Bearer keys are checked before the body is parsed: nothing claimed for those.

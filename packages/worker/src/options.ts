@@ -16,7 +16,7 @@ import {
   type CapabilityPublicKey,
   type JsonValue,
 } from '@leasehold/protocol';
-import type { TlsClientOptions } from '@leasehold/sink-client';
+import type { TlsClientOptions, WriteBatchingOptions } from '@leasehold/sink-client';
 import type { Logger } from 'pino';
 import type { CoordinatorTransport } from './connection.js';
 import { isPayloadSchema, type PayloadSchema } from './core/payload-schema.js';
@@ -36,7 +36,13 @@ export interface ShutdownOptions {
 
 export interface WorkerOptions<Payload = JsonValue, Result = JsonValue> {
   readonly coordinators: readonly string[];
-  readonly sink: { readonly url: string; readonly timeoutMs?: number } | SinkWriter;
+  /**
+   * The sink: its URL (the worker's own client; `writeBatching` as in `SinkClientOptions`: on by
+   * default, the results of one turn leave as one `POST /v1/writes/batch`), or a writer of your own.
+   */
+  readonly sink:
+    | { readonly url: string; readonly timeoutMs?: number; readonly writeBatching?: WriteBatchingOptions | false }
+    | SinkWriter;
   readonly credentials: WorkerCredentials;
   /** TLS for https:// coordinators and sink: the CA to pin, and a client certificate (mTLS). */
   readonly tls?: TlsClientOptions;

@@ -86,6 +86,7 @@ export class Worker<Payload = JsonValue, Result = JsonValue> {
             url: sink.url,
             timeoutMs: sink.timeoutMs ?? 5_000,
             ...(o.tls === undefined ? {} : { tls: o.tls }),
+            ...(sink.writeBatching === undefined ? {} : { writeBatching: sink.writeBatching }),
           });
     this.#session = new WorkerSession(
       {

@@ -228,7 +228,8 @@ export type ProbeResponse = z.infer<typeof ProbeResponseSchema>;
  * - `decision` (with `id: <seq>`): one entry of the durable decision log, pushed once committed.
  *   A client resumes with `Last-Event-ID: <seq>` (or `?after=SEQ`) and gets every later entry once.
  * - `refusal` (no `id`): a write or advance refused before it reached the store (bad or missing
- *   credentials, a capability that does not verify, malformed or oversized input). Ephemeral: only
+ *   credentials, a capability that does not verify, malformed or oversized input; one event per
+ *   refused item of a write batch, with that item's claims). Ephemeral: only
  *   clients connected at that moment see it; nothing is stored or replayed.
  * - `reset` (with `id:` the seq the stream continues after): the requested position could not be
  *   honoured — entries after it were pruned by retention, or it lies beyond the end of the log.
@@ -237,7 +238,12 @@ export const SinkDecisionEventSchema = DecisionSchema.extend({ type: z.literal('
 export type SinkDecisionEvent = z.infer<typeof SinkDecisionEventSchema>;
 
 /** Routes whose refusals are published on the event stream. */
-export const RefusalRouteSchema = z.enum(['/v1/writes', '/v1/fences/advance', '/v1/fences/advance-batch']);
+export const RefusalRouteSchema = z.enum([
+  '/v1/writes',
+  '/v1/writes/batch',
+  '/v1/fences/advance',
+  '/v1/fences/advance-batch',
+]);
 export type RefusalRoute = z.infer<typeof RefusalRouteSchema>;
 
 /** Refusals decided before the store (the store's own refusals are `decision` events). */

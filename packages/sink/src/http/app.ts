@@ -107,7 +107,12 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   });
   if (options.events !== undefined) installRefusalPublishing(app, options.events.refusals);
   registerFenceRoutes(app, { service, capabilityPublicKeys: options.capabilityPublicKeys });
-  registerWriteRoutes(app, { service, capabilityPublicKeys: options.capabilityPublicKeys, metrics });
+  registerWriteRoutes(app, {
+    service,
+    capabilityPublicKeys: options.capabilityPublicKeys,
+    metrics,
+    ...(options.events === undefined ? {} : { refusals: options.events.refusals }),
+  });
   registerReadRoutes(app, { service });
   if (options.events !== undefined) registerEventRoutes(app, { streams: options.events.streams });
 

@@ -90,7 +90,7 @@ function codeOf(payload: unknown): RefusalCode | undefined {
 }
 
 /** The body's resource, token and worker id, each only when it is a valid value of its kind. */
-function claimsOf(body: unknown): Pick<RefusalInput, 'resource' | 'token' | 'workerId'> {
+export function claimsOf(body: unknown): Pick<RefusalInput, 'resource' | 'token' | 'workerId'> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return {};
   const b = body as Record<string, unknown>;
   const out: { resource?: string; token?: string; workerId?: string } = {};

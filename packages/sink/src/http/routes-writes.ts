@@ -24,6 +24,7 @@
  */
 import {
   MAX_WRITE_BATCH_ITEMS,
+  RefusalCodeSchema,
   WriteRequestSchema,
   canonicalJsonOfParsed,
   canonicalJson,
@@ -32,16 +33,19 @@ import {
   type CapabilityPublicKey,
   type ErrorCode,
   type JsonValue,
+  type RefusalCode,
   type WriteBatchItemResult,
   type WriteBatchResponse,
   type WriteResponse,
 } from '@leasehold/protocol';
 import type { Span } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { RefusalFeed } from '../events/refusal-feed.js';
 import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
 import { CapabilityVerifier } from './capability-cache.js';
 import { describeIssues, errorBody, sendError } from './replies.js';
+import { claimsOf } from './routes-events.js';
 import { Credential } from './route-auth.js';
 import { markDecision, traced, tracedItem } from './tracing.js';
 import { checkWriteHead, WriteHeadSchema, type WriteHead } from './write-body.js';
@@ -50,6 +54,8 @@ export interface WriteRoutesOptions {
   readonly service: FencedService;
   readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
   readonly metrics: SinkMetrics;
+  /** Where refusals before the store are published: a batch item's refusal is one event (its claims). */
+  readonly refusals?: RefusalFeed;
   /** Successful capability checks remembered (exact capability string + claims); 0 disables. */
   readonly capabilityCacheEntries?: number;
 }
@@ -77,7 +83,7 @@ const refuse = (code: ErrorCode, message: string, fence?: bigint): WriteAnswer =
   fence === undefined ? { ok: false, code, message } : { ok: false, code, message, fence };
 
 export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOptions): void {
-  const { service, metrics } = options;
+  const { service, metrics, refusals } = options;
   const capabilities = new CapabilityVerifier(options.capabilityPublicKeys, options.capabilityCacheEntries);
 
   /** One write, as `POST /v1/writes` decides it (`route` names where it came, for the logs). */
@@ -164,23 +170,38 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
   app.post('/v1/writes/batch', route, async (request, reply) => {
     const items = batchItems(request.body);
     if (typeof items === 'string') return sendError(reply, 'INVALID_MESSAGE', items);
-    const results = await Promise.all(
+    const answers = await Promise.all(
       items.map((item) => {
-        const { traceparent, ...write } = item as { traceparent?: unknown };
+        const { traceparent, write } = splitItem(item);
         const parent = typeof traceparent === 'string' ? traceparent : undefined;
-        return tracedItem(parent, request, 'leasehold.sink.decide', async (span): Promise<WriteBatchItemResult> => {
-          if (traceparent !== undefined && parent === undefined) {
-            markDecision(span, 'INVALID_MESSAGE');
-            return itemResult(refuse('INVALID_MESSAGE', 'traceparent: must be a string'));
-          }
-          return itemResult(await decide(write, request, span, '/v1/writes/batch'));
+        return tracedItem(parent, request, 'leasehold.sink.decide', (span): Promise<WriteAnswer> | WriteAnswer => {
+          if (traceparent === undefined || parent !== undefined)
+            return decide(write, request, span, '/v1/writes/batch');
+          markDecision(span, 'INVALID_MESSAGE');
+          return refuse('INVALID_MESSAGE', 'traceparent: must be a string');
         });
       }),
     );
+    // Refusals before the store, one event per item, in item order (with that item's claims).
+    if (refusals?.listening === true) {
+      answers.forEach((answer, i) => {
+        if (!answer.ok && isRefusalCode(answer.code)) {
+          refusals.publish({ route: '/v1/writes/batch', code: answer.code, remote: request.ip, ...claimsOf(items[i]) });
+        }
+      });
+    }
+    const results = answers.map(itemResult);
     metrics.writeBatchItems.observe(items.length);
     const response: WriteBatchResponse = { results };
     return reply.send(response);
   });
+}
+
+/** An item's `traceparent`, and the write request without it (anything but an object is left as it is). */
+function splitItem(item: unknown): { traceparent: unknown; write: unknown } {
+  if (typeof item !== 'object' || item === null || Array.isArray(item)) return { traceparent: undefined, write: item };
+  const { traceparent, ...write } = item as { traceparent?: unknown };
+  return { traceparent, write };
 }
 
 /** The items of a batch body, or why the body is refused as a whole. */
@@ -196,6 +217,8 @@ function batchItems(body: unknown): readonly unknown[] | string {
   }
   return list;
 }
+
+const isRefusalCode = (code: ErrorCode): code is RefusalCode => RefusalCodeSchema.safeParse(code).success;
 
 function itemResult(answer: WriteAnswer): WriteBatchItemResult {
   if (answer.ok) return { ok: true, ...answer.response };

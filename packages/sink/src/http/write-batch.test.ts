@@ -122,6 +122,20 @@ describe('POST /v1/writes/batch', () => {
     expect((await stored()).filter((r) => r.resultId.startsWith('big'))).toEqual([]);
   });
 
+  it('an item that is not an object is refused alone (INVALID_MESSAGE)', async () => {
+    const res = await batch({ items: [null, 7, [item('x')], 'w', item('b')] });
+    expect(res.statusCode).toBe(200);
+    const results = res.json<{ results: Record<string, unknown>[] }>().results;
+    expect(results.map((r) => (r.ok === true ? r.outcome : r.code))).toEqual([
+      'INVALID_MESSAGE',
+      'INVALID_MESSAGE',
+      'INVALID_MESSAGE',
+      'INVALID_MESSAGE',
+      'written',
+    ]);
+    expect((await stored()).map((r) => r.resultId)).toEqual(['b']);
+  });
+
   it('an item with a traceparent that is not a string is refused alone', async () => {
     const res = await batch({
       items: [

@@ -60,7 +60,7 @@ export function feedOfSink(
 ): ConsoleFeedItem | undefined {
   if (event.type === 'reset') return undefined;
   if (event.type === 'refusal') {
-    const what = event.route === '/v1/writes' ? 'write' : 'advance';
+    const what = event.route === '/v1/writes' || event.route === '/v1/writes/batch' ? 'write' : 'advance';
     return {
       id,
       atMs: event.atMs,
