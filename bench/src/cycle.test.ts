@@ -11,6 +11,9 @@ leasehold_coordinator_etcd_txn_seconds_count{txn="grant_owners",outcome="ok"} 5
 leasehold_coordinator_etcd_txn_seconds_count{txn="grant_owners",outcome="failed"} 1
 leasehold_coordinator_etcd_txn_seconds_count{txn="finish_attempts",outcome="ok"} 10
 leasehold_coordinator_etcd_txn_seconds_sum{txn="finish_attempts",outcome="ok"} 0.5
+leasehold_sink_write_batch_items_bucket{le="8"} 2
+leasehold_sink_write_batch_items_sum 36
+leasehold_sink_write_batch_items_count 4
 `;
 
 describe('cycle bench: coordinator calls per task', () => {
@@ -22,12 +25,14 @@ describe('cycle bench: coordinator calls per task', () => {
       'calls:finish': 10,
       'txn:grant_owners': 6,
       'txn:finish_attempts': 10,
+      'items:sink_write': 36,
+      'calls:sink_write': 4,
     });
   });
 
   it('per task of the window: txns by family, busiest first, and mean items per call', () => {
     expect(describeCalls(coordinatorCalls(TEXT), 40)).toBe(
-      'etcd txns per task: finish_attempts 0.25, grant_owners 0.15; items per group-committed call: finish 3.0, grant 8.0',
+      'etcd txns per task: finish_attempts 0.25, grant_owners 0.15; items per group-committed call: finish 3.0, grant 8.0, sink_write 9.0',
     );
     expect(describeCalls({}, 0)).toBe('?');
   });

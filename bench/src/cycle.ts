@@ -51,13 +51,17 @@ type Submit = (ids: readonly number[]) => Promise<number>;
  * The coordinator's call counters from a /metrics text: items and calls of each group-committed
  * kind (`leasehold_coordinator_batch_items{kind}`) and etcd txns by family
  * (`leasehold_coordinator_etcd_txn_seconds_count{txn}`, every outcome). Keys `items:<kind>`,
- * `calls:<kind>`, `txn:<family>`.
+ * `calls:<kind>`, `txn:<family>`; from a sink's /metrics, its write batches as kind `sink_write`.
  */
 export function coordinatorCalls(text: string): Record<string, number> {
   const out: Record<string, number> = {};
   const add = (key: string, v: string | undefined) => (out[key] = (out[key] ?? 0) + Number(v ?? 0));
   for (const m of text.matchAll(/^leasehold_coordinator_batch_items_(sum|count)\{kind="([a-z_]+)"\} (\S+)$/gm)) {
     add(`${m[1] === 'sum' ? 'items' : 'calls'}:${m[2] ?? ''}`, m[3]);
+  }
+  // The sink's write batches (the SDK's group-committed results), read from the sink's own /metrics.
+  for (const m of text.matchAll(/^leasehold_sink_write_batch_items_(sum|count) (\S+)$/gm)) {
+    add(`${m[1] === 'sum' ? 'items' : 'calls'}:sink_write`, m[2]);
   }
   for (const m of text.matchAll(/^leasehold_coordinator_etcd_txn_seconds_count\{([^}]*)\} (\S+)$/gm)) {
     const txn = /(?:^|,)txn="([a-z_]+)"/.exec(m[1] ?? '')?.[1];
@@ -105,7 +109,7 @@ export class CycleLoad implements Load {
     servers: Readonly<Record<string, number>>;
     params: (round: number, worker: number) => Record<string, unknown>;
     submit: Submit;
-    /** Coordinators' base URLs whose /metrics are read (and summed) at each window's begin and end. */
+    /** Coordinators' (and the sink's) base URLs whose /metrics are read (and summed) at each window's begin and end. */
     metricsUrls?: readonly string[];
   }) {
     this.name = args.name;
@@ -207,7 +211,7 @@ export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'l
       workerId: `${name}-${round}-${i}`,
       concurrency: CYCLE_SLOTS,
     }),
-    metricsUrls: coordinators.map((c) => c.url),
+    metricsUrls: [...coordinators.map((c) => c.url), stack.sink.url],
     submit: (ids) =>
       admin.submitBatch(
         ids.map((n) => ({ taskId: `${name}-${n}`, resource: `cr/${n}`, ...(priority > 0 ? { priority } : {}) })),
