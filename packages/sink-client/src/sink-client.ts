@@ -292,7 +292,14 @@ export class SinkClient {
       bytes += item.bytes + 1;
     }
     requests.push(current);
-    const answers = await Promise.all(requests.map((request) => this.#sendBatch(request)));
+    // A request that failed fails its own writes only: the others' answers (durable writes) stand.
+    const answers = await Promise.all(
+      requests.map((request) =>
+        this.#sendBatch(request).catch((error: unknown) =>
+          request.map((): Settled<WriteResult> => ({ ok: false, error })),
+        ),
+      ),
+    );
     return answers.flat();
   }
 

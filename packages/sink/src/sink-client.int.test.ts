@@ -392,6 +392,42 @@ describe('SinkClient write batching', () => {
     void client.close();
   });
 
+  it('a batch request that fails in transit fails its own writes only, not those of the other requests', async () => {
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString()) as { items: { resultId: string }[] };
+        if (body.items.some((i) => i.resultId === 'doomed')) {
+          req.socket.destroy();
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const ok = (i: { resultId: string }) => ({
+          ok: true,
+          resource: 'r',
+          resultId: i.resultId,
+          outcome: 'written',
+          fence: '1',
+        });
+        res.end(JSON.stringify({ results: body.items.map(ok) }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = new SinkClient({
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      writeBatching: { maxBytes: 1500 },
+    });
+    // Each ~1.2 KB: one write per request, both requests from one gathered batch.
+    const fine = client.write(writeArgs('fine', 'y'.repeat(1000)));
+    const doomed = client.write(writeArgs('doomed', 'y'.repeat(1000)));
+    await expect(doomed).rejects.toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+    expect(await fine).toEqual({ ok: true, outcome: 'written', fence: 1n });
+    void client.close();
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
   it('a sink without the batch route (404 NOT_FOUND) is written one request per write from then on', async () => {
     const paths: string[] = [];
     const server = createServer((req, res) => {
