@@ -1,6 +1,10 @@
 /**
  * One WebSocket connection to one coordinator: request/reply correlation by message id, pushes
  * delivered to a callback, every failure turned into a rejected request or a close callback.
+ *
+ * Frames sent in one turn of the event loop (the completes and acquires of slots that finished
+ * together, renewals of one heartbeat) leave in one socket write, as the coordinator's do: the first
+ * request of a turn corks the socket under the WebSocket and a `process.nextTick` uncorks it.
  */
 import {
   CoordinatorMessageSchema,
@@ -61,11 +65,15 @@ export class CoordinatorConnection implements TransportConnection {
   readonly #ws: WebSocket;
   readonly #replies = new PendingReplies();
   readonly #opts: ConnectionOptions;
+  /** The socket under the WebSocket (from the upgrade response), corked for one turn by `request`. */
+  readonly #stream: { cork(): void; uncork(): void } | undefined;
+  #corked = false;
   #seq = 0;
   #closed = false;
 
-  private constructor(ws: WebSocket, opts: ConnectionOptions) {
+  private constructor(ws: WebSocket, opts: ConnectionOptions, stream?: { cork(): void; uncork(): void }) {
     this.#ws = ws;
+    this.#stream = stream;
     this.#opts = opts;
     this.url = opts.url;
     this.gone = new Promise((resolve) => {
@@ -115,9 +123,13 @@ export class CoordinatorConnection implements TransportConnection {
         ws.terminate();
         reject(new LeaseholdError(code, `coordinator ${opts.url} refused the upgrade: HTTP ${res.statusCode}`));
       });
+      let stream: { cork(): void; uncork(): void } | undefined;
+      ws.once('upgrade', (res) => {
+        stream = res.socket;
+      });
       ws.once('open', () => {
         ws.removeAllListeners();
-        resolve(new CoordinatorConnection(ws, opts));
+        resolve(new CoordinatorConnection(ws, opts, stream));
       });
     });
   }
@@ -131,12 +143,25 @@ export class CoordinatorConnection implements TransportConnection {
     if (!this.isOpen) return Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
     const id = `${++this.#seq}`;
     const reply = this.#replies.wait(id, message.type, timeoutMs);
+    this.#corkForTurn();
     this.#ws.send(JSON.stringify({ ...message, id }), (err) => {
       // ws passes null (not undefined) on success, whatever its typings say.
       if (!(err instanceof Error)) return;
       this.#replies.fail(id, new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err }));
     });
     return reply;
+  }
+
+  /** Hold this turn's frames in the socket until the turn's continuations have run. */
+  #corkForTurn(): void {
+    const stream = this.#stream;
+    if (stream === undefined || this.#corked) return;
+    this.#corked = true;
+    stream.cork();
+    process.nextTick(() => {
+      this.#corked = false;
+      stream.uncork();
+    });
   }
 
   close(code = 1000, reason = 'worker closing'): void {
