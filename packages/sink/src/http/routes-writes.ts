@@ -170,6 +170,8 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
   app.post('/v1/writes/batch', route, async (request, reply) => {
     const items = batchItems(request.body);
     if (typeof items === 'string') return sendError(reply, 'INVALID_MESSAGE', items);
+    // `decide` awaits nothing before `service.write`, so the items reach the group committer in
+    // item order and two items on one resource are decided in that order.
     const answers = await Promise.all(
       items.map((item) => {
         const { traceparent, write } = splitItem(item);
