@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { basename, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lockfileEdges } from '../harness/lockfile-edges.js';
 import { startCluster, type Cluster } from '../harness/cluster.js';
 import { waitFor } from '../harness/service.js';
 
@@ -130,7 +131,8 @@ beforeAll(() => {
   writeFileSync(
     join(project, 'pnpm-workspace.yaml'),
     `overrides:\n${all.map((f) => `  "@leasehold/${basename(f).replace(/^leasehold-|-0\.1\.0\.tgz$/g, '')}": "file:${join(release, f)}"\n`).join('')}` +
-      '  "@types/node": "20.19.43"\n',
+      '  "@types/node": "20.19.43"\n' +
+      lockfileEdges(ROOT),
   );
   run('pnpm', ['install', '--offline', '--reporter=silent'], project);
 

@@ -25,6 +25,7 @@ import { basename, join } from 'node:path';
 import { parseCapabilitySigningKey, publicKeyEntryOf } from '@leasehold/protocol';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lockfileEdges } from '../harness/lockfile-edges.js';
 import { startCluster, type Cluster } from '../harness/cluster.js';
 import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
 import { REPO_ROOT, waitFor } from '../harness/service.js';
@@ -78,7 +79,8 @@ beforeAll(async () => {
     `overrides:\n${all.map((f) => `  "@leasehold/${basename(f).replace(/^leasehold-|-0\.1\.0\.tgz$/g, '')}": "file:${join(release, f)}"\n`).join('')}` +
       // Offline, a fresh resolution must land on versions the local store holds (pino's types
       // depend on @types/node with an open range): the workspace's one.
-      '  "@types/node": "20.19.43"\n',
+      '  "@types/node": "20.19.43"\n' +
+      lockfileEdges(REPO_ROOT),
   );
   run('pnpm', ['install', '--offline', '--reporter=silent'], project);
   copyFileSync(join(REPO_ROOT, 'test/e2e/fixtures/fenced-ledger-worker.mjs'), join(project, 'worker.mjs'));

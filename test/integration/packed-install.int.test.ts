@@ -5,11 +5,12 @@
  * Packs the built packages as they are (the suite runs after the build; nothing is rebuilt here).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { lockfileEdges } from '../harness/lockfile-edges.js';
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const SDK = ['protocol', 'sink-client', 'worker'] as const;
@@ -23,44 +24,6 @@ function run(cmd: string, args: string[], cwd: string): string {
     const e = err as { stdout?: string; stderr?: string };
     throw new Error(`${cmd} ${args.join(' ')} failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`, { cause: err });
   }
-}
-
-/**
- * The workspace lockfile's resolution of every third-party dependency edge (`parent@version>dep`:
- * `version`, from its `snapshots`), as pnpm overrides. An offline install resolves afresh from the
- * local metadata cache, which knows versions published after the lockfile was written (whose
- * tarballs the store lacks: string_decoder 1.4.0 in 2026-11 broke this test on a new machine); with
- * these, every third-party package lands on the version the workspace installed from the same store.
- */
-function lockfileEdges(): string {
-  const text = readFileSync(join(ROOT, 'pnpm-lock.yaml'), 'utf8');
-  // pnpm 12 writes its own environment first; the project's lockfile is the last document.
-  const project = text.slice(text.lastIndexOf('\n---\n') + 1);
-  const snapshots = project.slice(project.indexOf('\nsnapshots:\n'));
-  const unquote = (v: string) => v.trim().replace(/^'(.*)'$/, '$1');
-  const bare = (v: string) => v.replace(/\(.*$/, '');
-  const edges = new Map<string, string>();
-  let parent: string | undefined;
-  let inDeps = false;
-  for (const line of snapshots.split('\n')) {
-    const entry = /^ {2}(\S.*):(?: \{\})?$/.exec(line);
-    if (entry?.[1] !== undefined) {
-      parent = bare(unquote(entry[1]));
-      inDeps = false;
-      continue;
-    }
-    const section = /^ {4}(\w+):$/.exec(line);
-    if (section !== null) {
-      inDeps = section[1] === 'dependencies' || section[1] === 'optionalDependencies';
-      continue;
-    }
-    const dep = /^ {6}('[^']+'|[^:\s]+): (.+)$/.exec(line);
-    if (parent === undefined || !inDeps || dep?.[1] === undefined || dep[2] === undefined) continue;
-    const version = bare(unquote(dep[2]));
-    // Aliases (`name@version`) and links stay as they resolve.
-    if (/^\d/.test(version)) edges.set(`${parent}>${unquote(dep[1])}`, version);
-  }
-  return [...edges].map(([edge, version]) => `  "${edge}": "${version}"\n`).join('');
 }
 
 /** Bytes on disk, symlinks not followed (pnpm links each package from its store directory). */
@@ -99,7 +62,7 @@ beforeAll(() => {
   // Our packages' own dependencies on each other resolve to the tarballs, never a registry.
   writeFileSync(
     join(project, 'pnpm-workspace.yaml'),
-    `overrides:\n${SDK.map((pkg) => `  "@leasehold/${pkg}": "${tarball(pkg)}"\n`).join('')}${lockfileEdges()}`,
+    `overrides:\n${SDK.map((pkg) => `  "@leasehold/${pkg}": "${tarball(pkg)}"\n`).join('')}${lockfileEdges(ROOT)}`,
   );
 }, 120_000);
 
@@ -202,7 +165,7 @@ describe('the packed CLI: one install, four commands, a working cluster', () => 
     writeFileSync(
       join(cliProject, 'pnpm-workspace.yaml'),
       `overrides:\n${ALL.map((pkg) => `  "@leasehold/${pkg}": "${tarball(pkg)}"\n`).join('')}` +
-        lockfileEdges() +
+        lockfileEdges(ROOT) +
         // Offline, a fresh resolution must land on versions the local store holds: protobufjs
         // (etcd3's) depends on @types/node with an open range; pin the workspace's one.
         '  "@types/node": "20.19.43"\n' +
