@@ -70,6 +70,8 @@ export type { Backoff, RetryPolicy, RetryPolicyInput } from './model/retry-polic
 export { backoffCeilingMs, backoffDelayMs } from './backoff.js';
 export type { BackoffOptions } from './backoff.js';
 export { RepeatGate } from './repeat-gate.js';
+export { TurnCork } from './turn-cork.js';
+export type { Corkable } from './turn-cork.js';
 export type { GateDecision } from './repeat-gate.js';
 export type { Clock } from './model/clock.js';
 export { decideAdvance, decideWrite } from './model/fence-rules.js';

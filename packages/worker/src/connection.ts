@@ -10,6 +10,8 @@ import {
   CoordinatorMessageSchema,
   fastCoordinatorMessage,
   LeaseholdError,
+  TurnCork,
+  type Corkable,
   type CoordinatorMessage,
   type WorkerMessage,
 } from '@leasehold/protocol';
@@ -66,14 +68,15 @@ export class CoordinatorConnection implements TransportConnection {
   readonly #replies = new PendingReplies();
   readonly #opts: ConnectionOptions;
   /** The socket under the WebSocket (from the upgrade response), corked for one turn by `request`. */
-  readonly #stream: { cork(): void; uncork(): void } | undefined;
-  #corked = false;
+  readonly #cork: TurnCork;
   #seq = 0;
   #closed = false;
 
-  private constructor(ws: WebSocket, opts: ConnectionOptions, stream?: { cork(): void; uncork(): void }) {
+  private constructor(ws: WebSocket, opts: ConnectionOptions, stream?: Corkable) {
     this.#ws = ws;
-    this.#stream = stream;
+    this.#cork = new TurnCork(stream, (uncork) => {
+      process.nextTick(uncork);
+    });
     this.#opts = opts;
     this.url = opts.url;
     this.gone = new Promise((resolve) => {
@@ -123,7 +126,7 @@ export class CoordinatorConnection implements TransportConnection {
         ws.terminate();
         reject(new LeaseholdError(code, `coordinator ${opts.url} refused the upgrade: HTTP ${res.statusCode}`));
       });
-      let stream: { cork(): void; uncork(): void } | undefined;
+      let stream: Corkable | undefined;
       ws.once('upgrade', (res) => {
         stream = res.socket;
       });
@@ -143,25 +146,13 @@ export class CoordinatorConnection implements TransportConnection {
     if (!this.isOpen) return Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
     const id = `${++this.#seq}`;
     const reply = this.#replies.wait(id, message.type, timeoutMs);
-    this.#corkForTurn();
+    this.#cork.hold();
     this.#ws.send(JSON.stringify({ ...message, id }), (err) => {
       // ws passes null (not undefined) on success, whatever its typings say.
       if (!(err instanceof Error)) return;
       this.#replies.fail(id, new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err }));
     });
     return reply;
-  }
-
-  /** Hold this turn's frames in the socket until the turn's continuations have run. */
-  #corkForTurn(): void {
-    const stream = this.#stream;
-    if (stream === undefined || this.#corked) return;
-    this.#corked = true;
-    stream.cork();
-    process.nextTick(() => {
-      this.#corked = false;
-      stream.uncork();
-    });
   }
 
   close(code = 1000, reason = 'worker closing'): void {

@@ -14,6 +14,8 @@ import {
   type CoordinatorMessage,
   type Hello,
   type WorkerMessage,
+  TurnCork,
+  type Corkable,
 } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import {
@@ -61,15 +63,11 @@ export interface WorkerSocket {
 }
 
 /** The byte stream under a WebSocket (a net or TLS socket): what `send` corks for one turn. */
-export interface Corkable {
-  cork(): void;
-  uncork(): void;
-}
+export type { Corkable };
 
 export class WorkerConnection implements WorkerChannel {
   readonly #socket: WorkerSocket;
-  readonly #stream: Corkable | undefined;
-  #corked = false;
+  readonly #cork: TurnCork;
   readonly #deps: ConnectionDeps;
   readonly #abuse: AbuseCounter;
   readonly #identity: WorkerIdentity;
@@ -79,7 +77,9 @@ export class WorkerConnection implements WorkerChannel {
 
   constructor(socket: WorkerSocket, deps: ConnectionDeps, identity: WorkerIdentity, stream?: Corkable) {
     this.#socket = socket;
-    this.#stream = stream;
+    this.#cork = new TurnCork(stream, (uncork) => {
+      process.nextTick(uncork);
+    });
     this.#deps = deps;
     this.#identity = identity;
     this.#abuse = new AbuseCounter(deps.maxBadFrames);
@@ -110,20 +110,9 @@ export class WorkerConnection implements WorkerChannel {
     if (!this.isOpen) return false;
     // Per frame: no log object is built unless debug is on (allocation per frame shows up in GC).
     if (this.#log.isLevelEnabled('debug')) this.#log.debug({ type: message.type }, 'send');
-    this.#corkForTurn();
+    this.#cork.hold();
     this.#socket.send(JSON.stringify(message));
     return true;
-  }
-
-  #corkForTurn(): void {
-    const stream = this.#stream;
-    if (stream === undefined || this.#corked) return;
-    this.#corked = true;
-    stream.cork();
-    process.nextTick(() => {
-      this.#corked = false;
-      stream.uncork();
-    });
   }
 
   close(code: number, reason: string): void {
