@@ -92,6 +92,29 @@ export class JsonHttp {
     if (payload !== undefined) headers['content-type'] = 'application/json';
     if (req.bearer !== undefined) headers.authorization = `Bearer ${req.bearer}`;
     const timeoutMs = req.timeoutMs ?? this.#o.timeoutMs;
+    // One deadline for the whole exchange, the reply's body included. A controller and a plain
+    // timer, cleared when the exchange ends: `AbortSignal.timeout` cost ~11 µs per request (a weak
+    // timer and its finalization), paid once per sink write batch and per fence advance batch.
+    const deadline = new AbortController();
+    const timer = setTimeout(() => {
+      deadline.abort(new DOMException(`no reply within ${timeoutMs} ms`, 'TimeoutError'));
+    }, timeoutMs);
+    timer.unref();
+    try {
+      return await this.#exchange(req, what, headers, payload, timeoutMs, deadline.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async #exchange(
+    req: JsonRequest,
+    what: string,
+    headers: Record<string, string>,
+    payload: string | undefined,
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<JsonReply> {
     let res;
     try {
       res = await request(new URL(req.path, this.base), {
@@ -99,7 +122,7 @@ export class JsonHttp {
         headers,
         ...(payload === undefined ? {} : { body: payload }),
         dispatcher: this.#agent,
-        signal: AbortSignal.timeout(timeoutMs),
+        signal,
       });
     } catch (err) {
       throw unavailable(`${what}: ${describe(err, timeoutMs)}`, err);

@@ -256,6 +256,11 @@ describe('SinkClient transport', () => {
   beforeEach(async () => {
     server = createServer((req, res) => {
       if (req.url === '/v1/fences/advance') return; // never answers
+      if (req.url?.startsWith('/v1/resources/half') === true) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{"resource":'); // the head and part of the body, then nothing
+        return;
+      }
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{not json');
     });
@@ -270,7 +275,19 @@ describe('SinkClient transport', () => {
   it('a request with no reply times out as retryable UNAVAILABLE', async () => {
     const client = new SinkClient({ url, key: COORDINATOR_KEY, timeoutMs: 150 });
     const started = Date.now();
-    await expect(client.advance('r', 1n)).rejects.toMatchObject({ code: 'UNAVAILABLE', retryable: true });
+    await expect(client.advance('r', 1n)).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+      retryable: true,
+      message: expect.stringContaining('no reply within 150 ms') as unknown,
+    });
+    expect(Date.now() - started).toBeLessThan(2000);
+    void client.close();
+  });
+
+  it('the deadline covers the reply body: one that stops half-way times out as retryable UNAVAILABLE', async () => {
+    const client = new SinkClient({ url, key: COORDINATOR_KEY, timeoutMs: 150 });
+    const started = Date.now();
+    await expect(client.getResource('half')).rejects.toMatchObject({ code: 'UNAVAILABLE', retryable: true });
     expect(Date.now() - started).toBeLessThan(2000);
     void client.close();
   });
