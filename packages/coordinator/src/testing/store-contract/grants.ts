@@ -106,6 +106,34 @@ export function describeGrants(t: Tools): void {
       expect(await store.owner('r-d')).toBeUndefined();
     });
 
+    it('a rest that loses a race of its own is batched again: each failed batch shrinks it, no txn per job', async () => {
+      const s = await open();
+      const [ta, tb, tc, te] = await Promise.all(['a', 'b', 'c', 'e'].map((id) => submit(id, `r-${id}`)));
+      if (ta === undefined || tb === undefined || tc === undefined || te === undefined) throw new Error('tasks');
+      await granted(s, 'x', 'r-b'); // r-b owned now: b loses the first race
+      const names: string[] = [];
+      const txn = store.kv.txn.bind(store.kv);
+      let injected = false;
+      const wrapped: typeof txn = async (name, spec) => {
+        if (name === 'grantOwners' && names.length === 1 && !injected) {
+          injected = true; // between the first batch and the second: r-c is taken, c loses the second
+          store.kv.txn = txn;
+          await granted(s, 'y', 'r-c');
+          store.kv.txn = wrapped;
+        }
+        names.push(name);
+        return txn(name, spec);
+      };
+      store.kv.txn = wrapped;
+      const out = await store.grant([job(s, ta, 'qa'), job(s, tb, 'qb'), job(s, tc, 'qc'), job(s, te, 'qe')]);
+      expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'raced', 'raced', 'granted']);
+      // All four, then a, c and e, then a and e: three batch txns, none per job.
+      expect(names).toEqual(['grantOwners', 'grantOwners', 'grantOwners']);
+      const tokens = out.map((r) => (r.ok && r.value.kind === 'granted' ? r.value.token : undefined));
+      expect(tokens[0]).toBe(tokens[3]);
+      expect(await store.owner('r-e')).toMatchObject({ token: tokens[0] });
+    });
+
     it('a failed batch whose failure branch sees no race goes one txn per job, each outcome its own', async () => {
       const s = await open();
       const [ta, tb] = await Promise.all(['a', 'b'].map((id) => submit(id, `r-${id}`)));
