@@ -34,9 +34,10 @@ export async function runConsensusBench(o: ConsensusOptions): Promise<BenchRow[]
     const timer = setInterval(() => {
       clientCpu = cpuMs(child.pid ?? 0) ?? clientCpu;
     }, 250);
-    await new Promise<void>((resolve) =>
-      child.once('exit', () => {
-        resolve();
+    // 'close', not 'exit': the verdict is the last output, and 'exit' may come before it is read.
+    const exit = await new Promise<string>((resolve) =>
+      child.once('close', (code, signal) => {
+        resolve(signal === null ? `exit code ${String(code)}` : `signal ${signal}`);
       }),
     );
     clearInterval(timer);
@@ -51,6 +52,10 @@ export async function runConsensusBench(o: ConsensusOptions): Promise<BenchRow[]
       .join('; ');
     const writes = throughput * 60;
     o.log(`consensus: ${verdicts}`);
+    if (verdicts === '') {
+      o.log(`consensus: no verdict from etcdctl (${exit}); its output ended with: ${out.slice(-400)}`);
+      return [];
+    }
     return [
       {
         ...limitRow({
