@@ -4,7 +4,8 @@
  *
  * `hello`: GET / (the fastify hello-world). `write`: POST /v1/writes, each request a fresh grant —
  * its own resource (advanced by the bench to `token` before the round), its own capability (so the
- * sink's capability cache never hits), its own result id, a result payload of `payloadBytes`.
+ * sink's capability cache never hits), its own result id, a result payload of `payloadBytes`; with
+ * `batch` > 1, POST /v1/writes/batch with that many such writes per request (`ops` counts writes).
  * When the prepared grants run out it starts over with new result ids (`reused` counts those).
  */
 import autocannon, { type Instance } from 'autocannon';
@@ -22,6 +23,8 @@ interface Params {
     /** The capability signing key, `id:<seed>`. */
     readonly key: string;
     readonly payloadBytes: number;
+    /** Writes per request: 1 → POST /v1/writes, more → POST /v1/writes/batch. Default 1. */
+    readonly batch?: number;
   };
 }
 
@@ -30,6 +33,8 @@ let instance: Instance | undefined;
 let recording = false;
 let latencies: number[] = [];
 let reused = 0;
+/** Writes per 2xx response (a batch request carries several). */
+let perResponse = 1;
 const statuses = new Map<number, number>();
 
 function writeBodies(w: NonNullable<Params['write']>): string[] {
@@ -59,6 +64,7 @@ serve<Params>({
     counters.errors = 0;
     latencies = [];
     reused = 0;
+    perResponse = 1;
     statuses.clear();
     const url = `http://127.0.0.1:${p.port}`;
     const common = { url, connections: p.connections, pipelining: 1, duration: 3_600, timeout: 10 };
@@ -66,31 +72,37 @@ serve<Params>({
       instance = autocannon({ ...common, method: 'GET' });
     } else {
       const bodies = writeBodies(p.write);
+      const batch = Math.max(1, p.write.batch ?? 1);
       let next = 0;
       let pass = 0;
+      const nextBody = (): string => {
+        if (next >= bodies.length) {
+          next = 0;
+          pass += 1;
+        }
+        if (pass > 0) reused += 1;
+        return (bodies[next++] ?? '').replace('-@', `-${pass}`);
+      };
       instance = autocannon({
         ...common,
         requests: [
           {
             method: 'POST',
-            path: '/v1/writes',
+            path: batch === 1 ? '/v1/writes' : '/v1/writes/batch',
             headers: { 'content-type': 'application/json' },
             setupRequest: (req) => {
-              if (next >= bodies.length) {
-                next = 0;
-                pass += 1;
-              }
-              if (pass > 0) reused += 1;
-              const body = (bodies[next++] ?? '').replace('-@', `-${pass}`);
+              const body =
+                batch === 1 ? nextBody() : `{"items":[${Array.from({ length: batch }, nextBody).join(',')}]}`;
               return { ...req, body };
             },
           },
         ],
       });
+      perResponse = batch;
     }
     instance.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => {
       if (status >= 200 && status < 300) {
-        counters.ops += 1;
+        counters.ops += perResponse;
         if (recording) latencies.push(ms);
       } else {
         counters.errors += 1;
