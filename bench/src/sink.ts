@@ -112,9 +112,10 @@ const BATCH = 8;
 
 /** The sum of counter `name` over the samples whose `outcome` label passes `keep`. */
 function counterSum(text: string, name: string, keep: (outcome: string) => boolean): number {
+  const sample = new RegExp(`^${name}\\{outcome="([^"]*)"\\} (\\S+)$`);
   let sum = 0;
   for (const line of text.split('\n')) {
-    const m = new RegExp(`^${name}\\{outcome="([^"]*)"\\} (\\S+)$`).exec(line);
+    const m = sample.exec(line);
     if (m?.[1] !== undefined && keep(m[1])) sum += Number(m[2]);
   }
   return sum;

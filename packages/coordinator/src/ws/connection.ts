@@ -62,9 +62,6 @@ export interface WorkerSocket {
   close(code: number, reason: string): void;
 }
 
-/** The byte stream under a WebSocket (a net or TLS socket): what `send` corks for one turn. */
-export type { Corkable };
-
 export class WorkerConnection implements WorkerChannel {
   readonly #socket: WorkerSocket;
   readonly #cork: TurnCork;

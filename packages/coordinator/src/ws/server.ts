@@ -10,10 +10,11 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
+import type { Corkable } from '@leasehold/protocol';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { errorFrame } from '../core/replies.js';
 import type { Metrics } from '../metrics.js';
-import { WorkerConnection, type ConnectionDeps, type Corkable, type WorkerSocket } from './connection.js';
+import { WorkerConnection, type ConnectionDeps, type WorkerSocket } from './connection.js';
 import type { PresentedCredentials, WorkerIdentity } from './worker-auth.js';
 
 export const WORKER_PATH = '/v1/worker';
