@@ -27,7 +27,7 @@ export const MAX_GRANT_PAYLOAD_BYTES = 2 * 1024 * 1024;
  * A multi-job txn that failed says which jobs lost their race (`raced[i]`: the owner key exists
  * or the task changed, as its failure branch read them at `revision`); the others failed on no
  * compare the txn could see from there (or on a session / request compare), so the caller tries
- * them again, as one txn and then one txn each.
+ * them again as one txn (again after each round that finds a race; one txn each when none does).
  */
 export type GrantTxnResult =
   | { readonly kind: 'granted'; readonly token: bigint; readonly payloads: readonly (string | undefined)[] }
@@ -54,7 +54,8 @@ export type GrantTxnResult =
  *           raced{revision}. A batch's failure -> batchFailed{raced per job, revision}: a job whose
  *           owner key exists or whose task key is gone or changed lost its race (another grant
  *           took the resource or the task — with several coordinators, usually a peer's); the
- *           others are tried again (the store: as one txn, then one txn each).
+ *           others are tried again (the store: as one txn while each round finds a race,
+ *           one txn each once a round finds none).
  */
 export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJob[]): Promise<GrantTxnResult> {
   if (jobs.length === 0) throw new CoordinatorError('INTERNAL', 'grantOwners needs at least one job');
