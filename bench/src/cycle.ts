@@ -101,6 +101,8 @@ export class CycleLoad implements Load {
   #running = false;
   #submitters: Promise<void>[] = [];
   #seq = 0;
+  /** Submit pacing ({@link limitRate}): tasks per second, and the count and time it is measured from. */
+  #rate: { readonly perS: number; readonly fromMs: number; readonly fromSubmitted: number } | undefined;
   submitErrors = 0;
 
   constructor(args: {
@@ -139,7 +141,7 @@ export class CycleLoad implements Load {
 
   async #submitter(): Promise<void> {
     while (this.#running) {
-      const room = Math.min(SUBMIT_BATCH, BACKLOG - (this.#submitted - this.#done));
+      const room = Math.min(SUBMIT_BATCH, BACKLOG - (this.#submitted - this.#done), this.#allowance());
       if (room < 8) {
         await sleep(1);
         continue;
@@ -154,8 +156,26 @@ export class CycleLoad implements Load {
     }
   }
 
+  /** Tasks the rate limit lets the submitters add now (unbounded without a limit). */
+  #allowance(): number {
+    const r = this.#rate;
+    if (r === undefined) return Number.POSITIVE_INFINITY;
+    const due = Math.floor(((performance.now() - r.fromMs) / 1000) * r.perS);
+    return due - (this.#submitted - r.fromSubmitted);
+  }
+
+  /**
+   * Submit at most `perS` tasks per second from now on (still within the backlog bound), or as
+   * fast as the workers take them when `undefined`. The takeover suite runs its takeovers at half
+   * the cycle's measured maximum rate with this.
+   */
+  limitRate(perS: number | undefined): void {
+    this.#rate = perS === undefined ? undefined : { perS, fromMs: performance.now(), fromSubmitted: this.#submitted };
+  }
+
   async start(round: number): Promise<void> {
     this.#submitted = 0;
+    this.#rate = undefined;
     this.#done = 0;
     await this.workers.start(round);
     this.#running = true;
@@ -189,11 +209,8 @@ export class CycleLoad implements Load {
   }
 }
 
-/**
- * The leasehold side (also the background load of the takeover suite, which submits its tasks at
- * `priority` 1 so the SDK workers take them before the takeover suite's own priority-0 tasks).
- */
-export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'leasehold', priority = 0): CycleLoad {
+/** The leasehold side (also the background load of the takeover suite, whose own tasks wait in another queue). */
+export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'leasehold'): CycleLoad {
   // With peers (`startStack({ coordinators })`) worker i is served by coordinator i mod n; the
   // admin submits through the first; every coordinator's CPU is counted (`coordinator`,
   // `coordinator-2`, ...) and their call counters summed.
@@ -212,10 +229,7 @@ export function leaseholdCycle(stack: Stack, admin: Admin, etcd: Etcd, name = 'l
       concurrency: CYCLE_SLOTS,
     }),
     metricsUrls: [...coordinators.map((c) => c.url), stack.sink.url],
-    submit: (ids) =>
-      admin.submitBatch(
-        ids.map((n) => ({ taskId: `${name}-${n}`, resource: `cr/${n}`, ...(priority > 0 ? { priority } : {}) })),
-      ),
+    submit: (ids) => admin.submitBatch(ids.map((n) => ({ taskId: `${name}-${n}`, resource: `cr/${n}` }))),
   });
 }
 

@@ -153,7 +153,13 @@ for (const suite of only) {
       case 'takeover':
         etcd = await startEtcd();
         rows.push(
-          ...(await runTakeoverBench({ etcd, log, takeovers: quick ? 64 : 1024, settleMs: quick ? 500 : 2_000 })),
+          ...(await runTakeoverBench({
+            etcd,
+            log,
+            takeovers: quick ? 64 : 1024,
+            settleMs: quick ? 500 : 2_000,
+            rateWindowMs: quick ? 1_000 : 3_000,
+          })),
         );
         break;
       case 'scale': {

@@ -63,7 +63,13 @@ export class RawWorker {
   }
 
   /** Connect and say hello. */
-  static async open(baseUrl: string, key: string, workerId: string, capacity = 1): Promise<RawWorker> {
+  static async open(
+    baseUrl: string,
+    key: string,
+    workerId: string,
+    capacity = 1,
+    queues?: readonly string[],
+  ): Promise<RawWorker> {
     const socket = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/v1/worker`, {
       headers: { authorization: `Bearer ${key}` },
       perMessageDeflate: false,
@@ -81,6 +87,7 @@ export class RawWorker {
       workerId,
       incarnation: worker.incarnation,
       capacity,
+      ...(queues !== undefined ? { queues } : {}),
     });
     if (welcome.type !== 'welcome' || typeof welcome.sessionId !== 'string') {
       throw new Error(`hello answered with ${JSON.stringify(welcome)}`);
@@ -181,7 +188,7 @@ export class Admin {
 
   /** One `POST /v1/tasks/batch`; returns how many tasks it did not accept (status other than 200/201). */
   async submitBatch(
-    tasks: readonly { taskId: string; resource: string; payload?: JsonValue; priority?: number }[],
+    tasks: readonly { taskId: string; resource: string; payload?: JsonValue; priority?: number; queue?: string }[],
   ): Promise<number> {
     const results = await this.#client.submitMany(tasks.map((t) => ({ ...t, payload: t.payload ?? { n: 1 } })));
     return results.filter((r) => r.status !== 200 && r.status !== 201).length;

@@ -24,8 +24,13 @@ interface Params {
   readonly wave: number;
   readonly ttlMs: number;
   readonly heartbeatMs: number;
+  /** Prefix of every task id, resource and worker id: one driver process per phase of the suite. */
+  readonly tag: string;
 }
 
+/** The suite's own queue: the background cycle's SDK workers (queue `default`) never take its tasks. */
+const QUEUE_NAME = 'takeover';
+const QUEUE = [QUEUE_NAME];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const toGrant: number[] = [];
 const toWrite: number[] = [];
@@ -44,7 +49,7 @@ async function run(p: Params): Promise<void> {
   const takers: RawWorker[] = [];
   try {
     for (let i = 0; i < p.wave; i += 1) {
-      const w = await RawWorker.open(p.coordinatorUrl, p.workerKey, `taker-${i}`, 100);
+      const w = await RawWorker.open(p.coordinatorUrl, p.workerKey, `${p.tag}taker-${i}`, 100, QUEUE);
       w.startHeartbeats(p.heartbeatMs);
       takers.push(w);
     }
@@ -55,14 +60,15 @@ async function run(p: Params): Promise<void> {
     for (let wave = 0; wave < maxWaves && toGrant.length + failed < p.takeovers; wave += 1) {
       const counted = wave > 0;
       const tasks = Array.from({ length: p.wave }, (_, i) => ({
-        taskId: `w${wave}-t${i}`,
-        resource: `tk/${wave}/${i}`,
+        taskId: `${p.tag}w${wave}-t${i}`,
+        resource: `tk/${p.tag}${wave}/${i}`,
+        queue: QUEUE_NAME,
       }));
       const refused = await admin.submitBatch(tasks);
       if (refused > 0) throw new Error(`${refused} takeover tasks refused`);
       const holders = await Promise.all(
         tasks.map(async (_, i) => {
-          const h = await RawWorker.open(p.coordinatorUrl, p.workerKey, `holder-${wave}-${i}`);
+          const h = await RawWorker.open(p.coordinatorUrl, p.workerKey, `${p.tag}holder-${wave}-${i}`, 1, QUEUE);
           h.startHeartbeats(p.heartbeatMs);
           return h;
         }),
@@ -105,7 +111,7 @@ async function run(p: Params): Promise<void> {
               // The taker's own session expired (a starved machine): open a new one and go on.
               takerSessionsLost += 1;
               taker.close();
-              taker = await RawWorker.open(p.coordinatorUrl, p.workerKey, `taker-${i}-${++seq}`, 100);
+              taker = await RawWorker.open(p.coordinatorUrl, p.workerKey, `${p.tag}taker-${i}-${++seq}`, 100, QUEUE);
               taker.startHeartbeats(p.heartbeatMs);
               takers[i] = taker;
             } else {
