@@ -179,6 +179,11 @@ export class CycleLoad implements Load {
     this.#done = 0;
     await this.workers.start(round);
     this.#running = true;
+    // A fixed submit rate for every side (LEASEHOLD_BENCH_CYCLE_RATE, tasks/s): CPU per task then
+    // compares across builds without the closed loop's feedback (a faster build also fills its
+    // batches more). A development aid; the published run is unpaced.
+    const paced = Number(process.env.LEASEHOLD_BENCH_CYCLE_RATE ?? '');
+    if (paced > 0) this.limitRate(paced);
     this.#submitters = Array.from({ length: SUBMITTERS }, () => this.#submitter());
   }
   async sample(mark?: 'begin' | 'end'): Promise<Counters> {
@@ -246,6 +251,15 @@ function bullmqCycle(name: string, redis: Redis, queue: Queue): CycleLoad {
   });
 }
 
+/**
+ * `LEASEHOLD_BENCH_CYCLE_SIDES=leasehold,bullmq-always` runs only those sides (a faster A-B loop
+ * while developing); unset, every side runs. A row whose sides did not run is left out.
+ */
+function sideWanted(name: string): boolean {
+  const sides = process.env.LEASEHOLD_BENCH_CYCLE_SIDES;
+  return sides === undefined || sides.split(',').some((s) => s.trim() === name);
+}
+
 export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
   const stack = await startStack({ name: 'cycle', etcd: o.etcd, sessionTtlMs: 10_000, heartbeatIntervalMs: 2_500 });
   const admin = new Admin(stack.coordinator.url, stack.keys.adminKey);
@@ -259,21 +273,25 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
   let admin3: Admin | undefined;
   try {
     const leasehold = leaseholdCycle(stack, admin, o.etcd);
-    loads.push(leasehold);
-    stack3 = await startStack({
-      name: 'cycle3',
-      etcd: o.etcd,
-      sessionTtlMs: 10_000,
-      heartbeatIntervalMs: 2_500,
-      coordinators: 3,
-    });
-    admin3 = new Admin(stack3.coordinator.url, stack3.keys.adminKey);
-    const leasehold3 = leaseholdCycle(stack3, admin3, o.etcd, THREE);
-    loads.push(leasehold3);
+    if (sideWanted('leasehold')) loads.push(leasehold);
+    let leasehold3: CycleLoad | undefined;
+    if (sideWanted(THREE)) {
+      stack3 = await startStack({
+        name: 'cycle3',
+        etcd: o.etcd,
+        sessionTtlMs: 10_000,
+        heartbeatIntervalMs: 2_500,
+        coordinators: 3,
+      });
+      admin3 = new Admin(stack3.coordinator.url, stack3.keys.adminKey);
+      leasehold3 = leaseholdCycle(stack3, admin3, o.etcd, THREE);
+      loads.push(leasehold3);
+    }
     if (findRedis() === undefined) {
       o.log('cycle: redis-server not found: the BullMQ sides are skipped');
     } else {
       for (const fsync of ['always', 'everysec'] as const) {
+        if (!sideWanted(`bullmq-${fsync}`)) continue;
         const redis = await startRedis(fsync);
         redises.push(redis);
         const queue = new Queue(`bench-${fsync}`, {
@@ -299,14 +317,14 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
       return `${parts.join(', ')}, worker processes ${Math.round(clients - self)}, bench submitter ${Math.round(self)}`;
     };
     const errors = get('leasehold').reduce((a, r) => a + r.errors, 0) + leasehold.submitErrors;
-    const errors3 = get(THREE).reduce((a, r) => a + r.errors, 0) + leasehold3.submitErrors;
+    const errors3 = get(THREE).reduce((a, r) => a + r.errors, 0) + (leasehold3?.submitErrors ?? 0);
     const summaries = leasehold.workers.summaries.flat();
     const windowOps = summaries.reduce((a, s) => a + Number(s.windowOps ?? 0), 0);
     const perTask = (k: string) =>
       windowOps > 0 ? (summaries.reduce((a, s) => a + Number(s[k] ?? 0), 0) / windowOps).toFixed(2) : '?';
     const shape = `${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots, batches of ≤ ${SUBMIT_BATCH}, backlog ≤ ${BACKLOG}`;
     const rows: BenchRow[] = [];
-    if (get('bullmq-always').length > 0) {
+    if (get('bullmq-always').length > 0 && get('leasehold').length > 0) {
       rows.push(
         throughputRow({
           name: 'full task cycles/s (submit → grant → fenced write → complete) vs BullMQ, AOF always',
@@ -321,6 +339,10 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
             `BullMQ always ${describe(get('bullmq-always'))}; WebSocket frames per leasehold task: ${perTask('framesOut')} ` +
             `worker → coordinator, ${perTask('framesIn')} back; ${describeCalls(leasehold.calls, windowOps)}; refused, lost or unsubmitted during leasehold rounds: ${errors}`,
         }),
+      );
+    }
+    if (get('bullmq-everysec').length > 0 && get('leasehold').length > 0) {
+      rows.push(
         throughputRow({
           name: 'full task cycles/s vs BullMQ, AOF everysec',
           unit: 'tasks/s',
@@ -332,7 +354,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
         }),
       );
     }
-    if (get(THREE).length > 0) {
+    if (leasehold3 !== undefined && get(THREE).length > 0 && get('leasehold').length > 0) {
       const tasks3 = leasehold3.workers.summaries.flat().reduce((a, s) => a + Number(s.windowOps ?? 0), 0);
       rows.push(
         cpuRow({
@@ -350,7 +372,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
         }),
       );
     }
-    if (get('bullmq-always').length === 0) {
+    if (get('bullmq-always').length === 0 && get('leasehold').length > 0) {
       rows.push(
         throughputRow({
           name: 'full task cycles/s (submit → grant → fenced write → complete)',
@@ -359,7 +381,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
           base: get('leasehold'),
           baselineName: 'itself (BullMQ skipped: no redis-server)',
           cpu: 'total',
-          note: `${shape}; CPU µs per task: ${describe(get('leasehold'))}`,
+          note: `${shape}; CPU µs per task: ${describe(get('leasehold'))}; ${describeCalls(leasehold.calls, windowOps)}`,
         }),
       );
     }

@@ -97,8 +97,21 @@ describe('submit, list, cancel, retry, purge', () => {
     expect(results.map((r) => r.status)).toEqual([200, 201, 409]);
     expect(results[1]?.task).toMatchObject({ state: 'delayed', priority: 3 });
     expect(results[2]?.error).toMatchObject({ code: 'CONFLICT' });
+    // Without views (Prefer: return=minimal): the same outcomes, no task views.
+    const lean = await fx.client.submitMany(
+      [
+        { taskId: 'many-1', resource: 'cl/many', payload: 1, delayMs: 600_000, priority: 3 },
+        { taskId: 'many-2', resource: 'cl/many', payload: 2, delayMs: 600_000 },
+        { taskId: 'many-0', resource: 'cl/many', payload: 'other' },
+      ],
+      { views: false },
+    );
+    expect(lean.map((r) => r.status)).toEqual([200, 201, 409]);
+    expect(lean.filter((r) => r.task !== undefined)).toEqual([]);
+    expect(lean[2]?.error).toMatchObject({ code: 'CONFLICT' });
     await fx.client.cancel('many-0');
     await fx.client.cancel('many-1');
+    await fx.client.cancel('many-2');
   });
 
   it('retry: a failed task runs again with a fresh budget; CONFLICT when not failed; NOT_FOUND when unknown', async () => {

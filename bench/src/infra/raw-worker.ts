@@ -190,7 +190,10 @@ export class Admin {
   async submitBatch(
     tasks: readonly { taskId: string; resource: string; payload?: JsonValue; priority?: number; queue?: string }[],
   ): Promise<number> {
-    const results = await this.#client.submitMany(tasks.map((t) => ({ ...t, payload: t.payload ?? { n: 1 } })));
+    const results = await this.#client.submitMany(
+      tasks.map((t) => ({ ...t, payload: t.payload ?? { n: 1 } })),
+      { views: false },
+    );
     return results.filter((r) => r.status !== 200 && r.status !== 201).length;
   }
 

@@ -5,6 +5,7 @@ export type {
   LeaseholdClientOptions,
   SubmitOutcome,
   SubmitOptions,
+  SubmitManyOptions,
   ListOptions,
   PurgeAllOptions,
   TaskEventsOptions,

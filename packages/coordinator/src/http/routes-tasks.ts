@@ -11,6 +11,9 @@
  *   `POST /v1/tasks` (a repeated id in the batch is settled against its first occurrence); up to
  *   64 tasks and ~1.2 MB of payloads per etcd txn. One invalid item: 400 for the whole request; one
  *   payload over the limit: 413 for the whole request (nothing written). The body limit applies.
+ *   With `Prefer: return=minimal` (RFC 7240) the results carry no task views — `{taskId, status}`
+ *   or `{taskId, status, error}` — and the reply says `Preference-Applied: return=minimal`: a
+ *   submitter that needs only the outcomes does not pay for serializing and parsing the views.
  * - `GET /v1/tasks/:taskId` (URL-encoded id): the task, state
  *   pending|delayed|leased|completed|failed|cancelled, with its retry policy, payload and attempt
  *   history (read on demand).
@@ -39,6 +42,7 @@ import {
 import { context, propagation, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { prefersMinimalReturn } from '../core/prefer.js';
 import { errorFrame } from '../core/replies.js';
 import type { TaskService } from '../service/tasks.js';
 import { sendError } from './send-error.js';
@@ -87,12 +91,14 @@ export function registerTaskRoutes(app: FastifyInstance, tasks: TaskApi): void {
     // A payload over the limit refuses the whole batch; nothing of it was written.
     const tooLarge = outcomes.find((o) => !o.ok && o.code === 'PAYLOAD_TOO_LARGE');
     if (tooLarge !== undefined && !tooLarge.ok) return sendError(reply, tooLarge.code, tooLarge.message);
+    const minimal = prefersMinimalReturn(req.headers.prefer);
+    if (minimal) void reply.header('preference-applied', 'return=minimal');
     return reply.code(200).send({
       results: outcomes.map((res, i) => {
         const taskId = body.data.tasks[i]?.taskId;
-        return res.ok
-          ? { taskId, status: res.created ? 201 : 200, task: res.task }
-          : { taskId, status: httpStatusOf(res.code), error: errorFrame(res.code, res.message) };
+        if (!res.ok) return { taskId, status: httpStatusOf(res.code), error: errorFrame(res.code, res.message) };
+        const status = res.created ? 201 : 200;
+        return minimal ? { taskId, status } : { taskId, status, task: res.task };
       }),
     });
   });

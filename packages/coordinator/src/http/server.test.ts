@@ -171,3 +171,39 @@ describe('hostile JSON', () => {
     expect(calls).toEqual([]);
   });
 });
+
+describe('batch submit with Prefer: return=minimal', () => {
+  const tasks = [
+    { taskId: 'm1', resource: 'r1', payload: 1 },
+    { taskId: 'm2', resource: 'r2', payload: 2 },
+  ];
+  const submit = (headers: Record<string, string>) =>
+    rawHttp(port, {
+      method: 'POST',
+      target: '/v1/tasks/batch',
+      headers: { Authorization: `Bearer ${ADMIN_KEY}`, 'Content-Type': 'application/json', ...headers },
+      body: JSON.stringify({ tasks }),
+    });
+
+  it('answers each task with its id and status only, and says the preference was applied', async () => {
+    const answer = await submit({ Prefer: 'return=minimal' });
+    expect(answer.status).toBe(200);
+    expect(answer.headers['preference-applied']).toBe('return=minimal');
+    expect(JSON.parse(answer.body)).toEqual({
+      results: [
+        { taskId: 'm1', status: 201 },
+        { taskId: 'm2', status: 201 },
+      ],
+    });
+    expect(calls).toEqual(['submitMany 2']);
+  });
+
+  it('keeps the task views without the preference (or with another)', async () => {
+    for (const headers of [{}, { Prefer: 'return=representation' }]) {
+      const answer = await submit(headers);
+      expect(answer.headers['preference-applied']).toBeUndefined();
+      const body = JSON.parse(answer.body) as { results: { task?: { taskId: string } }[] };
+      expect(body.results.map((r) => r.task?.taskId)).toEqual(['m1', 'm2']);
+    }
+  });
+});
