@@ -157,6 +157,7 @@ export function createServices(deps: ServiceDeps): Services {
     store,
     index,
   });
+  sessions.foldSettlements(settle);
   sessions.onOwnersFreed((freed) => {
     for (const owner of freed) settle.ownerGone(owner, true);
     grants.wake();

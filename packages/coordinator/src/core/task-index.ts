@@ -219,6 +219,18 @@ export class TaskIndex {
     this.#addTask(pending, seq);
   }
 
+  /**
+   * This coordinator rewrote a pending task's record itself, over the one of mod_revision `from`
+   * (its txn compared it): apply the new entry now instead of when the watch says so (a takeover
+   * need not wait for the watch). Skipped, false, when the index holds another revision of the task
+   * by now (the watch was faster): the watch's own event for the write is then, or will be, applied.
+   */
+  applyOwnWrite(entry: TaskEntry, from: bigint): boolean {
+    if (this.#pending.get(entry.taskId)?.modRevision !== from) return false;
+    this.applyTask(entry.taskId, entry);
+    return true;
+  }
+
   applyOwner(resource: string, owner: OwnerEntry | undefined): void {
     if (owner === undefined) this.#deleteOwner(resource);
     else this.#setOwner(owner);

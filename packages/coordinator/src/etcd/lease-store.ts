@@ -17,6 +17,7 @@ import type {
   CloseOutcome,
   ConsoleRevocation,
   ConsoleRevocationListener,
+  EndArgs,
   EndOutcome,
   FinishJob,
   GrantJob,
@@ -63,6 +64,7 @@ import {
   createSession,
   endSession,
   MAX_END_SESSION_OWNERS,
+  maxEndSettlements,
 } from './transactions/session-txns.js';
 import {
   cancelTask,
@@ -92,6 +94,7 @@ export class KvLeaseStore implements LeaseStore {
   readonly #console: ConsoleRevocationStore;
   readonly limits: StoreLimits = {
     maxEndSessionOwners: MAX_END_SESSION_OWNERS,
+    maxEndSettlements,
     maxSubmitsPerCall: MAX_SUBMITS_PER_TXN,
     maxSubmitBytesPerCall: MAX_SUBMIT_BYTES_PER_TXN,
     maxPurgesPerTxn: MAX_PURGES_PER_TXN,
@@ -141,12 +144,7 @@ export class KvLeaseStore implements LeaseStore {
     });
   }
 
-  endSession(args: {
-    readonly sessionId: string;
-    readonly knownModRevision: bigint;
-    readonly held: readonly HeldOwner[];
-    readonly knownUpTo?: bigint;
-  }): Promise<EndOutcome> {
+  endSession(args: EndArgs): Promise<EndOutcome> {
     return endSession(this.kv, this.keys, args);
   }
 

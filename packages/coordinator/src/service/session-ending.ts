@@ -12,7 +12,7 @@ import { SessionEndPlan, type EndAction, type EndObservation } from '../core/ses
 import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
 import type { Timers } from '../core/timers.js';
 import type { Metrics } from '../metrics.js';
-import type { HeldOwner, LeaseStore } from '../store/port.js';
+import type { HeldOwner, LeaseStore, SettleArgs } from '../store/port.js';
 import { CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import type { LocalSession } from './local-session.js';
 
@@ -28,6 +28,19 @@ export interface SessionEndContext {
   readonly inflightGraceMs: number;
   /** TTL of the session's etcd lease: store errors are retried for twice as long, then left to it. */
   readonly leaseTtlSeconds: number;
+  /** Records the attempts the end loses in the end's own txn (absent: each is settled after it). */
+  readonly settlements?: EndSettlements;
+}
+
+/**
+ * The attempts an end loses, recorded by the end txn itself (the settle service): a takeover then
+ * need not wait for a settlement txn and its watch event before the task is grantable again.
+ */
+export interface EndSettlements {
+  /** The settlements the end of these owner keys can carry (open attempts at those tokens). */
+  foldable(held: readonly HeldOwner[]): SettleArgs[];
+  /** The end txn carrying them landed at `revision`. */
+  folded(settled: readonly SettleArgs[], revision: bigint): void;
 }
 
 /** What the session registry does for an end: forget the session here, build its record, free owners. */
@@ -134,12 +147,19 @@ async function perform(
       };
     }
     case 'end': {
+      // The first attempt (holdings from the index) records the lost attempts too; a later one
+      // (holdings read from the store after a failed compare) leaves them to the settle service.
+      const fold = action.knownUpTo === undefined ? [] : (ctx.settlements?.foldable(action.held) ?? []);
+      const settle = fold.length <= store.limits.maxEndSettlements(action.held.length) ? fold : [];
       const outcome = await store.endSession({
         sessionId: session.sessionId,
         knownModRevision: session.modRevision,
         held: action.held,
         ...(action.knownUpTo === undefined ? {} : { knownUpTo: action.knownUpTo }),
+        ...(settle.length === 0 ? {} : { settle }),
       });
+      // Before the owners are freed (finish): the index offers the settled tasks at once.
+      if (outcome.kind === 'ended' && settle.length > 0) ctx.settlements?.folded(settle, outcome.revision);
       return { kind: 'ended', held: action.held, outcome };
     }
     case 'close': {

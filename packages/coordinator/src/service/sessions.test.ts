@@ -38,8 +38,12 @@ describe('expiry by the coordinator clock', () => {
     expect(cluster.owners().size).toBe(2);
     await cluster.advance(1);
     expect(cluster.owners().size).toBe(0);
-    // One txn deleted both owner keys (revision +1); then each lost attempt was settled (+1 each).
-    expect(cluster.etcd.revision).toBe(revisionBefore + 3n);
+    // One txn deleted both owner keys and recorded both lost attempts (revision +1): no
+    // settlement txn of its own, so the tasks are grantable again as soon as the end lands.
+    expect(cluster.etcd.revision).toBe(revisionBefore + 1n);
+    for (const taskId of ['t1', 't2']) {
+      expect(c1.services.index.pendingTask(taskId)).toMatchObject({ open: false, modRevision: revisionBefore + 1n });
+    }
     expect(cluster.etcd.get(cluster.keys.owner('r1'))).toBeUndefined();
     for (const taskId of ['t1', 't2']) {
       expect((await c1.services.tasks.get(taskId))?.history?.map((h) => h.outcome)).toEqual(['expired']);
@@ -54,6 +58,25 @@ describe('expiry by the coordinator clock', () => {
     );
     expect(w.channel.pushes('session.expired')).toHaveLength(1);
     // Expiry judged here, not by etcd: the lease had seconds left when the session ended.
+  });
+
+  it('grants the task of an expired session to a waiting acquire without a watch event (the end records the lost attempt)', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const a = await cluster.worker(c1, 'wa');
+    const old = tokenOf(await cluster.acquire(a));
+    await cluster.advance(TTL - 500);
+    const b = await cluster.worker(c1, 'wb');
+    let granted: unknown;
+    void cluster.acquire(b, { waitMs: 10_000 }).then((reply) => (granted = reply));
+    await cluster.settle();
+    // Nothing this coordinator learns from the watch from here on: the end txn's reply must do.
+    c1.backend.pauseWatch();
+    await cluster.advance(500);
+    expect(granted).toMatchObject({ type: 'lease.granted', taskId: 't1', resource: 'r1', attempt: 2 });
+    expect(tokenOf(granted as never)).toBeGreaterThan(old);
+    c1.backend.resumeWatch();
+    await cluster.settle();
+    expect((await c1.services.tasks.get('t1'))?.history?.map((h) => h.outcome)).toEqual(['expired']);
   });
 
   it('does not move the fence at expiry (default): the old holder can still write until a takeover', async () => {

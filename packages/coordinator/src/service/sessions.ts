@@ -25,7 +25,7 @@ import type { LeaseStore, SessionLeaseKeeper } from '../store/port.js';
 import type { WorkerChannel } from './channel.js';
 import { leaseTtlSeconds, type CoordinatorState } from './context.js';
 import type { LocalSession, SessionRegistry } from './local-session.js';
-import { endAtDeadline, type SessionEndContext } from './session-ending.js';
+import { endAtDeadline, type EndSettlements, type SessionEndContext } from './session-ending.js';
 
 export type { LocalSession } from './local-session.js';
 export type { ExpiredReason } from '../core/session-resume.js';
@@ -80,7 +80,7 @@ export class SessionManager implements SessionRegistry {
   readonly #perWorker: SlotsByKey;
   readonly #slots = new Map<string, Slot>();
   readonly #keepalive: SessionLeaseKeeper;
-  readonly #endContext: SessionEndContext;
+  #endContext: SessionEndContext;
   #timer: TimerHandle | undefined;
   #timerAtMs = Number.POSITIVE_INFINITY;
   #closed = false;
@@ -108,6 +108,11 @@ export class SessionManager implements SessionRegistry {
   /** Called when an ended session's owner keys were deleted (waiting acquires may now be granted). */
   onOwnersFreed(listener: (freed: readonly OwnerEntry[]) => void): void {
     this.#onOwnersFreed = listener;
+  }
+
+  /** Who records the attempts an end loses, in the end's own txn (the settle service). */
+  foldSettlements(settlements: EndSettlements): void {
+    this.#endContext = { ...this.#endContext, settlements };
   }
 
   get(sessionId: string): LocalSession | undefined {

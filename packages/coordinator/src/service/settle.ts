@@ -17,10 +17,11 @@ import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import { attemptFailed, LEASE_LOST_ERROR, policyOf } from '../core/lifecycle.js';
 import type { TaskRecord } from '../core/records.js';
-import { recordOf, type OwnerEntry, type PendingTask, type TaskIndex } from '../core/task-index.js';
+import { entryOf, recordOf, type OwnerEntry, type PendingTask, type TaskIndex } from '../core/task-index.js';
+import { encodeTask } from '../core/task-record.js';
 import type { TimerHandle, Timers } from '../core/timers.js';
 import type { Metrics } from '../metrics.js';
-import type { LeaseStore } from '../store/port.js';
+import type { HeldOwner, LeaseStore, SettleArgs } from '../store/port.js';
 import { lifecycleEnv, type LifecycleContext } from './context.js';
 
 /** What settling lost attempts uses. */
@@ -32,7 +33,7 @@ export interface SettleContext extends LifecycleContext {
   readonly repeats: RepeatGate;
   readonly metrics: Pick<Metrics, 'lifecycle' | 'taskFailures' | 'taskAttempts'>;
   readonly store: Pick<LeaseStore, 'task' | 'settleLostAttempt'>;
-  readonly index: Pick<TaskIndex, 'pendingTask' | 'lostAttempts' | 'isLost'>;
+  readonly index: Pick<TaskIndex, 'pendingTask' | 'lostAttempts' | 'isLost' | 'ownerOf' | 'applyOwnWrite'>;
 }
 
 /** Longest wait between retries of a settlement that failed (etcd unavailable). */
@@ -56,6 +57,45 @@ export class SettleService {
     const task = this.#ctx.index.pendingTask(owner.taskId);
     if (task?.open !== true || task.modRevision !== owner.token) return;
     this.#schedule(task.taskId, owner.token, servedHere ? 0 : this.#ctx.config.settleGraceMs);
+  }
+
+  /**
+   * The settlements an end of these held owner keys can carry in its own txn (see the store's
+   * `endSession`): for each owner key whose task's attempt is open at its token, the settled
+   * record. Layout v1 records are left to the ordinary settlement (their moves need a read).
+   */
+  foldable(held: readonly HeldOwner[]): SettleArgs[] {
+    const out: SettleArgs[] = [];
+    for (const h of held) {
+      const owner = this.#ctx.index.ownerOf(h.resource);
+      if (owner?.token !== h.token) continue;
+      const task = this.#ctx.index.pendingTask(owner.taskId);
+      if (task?.open !== true || task.legacy || task.modRevision !== h.token || task.resource !== h.resource) continue;
+      const prev = recordOf(task);
+      out.push({ token: h.token, prev, next: this.#settled(prev, h.token) });
+    }
+    return out;
+  }
+
+  /**
+   * An end txn carried these settlements and landed at `revision`: the index learns the settled
+   * records now (the watch would say so a round trip later), and they count as settled here.
+   */
+  folded(settled: readonly SettleArgs[], revision: bigint): void {
+    const { index, config } = this.#ctx;
+    for (const s of settled) {
+      const known = index.pendingTask(s.next.taskId);
+      if (known !== undefined) {
+        const stored = {
+          record: s.next,
+          value: encodeTask(s.next),
+          createRevision: known.createRevision,
+          modRevision: revision,
+        };
+        index.applyOwnWrite(entryOf(stored, config.retryPolicy), s.token);
+      }
+      this.#count(s.next, s.token);
+    }
   }
 
   /** After an index (re)build: every lost attempt the index shows, after the grace period. */
@@ -114,7 +154,7 @@ export class SettleService {
   }
 
   async #settle(taskId: string, token: bigint): Promise<void> {
-    const { index, store, metrics, log } = this.#ctx;
+    const { index, store, metrics } = this.#ctx;
     const task: PendingTask | undefined = index.pendingTask(taskId);
     // Already settled, closed by its holder, or held again: nothing to do.
     if (task === undefined || task.modRevision !== token || !index.isLost(task)) return;
@@ -124,13 +164,19 @@ export class SettleService {
     const prev = stored?.record ?? recordOf(task);
     const next = this.#settled(prev, token);
     const res = await store.settleLostAttempt({ token, prev, next, legacy: stored?.legacy });
-    metrics.lifecycle.inc({ change: 'settle', outcome: res.kind });
-    if (res.kind !== 'rewritten') return;
+    if (res.kind === 'rewritten') this.#count(next, token);
+    else metrics.lifecycle.inc({ change: 'settle', outcome: res.kind });
+  }
+
+  /** A settlement landed: its metrics and its log line. */
+  #count(next: TaskRecord, token: bigint): void {
+    const { metrics, log } = this.#ctx;
+    metrics.lifecycle.inc({ change: 'settle', outcome: 'rewritten' });
     const outcome = next.state === 'failed' ? 'failed' : 'retrying';
     metrics.taskFailures.inc({ reason: 'expired', outcome });
     if (next.state === 'failed') metrics.taskAttempts.observe({ outcome: 'failed' }, next.attempts);
     log.info(
-      { taskId, resource: task.resource, token: token.toString(), outcome, notBeforeMs: next.notBeforeMs },
+      { taskId: next.taskId, resource: next.resource, token: token.toString(), outcome, notBeforeMs: next.notBeforeMs },
       'lost attempt settled',
     );
   }

@@ -205,6 +205,20 @@ export interface SettleArgs extends TaskWrite {
   readonly prev: TaskRecord;
 }
 
+/** End a session at its deadline (`settle`: lost attempts recorded in the same txn). */
+export interface EndArgs {
+  readonly sessionId: string;
+  readonly knownModRevision: bigint;
+  readonly held: readonly HeldOwner[];
+  /** The holdings come from an index complete up to this revision. */
+  readonly knownUpTo?: bigint;
+  /**
+   * The open attempts of held owner keys (`token` = the owner key's), settled by the same txn;
+   * layout v2 records only (no `legacy`), at most `maxEndSettlements(held.length)`.
+   */
+  readonly settle?: readonly SettleArgs[];
+}
+
 /** A record of layout v1 to convert (its mod_revision as read). */
 export interface MigrateItem {
   readonly modRevision: bigint;
@@ -288,6 +302,8 @@ export type { LeaseKeeperOptions, LeaseKeeper as SessionLeaseKeeper } from '../e
 export interface StoreLimits {
   /** endSession takes at most this many owner keys; more: closeSession + revoke. */
   readonly maxEndSessionOwners: number;
+  /** How many lost attempts an endSession of `owners` owner keys may settle in the same txn. */
+  readonly maxEndSettlements: (owners: number) => number;
   /** submitTasks takes at most this many tasks / bytes of records and payloads per call. */
   readonly maxSubmitsPerCall: number;
   readonly maxSubmitBytesPerCall: number;
@@ -305,13 +321,7 @@ export interface LeaseStore extends ConsoleRevocationStore {
   /** The session and the owner keys it holds, at one revision. */
   sessionHoldings(sessionId: string): Promise<{ session: StoredSession | undefined; held: HeldOwner[] }>;
   adoptSession(session: StoredSession, record: SessionRecord): Promise<AdoptOutcome>;
-  endSession(args: {
-    readonly sessionId: string;
-    readonly knownModRevision: bigint;
-    readonly held: readonly HeldOwner[];
-    /** The holdings come from an index complete up to this revision. */
-    readonly knownUpTo?: bigint;
-  }): Promise<EndOutcome>;
+  endSession(args: EndArgs): Promise<EndOutcome>;
   closeSession(args: {
     readonly sessionId: string;
     readonly leaseId: string;

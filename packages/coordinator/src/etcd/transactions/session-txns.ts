@@ -5,10 +5,12 @@
  * that lost the session (a peer adopted it) can no longer act for it, even if it resumes late.
  */
 import { encodeRecord, type SessionRecord } from '../../core/records.js';
-import type { AdoptOutcome, CloseOutcome, EndOutcome, HeldOwner } from '../../store/port.js';
+import type { AdoptOutcome, CloseOutcome, EndArgs, EndOutcome } from '../../store/port.js';
+import { ETCD_MAX_TXN_OPS } from './grant-txns.js';
 import type { KeyLayout } from '../keys.js';
 import { createOnLease } from './create-on-lease.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
+import { endedOf, recordWriteOps } from '../record-ops.js';
 
 /** What a session txn puts: the record of `sessions/<sessionId>`, on the session's lease. */
 interface SessionPut {
@@ -65,32 +67,51 @@ export async function adoptSession(
 export const MAX_END_SESSION_OWNERS = 120;
 
 /**
- * endSession — the serving coordinator judged the session expired.
- * keys:     sessions/<sid>, owners/<r> for every held r, holdings/<sid>/*
+ * How many lost attempts an endSession of `owners` owner keys may settle besides: each adds one
+ * compare and at most three success ops (the settled record, its history entry, the entry it
+ * pushes out), all within etcd's `--max-txn-ops`.
+ */
+export function maxEndSettlements(owners: number): number {
+  return Math.max(0, Math.floor((ETCD_MAX_TXN_OPS - 2 - owners) / 3));
+}
+
+/**
+ * endSession — the serving coordinator judged the session expired; optionally it records the
+ * attempts the end loses in the same txn (what settleLostAttempt would do next, one round trip and
+ * one watch delivery later: until then the task is not grantable, so a takeover waits for it).
+ * keys:     sessions/<sid>, owners/<r> for every held r, holdings/<sid>/*; per settlement
+ *           tasks/<t>, history/<t>#<n>, history/<t>#<n-10>
  * compares: sessions/<sid> mod_revision == the one this coordinator knows (it still serves it);
  *           owners/<r> create_revision == token, for each holding read just before (or taken from
  *           the watch-fed index); with `knownUpTo` V (holdings taken from an index complete up to
  *           V): every holdings/<sid>/* create_revision < V + 1, so no holding the index has not
- *           seen can survive the delete (owner and holding keys are created and deleted together)
- * success:  delete every owners/<r>, holdings/<sid>/* and sessions/<sid> — all
- *           at one revision D (the caller revokes the lease afterwards)
+ *           seen can survive the delete (owner and holding keys are created and deleted together);
+ *           per settlement tasks/<t> mod_revision == T, the token of a held owner key (the record
+ *           the grant of T wrote: its attempt is open and nothing closed it), as settleLostAttempt
+ *           compares — whose other compare (that owner key gone) this txn makes true itself
+ * success:  delete every owners/<r>, holdings/<sid>/* and sessions/<sid>; per settlement put
+ *           tasks/<t> = the settled record and its history entry — all at one revision D (the
+ *           caller revokes the lease afterwards)
  * failure:  get sessions/<sid>
  * result:   ended{revision D}; on failure: gone (the session key is absent: already ended),
  *           moved (another mod_revision: a peer adopted it), changed (same mod_revision: the
- *           holdings changed or the index lagged; read them again)
+ *           holdings or a settled task changed, or the index lagged; read them again)
  */
-export async function endSession(
-  kv: Kv,
-  keys: KeyLayout,
-  args: {
-    readonly sessionId: string;
-    readonly knownModRevision: bigint;
-    readonly held: readonly HeldOwner[];
-    readonly knownUpTo?: bigint;
-  },
-): Promise<EndOutcome> {
+export async function endSession(kv: Kv, keys: KeyLayout, args: EndArgs): Promise<EndOutcome> {
   if (args.held.length > MAX_END_SESSION_OWNERS) {
     throw new RangeError(`endSession takes at most ${MAX_END_SESSION_OWNERS} owner keys; use closeSession`);
+  }
+  const settle = args.settle ?? [];
+  if (settle.length > maxEndSettlements(args.held.length)) {
+    throw new RangeError(
+      `endSession of ${args.held.length} owner keys settles at most ${maxEndSettlements(args.held.length)} attempts`,
+    );
+  }
+  const heldTokens = new Map(args.held.map((h) => [h.resource, h.token]));
+  for (const s of settle) {
+    if (s.legacy !== undefined || heldTokens.get(s.next.resource) !== s.token) {
+      throw new RangeError(`endSession settles only the attempt of a held owner key (task ${s.next.taskId})`);
+    }
   }
   const key = keys.session(args.sessionId);
   const res = await kv.txn('endSession', {
@@ -100,11 +121,13 @@ export async function endSession(
       ...(args.knownUpTo === undefined
         ? []
         : [cmp.allCreatedBefore(keys.holdingsOf(args.sessionId), args.knownUpTo + 1n)]),
+      ...settle.map((s) => cmp.modifiedAt(keys.task(s.next.taskId), s.token)),
     ],
     success: [
       ...args.held.map((h) => op.del(keys.owner(h.resource))),
       op.delPrefix(keys.holdingsOf(args.sessionId)),
       op.del(key),
+      ...settle.flatMap((s) => recordWriteOps(keys, s, endedOf(s.prev))),
     ],
     failure: [op.get(key)],
   });
