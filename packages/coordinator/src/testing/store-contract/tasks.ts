@@ -121,7 +121,7 @@ export function describeTasks(t: Tools): void {
       const s = await open();
       const a = await granted(s, 't1', 'r1');
       const b = await granted(s, 't2', 'r2');
-      const lost = (taskId: string, token: bigint, record: Awaited<ReturnType<typeof current>>['record']) => ({
+      const lost = (token: bigint, record: Awaited<ReturnType<typeof current>>['record']) => ({
         token,
         prev: record,
         next: attemptFailed(record, token, { name: 'LeaseExpired', message: 'x', retryable: true }, 'expired', ENV),
@@ -134,20 +134,20 @@ export function describeTasks(t: Tools): void {
       ];
       const end = { sessionId: s.sessionId, knownModRevision: s.modRevision, held };
       // Only the attempt of a held owner key, at its token, may be settled with the end.
-      await expect(store.endSession({ ...end, settle: [lost('t1', b.token, t1)] })).rejects.toThrow(RangeError);
+      await expect(store.endSession({ ...end, settle: [lost(b.token, t1)] })).rejects.toThrow(RangeError);
       // t2's record changed since its grant (the compare of its settlement fails): nothing happens.
-      const stale = { ...lost('t2', b.token, t2), token: b.token };
+      const stale = lost(b.token, t2);
       await store.kv.txn('test', {
         compare: [],
         success: [op.put(store.keys.task('t2'), JSON.stringify({ ...t2, priority: 1 }))],
       });
-      expect(await store.endSession({ ...end, settle: [lost('t1', a.token, t1), stale] })).toEqual({
+      expect(await store.endSession({ ...end, settle: [lost(a.token, t1), stale] })).toEqual({
         kind: 'changed',
       });
       expect(await store.owner('r1')).toMatchObject({ token: a.token });
       expect((await current('t1')).record).toMatchObject({ lastEvent: 'granted' });
       // Without t2's: both owner keys gone and t1's attempt recorded, at one revision.
-      const ended = await store.endSession({ ...end, settle: [lost('t1', a.token, t1)] });
+      const ended = await store.endSession({ ...end, settle: [lost(a.token, t1)] });
       if (ended.kind !== 'ended') throw new Error(`expected ended, got ${ended.kind}`);
       expect(await store.owner('r1')).toBeUndefined();
       expect(await store.owner('r2')).toBeUndefined();
@@ -159,7 +159,7 @@ export function describeTasks(t: Tools): void {
         { outcome: 'expired', token: a.token.toString() },
       ]);
       // Settled once: the ordinary settlement of the same attempt is raced.
-      expect(await store.settleLostAttempt(lost('t1', a.token, t1))).toEqual({ kind: 'raced' });
+      expect(await store.settleLostAttempt(lost(a.token, t1))).toEqual({ kind: 'raced' });
     });
 
     it('retries a failed task only from the record read; purges only unchanged records', async () => {
