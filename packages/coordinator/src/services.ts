@@ -90,24 +90,29 @@ export function createServices(deps: ServiceDeps): Services {
   const state: CoordinatorState = { shuttingDown: false, etcdUnreachable: false };
   const index = new TaskIndex({ wallClock, defaults: config.retryPolicy });
   const peers = new CoordinatorPeers();
-  const fences = new MicroBatcher<AdvanceItem, AdvanceItemResult>(
-    async (items) => {
-      try {
-        return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
-      } catch (err) {
-        // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
-        throw err instanceof LeaseholdError
-          ? err
-          : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
-      }
-    },
-    1_000,
-    {
-      observe: (n) => {
-        metrics.batchItems.observe({ kind: 'fence_advance' }, n);
+  // Fence advances of one event-loop turn go to the sink as one advance-batch; those of takeover
+  // grants in a group commit of their own, so they never wait behind an ordinary batch in flight.
+  const advances = (kind: string) =>
+    new MicroBatcher<AdvanceItem, AdvanceItemResult>(
+      async (items) => {
+        try {
+          return (await fenceTarget.advanceBatch(items)).map((value) => ({ ok: true as const, value }));
+        } catch (err) {
+          // Whatever the port threw, the outcome at the sink is unknown: UNAVAILABLE.
+          throw err instanceof LeaseholdError
+            ? err
+            : new SinkUnavailableError(`sink advance failed: ${String(err)}`, { cause: err });
+        }
       },
-    },
-  );
+      1_000,
+      {
+        observe: (n) => {
+          metrics.batchItems.observe({ kind }, n);
+        },
+      },
+    );
+  const fences = advances('fence_advance');
+  const takeoverFences = advances('fence_advance_takeover');
   const signingKey = config.capabilitySigningKey;
   // What the grant and settle services both decide with: clocks, randomness, timers, the store and the index.
   const scheduling = { clock, wallClock, random, timers, log, repeats, metrics, store, index };
@@ -129,6 +134,7 @@ export function createServices(deps: ServiceDeps): Services {
       config: settingsOf(config, ['grantBatchMax', 'noLeaseRetryAfterMs', 'retryPolicy']),
       ...scheduling,
       fences,
+      takeoverFences,
       signCapability: (claims) => signCapability(signingKey, claims),
       state,
       peers: { coordinatorId, table: peers },

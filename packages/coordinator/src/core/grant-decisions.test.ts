@@ -1,6 +1,6 @@
 /** Pure grant decisions (core/grant-decisions.ts), table-tested. */
 import { describe, expect, it } from 'vitest';
-import { admitAcquire, pollDelayMs, replayVerdict, type ReplayFacts } from './grant-decisions.js';
+import { admitAcquire, isTakeover, pollDelayMs, replayVerdict, type ReplayFacts } from './grant-decisions.js';
 
 describe('replayVerdict: a repeated acquire gets its recorded grant only while that grant is still its own', () => {
   const base: ReplayFacts<string> = {
@@ -26,6 +26,19 @@ describe('replayVerdict: a repeated acquire gets its recorded grant only while t
     ['the task or its payload is gone', { ...base, payload: undefined }, { ok: false, code: 'INTERNAL' }],
   ])('%s', (_name, facts, verdict) => {
     expect(replayVerdict(facts)).toEqual(verdict);
+  });
+});
+
+describe('isTakeover: the last attempt was lost', () => {
+  it.each([
+    [{ lastEvent: 'submitted' }, false],
+    [{ lastEvent: 'released' }, false],
+    [{ lastEvent: 'retrying' }, false],
+    [{ lastEvent: 'abandoned' }, false],
+    [{ lastEvent: 'expired' }, true],
+    [{ lastEvent: 'granted', open: { attempt: 1 } }, true],
+  ])('%j -> %s', (task, expected) => {
+    expect(isTakeover(task)).toBe(expected);
   });
 });
 

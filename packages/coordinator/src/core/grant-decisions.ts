@@ -10,6 +10,16 @@ import { errorFrame } from './replies.js';
 /** Candidates an acquire tries per round before it waits (each failed grant txn was a race). */
 export const MAX_CANDIDATES = 4;
 
+/**
+ * A takeover: the task's last attempt was lost (its holder's session ended with the attempt open,
+ * recorded as `expired`, or not recorded yet). Its grant and fence advance go in their own group
+ * commits, not behind the ordinary ones in flight: a busy coordinator still hands an abandoned
+ * resource over within one call of each kind.
+ */
+export function isTakeover(task: { readonly open?: unknown; readonly lastEvent?: string | undefined }): boolean {
+  return task.open !== undefined || task.lastEvent === 'expired';
+}
+
 /** What an acquire asks of its session's capacity. */
 export interface CapacityView {
   /** Grants held: their request ids. */

@@ -37,6 +37,8 @@ export interface DeliveryContext extends LifecycleContext {
   readonly metrics: Pick<Metrics, 'grants' | 'grantWait' | 'grantWork' | 'lifecycle'>;
   readonly store: Pick<LeaseStore, 'abandonGrant'>;
   readonly fences: FenceAdvances;
+  /** Advances of takeover grants: their own group commit, not behind the ordinary ones (default `fences`). */
+  readonly takeoverFences?: FenceAdvances;
   /** Signs a grant's capability (the capability signing key is in this closure, nowhere else here). */
   readonly signCapability: (claims: CapabilityClaims) => string;
 }
@@ -51,6 +53,8 @@ export interface GrantFacts {
   readonly written?: TaskRecord;
   /** `leasehold.lease.grant`: the fence advance runs in its context; `lease.granted` carries it. */
   readonly span: Span;
+  /** A takeover (core/grant-decisions `isTakeover`): its advance goes through `takeoverFences`. */
+  readonly takeover?: boolean;
 }
 
 /**
@@ -89,7 +93,10 @@ export class GrantDelivery {
     try {
       // In the grant span's context: a batch of one carries it to the sink as `traceparent`.
       const advanced = await context.with(trace.setSpan(context.active(), span), () =>
-        ctx.fences.submit({ resource: grant.resource, token: grant.token }),
+        (grant.takeover === true ? (ctx.takeoverFences ?? ctx.fences) : ctx.fences).submit({
+          resource: grant.resource,
+          token: grant.token,
+        }),
       );
       span.addEvent('fence.advance', {
         [Attr.OUTCOME]: advanced.ok ? advanced.outcome : advanced.code,

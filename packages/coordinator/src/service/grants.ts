@@ -25,6 +25,7 @@ import { formatToken, type Acquire, type CoordinatorMessage } from '@leasehold/p
 import type { CoordinatorConfig } from '../config.js';
 import {
   admitAcquire,
+  isTakeover,
   MAX_CANDIDATES,
   noLease,
   parsePayloadJson,
@@ -65,6 +66,8 @@ export class GrantService {
   readonly #sessions: SessionRegistry;
   readonly #delivery: GrantDelivery;
   readonly #owners: MicroBatcher<GrantJob, GrantOutcome>;
+  /** Takeover grants: a group commit of their own, so they do not wait behind the ordinary one in flight. */
+  readonly #takeoverOwners: MicroBatcher<GrantJob, GrantOutcome>;
   readonly #inflight = new Map<string, Promise<CoordinatorMessage>>();
   /** Waiting long-poll acquires, oldest first, with the queues they serve: each is woken once, then re-registers. */
   readonly #waiters = new Map<() => void, readonly string[]>();
@@ -90,6 +93,11 @@ export class GrantService {
       ctx.metrics.batchItems.observe({ kind: 'grant' }, n);
     };
     this.#owners = new MicroBatcher((jobs) => ctx.store.grant(jobs), ctx.config.grantBatchMax, { observe });
+    this.#takeoverOwners = new MicroBatcher((jobs) => ctx.store.grant(jobs), ctx.config.grantBatchMax, {
+      observe: (n) => {
+        ctx.metrics.batchItems.observe({ kind: 'grant_takeover' }, n);
+      },
+    });
   }
 
   /** Never rejects: every failure is an `error` reply. */
@@ -241,6 +249,7 @@ export class GrantService {
     // only fails the txn (then RETRY, held until the index has caught up).
     const { resource, taskId, modRevision: taskModRevision } = candidate;
     const task = recordOf(candidate);
+    const takeover = isTakeover(task);
     const attempt = task.attempts + 1;
     const span = this.#startGrantSpan(session, msg, task.traceparent, { taskId, resource, attempt });
     index.hold(resource);
@@ -250,7 +259,7 @@ export class GrantService {
         return endWithReply(span, errorFrame('SESSION_EXPIRED', 'session has expired', msg.id));
       }
       const next = granted(task, { workerId: session.workerId, sessionId: session.sessionId }, ctx.wallClock());
-      const res = await this.#owners.submit({
+      const res = await (takeover ? this.#takeoverOwners : this.#owners).submit({
         sessionId: session.sessionId,
         leaseId: session.leaseId,
         sessionModRevision: session.modRevision,
@@ -299,7 +308,7 @@ export class GrantService {
         ctx.metrics.grants.inc({ outcome: 'abandoned' });
         return endWithReply(span, errorFrame('INTERNAL', `task ${taskId}: its payload is missing from etcd`, msg.id));
       }
-      const facts = { resource, taskId, token: res.token, payload, attempt, written: next, span };
+      const facts = { resource, taskId, token: res.token, payload, attempt, written: next, span, takeover };
       return endWithReply(span, await this.#delivery.fenceAndDeliver(session, msg, facts, timing, true));
     } catch (err) {
       // (A replay's span ended before #replay ran: isRecording is false once ended.)

@@ -79,6 +79,33 @@ describe('expiry by the coordinator clock', () => {
     expect((await c1.services.tasks.get('t1'))?.history?.map((h) => h.outcome)).toEqual(['expired']);
   });
 
+  it("hands an expired session's task over while an ordinary fence advance is still in flight (its own group commit)", async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const a = await cluster.worker(c1, 'wa');
+    const old = tokenOf(await cluster.acquire(a));
+    await cluster.advance(TTL - 500);
+    // An ordinary grant whose advance the sink does not answer yet.
+    await cluster.submit(c1, 't2', 'r2');
+    cluster.fence.hold();
+    const c = await cluster.worker(c1, 'wc');
+    let ordinary: unknown;
+    void cluster.acquire(c).then((reply) => (ordinary = reply));
+    await cluster.settle();
+    expect(cluster.fence.heldCount).toBe(1);
+    cluster.fence.holdCurrent();
+    const b = await cluster.worker(c1, 'wb');
+    let taken: unknown;
+    void cluster.acquire(b, { waitMs: 10_000 }).then((reply) => (taken = reply));
+    await cluster.settle();
+    await cluster.advance(500);
+    expect(taken).toMatchObject({ type: 'lease.granted', taskId: 't1', attempt: 2 });
+    expect(tokenOf(taken as never)).toBeGreaterThan(old);
+    expect(ordinary).toBeUndefined();
+    cluster.fence.release();
+    await cluster.settle();
+    expect(ordinary).toMatchObject({ type: 'lease.granted', taskId: 't2' });
+  });
+
   it('does not move the fence at expiry (default): the old holder can still write until a takeover', async () => {
     const old = await holderPastExpiry(cluster, c1);
     expect(cluster.fence.fence('r1')).toBe(old);

@@ -73,6 +73,7 @@ export class MemoryFenceTarget implements FenceTarget {
   readonly log: FenceEvent[] = [];
   down = false;
   #held: (() => void)[] | undefined;
+  #parked: (() => void)[] = [];
   #seq = 0;
 
   fence(resource: string): bigint {
@@ -84,14 +85,21 @@ export class MemoryFenceTarget implements FenceTarget {
     this.#held ??= [];
   }
 
-  release(): void {
-    const held = this.#held ?? [];
+  /** The advances waiting now stay held until {@link release}; later ones pass. */
+  holdCurrent(): void {
+    this.#parked.push(...(this.#held ?? []));
     this.#held = undefined;
+  }
+
+  release(): void {
+    const held = [...this.#parked, ...(this.#held ?? [])];
+    this.#held = undefined;
+    this.#parked = [];
     for (const go of held) go();
   }
 
   get heldCount(): number {
-    return this.#held?.length ?? 0;
+    return this.#parked.length + (this.#held?.length ?? 0);
   }
 
   async advanceBatch(items: readonly AdvanceItem[]): Promise<AdvanceItemResult[]> {
