@@ -635,9 +635,16 @@ inline complete(w, c, s, r, t, T, q) {
              owners/<r> create_revision == token, for each holding read just before (or taken from
              the watch-fed index); with `knownUpTo` V (holdings taken from an index complete up to
              V): every holdings/<sid>/* create_revision < V + 1, so no holding the index has not
-             seen can survive the delete (owner and holding keys are created and deleted together)
+             seen can survive the delete (owner and holding keys are created and deleted together);
+             per settlement tasks/<t> mod_revision == T, the token of a held owner key (the record
+             the grant of T wrote: its attempt is open and nothing closed it), as settleLostAttempt
+             compares — whose other compare (that owner key gone) this txn makes true itself
    model: the endSession step of Coordinator. The owner list is e_mask[c], read at revision
-          e_V[c]; an owner key present now with create_revision <= V is the one the index saw. */
+          e_V[c]; an owner key present now with create_revision <= V is the one the index saw.
+          The settlements are not modeled, as settleLostAttempt is not: they rewrite task records
+          only (no owner, holding or fence changes), and made atomic with the end they remove
+          interleavings; a settlement compare that fails fails the end, an outcome (changed) the
+          model's end already has. */
 #define END_COMPARES(c, s) \
   (s_here[s] && s_mrev[s] == ct_mrev[CI(c, s)] && \
    (((e_mask[c] & 1) == 0) || (o_crev[0] != 0 && o_crev[0] <= e_V[c])) && \
