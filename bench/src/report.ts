@@ -246,7 +246,12 @@ export function formatTable(rows: readonly BenchRow[], overloaded: boolean): str
   };
   const ratio = (r: BenchRow) =>
     r.ratio === null ? '' : r.ratioMin === null ? String(r.ratio) : `${r.ratio} (${r.ratioMin}–${r.ratioMax})`;
-  const cpu = (r: BenchRow) => (r.cpuPerOp === null ? '' : `${r.cpuPerOp} / ${cell(r.baselineCpuPerOp)}`);
+  const cpu = (r: BenchRow) =>
+    r.cpuPerOp === null
+      ? ''
+      : r.baselineCpuPerOp === null
+        ? String(r.cpuPerOp)
+        : `${r.cpuPerOp} / ${cell(r.baselineCpuPerOp)}`;
   const lines = [
     '| metric | value | unit | baseline | baseline is | ratio (min–max) | CPU µs/op (figure / baseline) | target | met |',
     '| --- | ---: | --- | ---: | --- | ---: | ---: | --- | --- |',
