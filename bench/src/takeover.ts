@@ -108,6 +108,7 @@ function latencyRows(label: string, phase: PhaseResult, setup: string, limit: nu
   const note =
     `${g.length} takeovers in waves of ${WAVE}, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker long-polls; ` +
     `${setup} (${Math.round(phase.cycleRate)} tasks/s completed meanwhile by 8 SDK worker processes); ${pp(g)}` +
+    `; each wave's slowest, in order: ${((r.waveWorst as number[] | undefined) ?? []).map((x) => Math.round(x)).join(', ')} ms` +
     `; during the takeovers: ${phase.sched}` +
     `; holders that never got their grant (left out): ${Number(r.holderSetupFailed ?? 0)}; taker sessions that expired (reopened): ${Number(r.takerSessionsLost ?? 0)}${typeof r.holderReply === 'string' && r.holderReply !== '' ? ` (${r.holderReply})` : ''}`;
   const p50 = { baselineName: 'p50 of the same', unit: 'ms' };

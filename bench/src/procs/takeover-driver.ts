@@ -35,6 +35,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const toGrant: number[] = [];
 const toWrite: number[] = [];
 const toExpired: number[] = [];
+/** Per counted wave, its slowest deadline → grant (ms): whether one wave sets the p99, or all do. */
+const waveWorst: number[] = [];
 let staleAccepted = 0;
 let failed = 0;
 let holderSetupFailed = 0;
@@ -89,6 +91,7 @@ async function run(p: Params): Promise<void> {
       );
       await sleep(150);
       const finished: { taker: RawWorker; grant: GrantFrame }[] = [];
+      const grantedBefore = toGrant.length;
       await Promise.all(
         holders.map(async (holder, i) => {
           let taker = takers[i];
@@ -156,6 +159,7 @@ async function run(p: Params): Promise<void> {
           finished.push({ taker, grant });
         }),
       );
+      if (toGrant.length > grantedBefore) waveWorst.push(Math.max(...toGrant.slice(grantedBefore)));
       await Promise.all(finished.map(({ taker, grant }) => taker.complete(grant, `result-${grant.token}`)));
       for (const h of holders) h.close();
     }
@@ -175,6 +179,7 @@ serve<Params>({
       toGrant: r(toGrant),
       toWrite: r(toWrite),
       toExpired: r(toExpired),
+      waveWorst: r(waveWorst),
       staleAccepted,
       failed,
       holderSetupFailed,
