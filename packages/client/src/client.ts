@@ -83,15 +83,16 @@ export interface SubmitOutcome {
  * A submit: the wire request, with `runAt` also as a Date, and the payload typed `P` (the worker's
  * `Payload`, e.g. `submit<Invoice>(...)`); it is sent as its JSON, which the coordinator checks.
  */
-export interface SubmitManyOptions {
-  /** `false`: results without task views (default `true`: each created or existing task's view). */
-  readonly views?: boolean;
-}
-
 export type SubmitOptions<P = JsonValue> = Omit<SubmitTaskRequest, 'runAt' | 'payload'> & {
   readonly payload: P;
   readonly runAt?: string | Date | undefined;
 };
+
+/** How `submitMany` answers. */
+export interface SubmitManyOptions {
+  /** `false`: results without task views (default `true`: each created or existing task's view). */
+  readonly views?: boolean;
+}
 
 export interface ListOptions {
   readonly state?: TaskStateName;
