@@ -89,15 +89,14 @@ export class GrantService {
     this.#ctx = ctx;
     this.#sessions = sessions;
     this.#delivery = new GrantDelivery(ctx, sessions);
-    const observe = (n: number): void => {
-      ctx.metrics.batchItems.observe({ kind: 'grant' }, n);
-    };
-    this.#owners = new MicroBatcher((jobs) => ctx.store.grant(jobs), ctx.config.grantBatchMax, { observe });
-    this.#takeoverOwners = new MicroBatcher((jobs) => ctx.store.grant(jobs), ctx.config.grantBatchMax, {
-      observe: (n) => {
-        ctx.metrics.batchItems.observe({ kind: 'grant_takeover' }, n);
-      },
-    });
+    const grants = (kind: string) =>
+      new MicroBatcher((jobs: readonly GrantJob[]) => ctx.store.grant(jobs), ctx.config.grantBatchMax, {
+        observe: (n) => {
+          ctx.metrics.batchItems.observe({ kind }, n);
+        },
+      });
+    this.#owners = grants('grant');
+    this.#takeoverOwners = grants('grant_takeover');
   }
 
   /** Never rejects: every failure is an `error` reply. */
