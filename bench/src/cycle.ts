@@ -379,9 +379,11 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
           unit: 'tasks/s',
           figure: get('leasehold'),
           base: get('leasehold'),
-          baselineName: 'itself (BullMQ skipped: no redis-server)',
+          baselineName: 'itself (BullMQ skipped: no redis-server, or not among the sides asked for)',
           cpu: 'total',
-          note: `${shape}; CPU µs per task: ${describe(get('leasehold'))}; ${describeCalls(leasehold.calls, windowOps)}`,
+          note:
+            `${shape}; CPU µs per task: ${describe(get('leasehold'))}; WebSocket frames per task: ${perTask('framesOut')} ` +
+            `worker → coordinator, ${perTask('framesIn')} back; ${describeCalls(leasehold.calls, windowOps)}`,
         }),
       );
     }

@@ -5,6 +5,10 @@
  * non-retryable refusal end it with nothing (after the idle backoff when the coordinator answered
  * at once). The worker's stop signal ends every wait at once; an answer in flight is still awaited,
  * so a grant that arrives while the worker closes is not lost (the caller gives it back).
+ *
+ * A slot's next acquire may instead leave inside its `task.complete` (`next`, when the coordinator
+ * takes one: {@link SlotNext}); its first answer is then that carried acquire's reply, awaited even
+ * when the worker began closing meanwhile (it was sent), and a retry repeats its request id.
  */
 import {
   backoffDelayMs,
@@ -15,7 +19,7 @@ import {
   type RepeatGate,
 } from '@leasehold/protocol';
 import type { Logger } from 'pino';
-import type { WorkerRequest } from './connection.js';
+import type { NextAcquire, WorkerRequest } from './connection.js';
 import { delay } from './delay.js';
 import { unguessableId } from './random-ids.js';
 
@@ -34,17 +38,50 @@ export interface AcquireDeps {
   readonly stop: AbortSignal;
 }
 
-export async function acquireOnce(deps: AcquireDeps): Promise<Grant | undefined> {
-  const requestId = unguessableId();
+/** A slot's next acquire, which the `task.complete` of its current attempt may carry. */
+export interface SlotNext {
+  /** The acquire's fields and how long its reply may take. */
+  readonly acquire: NextAcquire;
+  /** Whether the slot goes on after this attempt: asked when the completion is sent. */
+  readonly wanted: () => boolean;
+  /** Set once a completion carried it: the acquire's reply, and when it was sent. */
+  carried?: { readonly reply: Promise<CoordinatorMessage>; readonly sentAtMs: number };
+}
+
+/**
+ * A fresh next acquire for a slot. Its reply may take the completion's time (the coordinator takes
+ * the acquire once the completion is answered) plus a lone acquire's.
+ */
+export function slotNext(
+  deps: Pick<AcquireDeps, 'acquireWaitMs' | 'requestTimeoutMs'>,
+  wanted: () => boolean,
+): SlotNext {
   const waitMs = deps.acquireWaitMs;
-  for (let attempt = 0; !deps.stop.aborted; attempt++) {
+  return {
+    acquire: {
+      acquire: { requestId: unguessableId(), ...(waitMs > 0 ? { waitMs } : {}) },
+      timeoutMs: 2 * deps.requestTimeoutMs + waitMs,
+    },
+    wanted,
+  };
+}
+
+export async function acquireOnce(deps: AcquireDeps, next?: SlotNext): Promise<Grant | undefined> {
+  const requestId = next?.acquire.acquire.requestId ?? unguessableId();
+  const waitMs = deps.acquireWaitMs;
+  let carried = next?.carried;
+  for (let attempt = 0; carried !== undefined || !deps.stop.aborted; attempt++) {
     try {
-      const sentAtMs = deps.nowMs();
-      const reply = await deps.request(
-        { type: 'lease.acquire', requestId, ...(waitMs > 0 ? { waitMs } : {}) },
-        deps.requestTimeoutMs + waitMs,
-        deps.stop,
-      );
+      const sentAtMs = carried?.sentAtMs ?? deps.nowMs();
+      const answer =
+        carried?.reply ??
+        deps.request(
+          { type: 'lease.acquire', requestId, ...(waitMs > 0 ? { waitMs } : {}) },
+          deps.requestTimeoutMs + waitMs,
+          deps.stop,
+        );
+      carried = undefined;
+      const reply = await answer;
       if (reply.type === 'lease.granted') return reply;
       if (reply.type === 'lease.none') {
         // The coordinator already waited (a long poll): ask again at once. One that answered at

@@ -13,7 +13,8 @@ import {
   type TaskFailure,
 } from '@leasehold/protocol';
 import type { Logger } from 'pino';
-import type { WorkerRequest } from './connection.js';
+import type { SlotNext } from './acquire.js';
+import type { CompleteRequest, NextAcquire, WorkerRequest } from './connection.js';
 import { delay } from './delay.js';
 
 /** The holder's proof on every end-of-attempt frame. */
@@ -38,6 +39,15 @@ export type ReportOutcome =
 
 export interface ReportDeps {
   readonly request: (message: WorkerRequest) => Promise<CoordinatorMessage>;
+  /**
+   * A `task.complete` carrying the slot's next acquire (session.requestCarrying): `carried` is
+   * called when it was carried. Absent: completions carry nothing.
+   */
+  readonly requestCarrying?: (
+    message: CompleteRequest,
+    next: NextAcquire,
+    carried: (reply: Promise<CoordinatorMessage>, sentAtMs: number) => void,
+  ) => Promise<CoordinatorMessage>;
   readonly log: Logger;
   readonly attempts: number;
   readonly backoff: BackoffOptions;
@@ -63,12 +73,30 @@ function frameOf(end: AttemptEnd, held: HeldLease): WorkerRequest {
   }
 }
 
-export async function reportAttemptEnd(deps: ReportDeps, held: HeldLease, first: AttemptEnd): Promise<ReportOutcome> {
+/**
+ * The first `task.complete` carries the slot's next acquire when the slot goes on (`next.wanted()`)
+ * and the session can send one; a retry never does (the carried acquire, if it went, is retried by
+ * the slot with its request id).
+ */
+function send(deps: ReportDeps, frame: WorkerRequest, next: SlotNext | undefined): Promise<CoordinatorMessage> {
+  if (frame.type !== 'task.complete' || next === undefined || deps.requestCarrying === undefined || !next.wanted())
+    return deps.request(frame);
+  return deps.requestCarrying(frame, next.acquire, (reply, sentAtMs) => {
+    next.carried = { reply, sentAtMs };
+  });
+}
+
+export async function reportAttemptEnd(
+  deps: ReportDeps,
+  held: HeldLease,
+  first: AttemptEnd,
+  next?: SlotNext,
+): Promise<ReportOutcome> {
   let end = first;
   let lastCode = 'UNAVAILABLE';
   for (let attempt = 0; attempt < deps.attempts; attempt++) {
     try {
-      const reply = await deps.request(frameOf(end, held));
+      const reply = await send(deps, frameOf(end, held), attempt === 0 ? next : undefined);
       switch (reply.type) {
         case 'task.completed':
           return { kind: 'completed' };

@@ -7,6 +7,7 @@
 import { defaultResultId, parseToken, type Grant, type JsonValue } from '@leasehold/protocol';
 import { context, trace } from '@opentelemetry/api';
 import type { Logger } from 'pino';
+import type { SlotNext } from './acquire.js';
 import { reportAttemptEnd, type AttemptEnd, type HeldLease, type ReportDeps } from './attempt-report.js';
 import { decideAttemptEnd, type AbortCause, type AttemptDecision, type ErrorKind } from './core/attempt-outcome.js';
 import { checkPayload, type PayloadSchema } from './core/payload-schema.js';
@@ -52,6 +53,7 @@ export async function runAttempt<Payload, Result>(
   deps: AttemptDeps<Payload, Result>,
   grant: Grant,
   controller: AbortController,
+  next?: SlotNext,
 ): Promise<void> {
   const { workerId, incarnation } = deps.writes;
   const token = parseToken(grant.token);
@@ -100,7 +102,7 @@ export async function runAttempt<Payload, Result>(
     logger: log,
   };
   const held: HeldLease = { resource: grant.resource, token: grant.token, incarnation, ...traceparentField(span) };
-  const report = (end: AttemptEnd) => reportAttemptEnd({ ...deps.report, log }, held, end);
+  const report = (end: AttemptEnd) => reportAttemptEnd({ ...deps.report, log }, held, end, next);
 
   let ended: 'returned' | 'threw';
   let value: unknown;

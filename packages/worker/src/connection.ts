@@ -11,6 +11,7 @@ import {
   fastCoordinatorMessage,
   LeaseholdError,
   TurnCork,
+  type CarriedAcquire,
   type Corkable,
   type CoordinatorMessage,
   type WorkerMessage,
@@ -36,6 +37,12 @@ export interface TransportConnection {
   readonly isOpen: boolean;
   /** Send a request and resolve with its reply (which may be an `error` message). */
   request(message: WorkerRequest, timeoutMs: number): Promise<CoordinatorMessage>;
+  /**
+   * Send a `task.complete` that carries the slot's next acquire (`next`, given its own message id):
+   * the completion's reply, and the acquire's (within `next.timeoutMs`). Optional: a transport
+   * without it never carries one (the SDK then sends the acquire on its own).
+   */
+  requestCarrying?(message: CompleteRequest, timeoutMs: number, next: NextAcquire): CarryingReplies;
   close(code?: number, reason?: string): void;
   /** Drop the connection without a closing handshake. */
   terminate(): void;
@@ -57,6 +64,31 @@ export const webSocketTransport: CoordinatorTransport = {
 
 /** A request: any worker message; the connection assigns its `id`. */
 export type WorkerRequest = WorkerMessage extends infer M ? (M extends { id: string } ? Omit<M, 'id'> : never) : never;
+
+/** A `task.complete` request, without the acquire it may carry. */
+export type CompleteRequest = Omit<Extract<WorkerRequest, { type: 'task.complete' }>, 'next'>;
+
+/** The acquire a `task.complete` carries: its fields but the message id, and how long to wait for its reply. */
+export interface NextAcquire {
+  readonly acquire: Omit<CarriedAcquire, 'id'>;
+  readonly timeoutMs: number;
+}
+
+/** The replies to a `task.complete` and to the acquire it carried. */
+export interface CarryingReplies {
+  readonly reply: Promise<CoordinatorMessage>;
+  readonly next: Promise<CoordinatorMessage>;
+}
+
+/**
+ * `reply` with a no-op rejection handler attached: a carried acquire's reply is awaited only by a
+ * slot that goes on, and a rejection nobody awaits must not end the process. Whoever awaits it
+ * still sees the rejection.
+ */
+export function handled(reply: Promise<CoordinatorMessage>): Promise<CoordinatorMessage> {
+  reply.catch(() => undefined);
+  return reply;
+}
 
 /** How long a closing handshake may take before the socket is dropped (a paused peer never answers). */
 const CLOSE_HANDSHAKE_MS = 1_000;
@@ -153,6 +185,26 @@ export class CoordinatorConnection implements TransportConnection {
       this.#replies.fail(id, new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err }));
     });
     return reply;
+  }
+
+  requestCarrying(message: CompleteRequest, timeoutMs: number, next: NextAcquire): CarryingReplies {
+    if (!this.isOpen) {
+      const closed = (): Promise<CoordinatorMessage> =>
+        Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
+      return { reply: closed(), next: handled(closed()) };
+    }
+    const id = `${++this.#seq}`;
+    const nextId = `${++this.#seq}`;
+    const reply = this.#replies.wait(id, message.type, timeoutMs);
+    const nextReply = this.#replies.wait(nextId, 'lease.acquire', next.timeoutMs);
+    this.#cork.hold();
+    this.#ws.send(JSON.stringify({ ...message, id, next: { ...next.acquire, id: nextId } }), (err) => {
+      if (!(err instanceof Error)) return;
+      const failed = new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err });
+      this.#replies.fail(id, failed);
+      this.#replies.fail(nextId, failed);
+    });
+    return { reply, next: handled(nextReply) };
   }
 
   close(code = 1000, reason = 'worker closing'): void {

@@ -22,9 +22,17 @@ export type {
   FencedTransactionOutcome,
 } from './types.js';
 export type { PayloadSchema, StandardIssue, StandardResult } from './core/payload-schema.js';
-export { webSocketTransport } from './connection.js';
+export { handled, webSocketTransport } from './connection.js';
 export { PendingReplies } from './pending-replies.js';
-export type { CoordinatorTransport, TransportConnection, ConnectionOptions, WorkerRequest } from './connection.js';
+export type {
+  CarryingReplies,
+  CompleteRequest,
+  CoordinatorTransport,
+  TransportConnection,
+  ConnectionOptions,
+  NextAcquire,
+  WorkerRequest,
+} from './connection.js';
 export {
   LeaseLostError,
   WriteRefusedError,

@@ -7,6 +7,7 @@
  */
 import {
   backoffDelayMs,
+  FEATURE_COMPLETE_NEXT,
   LeaseholdError,
   parseToken,
   PROTOCOL_VERSION,
@@ -16,7 +17,14 @@ import {
 } from '@leasehold/protocol';
 import type { TlsClientOptions } from '@leasehold/sink-client';
 import type { Logger } from 'pino';
-import type { CoordinatorTransport, TransportConnection, WorkerRequest } from './connection.js';
+import {
+  handled,
+  type CompleteRequest,
+  type CoordinatorTransport,
+  type NextAcquire,
+  type TransportConnection,
+  type WorkerRequest,
+} from './connection.js';
 import { LocalDeadline } from './core/deadline.js';
 import { isFatalRefusal } from './core/refusals.js';
 import type { WorkerStatus } from './events.js';
@@ -73,6 +81,8 @@ export class WorkerSession {
   /** Credential refusals since the last session opened. */
   #refusals = 0;
   readonly #repeats = new RepeatGate();
+  /** The serving coordinator takes an acquire carried in `task.complete` (its welcome said so). */
+  #carries = false;
   #attempt = 0;
   #waiters: (() => void)[] = [];
   #deadlineReported = false;
@@ -113,7 +123,37 @@ export class WorkerSession {
     if (conn === undefined) throw new LeaseholdError('UNAVAILABLE', 'not connected');
     const left = Math.max(1, timeoutMs - (this.#opts.nowMs() - started));
     const sentAt = this.#opts.nowMs();
-    const reply = await conn.request(message, left);
+    return this.#inspect(await conn.request(message, left), sentAt);
+  }
+
+  /**
+   * A `task.complete` that carries the slot's next acquire, when the serving coordinator takes one
+   * (`complete.next` in its welcome) and the transport can send one; `carried` then gets the
+   * acquire's reply (seen by the session as a lone acquire's would be). Otherwise a plain
+   * `task.complete`, and `carried` is not called: the slot acquires on its own.
+   */
+  async requestCarrying(
+    message: CompleteRequest,
+    next: NextAcquire,
+    carried: (reply: Promise<CoordinatorMessage>, sentAtMs: number) => void,
+    timeoutMs = this.#opts.requestTimeoutMs,
+    signal?: AbortSignal,
+  ): Promise<CoordinatorMessage> {
+    const started = this.#opts.nowMs();
+    await this.#ready(timeoutMs, signal);
+    const conn = this.#conn;
+    if (conn === undefined) throw new LeaseholdError('UNAVAILABLE', 'not connected');
+    const left = Math.max(1, timeoutMs - (this.#opts.nowMs() - started));
+    const sentAt = this.#opts.nowMs();
+    if (!this.#carries || conn.requestCarrying === undefined)
+      return this.#inspect(await conn.request(message, left), sentAt);
+    const replies = conn.requestCarrying(message, left, next);
+    carried(handled(replies.next.then((reply) => this.#inspect(reply, sentAt))), sentAt);
+    return this.#inspect(await replies.reply, sentAt);
+  }
+
+  /** What the session learns from a reply (a renewal's acknowledgement, an expired session). */
+  #inspect(reply: CoordinatorMessage, sentAt: number): CoordinatorMessage {
     if (reply.type === 'lease.renewed') this.#acknowledge(sentAt, reply.ttlMs);
     // LEASE_EXPIRED means the same as SESSION_EXPIRED (the coordinator judged the session's
     // deadline passed; leases live and die with their session). Either way the session is over for
@@ -248,6 +288,7 @@ export class WorkerSession {
     if (reply.type !== 'welcome') throw new LeaseholdError('INVALID_MESSAGE', `expected welcome, got ${reply.type}`);
     if (resume !== undefined && (!reply.resumed || reply.sessionId !== resume)) this.#lose('session not resumed');
     this.#sessionId = reply.sessionId;
+    this.#carries = reply.features?.includes(FEATURE_COMPLETE_NEXT) === true;
     this.#acknowledge(sentAt, reply.ttlMs);
     this.#state = 'ready';
     this.#attempt = 0;

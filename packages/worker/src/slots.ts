@@ -1,6 +1,7 @@
 /**
  * The worker's slots: `concurrency` loops, each acquiring one lease at a time (acquire.ts) and
- * running it to its end (attempt.ts). The count changes at run time (surplus slots end after their
+ * running it to its end (attempt.ts); a completion carries the slot's next acquire when the
+ * coordinator takes one (one frame per task instead of two). The count changes at run time (surplus slots end after their
  * current task). On close: no new acquire, in-flight handlers run on for the grace time, then their
  * signals are aborted; handlers that still run after the force time have their leases released and
  * are no longer waited for.
@@ -8,7 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Grant, RepeatGate } from '@leasehold/protocol';
 import type { Logger } from 'pino';
-import { acquireOnce, type AcquireDeps } from './acquire.js';
+import { acquireOnce, slotNext, type AcquireDeps, type SlotNext } from './acquire.js';
 import { runAttempt, SHUTDOWN, type AttemptDeps } from './attempt.js';
 import { delay } from './delay.js';
 import { LeaseLostError } from './errors.js';
@@ -110,16 +111,28 @@ export class Slots<Payload, Result> {
 
   async #loop(index: number): Promise<void> {
     const d = this.#deps;
-    while (!d.stopping() && index < this.#target) {
+    const goesOn = (): boolean => !d.stopping() && index < this.#target;
+    // The next acquire, carried by the last completion when the coordinator took one: awaited even
+    // when the slot ends (a grant for it is run or, while closing, given back — never left behind).
+    let next: SlotNext | undefined;
+    while (next?.carried !== undefined || goesOn()) {
       try {
-        const grant = await acquireOnce({
-          ...d.acquire,
-          request: (message, timeoutMs, signal) => d.session.request(message, timeoutMs, signal),
-          log: d.log,
-          repeats: d.repeats,
-          stop: d.stop,
-        });
-        if (grant !== undefined) await this.#run(grant);
+        const carrying = next;
+        next = undefined;
+        const grant = await acquireOnce(
+          {
+            ...d.acquire,
+            request: (message, timeoutMs, signal) => d.session.request(message, timeoutMs, signal),
+            log: d.log,
+            repeats: d.repeats,
+            stop: d.stop,
+          },
+          carrying,
+        );
+        if (grant !== undefined) {
+          next = slotNext(d.acquire, goesOn);
+          await this.#run(grant, next);
+        }
       } catch (err) {
         if (d.stopping()) return;
         const gate = d.repeats.note(`slot ${index}`, performance.now());
@@ -129,7 +142,7 @@ export class Slots<Payload, Result> {
     }
   }
 
-  async #run(grant: Grant): Promise<void> {
+  async #run(grant: Grant, next: SlotNext): Promise<void> {
     const key = `${grant.resource}@${grant.token}`;
     if (this.#started.has(key)) {
       this.#deps.log.error(
@@ -144,7 +157,7 @@ export class Slots<Payload, Result> {
     if (this.#deps.stopping()) controller.abort(new LeaseLostError(SHUTDOWN));
     this.#running.set(key, { controller, grant });
     try {
-      await runAttempt(this.#deps.attempt, grant, controller);
+      await runAttempt(this.#deps.attempt, grant, controller, next);
     } finally {
       this.#running.delete(key);
     }

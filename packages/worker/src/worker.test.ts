@@ -176,6 +176,75 @@ describe('Worker', () => {
     expect(coordinator.sent('lease.release')).toEqual([expect.objectContaining({ token: '13' })]);
   });
 
+  describe('a completion carries the slot’s next acquire (complete.next)', () => {
+    /** The acquires and completes the worker sent, in order (a carried acquire inside its complete). */
+    const asked = (c: FakeCoordinator) =>
+      c.requests
+        .filter((r) => r.type === 'lease.acquire' || r.type === 'task.complete')
+        .map((r) => (r.type === 'task.complete' ? (r.next === undefined ? 'complete' : 'complete+next') : 'acquire'));
+
+    it('to a coordinator that takes one: one frame per task, each next acquire with its own request id', async () => {
+      const coordinator = new FakeCoordinator();
+      coordinator.carries = true;
+      for (const i of [1, 2, 3])
+        coordinator.grants.push({ taskId: `t${i}`, resource: `r${i}`, token: `${i}`, payload: i });
+      const w = worker(coordinator, new FakeSink());
+      const completed: string[] = [];
+      w.on('completed', (e) => completed.push(e.taskId));
+      void w.run();
+      await until(() => completed.length === 3);
+      await w.close(100);
+      // The first acquire is a frame of its own; tasks 2 and 3 came from acquires carried by the
+      // completions of 1 and 2 (no lease.acquire between them).
+      expect(asked(coordinator).slice(0, 4)).toEqual(['acquire', 'complete+next', 'complete+next', 'complete+next']);
+      const carried = coordinator.sent('task.complete').map((c) => c.next?.requestId);
+      expect(new Set(carried).size).toBe(carried.length);
+      expect(carried).not.toContain(coordinator.sent('lease.acquire')[0]?.requestId);
+      expect(completed).toEqual(['t1', 't2', 't3']);
+    });
+
+    it('to a coordinator that does not name the feature: the completion carries nothing', async () => {
+      const coordinator = new FakeCoordinator();
+      for (const i of [1, 2])
+        coordinator.grants.push({ taskId: `t${i}`, resource: `r${i}`, token: `${i}`, payload: i });
+      const w = worker(coordinator, new FakeSink());
+      const completed: string[] = [];
+      w.on('completed', (e) => completed.push(e.taskId));
+      void w.run();
+      await until(() => completed.length === 2);
+      await w.close(100);
+      expect(asked(coordinator).slice(0, 4)).toEqual(['acquire', 'complete', 'acquire', 'complete']);
+    });
+
+    it('a grant for a carried acquire that arrives while the worker closes is released, its handler never run', async () => {
+      const coordinator = new FakeCoordinator();
+      coordinator.carries = true;
+      coordinator.grants.push({ taskId: 't1', resource: 'r1', token: '1', payload: 1 });
+      coordinator.grants.push({ taskId: 't2', resource: 'r2', token: '2', payload: 2 });
+      const ran: string[] = [];
+      let letGo!: () => void;
+      const w = new Worker({
+        ...fakeWorkerOptions(coordinator, new FakeSink()),
+        handler: (task) => {
+          ran.push(task.taskId);
+          // Hold t1's completion (and so the acquire it carries) until the worker is closing: the
+          // slot learns it should not go on only after its completion carried the next acquire.
+          coordinator.holdCompletes = new Promise((resolve) => (letGo = resolve));
+          return 1;
+        },
+      });
+      void w.run();
+      await until(() => coordinator.sent('task.complete').length === 1);
+      expect(coordinator.sent('task.complete')[0]?.next).toBeDefined();
+      const closed = w.close(1_000);
+      coordinator.holdCompletes = undefined;
+      letGo();
+      await closed;
+      expect(ran).toEqual(['t1']);
+      expect(coordinator.sent('lease.release')).toEqual([expect.objectContaining({ resource: 'r2', token: '2' })]);
+    });
+  });
+
   it('hands the handler the grant proof as one value', async () => {
     const coordinator = new FakeCoordinator();
     coordinator.grants.push({ taskId: 't1', resource: 'acct/1', token: '77', payload: null });

@@ -139,6 +139,8 @@ export class Worker<Payload = JsonValue, Result = JsonValue> {
       },
       report: {
         request: (message) => this.#session.request(message, o.requestTimeoutMs, this.#force.signal),
+        requestCarrying: (message, next, carried) =>
+          this.#session.requestCarrying(message, next, carried, o.requestTimeoutMs, this.#force.signal),
         attempts: o.reportAttempts,
         backoff: o.retryBackoff,
         random: Math.random,

@@ -10,6 +10,7 @@
  */
 import {
   DEFAULT_JSON_LIMITS,
+  FEATURE_COMPLETE_NEXT,
   type Clock,
   type CoordinatorMessage,
   type Hello,
@@ -61,6 +62,9 @@ export interface WorkerSocket {
   send(text: string): void;
   close(code: number, reason: string): void;
 }
+
+/** The optional protocol features this coordinator names in `welcome` (protocol.md). */
+const FEATURES = [FEATURE_COMPLETE_NEXT];
 
 export class WorkerConnection implements WorkerChannel {
   readonly #socket: WorkerSocket;
@@ -190,6 +194,7 @@ export class WorkerConnection implements WorkerChannel {
           resumed: opened.resumed,
           ttlMs: this.#deps.sessionTtlMs,
           heartbeatIntervalMs: this.#deps.heartbeatIntervalMs,
+          features: FEATURES,
         });
         this.#log.info({ resumed: opened.resumed }, 'session opened');
       },
@@ -240,9 +245,21 @@ export class WorkerConnection implements WorkerChannel {
       case 'lease.release':
         reply(this.#deps.leases.release(session, message));
         return;
-      case 'task.complete':
-        reply(this.#deps.leases.complete(session, message));
+      case 'task.complete': {
+        const completion = this.#deps.leases.complete(session, message);
+        reply(completion);
+        const next = message.next;
+        if (next !== undefined) {
+          // The carried acquire is taken once the completion is answered, whatever the answer — as
+          // the worker's own lease.acquire would arrive after it. A connection closed meanwhile
+          // takes nothing: the worker asks again with the same requestId.
+          const acquire = (): void => {
+            if (this.#phase === ConnectionPhase.READY) this.#dispatch({ type: 'lease.acquire', ...next });
+          };
+          completion.then(acquire, acquire);
+        }
         return;
+      }
       case 'task.fail':
         reply(this.#deps.leases.fail(session, message));
         return;

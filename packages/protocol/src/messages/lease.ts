@@ -37,6 +37,23 @@ export const AcquireSchema = z.object({
 export type Acquire = z.infer<typeof AcquireSchema>;
 
 /**
+ * The protocol feature a coordinator names in `welcome.features` when it takes an acquire carried
+ * in `task.complete.next` ({@link CarriedAcquireSchema}).
+ */
+export const FEATURE_COMPLETE_NEXT = 'complete.next';
+
+/**
+ * An acquire carried in a `task.complete` frame (`next`): the slot that completes asks for its next
+ * task in the same frame instead of a `lease.acquire` of its own after the reply. The coordinator
+ * takes it once the completion is answered (completed or refused), exactly as a `lease.acquire`
+ * with these fields (`id` its message id) arriving then: same capacity, same idempotency by
+ * `requestId`, same long poll. Only to a coordinator whose `welcome.features` names
+ * {@link FEATURE_COMPLETE_NEXT} (an older one would strip it and never answer).
+ */
+export const CarriedAcquireSchema = AcquireSchema.omit({ type: true });
+export type CarriedAcquire = z.infer<typeof CarriedAcquireSchema>;
+
+/**
  * coordinator -> worker: the grant. Sent only after the sink's fence for `resource` was durably
  * advanced to `token`.
  */
@@ -125,6 +142,8 @@ export const CompleteSchema = z.object({
   ...HeldLease,
   /** The worker's handler span (`leasehold.task.handle`). */
   traceparent: TraceparentSchema.optional(),
+  /** The slot's next acquire, taken once this completion is answered ({@link CarriedAcquireSchema}). */
+  next: CarriedAcquireSchema.optional(),
 });
 export type Complete = z.infer<typeof CompleteSchema>;
 

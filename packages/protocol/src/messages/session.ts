@@ -41,6 +41,11 @@ export const WelcomeSchema = z.object({
   /** Session TTL. The worker's lease is valid for at most ttlMs after the coordinator last accepted a heartbeat. */
   ttlMs: z.number().int().positive(),
   heartbeatIntervalMs: z.number().int().positive(),
+  /**
+   * Optional protocol features this coordinator takes, beyond its version (e.g. `complete.next`).
+   * Absent (an older coordinator): none. A worker uses a feature only when it is named here.
+   */
+  features: z.array(z.string().min(1).max(64)).max(32).optional(),
 });
 export type Welcome = z.infer<typeof WelcomeSchema>;
 

@@ -8,8 +8,12 @@
 import type { Coordinator, WorkerSocket } from '@leasehold/coordinator';
 import { CoordinatorMessageSchema, LeaseholdError, type CoordinatorMessage } from '@leasehold/protocol';
 import {
+  handled,
   PendingReplies,
+  type CarryingReplies,
+  type CompleteRequest,
   type ConnectionOptions,
+  type NextAcquire,
   type CoordinatorTransport,
   type TransportConnection,
   type WorkerRequest,
@@ -129,6 +133,33 @@ class InProcessConnection implements TransportConnection {
       if (!this.#closed) this.#peer?.receive(Buffer.from(text, 'utf8'), false);
     });
     return reply;
+  }
+
+  requestCarrying(message: CompleteRequest, timeoutMs: number, next: NextAcquire): CarryingReplies {
+    if (this.#closed) {
+      const closed = (): Promise<CoordinatorMessage> =>
+        Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
+      return { reply: closed(), next: handled(closed()) };
+    }
+    if (this.#hooks.closing()) {
+      // As for a lone acquire while the worker closes: answered here, at once.
+      const shuttingDown: CoordinatorMessage = {
+        type: 'error',
+        code: 'SHUTTING_DOWN',
+        message: 'the test worker is closing',
+        retryable: true,
+      };
+      return { reply: this.request(message, timeoutMs), next: Promise.resolve(shuttingDown) };
+    }
+    const id = `${++this.#seq}`;
+    const nextId = `${++this.#seq}`;
+    const text = JSON.stringify({ ...message, id, next: { ...next.acquire, id: nextId } });
+    const reply = this.#replies.wait(id, message.type, timeoutMs);
+    const nextReply = handled(this.#replies.wait(nextId, 'lease.acquire', next.timeoutMs));
+    this.#valve.frame(() => {
+      if (!this.#closed) this.#peer?.receive(Buffer.from(text, 'utf8'), false);
+    });
+    return { reply, next: nextReply };
   }
 
   close(code = 1000, reason = 'worker closing'): void {

@@ -3,9 +3,23 @@
  * unit tests' doubles (no sockets). Not exported from the package.
  */
 import { pino } from 'pino';
-import { LeaseholdError, PROTOCOL_VERSION, type CoordinatorMessage, type JsonValue } from '@leasehold/protocol';
+import {
+  FEATURE_COMPLETE_NEXT,
+  LeaseholdError,
+  PROTOCOL_VERSION,
+  type CoordinatorMessage,
+  type JsonValue,
+} from '@leasehold/protocol';
 import type { SinkClient } from '@leasehold/sink-client';
-import type { ConnectionOptions, CoordinatorTransport, TransportConnection, WorkerRequest } from '../connection.js';
+import {
+  handled,
+  type CompleteRequest,
+  type ConnectionOptions,
+  type CoordinatorTransport,
+  type NextAcquire,
+  type TransportConnection,
+  type WorkerRequest,
+} from '../connection.js';
 import type { WorkerOptions } from '../options.js';
 import type { SinkWriter } from '../types.js';
 
@@ -30,6 +44,13 @@ export class FakeCoordinator implements CoordinatorTransport {
   helloError: string | undefined;
   /** While set, acquires wait for it before they are answered. */
   holdAcquires: Promise<void> | undefined;
+  /** While set, completes wait for it before they are answered. */
+  holdCompletes: Promise<void> | undefined;
+  /**
+   * Name `complete.next` in the welcome (the connection can always carry: the session decides by
+   * the welcome). A carried acquire is recorded in `requests` as sent, inside its task.complete.
+   */
+  carries = false;
   connects = 0;
   #sessions = 0;
   push: ((m: CoordinatorMessage) => void) | undefined;
@@ -66,6 +87,7 @@ export class FakeCoordinator implements CoordinatorTransport {
             resumed: false,
             ttlMs: 60_000,
             heartbeatIntervalMs: 20_000,
+            ...(this.carries ? { features: [FEATURE_COMPLETE_NEXT] } : {}),
           };
         case 'heartbeat':
           return { type: 'heartbeat.ack', inReplyTo, sessionId: m.sessionId, ttlMs: 60_000 };
@@ -84,6 +106,7 @@ export class FakeCoordinator implements CoordinatorTransport {
           };
         }
         case 'task.complete':
+          if (this.holdCompletes !== undefined) await this.holdCompletes;
           if (this.expireOnComplete)
             return {
               type: 'error',
@@ -117,6 +140,14 @@ export class FakeCoordinator implements CoordinatorTransport {
       request: (m: WorkerRequest) => {
         this.requests.push(m);
         return reply(m, `r${++seq}`);
+      },
+      requestCarrying: (m: CompleteRequest, _timeoutMs: number, next: NextAcquire) => {
+        const nextId = `r${++seq}`;
+        this.requests.push({ ...m, next: { ...next.acquire, id: nextId } });
+        const completion = reply(m, `r${++seq}`);
+        // As the coordinator does: the carried acquire is taken once the completion is answered.
+        const acquire = () => reply({ type: 'lease.acquire', ...next.acquire }, nextId);
+        return { reply: completion, next: handled(completion.then(acquire, acquire)) };
       },
       close: () => {
         open = false;
