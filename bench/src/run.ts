@@ -222,39 +222,37 @@ const noteLines = rows.filter((r) => r.note !== undefined).map((r) => `- ${r.nam
 if (noteLines.length > 0) process.stdout.write(`\n${noteLines.join('\n')}\n\n`);
 process.stdout.write(`Took ${elapsedS} s on ${formatMachine(machine)}; ${loadLine}.\n`);
 
-writeFileSync(
-  out,
-  `${JSON.stringify(
-    {
-      startedAt: startedAt.toISOString(),
-      elapsedSeconds: elapsedS,
-      machine,
-      load,
-      options: { rounds, seconds, quick, only, maxWarmupSlices, args: process.argv.slice(2) },
-      failedSuites: failures,
-      metrics: rows.map((r) => ({
-        name: r.name,
-        value: r.value,
-        unit: r.unit,
-        baseline: r.baseline,
-        baselineName: r.baselineName ?? null,
-        ratio: r.ratio,
-        ratioMin: r.ratioMin,
-        ratioMax: r.ratioMax,
-        cpuPerOp: r.cpuPerOp,
-        baselineCpuPerOp: r.baselineCpuPerOp,
-        target: r.target,
-        targetKind: r.targetKind ?? null,
-        clearsTarget: r.clearsTarget,
-        met: r.met,
-        rounds: r.rounds ?? null,
-        note: r.note ?? null,
-      })),
-    },
-    null,
-    2,
-  )}\n`,
-);
+const resultsJson = `${JSON.stringify(
+  {
+    startedAt: startedAt.toISOString(),
+    elapsedSeconds: elapsedS,
+    machine,
+    load,
+    options: { rounds, seconds, quick, only, maxWarmupSlices, args: process.argv.slice(2) },
+    failedSuites: failures,
+    metrics: rows.map((r) => ({
+      name: r.name,
+      value: r.value,
+      unit: r.unit,
+      baseline: r.baseline,
+      baselineName: r.baselineName ?? null,
+      ratio: r.ratio,
+      ratioMin: r.ratioMin,
+      ratioMax: r.ratioMax,
+      cpuPerOp: r.cpuPerOp,
+      baselineCpuPerOp: r.baselineCpuPerOp,
+      target: r.target,
+      targetKind: r.targetKind ?? null,
+      clearsTarget: r.clearsTarget,
+      met: r.met,
+      rounds: r.rounds ?? null,
+      note: r.note ?? null,
+    })),
+  },
+  null,
+  2,
+)}\n`;
+writeFileSync(out, resultsJson);
 log(`wrote ${out}`);
 
 if (has('--docs') && load.overloaded && !has('--docs-anyway')) {
@@ -301,7 +299,16 @@ if (has('--docs') && load.overloaded && !has('--docs-anyway')) {
     log(`updated the ${marker} results of ${docs}`);
   }
   writeFileSync(docs, text);
+  const formatted = [docs];
+  if (flag('--only') === undefined && !quick) {
+    // A full run's JSON is kept next to the docs (bench-results.json is overwritten by every run
+    // and is not in git): docs/bench-results-<date>.json, the day's last published full run.
+    const kept = join(REPO_ROOT, 'docs', `bench-results-${startedAt.toISOString().slice(0, 10)}.json`);
+    writeFileSync(kept, resultsJson);
+    formatted.push(kept);
+    log(`wrote ${kept}`);
+  }
   // Keep `pnpm format:check` green: the table is aligned the way prettier wants it.
-  spawnSync(join(REPO_ROOT, 'node_modules', '.bin', 'prettier'), ['--write', docs], { stdio: 'ignore' });
+  spawnSync(join(REPO_ROOT, 'node_modules', '.bin', 'prettier'), ['--write', ...formatted], { stdio: 'ignore' });
 }
 process.exitCode = failures.length > 0 ? 1 : 0;
