@@ -302,8 +302,9 @@ if (has('--docs') && load.overloaded && !has('--docs-anyway')) {
   const formatted = [docs];
   if (flag('--only') === undefined && !quick) {
     // A full run's JSON is kept next to the docs (bench-results.json is overwritten by every run
-    // and is not in git): docs/bench-results-<date>.json, the day's last published full run.
-    const kept = join(REPO_ROOT, 'docs', `bench-results-${startedAt.toISOString().slice(0, 10)}.json`);
+    // and is not in git): docs/bench-results-<date>-<HHMM>.json (UTC start).
+    const stamp = startedAt.toISOString().slice(0, 16).replace('T', '-').replace(':', '');
+    const kept = join(REPO_ROOT, 'docs', `bench-results-${stamp}.json`);
     writeFileSync(kept, resultsJson);
     formatted.push(kept);
     log(`wrote ${kept}`);

@@ -1,10 +1,10 @@
 /**
  * The worker's slots: `concurrency` loops, each acquiring one lease at a time (acquire.ts) and
  * running it to its end (attempt.ts); a completion carries the slot's next acquire when the
- * coordinator takes one (one frame per task instead of two). The count changes at run time (surplus slots end after their
- * current task). On close: no new acquire, in-flight handlers run on for the grace time, then their
- * signals are aborted; handlers that still run after the force time have their leases released and
- * are no longer waited for.
+ * coordinator takes one (one frame per task instead of two). The count changes at run time
+ * (surplus slots end after their current task). On close: no new acquire, in-flight handlers run on
+ * for the grace time, then their signals are aborted; handlers that still run after the force time
+ * have their leases released and are no longer waited for.
  */
 import { performance } from 'node:perf_hooks';
 import type { Grant, RepeatGate } from '@leasehold/protocol';
