@@ -290,7 +290,12 @@ export class TestWorker {
     return this.request({ type: 'lease.renew', resource, token, incarnation });
   }
 
-  complete(g: { taskId: string; resource: string; token: string }, resultId: string): Promise<CoordinatorMessage> {
+  /** `task.complete` of grant `g`; `extra` adds fields (e.g. a carried acquire, `next`). */
+  complete(
+    g: { taskId: string; resource: string; token: string },
+    resultId: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<CoordinatorMessage> {
     return this.request({
       type: 'task.complete',
       taskId: g.taskId,
@@ -298,6 +303,7 @@ export class TestWorker {
       resource: g.resource,
       token: g.token,
       incarnation: this.welcome?.incarnation,
+      ...extra,
     });
   }
 

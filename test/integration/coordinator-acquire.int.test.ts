@@ -258,19 +258,11 @@ describe('acquire', () => {
     for (const i of [1, 2, 3]) await admin.submit(`t${i}`, `next/r${i}`);
     const w = await stack.worker(c.url, 'w1');
     expect(w.welcome?.features).toContain('complete.next');
-    const incarnation = w.welcome?.incarnation;
+    const replyTo = (id: string) => w.next((m) => 'inReplyTo' in m && m.inReplyTo === id);
     const g1 = (await w.acquire('q1')) as Grant;
     expect(g1).toMatchObject({ type: 'lease.granted' });
-    const carried = w.next((m) => 'inReplyTo' in m && m.inReplyTo === 'n1');
-    const done = w.request({
-      type: 'task.complete',
-      taskId: g1.taskId,
-      resultId: 'res-1',
-      resource: g1.resource,
-      token: g1.token,
-      incarnation,
-      next: { id: 'n1', requestId: 'q2' },
-    });
+    const carried = replyTo('n1');
+    const done = w.complete(g1, 'res-1', { next: { id: 'n1', requestId: 'q2' } });
     expect(await done).toMatchObject({ type: 'task.completed', taskId: g1.taskId });
     const g2 = (await carried) as Grant;
     expect(g2).toMatchObject({ type: 'lease.granted', requestId: 'q2', attempt: 1 });
@@ -281,16 +273,9 @@ describe('acquire', () => {
     // The carried acquire is idempotent by its request id, as a lone one: a retry gets the same grant.
     expect(await w.acquire('q2')).toMatchObject({ token: g2.token, capability: g2.capability });
     // A refused completion (a stale token) still takes the acquire it carries.
-    const carriedAgain = w.next((m) => 'inReplyTo' in m && m.inReplyTo === 'n2');
-    const refused = w.request({
-      type: 'task.complete',
-      taskId: g2.taskId,
-      resultId: 'res-2',
-      resource: g2.resource,
-      token: (BigInt(g2.token) - 1n).toString(),
-      incarnation,
-      next: { id: 'n2', requestId: 'q3' },
-    });
+    const carriedAgain = replyTo('n2');
+    const stale = { ...g2, token: (BigInt(g2.token) - 1n).toString() };
+    const refused = w.complete(stale, 'res-2', { next: { id: 'n2', requestId: 'q3' } });
     expect(await refused).toMatchObject({ type: 'error', code: 'NOT_HOLDER' });
     expect(await carriedAgain).toMatchObject({ type: 'lease.granted', requestId: 'q3' });
     expect((await admin.task(g1.taskId)).body).toMatchObject({ state: 'completed' });

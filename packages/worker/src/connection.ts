@@ -90,6 +90,13 @@ export function handled(reply: Promise<CoordinatorMessage>): Promise<Coordinator
   return reply;
 }
 
+/** The replies of a `requestCarrying` on a closed connection: both fail UNAVAILABLE (the second handled). */
+export function closedReplies(): CarryingReplies {
+  const closed = (): Promise<CoordinatorMessage> =>
+    Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
+  return { reply: closed(), next: handled(closed()) };
+}
+
 /** How long a closing handshake may take before the socket is dropped (a paused peer never answers). */
 const CLOSE_HANDSHAKE_MS = 1_000;
 
@@ -178,33 +185,29 @@ export class CoordinatorConnection implements TransportConnection {
     if (!this.isOpen) return Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
     const id = `${++this.#seq}`;
     const reply = this.#replies.wait(id, message.type, timeoutMs);
-    this.#cork.hold();
-    this.#ws.send(JSON.stringify({ ...message, id }), (err) => {
-      // ws passes null (not undefined) on success, whatever its typings say.
-      if (!(err instanceof Error)) return;
-      this.#replies.fail(id, new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err }));
-    });
+    this.#send(JSON.stringify({ ...message, id }), [id]);
     return reply;
   }
 
   requestCarrying(message: CompleteRequest, timeoutMs: number, next: NextAcquire): CarryingReplies {
-    if (!this.isOpen) {
-      const closed = (): Promise<CoordinatorMessage> =>
-        Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
-      return { reply: closed(), next: handled(closed()) };
-    }
+    if (!this.isOpen) return closedReplies();
     const id = `${++this.#seq}`;
     const nextId = `${++this.#seq}`;
     const reply = this.#replies.wait(id, message.type, timeoutMs);
-    const nextReply = this.#replies.wait(nextId, 'lease.acquire', next.timeoutMs);
+    const nextReply = handled(this.#replies.wait(nextId, 'lease.acquire', next.timeoutMs));
+    this.#send(JSON.stringify({ ...message, id, next: { ...next.acquire, id: nextId } }), [id, nextId]);
+    return { reply, next: nextReply };
+  }
+
+  /** Send one frame in this turn's socket write; a failed send fails the requests it carried. */
+  #send(text: string, ids: readonly string[]): void {
     this.#cork.hold();
-    this.#ws.send(JSON.stringify({ ...message, id, next: { ...next.acquire, id: nextId } }), (err) => {
+    this.#ws.send(text, (err) => {
+      // ws passes null (not undefined) on success, whatever its typings say.
       if (!(err instanceof Error)) return;
       const failed = new LeaseholdError('UNAVAILABLE', `send failed: ${err.message}`, { cause: err });
-      this.#replies.fail(id, failed);
-      this.#replies.fail(nextId, failed);
+      for (const id of ids) this.#replies.fail(id, failed);
     });
-    return { reply, next: handled(nextReply) };
   }
 
   close(code = 1000, reason = 'worker closing'): void {

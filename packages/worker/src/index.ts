@@ -22,7 +22,7 @@ export type {
   FencedTransactionOutcome,
 } from './types.js';
 export type { PayloadSchema, StandardIssue, StandardResult } from './core/payload-schema.js';
-export { handled, webSocketTransport } from './connection.js';
+export { closedReplies, handled, webSocketTransport } from './connection.js';
 export { PendingReplies } from './pending-replies.js';
 export type {
   CarryingReplies,

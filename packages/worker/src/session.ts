@@ -117,12 +117,7 @@ export class WorkerSession {
     timeoutMs = this.#opts.requestTimeoutMs,
     signal?: AbortSignal,
   ): Promise<CoordinatorMessage> {
-    const started = this.#opts.nowMs();
-    await this.#ready(timeoutMs, signal);
-    const conn = this.#conn;
-    if (conn === undefined) throw new LeaseholdError('UNAVAILABLE', 'not connected');
-    const left = Math.max(1, timeoutMs - (this.#opts.nowMs() - started));
-    const sentAt = this.#opts.nowMs();
+    const { conn, left, sentAt } = await this.#connected(timeoutMs, signal);
     return this.#inspect(await conn.request(message, left), sentAt);
   }
 
@@ -139,17 +134,25 @@ export class WorkerSession {
     timeoutMs = this.#opts.requestTimeoutMs,
     signal?: AbortSignal,
   ): Promise<CoordinatorMessage> {
-    const started = this.#opts.nowMs();
-    await this.#ready(timeoutMs, signal);
-    const conn = this.#conn;
-    if (conn === undefined) throw new LeaseholdError('UNAVAILABLE', 'not connected');
-    const left = Math.max(1, timeoutMs - (this.#opts.nowMs() - started));
-    const sentAt = this.#opts.nowMs();
+    const { conn, left, sentAt } = await this.#connected(timeoutMs, signal);
     if (!this.#carries || conn.requestCarrying === undefined)
       return this.#inspect(await conn.request(message, left), sentAt);
     const replies = conn.requestCarrying(message, left, next);
     carried(handled(replies.next.then((reply) => this.#inspect(reply, sentAt))), sentAt);
     return this.#inspect(await replies.reply, sentAt);
+  }
+
+  /** The ready connection (waited for up to `timeoutMs`), what is left of `timeoutMs`, and now. */
+  async #connected(
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<{ conn: TransportConnection; left: number; sentAt: number }> {
+    const started = this.#opts.nowMs();
+    await this.#ready(timeoutMs, signal);
+    const conn = this.#conn;
+    if (conn === undefined) throw new LeaseholdError('UNAVAILABLE', 'not connected');
+    const left = Math.max(1, timeoutMs - (this.#opts.nowMs() - started));
+    return { conn, left, sentAt: this.#opts.nowMs() };
   }
 
   /** What the session learns from a reply (a renewal's acknowledgement, an expired session). */

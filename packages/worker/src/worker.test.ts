@@ -183,17 +183,23 @@ describe('Worker', () => {
         .filter((r) => r.type === 'lease.acquire' || r.type === 'task.complete')
         .map((r) => (r.type === 'task.complete' ? (r.next === undefined ? 'complete' : 'complete+next') : 'acquire'));
 
-    it('to a coordinator that takes one: one frame per task, each next acquire with its own request id', async () => {
-      const coordinator = new FakeCoordinator();
-      coordinator.carries = true;
-      for (const i of [1, 2, 3])
+    /** Grant tasks t1..tn to a worker, run it until all n completed, close it; the completed ids. */
+    async function completeTasks(coordinator: FakeCoordinator, n: number): Promise<string[]> {
+      for (let i = 1; i <= n; i++)
         coordinator.grants.push({ taskId: `t${i}`, resource: `r${i}`, token: `${i}`, payload: i });
       const w = worker(coordinator, new FakeSink());
       const completed: string[] = [];
       w.on('completed', (e) => completed.push(e.taskId));
       void w.run();
-      await until(() => completed.length === 3);
+      await until(() => completed.length === n);
       await w.close(100);
+      return completed;
+    }
+
+    it('to a coordinator that takes one: one frame per task, each next acquire with its own request id', async () => {
+      const coordinator = new FakeCoordinator();
+      coordinator.carries = true;
+      const completed = await completeTasks(coordinator, 3);
       // The first acquire is a frame of its own; tasks 2 and 3 came from acquires carried by the
       // completions of 1 and 2 (no lease.acquire between them).
       expect(asked(coordinator).slice(0, 4)).toEqual(['acquire', 'complete+next', 'complete+next', 'complete+next']);
@@ -205,14 +211,7 @@ describe('Worker', () => {
 
     it('to a coordinator that does not name the feature: the completion carries nothing', async () => {
       const coordinator = new FakeCoordinator();
-      for (const i of [1, 2])
-        coordinator.grants.push({ taskId: `t${i}`, resource: `r${i}`, token: `${i}`, payload: i });
-      const w = worker(coordinator, new FakeSink());
-      const completed: string[] = [];
-      w.on('completed', (e) => completed.push(e.taskId));
-      void w.run();
-      await until(() => completed.length === 2);
-      await w.close(100);
+      await completeTasks(coordinator, 2);
       expect(asked(coordinator).slice(0, 4)).toEqual(['acquire', 'complete', 'acquire', 'complete']);
     });
 

@@ -8,6 +8,7 @@
 import type { Coordinator, WorkerSocket } from '@leasehold/coordinator';
 import { CoordinatorMessageSchema, LeaseholdError, type CoordinatorMessage } from '@leasehold/protocol';
 import {
+  closedReplies,
   handled,
   PendingReplies,
   type CarryingReplies,
@@ -136,11 +137,7 @@ class InProcessConnection implements TransportConnection {
   }
 
   requestCarrying(message: CompleteRequest, timeoutMs: number, next: NextAcquire): CarryingReplies {
-    if (this.#closed) {
-      const closed = (): Promise<CoordinatorMessage> =>
-        Promise.reject(new LeaseholdError('UNAVAILABLE', 'connection closed'));
-      return { reply: closed(), next: handled(closed()) };
-    }
+    if (this.#closed) return closedReplies();
     if (this.#hooks.closing()) {
       // As for a lone acquire while the worker closes: answered here, at once.
       const shuttingDown: CoordinatorMessage = {
