@@ -224,6 +224,7 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
       sessions,
       grants,
       leases,
+      carried: services.carried,
       clock: deps.clock ?? monotonic,
       metrics,
       log: log.child({ component: 'ws' }),

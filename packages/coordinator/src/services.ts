@@ -25,6 +25,7 @@ import { settingsOf, type CoordinatorState } from './service/context.js';
 import { EtcdHealth } from './service/etcd-health.js';
 import { EtcdStatusPoller } from './service/etcd-status.js';
 import { TaskEventService } from './service/events.js';
+import { CarriedAcquires } from './service/carried-acquire.js';
 import { GrantService } from './service/grants.js';
 import { LeaseService } from './service/leases.js';
 import { LayoutMigration } from './service/migration.js';
@@ -61,6 +62,8 @@ export interface Services {
   readonly sessions: SessionManager;
   readonly grants: GrantService;
   readonly leases: LeaseService;
+  /** Completions that carry their slot's next acquire (`task.complete.next`). */
+  readonly carried: CarriedAcquires;
   readonly tasks: TaskService;
   readonly settle: SettleService;
   readonly etcdHealth: EtcdHealth;
@@ -172,6 +175,7 @@ export function createServices(deps: ServiceDeps): Services {
     { config: settingsOf(config, ['retryPolicy']), wallClock, random, log, metrics, store, index },
     sessions,
   );
+  const carried = new CarriedAcquires({ leases, grants, clock, timers });
   const tasks = new TaskService(
     {
       config: settingsOf(config, ['maxTaskPayloadBytes', 'retryPolicy']),
@@ -266,6 +270,7 @@ export function createServices(deps: ServiceDeps): Services {
     sessions,
     grants,
     leases,
+    carried,
     tasks,
     settle,
     etcdHealth,

@@ -61,6 +61,12 @@ export interface GrantsContext extends DeliveryContext {
 
 const RETRY = Symbol('retry');
 
+/** Optional hooks of one acquire. */
+export interface AcquireHooks {
+  /** Called each time the acquire starts to wait for the index to change (nothing grantable now). */
+  readonly onWait?: () => void;
+}
+
 export class GrantService {
   readonly #ctx: GrantsContext;
   readonly #sessions: SessionRegistry;
@@ -99,8 +105,16 @@ export class GrantService {
     this.#takeoverOwners = grants('grant_takeover');
   }
 
-  /** Never rejects: every failure is an `error` reply. */
-  acquire(session: LocalSession, msg: Acquire, receivedAtMs: number): Promise<CoordinatorMessage> {
+  /**
+   * Never rejects: every failure is an `error` reply. `hooks` are this call's own: a copy of a
+   * request id already being served shares that request's outcome and calls none of them.
+   */
+  acquire(
+    session: LocalSession,
+    msg: Acquire,
+    receivedAtMs: number,
+    hooks: AcquireHooks = {},
+  ): Promise<CoordinatorMessage> {
     const key = `${session.sessionId}\n${msg.requestId}`;
     const running = this.#inflight.get(key);
     if (running !== undefined) {
@@ -123,7 +137,7 @@ export class GrantService {
       return Promise.resolve(errorFrame('CAPACITY_EXCEEDED', admitted.message, msg.id));
     }
     session.acquiring += 1;
-    const op = this.#acquire(session, msg, queues.queues, { receivedAtMs, workStartMs: undefined })
+    const op = this.#acquire(session, msg, queues.queues, { receivedAtMs, workStartMs: undefined }, hooks)
       .catch((err: unknown) => failureReply(err, msg.id))
       .finally(() => {
         session.acquiring -= 1;
@@ -190,6 +204,7 @@ export class GrantService {
     msg: Acquire,
     queues: readonly string[],
     timing: GrantTiming,
+    hooks: AcquireHooks,
   ): Promise<CoordinatorMessage> {
     const ctx = this.#ctx;
     const waitUntilMs = timing.receivedAtMs + (msg.waitMs ?? 0);
@@ -229,6 +244,7 @@ export class GrantService {
       timing.workStartMs = undefined;
       const due = ctx.index.nextDueMs();
       const dueInMs = due === undefined ? undefined : due - ctx.wallClock();
+      hooks.onWait?.();
       await this.#waitForChange(session, queues, pollDelayMs(leftMs, this.#sessions.remainingMs(session), dueInMs));
     }
     ctx.metrics.grants.inc({ outcome: 'none' });

@@ -30,6 +30,7 @@ import {
 import { errorFrame, failureReply } from '../core/replies.js';
 import type { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';
+import type { CarriedAcquires } from '../service/carried-acquire.js';
 import type { GrantService } from '../service/grants.js';
 import type { LeaseService } from '../service/leases.js';
 import type { LocalSession, SessionManager } from '../service/sessions.js';
@@ -39,6 +40,7 @@ export interface ConnectionDeps {
   readonly sessions: SessionManager;
   readonly grants: GrantService;
   readonly leases: LeaseService;
+  readonly carried: CarriedAcquires;
   readonly clock: Clock;
   readonly metrics: Metrics;
   readonly log: Logger;
@@ -245,21 +247,15 @@ export class WorkerConnection implements WorkerChannel {
       case 'lease.release':
         reply(this.#deps.leases.release(session, message));
         return;
-      case 'task.complete': {
-        const completion = this.#deps.leases.complete(session, message);
-        reply(completion);
-        const next = message.next;
-        if (next !== undefined) {
-          // The carried acquire is taken once the completion is answered, whatever the answer — as
-          // the worker's own lease.acquire would arrive after it. A connection closed meanwhile
-          // takes nothing: the worker asks again with the same requestId.
-          const acquire = (): void => {
-            if (this.#phase === ConnectionPhase.READY) this.#dispatch({ type: 'lease.acquire', ...next });
-          };
-          completion.then(acquire, acquire);
-        }
+      case 'task.complete':
+        // With a carried acquire, the completion's reply is held for the grant (service/carried-acquire.ts).
+        this.#deps.carried.complete(session, message, {
+          live: () => this.#phase === ConnectionPhase.READY,
+          deliver: (m) => {
+            this.send(m);
+          },
+        });
         return;
-      }
       case 'task.fail':
         reply(this.#deps.leases.fail(session, message));
         return;

@@ -1,0 +1,92 @@
+/**
+ * A completion that carries its slot's next acquire (`task.complete` with `next`, protocol feature
+ * `complete.next`).
+ *
+ * The completion is decided first, exactly as a lone `task.complete`; then, whatever its answer,
+ * the carried acquire is taken as a lone `lease.acquire` arriving at that moment would be —
+ * capacity, idempotency by request id and the long poll are the grant service's, unchanged. A
+ * connection that closed meanwhile takes nothing: the worker asks again with the same request id.
+ *
+ * The completion's reply is **held until the carried acquire is answered**, so both replies leave
+ * in the same turn — one write on the connection's per-turn cork — and the worker wakes once for
+ * both instead of twice. The hold ends at the first of: the acquire answered (granted, none, or an
+ * error: then the completion's reply goes first, the acquire's right after it), the acquire starting
+ * to wait for work (a long poll: nothing is grantable now, so the grant may be far off), or
+ * {@link COMPLETION_HOLD_MS}. Holding delays only the news: the completion is already durable in
+ * etcd when its reply is held, and a reply lost with a closed connection is recovered as any lost
+ * reply is (the retry of the same result id is a replay).
+ */
+import type { Complete, CoordinatorMessage } from '@leasehold/protocol';
+import type { Clock } from '@leasehold/protocol';
+import { failureReply } from '../core/replies.js';
+import type { Timers } from '../core/timers.js';
+import type { GrantService } from './grants.js';
+import type { LeaseService } from './leases.js';
+import type { LocalSession } from './local-session.js';
+
+/**
+ * The longest a completion's reply waits for its carried acquire's answer. A grant takes one etcd
+ * txn and one fence advance: a few ms on an idle cluster, tens of ms under load (see
+ * docs/benchmarks.md); past this bound the completion's reply goes alone. Far below any worker's
+ * request timeout, so the hold never makes a completion look lost.
+ */
+export const COMPLETION_HOLD_MS = 100;
+
+export interface CarriedAcquireContext {
+  readonly leases: Pick<LeaseService, 'complete'>;
+  readonly grants: Pick<GrantService, 'acquire'>;
+  readonly clock: Clock;
+  readonly timers: Timers;
+}
+
+/** Where the replies go: the worker's connection. */
+export interface ReplyOutlet {
+  /** The connection still serves this session (a closed one takes no carried acquire). */
+  readonly live: () => boolean;
+  /** Send one reply (a no-op on a closed connection). */
+  readonly deliver: (reply: CoordinatorMessage) => void;
+}
+
+export class CarriedAcquires {
+  readonly #ctx: CarriedAcquireContext;
+
+  constructor(ctx: CarriedAcquireContext) {
+    this.#ctx = ctx;
+  }
+
+  /** Complete `msg` for `session`, then take `msg.next` (if any); both replies go to `out`. */
+  complete(session: LocalSession, msg: Complete, out: ReplyOutlet): void {
+    const ctx = this.#ctx;
+    const next = msg.next;
+    ctx.leases.complete(session, msg).then(
+      (reply) => {
+        if (next === undefined || !out.live()) {
+          out.deliver(reply);
+          return;
+        }
+        let held: CoordinatorMessage | undefined = reply;
+        const release = (): void => {
+          if (held === undefined) return;
+          const m = held;
+          held = undefined;
+          ctx.timers.clearTimeout(timer);
+          out.deliver(m);
+        };
+        const timer = ctx.timers.setTimeout(release, COMPLETION_HOLD_MS);
+        ctx.grants.acquire(session, { type: 'lease.acquire', ...next }, ctx.clock.nowMs(), { onWait: release }).then(
+          (answer) => {
+            release();
+            out.deliver(answer);
+          },
+          (err: unknown) => {
+            release();
+            out.deliver(failureReply(err, next.id));
+          },
+        );
+      },
+      (err: unknown) => {
+        out.deliver(failureReply(err, msg.id));
+      },
+    );
+  }
+}
