@@ -51,7 +51,8 @@ type Submit = (ids: readonly number[]) => Promise<number>;
  * The coordinator's call counters from a /metrics text: items and calls of each group-committed
  * kind (`leasehold_coordinator_batch_items{kind}`) and etcd txns by family
  * (`leasehold_coordinator_etcd_txn_seconds_count{txn}`, every outcome). Keys `items:<kind>`,
- * `calls:<kind>`, `txn:<family>`; from a sink's /metrics, its write batches as kind `sink_write`.
+ * `calls:<kind>`, `txn:<family>`, `hold:<ended>` (completion replies held for their carried
+ * acquire); from a sink's /metrics, its write batches as kind `sink_write`.
  */
 export function coordinatorCalls(text: string): Record<string, number> {
   const out: Record<string, number> = {};
@@ -62,6 +63,10 @@ export function coordinatorCalls(text: string): Record<string, number> {
   // The sink's write batches (the SDK's group-committed results), read from the sink's own /metrics.
   for (const m of text.matchAll(/^leasehold_sink_write_batch_items_(sum|count) (\S+)$/gm)) {
     add(`${m[1] === 'sum' ? 'items' : 'calls'}:sink_write`, m[2]);
+  }
+  // Completion replies held for their carried acquire, by how the hold ended (service/carried-acquire.ts).
+  for (const m of text.matchAll(/^leasehold_coordinator_completion_holds_total\{ended="([a-z]+)"\} (\S+)$/gm)) {
+    add(`hold:${m[1] ?? ''}`, m[2]);
   }
   for (const m of text.matchAll(/^leasehold_coordinator_etcd_txn_seconds_count\{([^}]*)\} (\S+)$/gm)) {
     const txn = /(?:^|,)txn="([a-z_]+)"/.exec(m[1] ?? '')?.[1];
@@ -82,7 +87,13 @@ export function describeCalls(delta: Readonly<Record<string, number>>, tasks: nu
     .map((k) => k.slice(6))
     .sort();
   const items = kinds.map((k) => `${k} ${((delta[`items:${k}`] ?? 0) / (delta[`calls:${k}`] ?? 1)).toFixed(1)}`);
-  return `etcd txns per task: ${txns.join(', ') || 'none'}; items per group-committed call: ${items.join(', ') || 'none'}`;
+  const holds = Object.entries(delta)
+    .filter(([k, v]) => k.startsWith('hold:') && v > 0)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k.slice(5)} ${(v / tasks).toFixed(2)}`);
+  const held =
+    holds.length === 0 ? '' : `; completion replies held per task, by how the hold ended: ${holds.join(', ')}`;
+  return `etcd txns per task: ${txns.join(', ') || 'none'}; items per group-committed call: ${items.join(', ') || 'none'}${held}`;
 }
 
 /** Worker processes + the bench process as the submitter, with a bounded backlog. */

@@ -22,6 +22,7 @@ export class Metrics {
   readonly etcdTxn: Histogram<'txn' | 'outcome'>;
   readonly batchItems: Histogram<'kind'>;
   readonly badFrames: Counter<'code'>;
+  readonly completionHolds: Counter<'ended'>;
   readonly fencesOnExpiry: Counter<'outcome'>;
   readonly tasks: Gauge<'state' | 'queue'>;
   readonly etcdHealthy: Gauge;
@@ -97,6 +98,12 @@ export class Metrics {
       help: 'Items per group-committed call: grant (etcd txn), finish (etcd txn), fence_advance (sink advance-batch)',
       labelNames: ['kind'],
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000],
+      registers,
+    });
+    this.completionHolds = new Counter({
+      name: 'leasehold_coordinator_completion_holds_total',
+      help: "Completion replies held for the carried acquire's answer, by how the hold ended: answered (both in one write), waiting (the acquire long-polls), bound (the hold's time limit)",
+      labelNames: ['ended'],
       registers,
     });
     this.badFrames = new Counter({

@@ -175,7 +175,7 @@ export function createServices(deps: ServiceDeps): Services {
     { config: settingsOf(config, ['retryPolicy']), wallClock, random, log, metrics, store, index },
     sessions,
   );
-  const carried = new CarriedAcquires({ leases, grants, clock, timers });
+  const carried = new CarriedAcquires({ leases, grants, clock, timers, metrics });
   const tasks = new TaskService(
     {
       config: settingsOf(config, ['maxTaskPayloadBytes', 'retryPolicy']),

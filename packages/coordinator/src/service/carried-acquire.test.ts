@@ -97,6 +97,8 @@ describe('a completion that carries the next acquire', () => {
     expect(types(delivered)).toEqual(['task.completed', 'lease.granted']);
     expect(delivered[1]?.message).toMatchObject({ taskId: 't2', resource: 'r2' });
     expect(delivered[0]?.turn).toBe(delivered[1]?.turn);
+    const text = await c1.services.metrics.registry.metrics();
+    expect(text).toContain('leasehold_coordinator_completion_holds_total{ended="answered"} 1');
   });
 
   it('answers the completion at once when the carried acquire waits for work (long poll)', async () => {

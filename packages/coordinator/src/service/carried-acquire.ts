@@ -20,6 +20,7 @@ import type { Complete, CoordinatorMessage } from '@leasehold/protocol';
 import type { Clock } from '@leasehold/protocol';
 import { failureReply } from '../core/replies.js';
 import type { Timers } from '../core/timers.js';
+import type { Metrics } from '../metrics.js';
 import type { GrantService } from './grants.js';
 import type { LeaseService } from './leases.js';
 import type { LocalSession } from './local-session.js';
@@ -37,6 +38,7 @@ export interface CarriedAcquireContext {
   readonly grants: Pick<GrantService, 'acquire'>;
   readonly clock: Clock;
   readonly timers: Timers;
+  readonly metrics: Pick<Metrics, 'completionHolds'>;
 }
 
 /** Where the replies go: the worker's connection. */
@@ -65,24 +67,33 @@ export class CarriedAcquires {
           return;
         }
         let held: CoordinatorMessage | undefined = reply;
-        const release = (): void => {
+        const release = (ended: 'answered' | 'waiting' | 'bound'): void => {
           if (held === undefined) return;
+          ctx.metrics.completionHolds.inc({ ended });
           const m = held;
           held = undefined;
           ctx.timers.clearTimeout(timer);
           out.deliver(m);
         };
-        const timer = ctx.timers.setTimeout(release, COMPLETION_HOLD_MS);
-        ctx.grants.acquire(session, { type: 'lease.acquire', ...next }, ctx.clock.nowMs(), { onWait: release }).then(
-          (answer) => {
-            release();
-            out.deliver(answer);
-          },
-          (err: unknown) => {
-            release();
-            out.deliver(failureReply(err, next.id));
-          },
-        );
+        const timer = ctx.timers.setTimeout(() => {
+          release('bound');
+        }, COMPLETION_HOLD_MS);
+        ctx.grants
+          .acquire(session, { type: 'lease.acquire', ...next }, ctx.clock.nowMs(), {
+            onWait: () => {
+              release('waiting');
+            },
+          })
+          .then(
+            (answer) => {
+              release('answered');
+              out.deliver(answer);
+            },
+            (err: unknown) => {
+              release('answered');
+              out.deliver(failureReply(err, next.id));
+            },
+          );
       },
       (err: unknown) => {
         out.deliver(failureReply(err, msg.id));
