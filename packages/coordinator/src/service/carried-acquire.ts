@@ -16,8 +16,7 @@
  * etcd when its reply is held, and a reply lost with a closed connection is recovered as any lost
  * reply is (the retry of the same result id is a replay).
  */
-import type { Complete, CoordinatorMessage } from '@leasehold/protocol';
-import type { Clock } from '@leasehold/protocol';
+import type { Clock, Complete, CoordinatorMessage } from '@leasehold/protocol';
 import { failureReply } from '../core/replies.js';
 import type { Timers } from '../core/timers.js';
 import type { Metrics } from '../metrics.js';
@@ -28,8 +27,9 @@ import type { LocalSession } from './local-session.js';
 /**
  * The longest a completion's reply waits for its carried acquire's answer. A grant takes one etcd
  * txn and one fence advance: a few ms on an idle cluster, tens of ms under load (see
- * docs/benchmarks.md); past this bound the completion's reply goes alone. Far below any worker's
- * request timeout, so the hold never makes a completion look lost.
+ * docs/benchmarks.md); past this bound the completion's reply goes alone. Far below the SDK's
+ * request timeout (5 s by default), so the hold does not make a completion look lost; a worker
+ * whose timeout is shorter retries it, and the retry is a replay.
  */
 export const COMPLETION_HOLD_MS = 100;
 
