@@ -43,18 +43,15 @@ function completeCarrying(
   let turnEnds = false;
   w.coordinator.services.carried.complete(
     w.session,
-    {
-      type: 'task.complete',
-      id: nextId(),
+    cluster.completeMessage(
+      w,
       taskId,
-      resultId: `task:${taskId}`,
       resource,
-      token: token.toString(),
-      incarnation: w.incarnation,
-      ...(options.carry === false
+      token,
+      options.carry === false
         ? {}
-        : { next: { id: nextId(), requestId: `q-${nextId()}`, waitMs: options.waitMs ?? 0 } }),
-    },
+        : { next: { id: nextId(), requestId: `q-${nextId()}`, waitMs: options.waitMs ?? 0 } },
+    ),
     {
       live: options.live ?? (() => true),
       deliver: (message) => {

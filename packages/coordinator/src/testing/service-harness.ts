@@ -5,7 +5,14 @@
  * test can partition one, hold its watch back (a stale index), or hold its fence advances (a
  * coordinator paused between the grant txn and the advance). No sockets, no real time.
  */
-import { decideAdvance, decideWrite, PROTOCOL_VERSION, type CoordinatorMessage, type Hello } from '@leasehold/protocol';
+import {
+  decideAdvance,
+  decideWrite,
+  PROTOCOL_VERSION,
+  type Complete,
+  type CoordinatorMessage,
+  type Hello,
+} from '@leasehold/protocol';
 import { pino } from 'pino';
 import { afterEach, beforeEach } from 'vitest';
 import { loadConfig, type CoordinatorConfig } from '../config.js';
@@ -316,7 +323,18 @@ export class ServiceCluster {
   }
 
   complete(w: TestWorkerHandle, taskId: string, resource: string, token: bigint) {
-    return w.coordinator.services.leases.complete(w.session, {
+    return w.coordinator.services.leases.complete(w.session, this.completeMessage(w, taskId, resource, token));
+  }
+
+  /** `w`'s `task.complete` of `taskId` at `token` (result id `task:<taskId>`), with `extra` fields such as `next`. */
+  completeMessage(
+    w: TestWorkerHandle,
+    taskId: string,
+    resource: string,
+    token: bigint,
+    extra: Pick<Complete, 'next'> = {},
+  ): Complete {
+    return {
       type: 'task.complete',
       id: nextId(),
       taskId,
@@ -324,7 +342,8 @@ export class ServiceCluster {
       resource,
       token: token.toString(),
       incarnation: w.incarnation,
-    });
+      ...extra,
+    };
   }
 
   fail(
