@@ -13,7 +13,7 @@
  * The removals come oldest first, at most `limit` of them. Each names the record's mod_revision as
  * the index saw it: the delete compares it, so a task retried since (or otherwise changed) stays.
  */
-import type { EndedTask } from './task-index.js';
+import type { EndedTask, TaskIndex } from './task-index.js';
 
 export interface RetentionRule {
   readonly maxAgeMs: number | null;
@@ -119,4 +119,18 @@ export function planPurge(
     .slice(0, request.limit ?? 1_000)
     .map((t) => ({ taskId: t.taskId, modRevision: t.modRevision }));
   return { refs, more: candidates.length > refs.length };
+}
+
+/**
+ * After a purge or a sweep: the index forgets the tasks whose delete landed (`gone`, by id), each
+ * only if it still holds the revision the delete compared (see {@link TaskIndex.applyOwnDelete}).
+ */
+export function forgetPurged(
+  index: Pick<TaskIndex, 'applyOwnDelete'>,
+  refs: readonly { readonly taskId: string; readonly modRevision: bigint }[],
+  gone: readonly string[],
+): void {
+  if (gone.length === 0) return;
+  const landed = new Set(gone);
+  for (const r of refs) if (landed.has(r.taskId)) index.applyOwnDelete(r.taskId, r.modRevision);
 }

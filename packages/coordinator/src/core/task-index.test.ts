@@ -203,6 +203,20 @@ describe('TaskIndex', () => {
       expect([...index.endedTasks()]).toEqual([]);
     });
 
+    it('forgets a task this coordinator deleted only at the revision its delete compared (applyOwnDelete)', () => {
+      const index = new TaskIndex();
+      index.reset([ended('a', 'cancelled', 5, 10n), ended('b', 'cancelled', 6, 11n)], [], 11n);
+      // The watch was faster: 'a' was submitted again (pending, rev 14) after the delete at rev 12.
+      index.applyTask('a', entry(pendingRecord('a', 'r-a'), 14n));
+      expect(index.applyOwnDelete('a', 10n)).toBe(false);
+      expect(index.pendingTask('a')?.modRevision).toBe(14n);
+      expect(index.applyOwnDelete('b', 9n)).toBe(false);
+      expect(index.endedTask('b')).toBeDefined();
+      expect(index.applyOwnDelete('b', 11n)).toBe(true);
+      expect(index.endedTask('b')).toBeUndefined();
+      expect(index.stats().ended).toEqual({ completed: 0, failed: 0, cancelled: 0 });
+    });
+
     it("keeps the task's own retention for the state it ended in", () => {
       const index = new TaskIndex();
       const own = { ...pendingRecord('a', 'r'), state: 'failed' as const, retention: { failed: null, completed: 5 } };

@@ -231,6 +231,19 @@ export class TaskIndex {
     return true;
   }
 
+  /**
+   * This coordinator deleted task `taskId` itself (a purge or a retention sweep), its txn comparing
+   * mod_revision `from`: forget the task now instead of when the watch says so, so the next purge
+   * planned from this index does not pick it again. Skipped, false, when the index holds another
+   * revision of the task by now (the watch was faster; its events are, or will be, applied).
+   */
+  applyOwnDelete(taskId: string, from: bigint): boolean {
+    const known = this.#ended.get(taskId) ?? this.#pending.get(taskId);
+    if (known?.modRevision !== from) return false;
+    this.applyTask(taskId, undefined);
+    return true;
+  }
+
   applyOwner(resource: string, owner: OwnerEntry | undefined): void {
     if (owner === undefined) this.#deleteOwner(resource);
     else this.#setOwner(owner);

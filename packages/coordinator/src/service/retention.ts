@@ -19,7 +19,7 @@
 import { RepeatGate, type Clock } from '@leasehold/protocol';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
-import { planRetention, type Removal } from '../core/retention.js';
+import { forgetPurged, planRetention, type Removal } from '../core/retention.js';
 import type { TaskIndex } from '../core/task-index.js';
 import type { TimerHandle, Timers } from '../core/timers.js';
 import { isStorageFull } from '../errors.js';
@@ -38,7 +38,7 @@ export interface RetentionContext {
   readonly log: Logger;
   readonly metrics: Pick<Metrics, 'retentionSweeps' | 'retentionRemoved'>;
   readonly store: Pick<LeaseStore, 'acquireLock' | 'releaseLock' | 'purgeTasks'>;
-  readonly index: Pick<TaskIndex, 'endedTasks'>;
+  readonly index: Pick<TaskIndex, 'endedTasks' | 'applyOwnDelete'>;
   readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
 }
 
@@ -114,6 +114,7 @@ export class RetentionService {
       } finally {
         if (lock !== 'none') await ctx.store.releaseLock('retention', lock).catch(() => undefined);
       }
+      forgetPurged(ctx.index, removals, removed);
       const gone = new Set(removed);
       const byState: Record<string, number> = {};
       for (const r of removals) {

@@ -2,6 +2,8 @@
  * Submits on the real services (in-memory etcd): the payload limit (MAX_TASK_PAYLOAD_BYTES) and the
  * record's bound refuse with PAYLOAD_TOO_LARGE and change nothing — a batch with one such task is
  * refused whole; a payload lives under `inputs/`, never in the record; views carry it only on GET.
+ * Purges: the index forgets what a purge deleted at once, so purgeAll's next page does not plan the
+ * same tasks again before the watch reports their deletes (`forgetPurged`).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServiceCluster, type TestCoordinator } from '../testing/service-harness.js';
@@ -89,5 +91,27 @@ describe('submit limits', () => {
       ok: false,
       code: 'CONFLICT',
     });
+  });
+});
+
+describe('purge', () => {
+  it('a second purge right after a first does not plan the same tasks again, even before the watch reports the deletes', async () => {
+    await setup({});
+    for (let i = 0; i < 5; i++) {
+      await cluster.submit(c1, `p${i}`, `r${i}`, {}, { delayMs: 600_000 });
+      expect(await c1.services.tasks.cancel(`p${i}`)).toMatchObject({ ok: true });
+    }
+    await cluster.settle();
+    // The index hears of nothing from the watch from here on: the purges' own replies must do.
+    c1.backend.pauseWatch();
+    const request = { state: 'cancelled', olderThanMs: 0, limit: 2 } as const;
+    expect(await c1.services.tasks.purge(request)).toEqual({ purged: 2, more: true });
+    expect(await c1.services.tasks.purge(request)).toEqual({ purged: 2, more: true });
+    expect(await c1.services.tasks.purge(request)).toEqual({ purged: 1, more: false });
+    expect(await c1.services.tasks.purge(request)).toEqual({ purged: 0, more: false });
+    c1.backend.resumeWatch();
+    await cluster.settle();
+    expect(keys().filter((k) => /p\d/.test(k))).toEqual([]);
+    expect(await c1.services.tasks.purge(request)).toEqual({ purged: 0, more: false });
   });
 });

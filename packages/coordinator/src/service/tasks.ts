@@ -12,7 +12,7 @@ import {
 } from '@leasehold/protocol';
 import { ExponentialBackoff, handleAll, retry as retryPolicy } from 'cockatiel';
 import { cancelled, retried, viewState } from '../core/lifecycle.js';
-import { planPurge } from '../core/retention.js';
+import { forgetPurged, planPurge } from '../core/retention.js';
 import type { Refusal, SubmitInput, SubmitOutcome } from '../core/submit-plan.js';
 import type { TaskIndex } from '../core/task-index.js';
 import { ownerView, taskView } from '../core/task-view.js';
@@ -42,7 +42,7 @@ export interface TasksContext extends SubmitContext {
     | 'retryTask'
     | 'purgeTasks'
   >;
-  readonly index: Pick<TaskIndex, 'ownerOf' | 'endedTasks'>;
+  readonly index: Pick<TaskIndex, 'ownerOf' | 'endedTasks' | 'applyOwnDelete'>;
   readonly metrics: Pick<Metrics, 'lifecycle'>;
   readonly fences: FenceAdvances;
 }
@@ -217,7 +217,11 @@ export class TaskService {
    */
   async purge(input: PurgeInput): Promise<{ purged: number; more: boolean }> {
     const plan = planPurge(this.#ctx.index.endedTasks(), input, this.#ctx.wallClock());
-    const purged = plan.refs.length === 0 ? 0 : (await this.#ctx.store.purgeTasks(plan.refs)).length;
+    const gone = plan.refs.length === 0 ? [] : await this.#ctx.store.purgeTasks(plan.refs);
+    // The index forgets them now: a next call (purgeAll's loop) must not plan them again before the
+    // watch has delivered their deletes.
+    forgetPurged(this.#ctx.index, plan.refs, gone);
+    const purged = gone.length;
     this.#ctx.metrics.lifecycle.inc({ change: 'purge', outcome: 'done' }, purged);
     if (purged > 0) this.#ctx.log.info({ state: input.state, purged, olderThanMs: input.olderThanMs }, 'tasks purged');
     return { purged, more: plan.more };
