@@ -1053,7 +1053,10 @@ end_w:
        answer(w, x_c, R_EXPIRED, 0, 0); x_c = 0
      }
 #ifndef LIVENESS
-  :: /* lease.acquire: nothing grantable and the request id holds no grant: lease.none */
+  :: /* lease.acquire: nothing grantable and the request id holds no grant: lease.none. The code
+        reads holdings/<sid>/<q>, or knows it absent without a read when every request of the
+        session arrived on its current connection since it was opened there and <q> is none of
+        the grants it holds (core/grant-decisions needsRequestRead): the same fact either way. */
      d_step {
        ACQ_READY && LIVE(w_conn[w], w_ses[w]) && !ANY_CAND && h_crev[HI(w_ses[w], w_q[w])] == 0 ->
        x_c = w_conn[w]; w_wait[w] = x_c;

@@ -1,6 +1,13 @@
 /** Pure grant decisions (core/grant-decisions.ts), table-tested. */
 import { describe, expect, it } from 'vitest';
-import { admitAcquire, isTakeover, pollDelayMs, replayVerdict, type ReplayFacts } from './grant-decisions.js';
+import {
+  admitAcquire,
+  isTakeover,
+  needsRequestRead,
+  pollDelayMs,
+  replayVerdict,
+  type ReplayFacts,
+} from './grant-decisions.js';
 
 describe('replayVerdict: a repeated acquire gets its recorded grant only while that grant is still its own', () => {
   const base: ReplayFacts<string> = {
@@ -65,5 +72,15 @@ describe('pollDelayMs: a long poll never outlives its session, and wakes when a 
     ['a task already due: at once (1 ms)', 5_000, 5_000, -50, 1],
   ])('%s', (_name, leftMs, sessionLeftMs, dueInMs, expected) => {
     expect(pollDelayMs(leftMs, sessionLeftMs, dueInMs)).toBe(expected);
+  });
+});
+
+describe('needsRequestRead: an acquire that found nothing reads its holding unless the session knows its requests', () => {
+  it.each([
+    ['resumed or adopted: always', { requestsKnown: false, grantedRequestIds: [] }, 'q1', true],
+    ['known, the id one of its grants (a retry)', { requestsKnown: true, grantedRequestIds: ['q0', 'q1'] }, 'q1', true],
+    ['known, a new id', { requestsKnown: true, grantedRequestIds: ['q0'] }, 'q1', false],
+  ])('%s', (_name, view, requestId, read) => {
+    expect(needsRequestRead(view, requestId)).toBe(read);
   });
 });

@@ -48,6 +48,24 @@ export function admitAcquire(
 }
 
 /**
+ * Whether an acquire that found nothing grantable must read its request's holding from etcd before
+ * it waits or answers `lease.none`: the request may have been granted before, its grant reply lost,
+ * and the retry must get that grant back. Not needed when every request of the session so far
+ * arrived here, on its current connection, since the session was opened here (`requestsKnown`):
+ * then a grant of this request id would be one of the session's grants this coordinator holds
+ * (`grantedRequestIds`), and a request still being served is answered by that copy. A session
+ * resumed or adopted (from a peer, or from this coordinator's own earlier connection) always reads.
+ */
+export function needsRequestRead(
+  view: { readonly requestsKnown: boolean; readonly grantedRequestIds: Iterable<string> },
+  requestId: string,
+): boolean {
+  if (!view.requestsKnown) return true;
+  for (const id of view.grantedRequestIds) if (id === requestId) return true;
+  return false;
+}
+
+/**
  * How long a long poll waits before it selects again: until its own deadline (`leftMs`), the
  * session's (`sessionLeftMs`, + 1 so the end is seen), or the earliest delayed task's due time
  * (`dueInMs`, at least 1 ms) — whichever is first. No polling for backoffs.

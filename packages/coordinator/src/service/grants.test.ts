@@ -107,6 +107,9 @@ describe('idempotent acquire', () => {
 
   it('a task that arrives while the acquire reads its recorded grant (before it waits) is granted at once', async () => {
     const w = await cluster.worker(c1, 'w1');
+    // A resumed session reads (one opened here on its current connection does not: below).
+    const resumed = await cluster.resume(w, c1);
+    expect(resumed.opened.resumed).toBe(true);
     // Hold the acquire in its "was this request granted before?" read, as a slow etcd would.
     const read = c1.store.holding.bind(c1.store);
     let letGo: (() => void) | undefined;
@@ -127,6 +130,57 @@ describe('idempotent acquire', () => {
     await cluster.settle();
     expect(answered).toBe(true); // not after the 5 s long poll ran out
     expect(await waiting).toMatchObject({ type: 'lease.granted', resource: 'r1' });
+  });
+
+  it('an idle long poll of a session opened here costs no etcd read; a resumed one reads', async () => {
+    const reads: string[] = [];
+    for (const c of [c1]) {
+      const read = c.store.holding.bind(c.store);
+      c.store.holding = (sessionId, requestId) => {
+        reads.push(`${c.id}:${requestId}`);
+        return read(sessionId, requestId);
+      };
+    }
+    const w = await cluster.worker(c1, 'w1');
+    expect(await cluster.acquire(w, { requestId: 'idle-1' })).toMatchObject({ type: 'lease.none' });
+    const polled = cluster.acquire(w, { requestId: 'idle-2', waitMs: 1_000 });
+    await cluster.advance(1_000);
+    expect(await polled).toMatchObject({ type: 'lease.none' });
+    expect(reads).toEqual([]);
+    await cluster.resume(w, c1);
+    expect(await cluster.acquire(w, { requestId: 'idle-3' })).toMatchObject({ type: 'lease.none' });
+    expect(reads).toEqual(['c1:idle-3']);
+  });
+
+  it('a retry on the same connection of a request granted before gets its grant back when nothing else is grantable', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    const first = await cluster.acquire(w, { requestId: 'req-1' });
+    expect(first).toMatchObject({ type: 'lease.granted', resource: 'r1' });
+    // Its reply "lost" (the worker's wait timed out): the same request id again, r1 now owned.
+    expect(await cluster.acquire(w, { requestId: 'req-1' })).toMatchObject({
+      type: 'lease.granted',
+      resource: 'r1',
+      token: tokenOf(first).toString(),
+    });
+    expect(await cluster.acquire(w, { requestId: 'req-2' })).toMatchObject({ type: 'lease.none' });
+  });
+
+  it('a retry after the session moved to another coordinator gets its grant back when nothing else is grantable', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    const first = await cluster.acquire(w, { requestId: 'req-1' });
+    expect(first).toMatchObject({ type: 'lease.granted', resource: 'r1' });
+    // The grant's reply was lost with the connection; the worker resumes on c2 and asks again.
+    const c2 = await cluster.coordinator('c2');
+    const moved = await cluster.resume(w, c2);
+    expect(moved.opened.resumed).toBe(true);
+    const retry = await c2.services.grants.acquire(
+      moved.opened.session,
+      { type: 'lease.acquire', id: 'm-retry', requestId: 'req-1' },
+      cluster.clock.nowMs(),
+    );
+    expect(retry).toMatchObject({ type: 'lease.granted', resource: 'r1', token: tokenOf(first).toString() });
   });
 
   it('splits grant latency: the long poll counts as wait, the fence advance as work (grant_wait/grant_work)', async () => {

@@ -29,6 +29,7 @@ import {
   MAX_CANDIDATES,
   noLease,
   parsePayloadJson,
+  needsRequestRead,
   pollDelayMs,
   replayVerdict,
 } from '../core/grant-decisions.js';
@@ -60,6 +61,14 @@ export interface GrantsContext extends DeliveryContext {
 }
 
 const RETRY = Symbol('retry');
+
+/** What the request-id decisions (admitAcquire, needsRequestRead) see of a session. */
+function requestView(session: LocalSession): { requestsKnown: boolean; grantedRequestIds: readonly string[] } {
+  return {
+    requestsKnown: session.requestsKnown,
+    grantedRequestIds: Array.from(session.granted.values(), (g) => g.requestId),
+  };
+}
 
 /** Optional hooks of one acquire. */
 export interface AcquireHooks {
@@ -125,7 +134,7 @@ export class GrantService {
     if (!queues.ok) return Promise.resolve(errorFrame('INVALID_MESSAGE', queues.message, msg.id));
     const admitted = admitAcquire(
       {
-        grantedRequestIds: [...session.granted.values()].map((g) => g.requestId),
+        grantedRequestIds: requestView(session).grantedRequestIds,
         held: session.granted.size,
         acquiring: session.acquiring,
         capacity: session.capacity,
@@ -229,7 +238,10 @@ export class GrantService {
       // compare catches a retry instead, and #tryGrant replays it.) Once checked, it stays
       // unrecorded while this request is served: copies of it share this promise. The read
       // awaits etcd: what the index gained meanwhile woke no one (this acquire did not wait yet),
-      // so select again before waiting — from that select to the wait nothing awaits.
+      // so select again before waiting — from that select to the wait nothing awaits. A session
+      // whose every request arrived here on its current connection skips the read unless the id
+      // is one of its grants (needsRequestRead): an idle slot's long polls then cost no etcd call.
+      if (!requestChecked && !needsRequestRead(requestView(session), msg.requestId)) requestChecked = true;
       if (!requestChecked) {
         const recorded = await ctx.store.holding(session.sessionId, msg.requestId);
         if (recorded !== undefined) {

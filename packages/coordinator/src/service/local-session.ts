@@ -18,6 +18,12 @@ export interface LocalSession {
    * which compare both keys in etcd; the watch-fed index and a read back it up.
    */
   readonly granted: Map<string, { readonly token: bigint; readonly requestId: string }>;
+  /**
+   * Every request of this session so far arrived here on its current channel, since the session was
+   * opened here (false once it is resumed or adopted): an acquire whose request id is none of
+   * `granted`'s was never granted, so it needs no holding read (core/grant-decisions `needsRequestRead`).
+   */
+  requestsKnown: boolean;
   /** Grants in flight allowed at once (the hello's `capacity`): held grants plus acquires being served. */
   capacity: number;
   /**

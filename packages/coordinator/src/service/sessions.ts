@@ -215,7 +215,7 @@ export class SessionManager implements SessionRegistry {
       this.#record(hello.workerId, hello.incarnation),
       leaseTtlSeconds(ctx.config),
     );
-    return this.#adoptLocally(opened.sessionId, opened.leaseId, hello, opened.modRevision, channel);
+    return this.#adoptLocally(opened.sessionId, opened.leaseId, hello, opened.modRevision, channel, true);
   }
 
   #record(workerId: string, incarnation: string): SessionRecord {
@@ -248,18 +248,30 @@ export class SessionManager implements SessionRegistry {
           existing.channel.close(CLOSE_SESSION_MOVED, 'session resumed on another connection');
         }
         existing.channel = channel;
+        // The old channel's requests may have been granted with their replies lost: read from now on.
+        existing.requestsKnown = false;
         existing.capacity = hello.capacity;
         existing.queues = sessionQueues(hello.queues);
         this.#keepalive.add(existing.leaseId);
         return { ok: true, session: existing };
       }
       this.#ctx.log.info({ sessionId, workerId: hello.workerId }, 'session adopted');
-      return { ok: true, session: this.#adoptLocally(sessionId, stored.leaseId, hello, res.modRevision, channel) };
+      return {
+        ok: true,
+        session: this.#adoptLocally(sessionId, stored.leaseId, hello, res.modRevision, channel, false),
+      };
     }
     return { ok: false, reason: 'unknown-session' };
   }
 
-  #adoptLocally(sessionId: string, leaseId: string, hello: Hello, modRevision: bigint, channel: WorkerChannel) {
+  #adoptLocally(
+    sessionId: string,
+    leaseId: string,
+    hello: Hello,
+    modRevision: bigint,
+    channel: WorkerChannel,
+    requestsKnown: boolean,
+  ) {
     const session: LocalSession = {
       sessionId,
       leaseId,
@@ -270,6 +282,7 @@ export class SessionManager implements SessionRegistry {
       inflight: new Set(),
       wakers: new Set(),
       granted: new Map(),
+      requestsKnown,
       capacity: hello.capacity,
       queues: sessionQueues(hello.queues),
       queueTurn: 0,
