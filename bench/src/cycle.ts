@@ -17,6 +17,10 @@
  * CPU per task is the whole system's: servers (coordinator + etcd + sink, or redis) plus the
  * worker processes and the bench process (the submitter). Target: leasehold ≥ 1.0× BullMQ
  * `always` in tasks/s.
+ *
+ * After the rounds, the idle cost: the same processes, every slot waiting and nothing submitted,
+ * CPU ms per second of each process (leasehold against BullMQ `always`): what a deployment pays
+ * while its workers wait, which no per-task figure shows.
  */
 import { Queue } from 'bullmq';
 import { ChildLoad } from './child-load.js';
@@ -26,7 +30,8 @@ import { findRedis, startRedis, type Redis } from './infra/redis.js';
 import { startStack, type Stack } from './infra/stack.js';
 import { interleaveLoads, median, type Load, type RoundResult } from './measure.js';
 import type { Counters } from './procs/protocol.js';
-import { cpuRow, throughputRow, type BenchRow } from './report.js';
+import { cpuMs } from './infra/proc.js';
+import { cpuRow, limitRow, throughputRow, type BenchRow } from './report.js';
 
 export interface CycleOptions {
   readonly etcd: Etcd;
@@ -184,7 +189,8 @@ export class CycleLoad implements Load {
     this.#rate = perS === undefined ? undefined : { perS, fromMs: performance.now(), fromSubmitted: this.#submitted };
   }
 
-  async start(round: number): Promise<void> {
+  /** `idle`: the workers start, nothing is submitted ({@link measureIdle}). */
+  async start(round: number, idle = false): Promise<void> {
     this.#submitted = 0;
     this.#rate = undefined;
     this.#done = 0;
@@ -194,7 +200,8 @@ export class CycleLoad implements Load {
     // compares across builds without the closed loop's feedback (a faster build also fills its
     // batches more). A development aid; the published run is unpaced.
     const paced = Number(process.env.LEASEHOLD_BENCH_CYCLE_RATE ?? '');
-    if (paced > 0) this.limitRate(paced);
+    if (idle) this.limitRate(0);
+    else if (paced > 0) this.limitRate(paced);
     this.#submitters = Array.from({ length: SUBMITTERS }, () => this.#submitter());
   }
   async sample(mark?: 'begin' | 'end'): Promise<Counters> {
@@ -262,6 +269,51 @@ function bullmqCycle(name: string, redis: Redis, queue: Queue): CycleLoad {
   });
 }
 
+/** CPU ms per second of each process of a side while every slot waits and nothing is submitted. */
+export interface IdleCost {
+  /** The side's servers (coordinator, etcd, sink; or redis), by name. */
+  readonly servers: Readonly<Record<string, number>>;
+  /** The worker processes together. */
+  readonly workers: number;
+  readonly total: number;
+}
+
+/**
+ * Start `load`'s workers with nothing to do, let them settle into waiting (`settleMs`), then read
+ * every process's CPU over `seconds`.
+ */
+export async function measureIdle(load: CycleLoad, seconds: number, settleMs = 2_000): Promise<IdleCost> {
+  await load.start(0, true);
+  try {
+    await sleep(settleMs);
+    const pids = { ...load.counted() };
+    const clients = load.clients();
+    const read = () => ({
+      servers: Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid) ?? 0])),
+      workers: clients.reduce((a, pid) => a + (cpuMs(pid) ?? 0), 0),
+    });
+    const t0 = performance.now();
+    const before = read();
+    await sleep(seconds * 1000);
+    const after = read();
+    const s = (performance.now() - t0) / 1000;
+    const servers = Object.fromEntries(
+      Object.keys(pids).map((k) => [k, ((after.servers[k] ?? 0) - (before.servers[k] ?? 0)) / s]),
+    );
+    const workers = (after.workers - before.workers) / s;
+    return { servers, workers, total: Object.values(servers).reduce((a, v) => a + v, 0) + workers };
+  } finally {
+    await load.stop();
+    // Its workers' window figures are the last round's again (no sample marks here): not a round.
+    load.workers.summaries.pop();
+  }
+}
+
+function describeIdle(c: IdleCost): string {
+  const parts = Object.entries(c.servers).map(([k, v]) => `${k} ${Math.round(v)}`);
+  return `${parts.join(', ')}, worker processes ${Math.round(c.workers)} (total ${Math.round(c.total)})`;
+}
+
 /**
  * `LEASEHOLD_BENCH_CYCLE_SIDES=leasehold,bullmq-always` runs only those sides (a faster A-B loop
  * while developing); unset, every side runs. A row whose sides did not run is left out.
@@ -318,6 +370,10 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
       maxWarmupSlices: o.maxWarmupSlices,
       log: o.log,
     });
+    // Idle cost (see the head comment): the leasehold side and BullMQ `always`, one after the other.
+    const idleLeasehold = sideWanted('leasehold') ? await measureIdle(leasehold, o.seconds) : undefined;
+    const bullmqAlways = loads.find((l) => l.name === 'bullmq-always');
+    const idleBullmq = bullmqAlways === undefined ? undefined : await measureIdle(bullmqAlways, o.seconds);
     const get = (name: string): RoundResult[] => results.get(name) ?? [];
     const describe = (rs: readonly RoundResult[]) => {
       const parts = Object.keys(rs[0]?.cpuUs ?? {}).map(
@@ -380,6 +436,23 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
             `workers spread over the three (worker i on coordinator i mod 3), submits through the first; ` +
             `${Math.round(median(get(THREE).map((r) => r.rate)))} tasks/s; CPU µs per task: ${describe(get(THREE))}; ` +
             `${describeCalls(leasehold3.calls, tasks3)}; refused, lost or unsubmitted: ${errors3}`,
+        }),
+      );
+    }
+    if (idleLeasehold !== undefined) {
+      rows.push(
+        limitRow({
+          name: `idle cost: CPU ms per second with all ${CYCLE_WORKERS * CYCLE_SLOTS} slots waiting, nothing submitted`,
+          value: idleLeasehold.total,
+          unit: 'ms CPU/s',
+          ...(idleBullmq === undefined
+            ? {}
+            : { baseline: idleBullmq.total, baselineName: 'BullMQ always, the same workers waiting' }),
+          note:
+            `${o.seconds} s after ${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots settled into waiting ` +
+            `(the SDK's long polls, acquireWaitMs 1 s); leasehold ${describeIdle(idleLeasehold)}` +
+            (idleBullmq === undefined ? '' : `; BullMQ always ${describeIdle(idleBullmq)}`),
+          digits: 0,
         }),
       );
     }
