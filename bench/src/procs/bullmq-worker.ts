@@ -2,10 +2,10 @@
  * Child process: one BullMQ `Worker` (`concurrency` jobs at once) on the bench's Redis, whose
  * processor does nothing and returns a small result (BullMQ then moves the job to completed, which
  * the queue's `removeOnComplete` turns into a delete). Counts `completed` (ops) and `failed`
- * (errors) and reports completions to the parent every 10 ms (`done`), like procs/sdk-worker.ts.
+ * (errors) and reports completions to the parent at most every 10 ms (`done`), like procs/sdk-worker.ts.
  */
 import { Worker } from 'bullmq';
-import { send, serve, type Counters } from './protocol.js';
+import { doneReporter, serve, type Counters } from './protocol.js';
 
 interface Params {
   readonly port: number;
@@ -15,13 +15,7 @@ interface Params {
 
 const counters: Counters = { ops: 0, errors: 0 };
 let worker: Worker | undefined;
-let unreported = 0;
-setInterval(() => {
-  if (unreported > 0) {
-    send({ type: 'done', n: unreported });
-    unreported = 0;
-  }
-}, 10).unref();
+const completed = doneReporter();
 
 serve<Params>({
   start(p) {
@@ -33,7 +27,7 @@ serve<Params>({
     });
     w.on('completed', () => {
       counters.ops += 1;
-      unreported += 1;
+      completed();
     });
     w.on('failed', () => {
       counters.errors += 1;

@@ -18,6 +18,26 @@ export function send(message: Record<string, unknown>): void {
   process.send?.(message);
 }
 
+/**
+ * Count one completion for the parent: completions are told (`done`) at most every 10 ms, by a
+ * timer that runs only while some are untold — a worker with nothing completing wakes for none
+ * (a 10 ms interval cost each waiting worker process ~9 ms of CPU per second, on every side).
+ */
+export function doneReporter(): () => void {
+  let unreported = 0;
+  let timer: NodeJS.Timeout | undefined;
+  return () => {
+    unreported += 1;
+    if (timer !== undefined) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      send({ type: 'done', n: unreported });
+      unreported = 0;
+    }, 10);
+    timer.unref();
+  };
+}
+
 function fail(err: unknown): void {
   send({ type: 'failed', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
   setTimeout(() => process.exit(1), 50);

@@ -2,12 +2,12 @@
  * Child process: one leasehold worker SDK instance (`startWorker`, `concurrency` slots) whose
  * handler does nothing but return a small result; the SDK writes it to the sink under the grant's
  * token and completes the task. Counts `completed` (ops) and `refused` / `lease-lost` (errors),
- * and tells the parent every 10 ms how many completed since the last message (`done`), which the
+ * and tells the parent at most every 10 ms how many completed since the last message (`done`), which the
  * bench's submitter uses to keep its backlog bounded.
  */
 import { startWorker, type Worker } from '@leasehold/worker';
 import WebSocket from 'ws';
-import { send, serve, type Counters } from './protocol.js';
+import { doneReporter, serve, type Counters } from './protocol.js';
 
 // Count the WebSocket frames this worker exchanges with the coordinator (same `ws` module instance
 // as the SDK's): frames per task is evidence for the profiles (docs/benchmarks.md).
@@ -39,13 +39,7 @@ const counters: Counters = { ops: 0, errors: 0 };
 let worker: Worker | undefined;
 const framesAtBegin = { in: 0, out: 0, ops: 0 };
 const framesAtEnd = { in: 0, out: 0, ops: 0 };
-let unreported = 0;
-setInterval(() => {
-  if (unreported > 0) {
-    send({ type: 'done', n: unreported });
-    unreported = 0;
-  }
-}, 10).unref();
+const completed = doneReporter();
 
 serve<Params>({
   start(p) {
@@ -63,7 +57,7 @@ serve<Params>({
     w.on('*', (e) => {
       if (e.type === 'completed') {
         counters.ops += 1;
-        unreported += 1;
+        completed();
       } else if (e.type === 'refused' || e.type === 'lease-lost') counters.errors += 1;
     });
     worker = w;
