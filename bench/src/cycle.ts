@@ -18,7 +18,7 @@
  * worker processes and the bench process (the submitter). Target: leasehold ≥ 1.0× BullMQ
  * `always` in tasks/s.
  *
- * After the rounds, the idle cost: the same processes, every slot waiting and nothing submitted,
+ * Before the rounds, the idle cost: the same processes, every slot waiting and nothing submitted,
  * CPU ms per second of each process (leasehold against BullMQ `always`): what a deployment pays
  * while its workers wait, which no per-task figure shows.
  */
@@ -48,6 +48,8 @@ const SUBMIT_BATCH = 32;
 const BACKLOG = CYCLE_WORKERS * CYCLE_SLOTS * 2;
 /** The load name of the three-coordinator side. */
 const THREE = 'leasehold-3c';
+/** The round number the idle measurement starts its workers with (worker ids unlike any round's). */
+const IDLE_ROUND = 9_999;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Submit = (ids: readonly number[]) => Promise<number>;
@@ -283,7 +285,7 @@ export interface IdleCost {
  * every process's CPU over `seconds`.
  */
 export async function measureIdle(load: CycleLoad, seconds: number, settleMs = 2_000): Promise<IdleCost> {
-  await load.start(0, true);
+  await load.start(IDLE_ROUND, true);
   try {
     await sleep(settleMs);
     const pids = { ...load.counted() };
@@ -304,7 +306,7 @@ export async function measureIdle(load: CycleLoad, seconds: number, settleMs = 2
     return { servers, workers, total: Object.values(servers).reduce((a, v) => a + v, 0) + workers };
   } finally {
     await load.stop();
-    // Its workers' window figures are the last round's again (no sample marks here): not a round.
+    // Not a round: its workers' window figures are none (no sample marks here).
     load.workers.summaries.pop();
   }
 }
@@ -365,15 +367,16 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
         loads.push(bullmqCycle(`bullmq-${fsync}`, redis, queue));
       }
     }
+    // Idle cost (see the head comment): the leasehold side and BullMQ `always`, one after the other,
+    // before any round — after them, retention would still be removing the rounds' completed tasks.
+    const idleLeasehold = sideWanted('leasehold') ? await measureIdle(leasehold, o.seconds) : undefined;
+    const bullmqAlways = loads.find((l) => l.name === 'bullmq-always');
+    const idleBullmq = bullmqAlways === undefined ? undefined : await measureIdle(bullmqAlways, o.seconds);
     const results = await interleaveLoads(o.rounds, loads, {
       seconds: o.seconds,
       maxWarmupSlices: o.maxWarmupSlices,
       log: o.log,
     });
-    // Idle cost (see the head comment): the leasehold side and BullMQ `always`, one after the other.
-    const idleLeasehold = sideWanted('leasehold') ? await measureIdle(leasehold, o.seconds) : undefined;
-    const bullmqAlways = loads.find((l) => l.name === 'bullmq-always');
-    const idleBullmq = bullmqAlways === undefined ? undefined : await measureIdle(bullmqAlways, o.seconds);
     const get = (name: string): RoundResult[] => results.get(name) ?? [];
     const describe = (rs: readonly RoundResult[]) => {
       const parts = Object.keys(rs[0]?.cpuUs ?? {}).map(
