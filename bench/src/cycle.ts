@@ -22,6 +22,7 @@
  * CPU ms per second of each process (leasehold against BullMQ `always`): what a deployment pays
  * while its workers wait, which no per-task figure shows.
  */
+import { WORKER_DEFAULTS } from '@leasehold/worker';
 import { Queue } from 'bullmq';
 import { ChildLoad } from './child-load.js';
 import type { Etcd } from './infra/etcd.js';
@@ -453,7 +454,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
             : { baseline: idleBullmq.total, baselineName: 'BullMQ always, the same workers waiting' }),
           note:
             `${o.seconds} s after ${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots settled into waiting ` +
-            `(the SDK's long polls, acquireWaitMs 1 s); leasehold ${describeIdle(idleLeasehold)}` +
+            `(the SDK's long polls, acquireWaitMs ${WORKER_DEFAULTS.acquireWaitMs} ms); leasehold ${describeIdle(idleLeasehold)}` +
             (idleBullmq === undefined ? '' : `; BullMQ always ${describeIdle(idleBullmq)}`),
           digits: 0,
         }),

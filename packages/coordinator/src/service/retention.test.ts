@@ -89,6 +89,20 @@ describe('retention of ended tasks', () => {
     expect(c1.services.index.stats().ended).toEqual({ completed: 0, failed: 0, cancelled: 0 });
   });
 
+  it('the coordinator that swept forgets what it removed at once, before its watch says so', async () => {
+    await setup({ ...RETENTION, RETENTION_INTERVAL_MS: '3600000' });
+    await cluster.submit(c1, 'gone', 'r-gone');
+    expect((await c1.services.tasks.cancel('gone')).ok).toBe(true);
+    await cluster.settle();
+    c1.backend.pauseWatch();
+    await c1.services.retention.sweep();
+    expect(keysOf('gone')).toEqual([]);
+    expect(c1.services.index.endedTask('gone')).toBeUndefined();
+    expect(c1.services.retention.plan()).toEqual([]);
+    c1.backend.resumeWatch();
+    await cluster.settle();
+  });
+
   it('keeps the newest N failed tasks; one coordinator sweeps at a time', async () => {
     // Sweeps by hand: both coordinators sweep at the same moment.
     await setup({ ...RETENTION, RETENTION_INTERVAL_MS: '3600000' });

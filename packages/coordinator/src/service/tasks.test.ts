@@ -6,7 +6,7 @@
  * same tasks again before the watch reports their deletes (`forgetPurged`).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ServiceCluster, type TestCoordinator } from '../testing/service-harness.js';
+import { ServiceCluster, tokenOf, type TestCoordinator } from '../testing/service-harness.js';
 
 let cluster: ServiceCluster;
 let c1: TestCoordinator;
@@ -113,5 +113,25 @@ describe('purge', () => {
     await cluster.settle();
     expect(keys().filter((k) => /p\d/.test(k))).toEqual([]);
     expect(await c1.services.tasks.purge(request)).toEqual({ purged: 0, more: false });
+  });
+
+  it('the index forgets only the tasks whose delete landed: one retried since the plan stays known', async () => {
+    await setup({});
+    const w = await cluster.worker(c1, 'w1');
+    for (const id of ['f0', 'f1']) {
+      await cluster.submit(c1, id, `r-${id}`);
+      const g = await cluster.acquire(w, { taskId: id });
+      await cluster.fail(w, id, `r-${id}`, tokenOf(g), { name: 'Fatal', message: 'x', retryable: false });
+    }
+    await cluster.settle();
+    c1.backend.pauseWatch();
+    // f1 retried behind the index's back: its delete compares the revision the index saw and fails.
+    expect(await c1.services.tasks.retry('f1')).toMatchObject({ ok: true });
+    expect(await c1.services.tasks.purge({ state: 'failed', olderThanMs: 0 })).toEqual({ purged: 1, more: false });
+    expect(c1.services.index.endedTask('f0')).toBeUndefined();
+    expect(c1.services.index.endedTask('f1')).toBeDefined(); // until the watch tells of the retry
+    c1.backend.resumeWatch();
+    await cluster.settle();
+    expect(c1.services.index.pendingTask('f1')).toBeDefined();
   });
 });
