@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coordinatorCalls, describeCalls } from './cycle.js';
+import { coordinatorCalls, describeCalls, settled } from './cycle.js';
 
 const TEXT = `# HELP leasehold_coordinator_batch_items Items per group-committed call
 leasehold_coordinator_batch_items_bucket{le="1",kind="grant"} 3
@@ -39,5 +39,20 @@ describe('cycle bench: coordinator calls per task', () => {
       'etcd txns per task: finish_attempts 0.25, grant_owners 0.15; items per group-committed call: finish 3.0, grant 8.0, sink_write 9.0; completion replies held per task, by how the hold ended: answered 0.75, waiting 0.15',
     );
     expect(describeCalls({}, 0)).toBe('?');
+  });
+});
+
+describe('cycle bench: the idle window opens once the processes settled', () => {
+  it('waits while fresh processes are still starting, opens on two close windows', () => {
+    expect(settled([])).toBe(false);
+    expect(settled([480])).toBe(false);
+    // Start-up falling away: not settled.
+    expect(settled([480, 210])).toBe(false);
+    expect(settled([480, 210, 110])).toBe(false);
+    // Two windows within a fifth: settled.
+    expect(settled([480, 210, 110, 100])).toBe(true);
+    // Near zero, a clock tick's difference is not a trend.
+    expect(settled([4, 8])).toBe(true);
+    expect(settled([4, 12])).toBe(false);
   });
 });

@@ -279,22 +279,57 @@ export interface IdleCost {
   /** The worker processes together. */
   readonly workers: number;
   readonly total: number;
+  /** How long the processes took to settle into waiting before the window opened. */
+  readonly settleMs: number;
+  /** False when `maxSettleMs` passed first (the figure then includes start-up work). */
+  readonly settledAt: boolean;
 }
 
 /**
- * Start `load`'s workers with nothing to do, let them settle into waiting (`settleMs`), then read
- * every process's CPU over `seconds`.
+ * Whether a side's processes have settled into waiting, from their summed CPU rate (ms/s) over
+ * consecutive windows, oldest first: the last two windows within a fifth of each other (or 5 ms/s,
+ * a clock tick's resolution over a short window). Fresh worker processes spend their first seconds
+ * loading modules, compiling and connecting; a window opened then measures start-up, not waiting
+ * (the 00:26 run's idle row: 567 ms/s against ~100 in shorter runs of the same tree).
  */
-export async function measureIdle(load: CycleLoad, seconds: number, settleMs = 2_000): Promise<IdleCost> {
+export function settled(rates: readonly number[]): boolean {
+  if (rates.length < 2) return false;
+  const a = rates[rates.length - 2] ?? 0;
+  const b = rates[rates.length - 1] ?? 0;
+  return Math.abs(b - a) <= Math.max(0.2 * Math.max(a, b), 5);
+}
+
+/**
+ * Start `load`'s workers with nothing to do, wait until every process's CPU has settled
+ * ({@link settled}: 1 s windows, at least `minSettleMs`, at most `maxSettleMs`), then read every
+ * process's CPU over `seconds`.
+ */
+export async function measureIdle(
+  load: CycleLoad,
+  seconds: number,
+  minSettleMs = 2_000,
+  maxSettleMs = 30_000,
+): Promise<IdleCost> {
   await load.start(IDLE_ROUND, true);
   try {
-    await sleep(settleMs);
     const pids = { ...load.counted() };
     const clients = load.clients();
     const read = () => ({
       servers: Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid) ?? 0])),
       workers: clients.reduce((a, pid) => a + (cpuMs(pid) ?? 0), 0),
     });
+    const sum = (r: ReturnType<typeof read>) => Object.values(r.servers).reduce((a, v) => a + v, r.workers);
+    const started = performance.now();
+    await sleep(minSettleMs);
+    const rates: number[] = [];
+    let last = { at: performance.now(), cpu: sum(read()) };
+    while (!settled(rates) && performance.now() - started < maxSettleMs) {
+      await sleep(1_000);
+      const now = { at: performance.now(), cpu: sum(read()) };
+      rates.push(((now.cpu - last.cpu) / (now.at - last.at)) * 1000);
+      last = now;
+    }
+    const settleMs = performance.now() - started;
     const t0 = performance.now();
     const before = read();
     await sleep(seconds * 1000);
@@ -304,7 +339,13 @@ export async function measureIdle(load: CycleLoad, seconds: number, settleMs = 2
       Object.keys(pids).map((k) => [k, ((after.servers[k] ?? 0) - (before.servers[k] ?? 0)) / s]),
     );
     const workers = (after.workers - before.workers) / s;
-    return { servers, workers, total: Object.values(servers).reduce((a, v) => a + v, 0) + workers };
+    return {
+      servers,
+      workers,
+      total: Object.values(servers).reduce((a, v) => a + v, 0) + workers,
+      settleMs,
+      settledAt: settled(rates),
+    };
   } finally {
     await load.stop();
     // Not a round: its workers' window figures are none (no sample marks here).
@@ -314,7 +355,10 @@ export async function measureIdle(load: CycleLoad, seconds: number, settleMs = 2
 
 function describeIdle(c: IdleCost): string {
   const parts = Object.entries(c.servers).map(([k, v]) => `${k} ${Math.round(v)}`);
-  return `${parts.join(', ')}, worker processes ${Math.round(c.workers)} (total ${Math.round(c.total)})`;
+  const settle = c.settledAt
+    ? `settled after ${(c.settleMs / 1000).toFixed(0)} s`
+    : `NOT settled after ${(c.settleMs / 1000).toFixed(0)} s (start-up work included)`;
+  return `${parts.join(', ')}, worker processes ${Math.round(c.workers)} (total ${Math.round(c.total)}; ${settle})`;
 }
 
 /**
@@ -453,7 +497,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
             ? {}
             : { baseline: idleBullmq.total, baselineName: 'BullMQ always, the same workers waiting' }),
           note:
-            `${o.seconds} s after ${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots settled into waiting ` +
+            `${o.seconds} s once ${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots had settled into waiting (two 1 s windows of every process's CPU within a fifth) ` +
             `(the SDK's long polls, acquireWaitMs ${WORKER_DEFAULTS.acquireWaitMs} ms); leasehold ${describeIdle(idleLeasehold)}` +
             (idleBullmq === undefined ? '' : `; BullMQ always ${describeIdle(idleBullmq)}`),
           digits: 0,
