@@ -42,17 +42,21 @@ describe('cycle bench: coordinator calls per task', () => {
   });
 });
 
-describe('cycle bench: the idle window opens once the processes settled', () => {
+describe('cycle bench: the idle window opens once the machine settled', () => {
   it('waits while fresh processes are still starting, opens on two close windows', () => {
-    expect(settled([])).toBe(false);
-    expect(settled([480])).toBe(false);
+    expect(settled([], 2)).toBe(false);
+    expect(settled([480], 2)).toBe(false);
     // Start-up falling away: not settled.
-    expect(settled([480, 210])).toBe(false);
-    expect(settled([480, 210, 110])).toBe(false);
+    expect(settled([480, 210], 2)).toBe(false);
+    expect(settled([480, 210, 110], 2)).toBe(false);
     // Two windows within a fifth: settled.
-    expect(settled([480, 210, 110, 100])).toBe(true);
-    // Near zero, a clock tick's difference is not a trend.
-    expect(settled([4, 8])).toBe(true);
-    expect(settled([4, 12])).toBe(false);
+    expect(settled([480, 210, 110, 100], 2)).toBe(true);
+    // Near zero, a couple of clock ticks' difference is not a trend.
+    expect(settled([4, 20], 2)).toBe(true);
+    expect(settled([4, 40], 2)).toBe(false);
+    // A saturated machine reads alike twice: still starting.
+    expect(settled([1_950, 1_990], 2)).toBe(false);
+    expect(settled([450, 440], 2)).toBe(true);
+    expect(settled([450, 440], 1)).toBe(false);
   });
 });

@@ -22,6 +22,7 @@
  * CPU ms per second of each process (leasehold against BullMQ `always`): what a deployment pays
  * while its workers wait, which no per-task figure shows.
  */
+import { cpus } from 'node:os';
 import { WORKER_DEFAULTS } from '@leasehold/worker';
 import { Queue } from 'bullmq';
 import { ChildLoad } from './child-load.js';
@@ -31,7 +32,7 @@ import { findRedis, startRedis, type Redis } from './infra/redis.js';
 import { startStack, type Stack } from './infra/stack.js';
 import { interleaveLoads, median, type Load, type RoundResult } from './measure.js';
 import type { Counters } from './procs/protocol.js';
-import { cpuMs } from './infra/proc.js';
+import { cpuMs, systemBusyMs } from './infra/proc.js';
 import { cpuRow, limitRow, throughputRow, type BenchRow } from './report.js';
 
 export interface CycleOptions {
@@ -286,23 +287,25 @@ export interface IdleCost {
 }
 
 /**
- * Whether a side's processes have settled into waiting, from their summed CPU rate (ms/s) over
- * consecutive windows, oldest first: the last two windows within a fifth of each other (or 5 ms/s,
- * a clock tick's resolution over a short window). Fresh worker processes spend their first seconds
- * loading modules, compiling and connecting; a window opened then measures start-up, not waiting
- * (the 00:26 run's idle row: 567 ms/s against ~100 in shorter runs of the same tree).
+ * Whether the machine has settled, from its busy CPU rate (ms/s, every process) over consecutive
+ * windows, oldest first: the last two windows within a fifth of each other (or 20 ms/s, a couple of
+ * clock ticks over a short window) and the last below a quarter of the machine's `cores`. Fresh processes spend their first seconds loading modules,
+ * compiling and connecting — every side's workers are spawned together, 32 processes on two cores —
+ * and a window opened then measures start-up, not waiting (the 00:26 run's idle row: 567 ms/s
+ * against ~100 in runs of one side; settling on the side's own processes alone still read 192–257).
  */
-export function settled(rates: readonly number[]): boolean {
+export function settled(rates: readonly number[], cores: number): boolean {
   if (rates.length < 2) return false;
   const a = rates[rates.length - 2] ?? 0;
   const b = rates[rates.length - 1] ?? 0;
-  return Math.abs(b - a) <= Math.max(0.2 * Math.max(a, b), 5);
+  // Two saturated windows are alike too: a quarter of the machine at most.
+  return b <= 250 * cores && Math.abs(b - a) <= Math.max(0.2 * Math.max(a, b), 20);
 }
 
 /**
- * Start `load`'s workers with nothing to do, wait until every process's CPU has settled
+ * Start `load`'s workers with nothing to do, wait until the machine's CPU has settled
  * ({@link settled}: 1 s windows, at least `minSettleMs`, at most `maxSettleMs`), then read every
- * process's CPU over `seconds`.
+ * process's CPU of the side over `seconds`.
  */
 export async function measureIdle(
   load: CycleLoad,
@@ -318,14 +321,13 @@ export async function measureIdle(
       servers: Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid) ?? 0])),
       workers: clients.reduce((a, pid) => a + (cpuMs(pid) ?? 0), 0),
     });
-    const sum = (r: ReturnType<typeof read>) => Object.values(r.servers).reduce((a, v) => a + v, r.workers);
     const started = performance.now();
     await sleep(minSettleMs);
     const rates: number[] = [];
-    let last = { at: performance.now(), cpu: sum(read()) };
-    while (!settled(rates) && performance.now() - started < maxSettleMs) {
+    let last = { at: performance.now(), cpu: systemBusyMs() };
+    while (!settled(rates, cpus().length) && performance.now() - started < maxSettleMs) {
       await sleep(1_000);
-      const now = { at: performance.now(), cpu: sum(read()) };
+      const now = { at: performance.now(), cpu: systemBusyMs() };
       rates.push(((now.cpu - last.cpu) / (now.at - last.at)) * 1000);
       last = now;
     }
@@ -344,7 +346,7 @@ export async function measureIdle(
       workers,
       total: Object.values(servers).reduce((a, v) => a + v, 0) + workers,
       settleMs,
-      settledAt: settled(rates),
+      settledAt: settled(rates, cpus().length),
     };
   } finally {
     await load.stop();
@@ -497,7 +499,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
             ? {}
             : { baseline: idleBullmq.total, baselineName: 'BullMQ always, the same workers waiting' }),
           note:
-            `${o.seconds} s once ${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots had settled into waiting (two 1 s windows of every process's CPU within a fifth) ` +
+            `${o.seconds} s once ${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots had settled into waiting (two 1 s windows of the machine's busy CPU within a fifth) ` +
             `(the SDK's long polls, acquireWaitMs ${WORKER_DEFAULTS.acquireWaitMs} ms); leasehold ${describeIdle(idleLeasehold)}` +
             (idleBullmq === undefined ? '' : `; BullMQ always ${describeIdle(idleBullmq)}`),
           digits: 0,

@@ -76,11 +76,12 @@ export async function acquireOnce(deps: AcquireDeps, next?: SlotNext): Promise<G
   for (let attempt = 0; carried !== undefined || !deps.stop.aborted; attempt++) {
     try {
       let answer = carried?.reply;
-      const sentAtMs = carried?.sentAtMs ?? deps.nowMs();
+      let sentAtMs = carried?.sentAtMs ?? 0;
       if (answer === undefined) {
         // The long poll may depend on the coordinator that serves the session (its welcome).
         await deps.ready(deps.requestTimeoutMs, deps.stop);
         waitMs = deps.acquireWaitMs();
+        sentAtMs = deps.nowMs();
         answer = deps.request(
           { type: 'lease.acquire', requestId, ...(waitMs > 0 ? { waitMs } : {}) },
           deps.requestTimeoutMs + waitMs,
