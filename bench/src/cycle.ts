@@ -280,7 +280,7 @@ export interface IdleCost {
   /** The worker processes together. */
   readonly workers: number;
   readonly total: number;
-  /** How long the processes took to settle into waiting before the window opened. */
+  /** How long the machine took to settle before the window opened. */
   readonly settleMs: number;
   /** False when `maxSettleMs` passed first (the figure then includes start-up work). */
   readonly settledAt: boolean;
@@ -289,10 +289,11 @@ export interface IdleCost {
 /**
  * Whether the machine has settled, from its busy CPU rate (ms/s, every process) over consecutive
  * windows, oldest first: the last two windows within a fifth of each other (or 20 ms/s, a couple of
- * clock ticks over a short window) and the last below a quarter of the machine's `cores`. Fresh processes spend their first seconds loading modules,
- * compiling and connecting — every side's workers are spawned together, 32 processes on two cores —
- * and a window opened then measures start-up, not waiting (the 00:26 run's idle row: 567 ms/s
- * against ~100 in runs of one side; settling on the side's own processes alone still read 192–257).
+ * clock ticks over a short window) and the last below a quarter of the machine's `cores`. Fresh
+ * processes spend their first seconds loading modules, compiling and connecting — every side's
+ * workers are spawned together, 32 processes on two cores — and a window opened then measures
+ * start-up, not waiting (the 00:26 run's idle row: 567 ms/s against ~100 in runs of one side;
+ * settling on the side's own processes alone still read 192–257 ms/s for its workers).
  */
 export function settled(rates: readonly number[], cores: number): boolean {
   if (rates.length < 2) return false;
@@ -499,7 +500,7 @@ export async function runCycleBench(o: CycleOptions): Promise<BenchRow[]> {
             ? {}
             : { baseline: idleBullmq.total, baselineName: 'BullMQ always, the same workers waiting' }),
           note:
-            `${o.seconds} s once ${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots had settled into waiting (two 1 s windows of the machine's busy CPU within a fifth) ` +
+            `${o.seconds} s once ${CYCLE_WORKERS} worker processes × ${CYCLE_SLOTS} slots had settled into waiting (two 1 s windows of the machine's busy CPU within a fifth, under a quarter of its cores) ` +
             `(the SDK's long polls, acquireWaitMs ${WORKER_DEFAULTS.acquireWaitMs} ms); leasehold ${describeIdle(idleLeasehold)}` +
             (idleBullmq === undefined ? '' : `; BullMQ always ${describeIdle(idleBullmq)}`),
           digits: 0,
