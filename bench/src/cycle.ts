@@ -282,8 +282,8 @@ export interface IdleCost {
   readonly total: number;
   /** How long the machine took to settle before the window opened. */
   readonly settleMs: number;
-  /** False when `maxSettleMs` passed first (the figure then includes start-up work). */
-  readonly settledAt: boolean;
+  /** False when `maxSettleMs` passed first (the figure then includes start-up work), as a round's `steady`. */
+  readonly steady: boolean;
 }
 
 /**
@@ -322,11 +322,13 @@ export async function measureIdle(
       servers: Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid) ?? 0])),
       workers: clients.reduce((a, pid) => a + (cpuMs(pid) ?? 0), 0),
     });
+    const cores = cpus().length;
     const started = performance.now();
     await sleep(minSettleMs);
     const rates: number[] = [];
     let last = { at: performance.now(), cpu: systemBusyMs() };
-    while (!settled(rates, cpus().length) && performance.now() - started < maxSettleMs) {
+    let steady = false;
+    while (!(steady = settled(rates, cores)) && performance.now() - started < maxSettleMs) {
       await sleep(1_000);
       const now = { at: performance.now(), cpu: systemBusyMs() };
       rates.push(((now.cpu - last.cpu) / (now.at - last.at)) * 1000);
@@ -347,7 +349,7 @@ export async function measureIdle(
       workers,
       total: Object.values(servers).reduce((a, v) => a + v, 0) + workers,
       settleMs,
-      settledAt: settled(rates, cpus().length),
+      steady,
     };
   } finally {
     await load.stop();
@@ -358,7 +360,7 @@ export async function measureIdle(
 
 function describeIdle(c: IdleCost): string {
   const parts = Object.entries(c.servers).map(([k, v]) => `${k} ${Math.round(v)}`);
-  const settle = c.settledAt
+  const settle = c.steady
     ? `settled after ${(c.settleMs / 1000).toFixed(0)} s`
     : `NOT settled after ${(c.settleMs / 1000).toFixed(0)} s (start-up work included)`;
   return `${parts.join(', ')}, worker processes ${Math.round(c.workers)} (total ${Math.round(c.total)}; ${settle})`;
