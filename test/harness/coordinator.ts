@@ -365,3 +365,17 @@ export async function etcdSnapshot(endpoints: readonly string[], prefix: string)
     client.close();
   }
 }
+
+/**
+ * The coordinators that serve a session under `prefix` (its `sessions/` records' `coordinatorId`),
+ * as etcd has them now: the members a coordinator's peer table is built from (core/peers.ts).
+ */
+export async function sessionServers(endpoints: readonly string[], prefix: string): Promise<Set<string>> {
+  const client = new Etcd3({ hosts: [...endpoints] });
+  try {
+    const records = await client.getAll().prefix(`${prefix}sessions/`).strings();
+    return new Set(Object.values(records).map((text) => (JSON.parse(text) as { coordinatorId: string }).coordinatorId));
+  } finally {
+    client.close();
+  }
+}

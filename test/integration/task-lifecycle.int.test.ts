@@ -8,6 +8,7 @@ import type { Coordinator } from '@leasehold/coordinator';
 import type { SubmitTaskRequest, TaskView } from '@leasehold/protocol';
 import { NonRetryableError, WriteRefusedError, type TaskHandler, type Worker } from '@leasehold/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionServers } from '../harness/coordinator.js';
 import { startFaultProxy, type FaultProxy } from '../harness/fault-proxy.js';
 import { useSdkStack } from '../harness/fixtures.js';
 import { waitFor } from '../harness/service.js';
@@ -214,6 +215,13 @@ describe('delays and priorities', () => {
   });
 
   it('higher priorities are granted first', async () => {
+    // Exact order within a priority holds while one coordinator serves sessions (docs/protocol.md ›
+    // several coordinators): with two, each prefers the resources assigned to it. The sink outage
+    // test's worker on c2 has closed, but its session lives until its deadline (the TTL).
+    await waitFor('no session served by another coordinator', async () => {
+      const servers = await sessionServers(fx.stack.etcd.endpoints, 'test/task-lifecycle/');
+      return [...servers].every((id) => id === fx.coordinator.coordinatorId);
+    });
     // Submitted while no worker runs; then one worker with one slot takes them in order.
     const order = ['p0-a', 'p5', 'p0-b', 'p9'];
     const priority: Record<string, number> = { 'p0-a': 0, p5: 5, 'p0-b': 0, p9: 9 };
