@@ -106,4 +106,41 @@ describe('long-poll acquire', () => {
     expect(performance.now() - started).toBeLessThan(5_000);
     w.close();
   });
+
+  it('session.drain (a closing worker) answers its waiting acquires at once, and later ones do not wait', async () => {
+    const c = await stack.coordinator({ LEASEHOLD_COORDINATOR_PREFIX: prefixOf('drain') });
+    const closing = await stack.worker(c.url, 'w1');
+    const other = await stack.worker(c.url, 'w2');
+    expect(closing.welcome?.features).toContain('session.drain');
+    const sessionId = closing.welcome?.sessionId ?? '';
+    const started = performance.now();
+    const waiting = closing.request({ type: 'lease.acquire', requestId: 'q1', waitMs: 20_000 }, 25_000);
+    const others = other.request({ type: 'lease.acquire', requestId: 'q1', waitMs: 20_000 }, 25_000);
+    await parked(c, 2);
+    expect(await closing.request({ type: 'session.drain', sessionId })).toMatchObject({
+      type: 'session.draining',
+      sessionId,
+    });
+    expect(await waiting).toMatchObject({ type: 'lease.none', requestId: 'q1' });
+    await parked(c, 1); // the other session's long poll still waits
+    expect(await closing.request({ type: 'lease.acquire', requestId: 'q2', waitMs: 20_000 }, 25_000)).toMatchObject({
+      type: 'lease.none',
+    });
+    expect(performance.now() - started).toBeLessThan(10_000);
+    // Draining refuses no work: a grantable task is still granted to it.
+    await stack.admin(c.url).submit('t1', 'drain/r1');
+    expect(await others).toMatchObject({ type: 'lease.granted', taskId: 't1' });
+    await stack.admin(c.url).submit('t2', 'drain/r2');
+    expect(await closing.request({ type: 'lease.acquire', requestId: 'q3', waitMs: 20_000 }, 25_000)).toMatchObject({
+      type: 'lease.granted',
+      taskId: 't2',
+    });
+    // Only its own session: another's id is refused.
+    expect(await other.request({ type: 'session.drain', sessionId })).toMatchObject({
+      type: 'error',
+      code: 'SESSION_EXPIRED',
+    });
+    closing.close();
+    other.close();
+  });
 });

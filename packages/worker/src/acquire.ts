@@ -25,8 +25,11 @@ import { unguessableId } from './random-ids.js';
 
 export interface AcquireDeps {
   readonly request: (message: WorkerRequest, timeoutMs: number, signal: AbortSignal) => Promise<CoordinatorMessage>;
+  /** Until a session is open (a welcome received), or rejects like `request` would. */
+  readonly ready: (timeoutMs: number, signal: AbortSignal) => Promise<void>;
   readonly log: Logger;
-  readonly acquireWaitMs: number;
+  /** The long poll's `waitMs` for the next acquire (options.ts `acquireWaitMs`: it may depend on the coordinator). */
+  readonly acquireWaitMs: () => number;
   readonly idleBackoffMs: number;
   readonly requestTimeoutMs: number;
   readonly retryBackoff: BackoffOptions;
@@ -56,7 +59,7 @@ export function slotNext(
   deps: Pick<AcquireDeps, 'acquireWaitMs' | 'requestTimeoutMs'>,
   wanted: () => boolean,
 ): SlotNext {
-  const waitMs = deps.acquireWaitMs;
+  const waitMs = deps.acquireWaitMs();
   return {
     acquire: {
       acquire: { requestId: unguessableId(), ...(waitMs > 0 ? { waitMs } : {}) },
@@ -68,18 +71,23 @@ export function slotNext(
 
 export async function acquireOnce(deps: AcquireDeps, next?: SlotNext): Promise<Grant | undefined> {
   const requestId = next?.acquire.acquire.requestId ?? unguessableId();
-  const waitMs = deps.acquireWaitMs;
+  let waitMs = next?.acquire.acquire.waitMs ?? 0;
   let carried = next?.carried;
   for (let attempt = 0; carried !== undefined || !deps.stop.aborted; attempt++) {
     try {
-      const sentAtMs = carried?.sentAtMs ?? deps.nowMs();
-      const answer =
-        carried?.reply ??
-        deps.request(
+      let answer = carried?.reply;
+      let sentAtMs = carried?.sentAtMs ?? 0;
+      if (answer === undefined) {
+        // The long poll may depend on the coordinator that serves the session (its welcome).
+        await deps.ready(deps.requestTimeoutMs, deps.stop);
+        waitMs = deps.acquireWaitMs();
+        sentAtMs = deps.nowMs();
+        answer = deps.request(
           { type: 'lease.acquire', requestId, ...(waitMs > 0 ? { waitMs } : {}) },
           deps.requestTimeoutMs + waitMs,
           deps.stop,
         );
+      }
       carried = undefined;
       const reply = await answer;
       if (reply.type === 'lease.granted') return reply;

@@ -75,7 +75,9 @@ export interface WorkerOptions<Payload = JsonValue, Result = JsonValue> {
   readonly shutdown?: ShutdownOptions;
   /**
    * Long poll: how long the coordinator may hold a `lease.acquire` while nothing is grantable,
-   * answering as soon as a task is (`waitMs`). 0 turns it off. Default 1000 ms.
+   * answering as soon as a task is (`waitMs`). 0 turns it off. Default 10 s from a coordinator that
+   * takes `session.drain` (a closing worker's long polls then end at once), else 1 s (a close waits
+   * for the long polls in flight to run out).
    */
   readonly acquireWaitMs?: number;
   /** After a `lease.none` that came at once (no long poll), wait at most this long (jittered). Default 500 ms. */
@@ -109,7 +111,9 @@ export const WORKER_DEFAULTS = Object.freeze({
   concurrency: 1,
   sinkTimeoutMs: 5_000,
   shutdown: Object.freeze({ graceMs: 10_000, forceMs: 5_000, signals: Object.freeze([] as NodeJS.Signals[]) }),
-  acquireWaitMs: 1_000,
+  acquireWaitMs: 10_000,
+  /** The default long poll against a coordinator that does not take `session.drain`. */
+  acquireWaitMsWithoutDrain: 1_000,
   idleBackoffMs: 500,
   requestTimeoutMs: 5_000,
   connectTimeoutMs: 3_000,
@@ -143,7 +147,8 @@ export interface CompiledOptions<Payload, Result> {
     readonly forceMs: number;
     readonly signals: readonly NodeJS.Signals[];
   };
-  readonly acquireWaitMs: number;
+  /** As given; absent: the default, which depends on the coordinator ({@link acquireWaitMs}). */
+  readonly acquireWaitMs: number | undefined;
   readonly idleBackoffMs: number;
   readonly requestTimeoutMs: number;
   readonly connectTimeoutMs: number;
@@ -312,7 +317,7 @@ export function compileOptions<Payload, Result>(o: WorkerOptions<Payload, Result
     logger: o.logger,
     capabilityPublicKeys,
     shutdown: Object.freeze({ ...shutdown, signals: Object.freeze([...shutdown.signals]) }),
-    acquireWaitMs: o.acquireWaitMs ?? WORKER_DEFAULTS.acquireWaitMs,
+    acquireWaitMs: o.acquireWaitMs,
     idleBackoffMs: o.idleBackoffMs ?? WORKER_DEFAULTS.idleBackoffMs,
     requestTimeoutMs: o.requestTimeoutMs ?? WORKER_DEFAULTS.requestTimeoutMs,
     connectTimeoutMs: o.connectTimeoutMs ?? WORKER_DEFAULTS.connectTimeoutMs,
@@ -323,4 +328,13 @@ export function compileOptions<Payload, Result>(o: WorkerOptions<Payload, Result
     beforeWrite: o.beforeWrite,
     transport: o.transport,
   });
+}
+
+/**
+ * The long poll of the next acquire: the option when given; else 10 s when the serving coordinator
+ * takes `session.drain` (`drains`), 1 s when not — so a close never waits 10 s on an older one.
+ */
+export function acquireWaitMs(option: number | undefined, drains: boolean): number {
+  if (option !== undefined) return option;
+  return drains ? WORKER_DEFAULTS.acquireWaitMs : WORKER_DEFAULTS.acquireWaitMsWithoutDrain;
 }

@@ -8,6 +8,7 @@
 import {
   backoffDelayMs,
   FEATURE_COMPLETE_NEXT,
+  FEATURE_SESSION_DRAIN,
   LeaseholdError,
   parseToken,
   PROTOCOL_VERSION,
@@ -83,6 +84,10 @@ export class WorkerSession {
   readonly #repeats = new RepeatGate();
   /** The serving coordinator takes an acquire carried in `task.complete` (its welcome said so). */
   #carries = false;
+  /** The serving coordinator takes `session.drain` (its welcome said so). */
+  #drains = false;
+  /** The worker is closing: its acquires should not wait (sent as `session.drain` on every welcome). */
+  #draining = false;
   #attempt = 0;
   #waiters: (() => void)[] = [];
   #deadlineReported = false;
@@ -140,6 +145,11 @@ export class WorkerSession {
     const replies = conn.requestCarrying(message, left, next);
     carried(handled(replies.next.then((reply) => this.#inspect(reply, sentAt))), sentAt);
     return this.#inspect(await replies.reply, sentAt);
+  }
+
+  /** Until a session is open (waited for up to `timeoutMs`): rejects UNAVAILABLE, or SHUTTING_DOWN once stopped. */
+  ready(timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return this.#ready(timeoutMs, signal);
   }
 
   /** The ready connection (waited for up to `timeoutMs`), what is left of `timeoutMs`, and now. */
@@ -292,6 +302,7 @@ export class WorkerSession {
     if (resume !== undefined && (!reply.resumed || reply.sessionId !== resume)) this.#lose('session not resumed');
     this.#sessionId = reply.sessionId;
     this.#carries = reply.features?.includes(FEATURE_COMPLETE_NEXT) === true;
+    this.#drains = reply.features?.includes(FEATURE_SESSION_DRAIN) === true;
     this.#acknowledge(sentAt, reply.ttlMs);
     this.#state = 'ready';
     this.#attempt = 0;
@@ -310,7 +321,42 @@ export class WorkerSession {
       sessionId: reply.sessionId,
       resumed: reply.resumed,
     });
+    if (this.#draining) this.#sendDrain(conn, reply.sessionId);
     for (const w of this.#waiters.splice(0)) w();
+  }
+
+  /**
+   * Whether the serving coordinator takes `session.drain`, so that a closing worker's long polls end
+   * at once (the SDK then long-polls longer: options.ts `acquireWaitMs`).
+   */
+  get drains(): boolean {
+    return this.#drains;
+  }
+
+  /**
+   * The worker is closing: ask the coordinator to answer this session's waiting acquires now, and
+   * not to hold its later ones (`session.drain`; again after any new welcome). Without the feature,
+   * a long poll in flight runs out on its own.
+   */
+  drain(): void {
+    if (this.#draining) return;
+    this.#draining = true;
+    const conn = this.#conn;
+    const sessionId = this.#sessionId;
+    if (this.#state === 'ready' && conn !== undefined && sessionId !== undefined) this.#sendDrain(conn, sessionId);
+  }
+
+  #sendDrain(conn: TransportConnection, sessionId: string): void {
+    if (!this.#drains || !conn.isOpen) return;
+    conn.request({ type: 'session.drain', sessionId }, this.#opts.requestTimeoutMs).then(
+      (reply) => {
+        if (reply.type === 'error') this.#opts.logger.debug({ code: reply.code }, 'session.drain refused');
+      },
+      (err: unknown) => {
+        // Lost with its connection: the next welcome sends it again.
+        this.#opts.logger.debug({ err }, 'session.drain unanswered');
+      },
+    );
   }
 
   #startHeartbeats(conn: TransportConnection, intervalMs: number): void {

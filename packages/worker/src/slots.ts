@@ -18,7 +18,7 @@ import type { WorkerSession } from './session.js';
 
 export interface SlotDeps<Payload, Result> {
   readonly session: WorkerSession;
-  readonly acquire: Omit<AcquireDeps, 'request' | 'log' | 'repeats' | 'stop'>;
+  readonly acquire: Omit<AcquireDeps, 'request' | 'ready' | 'log' | 'repeats' | 'stop'>;
   readonly attempt: AttemptDeps<Payload, Result>;
   readonly log: Logger;
   readonly repeats: RepeatGate;
@@ -123,6 +123,7 @@ export class Slots<Payload, Result> {
           {
             ...d.acquire,
             request: (message, timeoutMs, signal) => d.session.request(message, timeoutMs, signal),
+            ready: (timeoutMs, signal) => d.session.ready(timeoutMs, signal),
             log: d.log,
             repeats: d.repeats,
             stop: d.stop,

@@ -244,6 +244,36 @@ describe('Worker', () => {
     });
   });
 
+  describe('a closing worker ends its long polls (session.drain)', () => {
+    /** A worker with the SDK's default long poll, idle (nothing to grant), until its first acquire. */
+    async function idleWorker(coordinator: FakeCoordinator): Promise<Worker> {
+      const { acquireWaitMs: _unset, ...opts } = fakeWorkerOptions(coordinator, new FakeSink());
+      const w = new Worker({ ...opts, handler: () => 1 });
+      void w.run();
+      await until(() => coordinator.sent('lease.acquire').length === 1);
+      return w;
+    }
+
+    it('to a coordinator that takes it: 10 s long polls, and close tells it to answer them now', async () => {
+      const coordinator = new FakeCoordinator();
+      coordinator.drains = true;
+      const w = await idleWorker(coordinator);
+      expect(coordinator.sent('lease.acquire')[0]?.waitMs).toBe(10_000);
+      await w.close(1_000);
+      expect(coordinator.sent('session.drain')).toEqual([expect.objectContaining({ sessionId: 'abc1' })]);
+      // The long poll in flight ended on the drain, not by running out (the close did not wait for it).
+      expect(coordinator.pollsRunOut).toBe(0);
+    });
+
+    it('to a coordinator that does not: 1 s long polls, and no drain frame', async () => {
+      const coordinator = new FakeCoordinator();
+      const w = await idleWorker(coordinator);
+      expect(coordinator.sent('lease.acquire')[0]?.waitMs).toBe(1_000);
+      await w.close(1_000);
+      expect(coordinator.sent('session.drain')).toEqual([]);
+    });
+  });
+
   it('hands the handler the grant proof as one value', async () => {
     const coordinator = new FakeCoordinator();
     coordinator.grants.push({ taskId: 't1', resource: 'acct/1', token: '77', payload: null });

@@ -34,7 +34,7 @@ import {
   type WorkerStatus,
 } from './events.js';
 import { LOCAL_DEADLINE } from './fenced-write.js';
-import { compileOptions, type CompiledOptions, type WorkerOptions } from './options.js';
+import { acquireWaitMs, compileOptions, type CompiledOptions, type WorkerOptions } from './options.js';
 import { unguessableId } from './random-ids.js';
 import { WorkerSession } from './session.js';
 import { Slots } from './slots.js';
@@ -159,7 +159,7 @@ export class Worker<Payload = JsonValue, Result = JsonValue> {
       {
         session: this.#session,
         acquire: {
-          acquireWaitMs: o.acquireWaitMs,
+          acquireWaitMs: () => acquireWaitMs(o.acquireWaitMs, this.#session.drains),
           idleBackoffMs: o.idleBackoffMs,
           requestTimeoutMs: o.requestTimeoutMs,
           retryBackoff: o.retryBackoff,
@@ -354,6 +354,8 @@ export class Worker<Payload = JsonValue, Result = JsonValue> {
     this.#emit({ type: 'closing', reason: why.reason, ...(why.signal === undefined ? {} : { signal: why.signal }) });
     for (const [signal, handler] of this.#signalHandlers.splice(0)) process.off(signal, handler);
     this.#stop.abort();
+    // Long polls in flight answer now (their answer is awaited: a grant in it is given back).
+    this.#session.drain();
     if (wasRunning) await this.#slots.drain(graceMs, forceMs);
     await this.#session.stop();
     if (this.#ownsSink) await this.#sink.close();

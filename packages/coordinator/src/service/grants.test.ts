@@ -211,6 +211,35 @@ describe('idempotent acquire', () => {
   });
 });
 
+describe('drain (a closing worker)', () => {
+  it("answers the session's waiting long polls at once and lets none of its later acquires wait; others wait on", async () => {
+    const closing = await cluster.worker(c1, 'w1');
+    const other = await cluster.worker(c1, 'w2');
+    const answered: string[] = [];
+    const poll = (w: typeof closing, requestId: string) =>
+      cluster.acquire(w, { waitMs: 5_000, requestId }).then((r) => {
+        answered.push(requestId);
+        return r;
+      });
+    const waiting = poll(closing, 'a');
+    const others = poll(other, 'b');
+    await cluster.advance(100);
+    expect(answered).toEqual([]);
+    c1.services.grants.drain(closing.session);
+    await cluster.settle();
+    expect(answered).toEqual(['a']);
+    expect(await waiting).toMatchObject({ type: 'lease.none' });
+    // A later acquire of the drained session answers at once, not after its 5 s.
+    const later = poll(closing, 'c');
+    await cluster.settle();
+    expect(answered).toEqual(['a', 'c']);
+    expect(await later).toMatchObject({ type: 'lease.none' });
+    // The other session still waits, and a task is still granted to whoever asks.
+    await cluster.submit(c1, 't1', 'r1');
+    expect(await others).toMatchObject({ type: 'lease.granted', resource: 'r1' });
+  });
+});
+
 describe('capacity', () => {
   it('keeps grants held plus acquires in flight within the capacity the hello declared; long polls count', async () => {
     for (const [id, r] of [

@@ -175,6 +175,15 @@ export class GrantService {
     });
   }
 
+  /**
+   * The session's worker is closing (`session.drain`): its waiting acquires select once more and
+   * answer now, and its later acquires do not wait.
+   */
+  drain(session: LocalSession): void {
+    session.draining = true;
+    for (const wakeUp of [...session.wakers]) wakeUp();
+  }
+
   /** Shutdown: waiting acquires answer now. */
   close(): void {
     this.#wakeAll();
@@ -252,7 +261,7 @@ export class GrantService {
         continue;
       }
       const leftMs = waitUntilMs - ctx.clock.nowMs();
-      if (leftMs <= 0 || !this.#sessions.isLive(session)) break;
+      if (leftMs <= 0 || session.draining || !this.#sessions.isLive(session)) break;
       timing.workStartMs = undefined;
       const due = ctx.index.nextDueMs();
       const dueInMs = due === undefined ? undefined : due - ctx.wallClock();

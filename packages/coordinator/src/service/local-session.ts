@@ -35,6 +35,11 @@ export interface LocalSession {
   queueTurn: number;
   /** Acquires being served now (long polls included). */
   acquiring: number;
+  /**
+   * The worker is closing (`session.drain`): its acquires do not wait (long poll) from now on. Kept
+   * across a resume on this coordinator; a closing worker sends it again after any new welcome.
+   */
+  draining: boolean;
 }
 
 /** What the other services ask of the session registry (a narrow view of `SessionManager`). */

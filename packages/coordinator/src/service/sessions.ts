@@ -287,6 +287,7 @@ export class SessionManager implements SessionRegistry {
       queues: sessionQueues(hello.queues),
       queueTurn: 0,
       acquiring: 0,
+      draining: false,
     };
     this.#sessions.set(sessionId, session);
     this.#table.open(sessionId);

@@ -11,6 +11,7 @@
 import {
   DEFAULT_JSON_LIMITS,
   FEATURE_COMPLETE_NEXT,
+  FEATURE_SESSION_DRAIN,
   type Clock,
   type CoordinatorMessage,
   type Hello,
@@ -66,7 +67,7 @@ export interface WorkerSocket {
 }
 
 /** The optional protocol features this coordinator names in `welcome` (protocol.md). */
-const FEATURES = [FEATURE_COMPLETE_NEXT];
+const FEATURES = [FEATURE_COMPLETE_NEXT, FEATURE_SESSION_DRAIN];
 
 export class WorkerConnection implements WorkerChannel {
   readonly #socket: WorkerSocket;
@@ -238,6 +239,14 @@ export class WorkerConnection implements WorkerChannel {
         );
         return;
       }
+      case 'session.drain':
+        if (message.sessionId !== session.sessionId) {
+          this.send(errorFrame('SESSION_EXPIRED', 'not the session of this connection', message.id));
+          return;
+        }
+        this.#deps.grants.drain(session);
+        this.send({ type: 'session.draining', inReplyTo: message.id, sessionId: session.sessionId });
+        return;
       case 'lease.acquire':
         reply(this.#deps.grants.acquire(session, message, receivedAtMs));
         return;

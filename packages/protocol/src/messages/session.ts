@@ -66,6 +66,34 @@ export const HeartbeatAckSchema = z.object({
 });
 export type HeartbeatAck = z.infer<typeof HeartbeatAckSchema>;
 
+/**
+ * The protocol feature a coordinator names in `welcome.features` when it takes {@link DrainSchema}.
+ */
+export const FEATURE_SESSION_DRAIN = 'session.drain';
+
+/**
+ * worker -> coordinator: the worker is closing. Every acquire of this session that is waiting (a
+ * long poll) stops waiting: it selects once more and answers at once, `lease.none` when nothing is
+ * grantable; acquires of the session that arrive later (one a closing `task.complete` carries) do
+ * not wait either. Nothing else changes: leases held stay held until released, completed or the
+ * session ends. Answered with {@link DrainingSchema}. Only to a coordinator whose
+ * `welcome.features` names {@link FEATURE_SESSION_DRAIN} (an older one refuses the frame).
+ */
+export const DrainSchema = z.object({
+  type: z.literal('session.drain'),
+  id: MessageIdSchema,
+  sessionId: SessionIdSchema,
+});
+export type Drain = z.infer<typeof DrainSchema>;
+
+/** coordinator -> worker: the session is draining (its waiting acquires were answered). */
+export const DrainingSchema = z.object({
+  type: z.literal('session.draining'),
+  inReplyTo: MessageIdSchema,
+  sessionId: SessionIdSchema,
+});
+export type Draining = z.infer<typeof DrainingSchema>;
+
 /** coordinator -> worker push: the session is gone, and with it every lease it held. */
 export const SessionExpiredSchema = z.object({
   type: z.literal('session.expired'),

@@ -15,7 +15,15 @@ import {
   RenewedSchema,
   RenewSchema,
 } from './lease.js';
-import { HeartbeatAckSchema, HeartbeatSchema, HelloSchema, SessionExpiredSchema, WelcomeSchema } from './session.js';
+import {
+  DrainingSchema,
+  DrainSchema,
+  HeartbeatAckSchema,
+  HeartbeatSchema,
+  HelloSchema,
+  SessionExpiredSchema,
+  WelcomeSchema,
+} from './session.js';
 
 export const WorkerMessageSchema = z.discriminatedUnion('type', [
   HelloSchema,
@@ -25,6 +33,7 @@ export const WorkerMessageSchema = z.discriminatedUnion('type', [
   ReleaseSchema,
   CompleteSchema,
   FailSchema,
+  DrainSchema,
 ]);
 export type WorkerMessage = z.infer<typeof WorkerMessageSchema>;
 
@@ -39,6 +48,7 @@ export const CoordinatorMessageSchema = z.discriminatedUnion('type', [
   FailedSchema,
   LeaseRevokedSchema,
   SessionExpiredSchema,
+  DrainingSchema,
   ErrorMessageSchema,
 ]);
 export type CoordinatorMessage = z.infer<typeof CoordinatorMessageSchema>;

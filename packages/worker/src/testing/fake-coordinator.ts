@@ -5,6 +5,7 @@
 import { pino } from 'pino';
 import {
   FEATURE_COMPLETE_NEXT,
+  FEATURE_SESSION_DRAIN,
   LeaseholdError,
   PROTOCOL_VERSION,
   type CoordinatorMessage,
@@ -51,6 +52,14 @@ export class FakeCoordinator implements CoordinatorTransport {
    * the welcome). A carried acquire is recorded in `requests` as sent, inside its task.complete.
    */
   carries = false;
+  /**
+   * Name `session.drain` in the welcome and long-poll: an acquire with `waitMs` that finds no grant
+   * waits until `session.drain` (then `lease.none`) or its `waitMs` runs out (counted in `pollsRunOut`).
+   */
+  drains = false;
+  pollsRunOut = 0;
+  #drained: (() => void) | undefined;
+  readonly #drainedNow = new Promise<void>((resolve) => (this.#drained = resolve));
   connects = 0;
   #sessions = 0;
   push: ((m: CoordinatorMessage) => void) | undefined;
@@ -87,13 +96,30 @@ export class FakeCoordinator implements CoordinatorTransport {
             resumed: false,
             ttlMs: 60_000,
             heartbeatIntervalMs: 20_000,
-            ...(this.carries ? { features: [FEATURE_COMPLETE_NEXT] } : {}),
+            features: [
+              ...(this.carries ? [FEATURE_COMPLETE_NEXT] : []),
+              ...(this.drains ? [FEATURE_SESSION_DRAIN] : []),
+            ],
           };
+        case 'session.drain':
+          this.#drained?.();
+          return { type: 'session.draining', inReplyTo, sessionId: m.sessionId };
         case 'heartbeat':
           return { type: 'heartbeat.ack', inReplyTo, sessionId: m.sessionId, ttlMs: 60_000 };
         case 'lease.acquire': {
           if (this.holdAcquires !== undefined) await this.holdAcquires;
           const g = this.grants.shift();
+          if (g === undefined && this.drains && (m.waitMs ?? 0) > 0) {
+            let timer: NodeJS.Timeout | undefined;
+            const ranOut = new Promise<boolean>(
+              (resolve) =>
+                (timer = setTimeout(() => {
+                  resolve(true);
+                }, m.waitMs)),
+            );
+            if (await Promise.race([ranOut, this.#drainedNow.then(() => false)])) this.pollsRunOut += 1;
+            clearTimeout(timer);
+          }
           if (g === undefined) return { type: 'lease.none', inReplyTo, requestId: m.requestId, retryAfterMs: 5 };
           return {
             type: 'lease.granted',
