@@ -219,7 +219,7 @@ describe('delays and priorities', () => {
     // several coordinators): with two, each prefers the resources assigned to it. The sink outage
     // test's worker on c2 has closed, but its session lives until its deadline (the TTL).
     await waitFor('no session served by another coordinator', async () => {
-      const servers = await sessionServers(fx.stack.etcd.endpoints, 'test/task-lifecycle/');
+      const servers = await sessionServers(fx.stack.etcd.endpoints, fx.stack.opts.prefix);
       return [...servers].every((id) => id === fx.coordinator.coordinatorId);
     });
     // Submitted while no worker runs; then one worker with one slot takes them in order.
