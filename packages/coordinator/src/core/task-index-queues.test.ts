@@ -93,6 +93,20 @@ describe('TaskIndex per queue', () => {
     expect(index.takeReadied()).toEqual(new Set(['alpha']));
   });
 
+  it('notes the queue of a delayed task due before every other (a long poll waits until the earliest only)', () => {
+    const index = indexOfTable(); // the default wall clock is time 0: every notBeforeMs is ahead
+    index.takeReadied();
+    const delayed = (taskId: string, queue: string, notBeforeMs: number, rev: bigint) =>
+      entry({ ...record(taskId, `r-${taskId}`, queue), notBeforeMs }, rev);
+    index.applyTask('b-late', delayed('b-late', 'beta', 5_000, 20n));
+    expect(index.takeReadied()).toEqual(new Set(['beta'])); // the first due time of all
+    index.applyTask('a-later', delayed('a-later', 'alpha', 6_000, 21n));
+    expect(index.takeReadied()).toEqual(new Set()); // a wait timed by 5,000 wakes before it anyway
+    index.applyTask('a-soon', delayed('a-soon', 'alpha', 1_000, 22n));
+    expect(index.takeReadied()).toEqual(new Set(['alpha']));
+    expect(index.nextDueMs()).toBe(1_000);
+  });
+
   it('notes the queue of a resource whose hold ended when the watch reaches its revision', () => {
     const index = indexOfTable();
     index.takeReadied();

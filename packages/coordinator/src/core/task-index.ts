@@ -28,7 +28,9 @@
  * Queues: a queue's lanes exist while it has pending tasks (or ended ones counted); its name is
  * kept once and shared by its entries. Every queue that gains a grantable task (a new ready task,
  * a freed resource, a due task, a hold that ended) is noted for {@link takeReadied}, so the grant
- * service wakes only the long polls that serve it.
+ * service wakes only the long polls that serve it — and so is a queue that gains a delayed task due
+ * before every other: a long poll times its wait by the earliest due time it saw ({@link nextDueMs}),
+ * so it must wait again, until this one.
  *
  * Over 400 lines on purpose: the lanes, the due heap, the per-resource ids and the owners block and
  * unblock each other (an owner key blocks its resource's ready tasks, its delete returns them in
@@ -139,7 +141,7 @@ export class TaskIndex {
   #byResource = new Map<string, string | Set<string>>();
   /** Lanes and counts per queue name. */
   #queues = new Map<string, QueueLanes>();
-  /** Queues that gained a grantable task since {@link takeReadied} last answered. */
+  /** Queues that gained a grantable task (or the earliest due one) since {@link takeReadied} last answered. */
   #readied: Set<string> | 'all' = new Set();
   readonly #due = new DueHeap();
   #gen = 0;
@@ -285,8 +287,8 @@ export class TaskIndex {
   }
 
   /**
-   * The queues that gained a grantable task since the last call ('all': after a reset, or more
-   * than {@link MAX_READIED_QUEUES} of them), and forget them.
+   * The queues that gained a grantable task, or a delayed task due before every other, since the
+   * last call ('all': after a reset, or more than {@link MAX_READIED_QUEUES} of them), and forget them.
    */
   takeReadied(): ReadonlySet<string> | 'all' {
     const readied = this.#readied;
@@ -421,6 +423,11 @@ export class TaskIndex {
   /** When the earliest delayed task becomes due (epoch ms), if any is waiting. */
   nextDueMs(): number | undefined {
     this.#promoteDue();
+    return this.#earliestDue();
+  }
+
+  /** Due time of the earliest delayed task (entries no task holds any more are dropped on the way). */
+  #earliestDue(): number | undefined {
     for (;;) {
       const top = this.#due.peek();
       if (top === undefined) return undefined;
@@ -596,8 +603,11 @@ export class TaskIndex {
       if (ids !== task.taskId) this.#byResource.set(task.resource, new Set([ids, task.taskId]));
     } else ids.add(task.taskId);
     if (status === 'delayed') {
+      // A long poll waits until the earliest due time it saw at most: one due before that wakes it.
+      const earliest = this.#earliestDue();
       task.dueGen = ++this.#gen;
       this.#due.push({ atMs: task.dueMs, taskId: task.taskId, gen: task.dueGen });
+      if (earliest === undefined || task.dueMs < earliest) this.#markReadied(task.queue);
       return;
     }
     if (status === 'parked' || this.#owners.has(task.resource)) return;

@@ -258,6 +258,22 @@ describe('delays and priorities', () => {
     expect(await waiting).toMatchObject({ type: 'lease.granted', taskId: 'later' });
   });
 
+  it('a long poll that began before a delayed task was submitted gets it when it comes due, not when the poll runs out', async () => {
+    await setup();
+    const w = await cluster.worker(c1, 'w1');
+    // Waiting with nothing pending at all: its wait is timed by waitMs alone.
+    const waiting = cluster.acquire(w, { waitMs: 10_000 });
+    await cluster.settle();
+    await cluster.submit(c1, 'soon', 'r1', { n: 1 }, { delayMs: 2_000 });
+    await cluster.advance(1_999);
+    let settled = false;
+    void waiting.then(() => (settled = true));
+    await cluster.settle();
+    expect(settled).toBe(false);
+    await cluster.advance(1);
+    expect(await waiting).toMatchObject({ type: 'lease.granted', taskId: 'soon' });
+  });
+
   it('runAt is honoured; runAt and delayMs together are refused', async () => {
     await setup();
     const at = new Date(EPOCH_MS + cluster.clock.nowMs() + 2_000).toISOString();
