@@ -137,6 +137,19 @@ describe('TaskIndex', () => {
       expect(index.nextDueMs()).toBeUndefined();
     });
 
+    it('still reports a due time that passed after the last select (only select promotes)', () => {
+      let now = 1_000;
+      const index = new TaskIndex({ wallClock: () => now });
+      const a = task('a', 'r1', 10n);
+      index.reset([at(a, { notBeforeMs: 1_500 }, 10n)], [], 10n);
+      expect(index.select({ limit: 10 })).toEqual([]);
+      now = 1_600;
+      // A caller that selected at 1 000 must not be told "nothing is due": it would wait past 'a'.
+      expect(index.nextDueMs()).toBe(1_500);
+      expect(index.select({ limit: 10 }).map((t) => t.taskId)).toEqual(['a']);
+      expect(index.nextDueMs()).toBeUndefined();
+    });
+
     it('a delayed task whose attempt opened is not promoted by its old due time', () => {
       let now = 1_000;
       const index = new TaskIndex({ wallClock: () => now });

@@ -420,9 +420,13 @@ export class TaskIndex {
     }
   }
 
-  /** When the earliest delayed task becomes due (epoch ms), if any is waiting. */
+  /**
+   * When the earliest delayed task becomes due (epoch ms), if any is waiting — possibly a time
+   * already past: this does not promote (only {@link select} does), so a task that came due after
+   * the caller's last select is still reported, and the caller selects again instead of waiting
+   * past it for a change that will not come.
+   */
   nextDueMs(): number | undefined {
-    this.#promoteDue();
     return this.#earliestDue();
   }
 

@@ -263,6 +263,8 @@ export class GrantService {
       const leftMs = waitUntilMs - ctx.clock.nowMs();
       if (leftMs <= 0 || session.draining || !this.#sessions.isLive(session)) break;
       timing.workStartMs = undefined;
+      // A due time already past (the task came due since the select above: nextDueMs does not
+      // promote) makes the wait 1 ms, and the next select takes the task.
       const due = ctx.index.nextDueMs();
       const dueInMs = due === undefined ? undefined : due - ctx.wallClock();
       hooks.onWait?.();

@@ -274,6 +274,34 @@ describe('delays and priorities', () => {
     expect(await waiting).toMatchObject({ type: 'lease.granted', taskId: 'soon' });
   });
 
+  it("a delayed task that comes due between a long poll's select and its wait is granted then, not when the poll runs out", async () => {
+    await setup();
+    await cluster.submit(c1, 'soon', 'r1', { n: 1 }, { delayMs: 2_000 });
+    const w = await cluster.worker(c1, 'w1');
+    await cluster.advance(1_999);
+    // The clock crosses the due time right after the acquire's select (found nothing, 1 ms early)
+    // and before it times its wait: the wait must still end at the due time.
+    const index = c1.services.index;
+    const select = index.select.bind(index);
+    let crossed = false;
+    index.select = (query) => {
+      const found = select(query);
+      if (!crossed) {
+        crossed = true;
+        cluster.clock.advance(1);
+      }
+      return found;
+    };
+    const waiting = cluster.acquire(w, { waitMs: 10_000 });
+    let settled = false;
+    void waiting.then(() => (settled = true));
+    await cluster.settle();
+    expect(crossed).toBe(true);
+    await cluster.advance(1);
+    expect(settled).toBe(true);
+    expect(await waiting).toMatchObject({ type: 'lease.granted', taskId: 'soon' });
+  });
+
   it('runAt is honoured; runAt and delayMs together are refused', async () => {
     await setup();
     const at = new Date(EPOCH_MS + cluster.clock.nowMs() + 2_000).toISOString();
