@@ -281,17 +281,12 @@ describe('delays and priorities', () => {
     await cluster.advance(1_999);
     // The clock crosses the due time right after the acquire's select (found nothing, 1 ms early)
     // and before it times its wait: the wait must still end at the due time.
-    const index = c1.services.index;
-    const select = index.select.bind(index);
     let crossed = false;
-    index.select = (query) => {
-      const found = select(query);
-      if (!crossed) {
-        crossed = true;
-        cluster.clock.advance(1);
-      }
-      return found;
-    };
+    cluster.jumpAfterSelects(c1, (n) => {
+      if (n > 0) return 0;
+      crossed = true;
+      return 1;
+    });
     const waiting = cluster.acquire(w, { waitMs: 10_000 });
     let settled = false;
     void waiting.then(() => (settled = true));

@@ -49,20 +49,12 @@ async function run(p: Program): Promise<void> {
   const c1 = await c.coordinator('c1');
   const w = await c.worker(c1, 'w1');
   const nowEpoch = (): number => EPOCH_MS + c.clock.nowMs();
-  const index = c1.services.index;
-  const select = index.select.bind(index);
-  let selects = 0;
   let jumped = 0;
-  index.select = (query) => {
-    const found = select(query);
-    for (const jump of p.jumps) {
-      if (jump.select !== selects) continue;
-      c.clock.advance(jump.ms);
-      jumped += jump.ms;
-    }
-    selects += 1;
-    return found;
-  };
+  c.jumpAfterSelects(c1, (n) => {
+    const ms = p.jumps.filter((j) => j.select === n).reduce((sum, j) => sum + j.ms, 0);
+    jumped += ms;
+    return ms;
+  });
 
   const start = c.clock.nowMs();
   let answeredAt: number | undefined;

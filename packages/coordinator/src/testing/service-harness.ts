@@ -231,6 +231,23 @@ export class ServiceCluster {
     return c;
   }
 
+  /**
+   * Time that passes while a coordinator decides (a busy event loop, a timer firing a moment before
+   * the wall clock's due time): right after its index's `n`-th select from now on (0-based), the
+   * clock moves `jump(n)` ms, unseen by the timers until the next {@link advance}.
+   */
+  jumpAfterSelects(c: TestCoordinator, jump: (n: number) => number): void {
+    const index = c.services.index;
+    const select = index.select.bind(index);
+    let n = 0;
+    index.select = (query) => {
+      const found = select(query);
+      const ms = jump(n++);
+      if (ms > 0) this.clock.advance(ms);
+      return found;
+    };
+  }
+
   /** Let in-process work finish (promise chains, batches, watch deliveries). */
   settle(): Promise<void> {
     return settle(20);
