@@ -179,6 +179,19 @@ describe('metrics', () => {
     expect(sink).toMatch(/^leasehold_sink_writes_total\{outcome="forbidden"\} 1$/m);
   });
 
+  it("every grant's write was vouched for by its fence advance: no capability was verified one by one", async () => {
+    const { sink } = await outputs();
+    const count = (result: string) =>
+      Number(
+        new RegExp(`^leasehold_sink_capability_checks_total\\{result="${result}"\\} (\\d+)$`, 'm').exec(sink)?.[1] ?? 0,
+      );
+    expect(count('vouched')).toBeGreaterThanOrEqual(TASKS.length);
+    expect(count('verified')).toBe(0);
+    expect(count('refused')).toBe(1);
+    expect(sink).toMatch(/^leasehold_sink_vouched_grants_total\{result="accepted"\} [1-9]/m);
+    expect(sink).not.toMatch(/^leasehold_sink_vouched_grants_total\{result="invalid"\}/m);
+  });
+
   it('the metrics the dashboard and the alert rules use all exist', async () => {
     const all = new Set(Object.values(await outputs()).flatMap((text) => metricNamesOf(text, { samples: true })));
     const used = usedMetricNames();

@@ -151,7 +151,10 @@ export async function startNodeDaemon(opts: {
         const url = `http://127.0.0.1:${port}`;
         if (await answers200(url, readyPath)) {
           const readyAfterMs = performance.now() - t0;
-          return { child, pid: child.pid ?? 0, port, url, readyAfterMs, stop: () => stopChild(child) };
+          // A profiled daemon writes its --cpu-prof at exit: tens of MB after a long suite, which
+          // can take longer than the usual grace; a SIGKILL then loses the profile.
+          const graceMs = opts.nodeArgs?.includes('--cpu-prof') === true ? 60_000 : 5_000;
+          return { child, pid: child.pid ?? 0, port, url, readyAfterMs, stop: () => stopChild(child, graceMs) };
         }
       }
     }

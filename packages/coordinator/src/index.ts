@@ -132,7 +132,13 @@ export async function createCoordinator(config: CoordinatorConfig, deps: Coordin
   const fenceTarget =
     deps.fenceTarget ??
     wrap(
-      new SinkFenceTarget({ url: config.sink.url, key: config.sink.key, timeoutMs: config.sink.timeoutMs, ...sinkTls }),
+      new SinkFenceTarget({
+        url: config.sink.url,
+        key: config.sink.key,
+        timeoutMs: config.sink.timeoutMs,
+        vouchWith: config.capabilitySigningKey,
+        ...sinkTls,
+      }),
     );
   const services = createServices({
     config,

@@ -7,7 +7,10 @@ import {
   publicKeyEntryOf,
   publicKeysOf,
   signCapability,
+  signVouch,
   verifyCapability,
+  verifyVouch,
+  type VouchedGrant,
 } from './capability.js';
 
 const k1 = parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`);
@@ -133,5 +136,69 @@ describe('strict capability encoding', () => {
     const other = Buffer.concat([raw.subarray(0, 32), sBytes]).toString('base64url');
     expect(other).not.toBe(good.split('.')[2]);
     expect(verifyCapability(ring, `v2.k1.${other}`, claims)).toBe(false);
+  });
+});
+
+describe('vouches (a fence advance vouching for the capabilities of its grants)', () => {
+  const grants: VouchedGrant[] = [
+    { ...claims, capability: signCapability(k1, claims) },
+    { resource: 'orders/43', token: 18n, workerId: 'w2', incarnation: 'i2', capability: 'v2.k1.anything' },
+  ];
+
+  it('verifies over exactly the grants, in order, under a live key', () => {
+    const vouch = signVouch(k1, grants);
+    expect(verifyVouch(ring, vouch, grants)).toBe(true);
+    expect(verifyVouch(ring, signVouch(k2, grants), grants)).toBe(true);
+    expect(verifyVouch(ring, vouch, [...grants].reverse())).toBe(false);
+    expect(verifyVouch(ring, vouch, grants.slice(0, 1))).toBe(false);
+    expect(verifyVouch(ring, vouch, [...grants, grants[0] as VouchedGrant])).toBe(false);
+  });
+
+  it('binds every field of every grant, the capability included', () => {
+    const vouch = signVouch(k1, grants);
+    const [first, second] = grants as [VouchedGrant, VouchedGrant];
+    const changed: VouchedGrant[] = [
+      { ...second, resource: 'orders/44' },
+      { ...second, token: 19n },
+      { ...second, workerId: 'w3' },
+      { ...second, incarnation: 'i3' },
+      { ...second, capability: 'v2.k1.other' },
+    ];
+    for (const g of changed) expect(verifyVouch(ring, vouch, [first, g])).toBe(false);
+    // Field boundaries: moving characters from one field to the next is another message.
+    expect(verifyVouch(ring, vouch, [first, { ...second, workerId: 'w2i', incarnation: '2' }])).toBe(false);
+  });
+
+  it('is refused under an unknown or retired key, and in a malformed encoding', () => {
+    const stranger = parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`);
+    expect(verifyVouch(ring, signVouch(stranger, grants), grants)).toBe(false);
+    const retired = parseCapabilityPublicKeys(publicKeyEntryOf(k2));
+    expect(verifyVouch(retired, signVouch(k1, grants), grants)).toBe(false);
+    const vouch = signVouch(k1, grants);
+    for (const bad of [`${vouch}=`, vouch.replace('v2.', 'v1.'), `${vouch}.x`, '']) {
+      expect(verifyVouch(ring, bad, grants)).toBe(false);
+    }
+  });
+
+  it('is never a capability, nor a capability a vouch (separate first fields)', () => {
+    // A vouch of no grants signs the shortest vouch message; no claims make it a capability.
+    const empty = signVouch(k1, []);
+    expect(verifyVouch(ring, empty, [])).toBe(true);
+    expect(verifyCapability(ring, empty, claims)).toBe(false);
+    // A capability presented as the vouch of its own grant does not verify.
+    expect(verifyVouch(ring, grants[0]?.capability ?? '', grants.slice(0, 1))).toBe(false);
+    const sig = Buffer.from(signCapability(k1, claims).split('.')[2] ?? '', 'base64url');
+    const vouchMessage = Buffer.from(
+      `8:v2-vouch|1:1|9:orders/42|2:17|2:w1|2:i1|${String(grants[0]?.capability.length)}:${grants[0]?.capability}`,
+    );
+    expect(verify(null, vouchMessage, k1.publicKey, sig)).toBe(false);
+  });
+
+  it('is an Ed25519 signature over the length-prefixed grants (the wire form sinks verify)', () => {
+    const g = grants[1] as VouchedGrant;
+    const canonical = `8:v2-vouch|1:1|9:orders/43|2:18|2:w2|2:i2|${g.capability.length}:${g.capability}`;
+    const [version, id, sig] = signVouch(k1, [g]).split('.');
+    expect([version, id]).toEqual(['v2', 'k1']);
+    expect(verify(null, Buffer.from(canonical), k1.publicKey, Buffer.from(sig ?? '', 'base64url'))).toBe(true);
   });
 });

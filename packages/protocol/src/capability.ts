@@ -73,7 +73,12 @@ export function verifyCapability(
   capability: string,
   claims: CapabilityClaims,
 ): boolean {
-  const parts = capability.split('.');
+  return verifySigned(keys, capability, () => canonicalClaims(claims));
+}
+
+/** `v2.<keyId>.<canonical base64url signature>` over `message()` under the key named by keyId. */
+function verifySigned(keys: readonly CapabilityPublicKey[], signed: string, message: () => Buffer): boolean {
+  const parts = signed.split('.');
   if (parts.length !== 3 || parts[0] !== CAPABILITY_VERSION) return false;
   const [, keyId, encoded] = parts as [string, string, string];
   const key = keys.find((k) => k.id === keyId);
@@ -82,10 +87,56 @@ export function verifyCapability(
   // junk and ignore spare bits, so several strings would decode alike).
   if (!CANONICAL_SIGNATURE.test(encoded)) return false;
   try {
-    return verify(null, canonicalClaims(claims), key.key, Buffer.from(encoded, 'base64url'));
+    return verify(null, message(), key.key, Buffer.from(encoded, 'base64url'));
   } catch {
     return false;
   }
+}
+
+/** One grant a fence advance vouches for: its claims and the capability issued with it. */
+export interface VouchedGrant extends CapabilityClaims {
+  readonly capability: string;
+}
+
+/**
+ * What a vouch signs. Length-prefixed like the claims, and under its own first field (`8:v2-vouch`,
+ * where a capability's claims begin `2:v2`), so no byte string is both a capability's claims and a
+ * vouch: a signature made for one never verifies as the other.
+ */
+function canonicalVouch(grants: readonly VouchedGrant[]): Buffer {
+  const parts = ['8:v2-vouch', `${String(grants.length).length}:${grants.length}`];
+  for (const g of grants) {
+    const token = g.token.toString(10);
+    parts.push(
+      `${g.resource.length}:${g.resource}`,
+      `${token.length}:${token}`,
+      `${g.workerId.length}:${g.workerId}`,
+      `${g.incarnation.length}:${g.incarnation}`,
+      `${g.capability.length}:${g.capability}`,
+    );
+  }
+  return Buffer.from(parts.join('|'), 'utf8');
+}
+
+/**
+ * The coordinator's signature over the grants of one fence advance (`v2.<keyId>.<signature>`), made
+ * with the capability signing key: "I issued exactly these capabilities for exactly these claims".
+ * A sink that checks it once may accept each listed capability for its claims without checking that
+ * capability's own signature — one Ed25519 verification per advance request instead of one per
+ * grant. It grants nothing a capability does not: only the holder of the signing key can make either.
+ */
+export function signVouch(key: CapabilitySigningKey, grants: readonly VouchedGrant[]): string {
+  if (!KEY_ID.test(key.id)) throw new Error(`invalid capability key id: ${key.id}`);
+  return `${CAPABILITY_VERSION}.${key.id}.${sign(null, canonicalVouch(grants), key.privateKey).toString('base64url')}`;
+}
+
+/** Check a vouch over `grants` (in the order they were signed) against the live public keys. */
+export function verifyVouch(
+  keys: readonly CapabilityPublicKey[],
+  vouch: string,
+  grants: readonly VouchedGrant[],
+): boolean {
+  return verifySigned(keys, vouch, () => canonicalVouch(grants));
 }
 
 /** A new signing key (for `leasehold cluster up`, tests and `keygen`). `seedText` is the secret form. */

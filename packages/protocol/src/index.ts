@@ -44,9 +44,11 @@ export {
   publicKeyEntryOf,
   publicKeysOf,
   signCapability,
+  signVouch,
   verifyCapability,
+  verifyVouch,
 } from './capability.js';
-export type { CapabilityClaims, CapabilityPublicKey, CapabilitySigningKey } from './capability.js';
+export type { CapabilityClaims, CapabilityPublicKey, CapabilitySigningKey, VouchedGrant } from './capability.js';
 
 export * from './messages/common.js';
 export * from './messages/session.js';

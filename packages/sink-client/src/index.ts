@@ -4,6 +4,7 @@ export { SinkClient } from './sink-client.js';
 export { sinkResourcePath, sinkResultPath } from './paths.js';
 export type {
   SinkClientOptions,
+  AdvanceArgs,
   AdvanceResult,
   WriteResult,
   WriteArgs,

@@ -35,8 +35,12 @@ import {
   formatToken,
   parseFence,
   parseToken,
+  signVouch,
+  type AdvanceBatchRequest,
+  type CapabilitySigningKey,
   type DecisionPage,
   type JsonValue,
+  type VouchedGrant,
   ProbeResponseSchema,
   type ProbeRequest,
   type ProbeResponse,
@@ -78,6 +82,29 @@ export interface WriteBatchingOptions {
 
 /** Bytes of `{"items":[` and `]}`, and of the comma between two items. */
 const BATCH_ENVELOPE_BYTES = 12;
+
+/** One fence advance; `grant` (the grant it is made for) only matters with a vouch. */
+export interface AdvanceArgs {
+  readonly resource: string;
+  readonly token: bigint;
+  readonly grant?: { readonly workerId: string; readonly incarnation: string; readonly capability: string };
+}
+
+function advanceBatchBody(
+  items: readonly AdvanceArgs[],
+  vouchWith: CapabilitySigningKey | undefined,
+): AdvanceBatchRequest {
+  const grants: VouchedGrant[] = [];
+  const wire = items.map((i): AdvanceBatchRequest['items'][number] => {
+    const token = formatToken(i.token);
+    if (vouchWith === undefined || i.grant === undefined) return { resource: i.resource, token };
+    grants.push({ resource: i.resource, token: i.token, ...i.grant });
+    return { resource: i.resource, token, grant: i.grant };
+  });
+  return vouchWith === undefined || grants.length === 0
+    ? { items: wire }
+    : { items: wire, vouch: signVouch(vouchWith, grants) };
+}
 
 export type AdvanceResult =
   | { readonly ok: true; readonly resource: string; readonly outcome: 'advanced' | 'unchanged'; readonly fence: bigint }
@@ -219,7 +246,17 @@ export class SinkClient {
     });
   }
 
-  advanceBatch(items: readonly { resource: string; token: bigint }[]): Promise<AdvanceResult[]> {
+  /**
+   * Advance many fences in one durable commit. With `vouchWith` (the coordinator's capability
+   * signing key), the items that name their `grant` are sent with it and the request carries a
+   * vouch over those grants (`signVouch`): the sink then accepts each of those capabilities for its
+   * claims without verifying it again. A sink older than vouches refuses such a request with
+   * INVALID_MESSAGE before anything is advanced; without `vouchWith`, grants are not sent.
+   */
+  advanceBatch(
+    items: readonly AdvanceArgs[],
+    options: { readonly vouchWith?: CapabilitySigningKey } = {},
+  ): Promise<AdvanceResult[]> {
     const [only] = items;
     const attributes: Attributes = {
       'leasehold.advance_count': items.length,
@@ -229,7 +266,7 @@ export class SinkClient {
     };
     const path = '/v1/fences/advance-batch';
     return this.#traced('leasehold.fence.advance', path, attributes, async (headers) => {
-      const wire = { items: items.map((i) => ({ resource: i.resource, token: formatToken(i.token) })) };
+      const wire = advanceBatchBody(items, options.vouchWith);
       const body = this.#expect(await this.#post(path, wire, true, headers), AdvanceBatchResponseSchema);
       return body.results.map((r): AdvanceResult =>
         r.ok

@@ -12,6 +12,10 @@ export interface SinkMetrics {
   readonly writes: Counter<'outcome'>;
   /** Advances by outcome: advanced, unchanged, stale_token. */
   readonly advances: Counter<'outcome'>;
+  /** Capability checks of writes by how they ended: cached, vouched, verified, refused. */
+  readonly capabilityChecks: Counter<'result'>;
+  /** Vouches of advance requests (the grants they list): accepted, or invalid (ignored). */
+  readonly vouchedGrants: Counter<'result'>;
   /** Ops per committed batch. */
   readonly batchOps: Histogram;
   /** Writes per `POST /v1/writes/batch` request. */
@@ -52,6 +56,18 @@ export function createMetrics(options: MetricsOptions = {}): SinkMetrics {
       name: 'leasehold_sink_advances_total',
       help: 'Fence advances by outcome.',
       labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    capabilityChecks: new Counter({
+      name: 'leasehold_sink_capability_checks_total',
+      help: 'Capability checks of writes: cached (verified before), vouched (first use of a capability a fence advance vouched for), verified (Ed25519 now), refused.',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    vouchedGrants: new Counter({
+      name: 'leasehold_sink_vouched_grants_total',
+      help: 'Grants listed in the vouches of fence advances: accepted (the vouch verified), invalid (ignored).',
+      labelNames: ['result'],
       registers: [registry],
     }),
     batchOps: new Histogram({

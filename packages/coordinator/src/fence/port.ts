@@ -12,6 +12,18 @@ import type { CapabilitySigningKey, SinkEvent } from '@leasehold/protocol';
 export interface AdvanceItem {
   readonly resource: string;
   readonly token: bigint;
+  /**
+   * The grant the advance is made for: who it goes to and the capability it carries. A target
+   * that can may vouch for it (`signVouch`), so the sink skips verifying that capability on the
+   * grant's writes; a target that cannot ignores it. Fence-on-expiry advances have none.
+   */
+  readonly grant?: AdvanceGrantFacts;
+}
+
+export interface AdvanceGrantFacts {
+  readonly workerId: string;
+  readonly incarnation: string;
+  readonly capability: string;
 }
 
 export type AdvanceItemResult =

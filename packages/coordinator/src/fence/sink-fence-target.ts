@@ -15,7 +15,17 @@ export interface SinkFenceTargetOptions {
   readonly timeoutMs: number;
   /** For an https:// sink: its CA, pinned. */
   readonly tls?: TlsClientOptions;
+  /**
+   * The capability signing key: each advance-batch vouches for the grants it is made for, so the
+   * sink skips verifying their capabilities on their writes. Without it, no vouch is sent.
+   */
+  readonly vouchWith?: CapabilitySigningKey;
+  /** Clock of the fallback below (ms). Default `performance.now`. */
+  readonly nowMs?: () => number;
 }
+
+/** After a sink refused a vouch as INVALID_MESSAGE (a sink older than vouches), how long to send none. */
+export const VOUCH_RETRY_AFTER_MS = 60_000;
 
 /** Each SinkClient call carries at most this many advances (the protocol's batch limit). */
 const MAX_BATCH = 1000;
@@ -26,8 +36,14 @@ const MAX_BATCH = 1000;
  */
 export class SinkFenceTarget implements FenceTarget {
   readonly #client: SinkClient;
+  readonly #vouchWith: CapabilitySigningKey | undefined;
+  readonly #nowMs: () => number;
+  /** No vouches before this time: the sink refused one (it predates them). */
+  #noVouchUntilMs = -Infinity;
 
   constructor(options: SinkFenceTargetOptions) {
+    this.#vouchWith = options.vouchWith;
+    this.#nowMs = options.nowMs ?? (() => performance.now());
     this.#client = new SinkClient({
       url: options.url,
       key: options.key,
@@ -41,13 +57,33 @@ export class SinkFenceTarget implements FenceTarget {
     for (let i = 0; i < items.length; i += MAX_BATCH) {
       const chunk = items.slice(i, i + MAX_BATCH);
       try {
-        out.push(...(await this.#client.advanceBatch(chunk)));
+        out.push(...(await this.#advanceChunk(chunk)));
       } catch (err) {
         const code = err instanceof LeaseholdError ? err.code : 'UNAVAILABLE';
         throw new SinkUnavailableError(`sink advance-batch failed: ${String(err)}`, { cause: err, code });
       }
     }
     return out;
+  }
+
+  /**
+   * One advance-batch, with a vouch when there is a key and the sink has not refused one lately. A
+   * sink that predates vouches refuses the whole request as INVALID_MESSAGE before advancing
+   * anything (its schema is strict), so the same chunk goes again without, and no vouch is sent for
+   * {@link VOUCH_RETRY_AFTER_MS} (an upgraded sink is picked up after that).
+   */
+  async #advanceChunk(chunk: readonly AdvanceItem[]): Promise<AdvanceItemResult[]> {
+    const vouchWith = this.#vouchWith;
+    if (vouchWith === undefined || this.#nowMs() < this.#noVouchUntilMs || !chunk.some((i) => i.grant !== undefined)) {
+      return this.#client.advanceBatch(chunk);
+    }
+    try {
+      return await this.#client.advanceBatch(chunk, { vouchWith });
+    } catch (err) {
+      if (!(err instanceof LeaseholdError && err.code === 'INVALID_MESSAGE')) throw err;
+      this.#noVouchUntilMs = this.#nowMs() + VOUCH_RETRY_AFTER_MS;
+      return this.#client.advanceBatch(chunk);
+    }
   }
 
   async ping(): Promise<boolean> {

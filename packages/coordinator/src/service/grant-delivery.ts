@@ -90,12 +90,21 @@ export class GrantDelivery {
     const log = () =>
       ctx.log.child({ sessionId: session.sessionId, resource: grant.resource, token: formatToken(grant.token) });
     const { span } = grant;
+    // Signed before the advance so that the advance can vouch for it (the sink then skips verifying
+    // it on the grant's first write); deterministic, so a replay carries the same string.
+    const capability = ctx.signCapability({
+      resource: grant.resource,
+      token: grant.token,
+      workerId: session.workerId,
+      incarnation: session.incarnation,
+    });
     try {
       // In the grant span's context: a batch of one carries it to the sink as `traceparent`.
       const advanced = await context.with(trace.setSpan(context.active(), span), () =>
         (grant.takeover === true ? (ctx.takeoverFences ?? ctx.fences) : ctx.fences).submit({
           resource: grant.resource,
           token: grant.token,
+          grant: { workerId: session.workerId, incarnation: session.incarnation, capability },
         }),
       );
       span.addEvent('fence.advance', {
@@ -128,7 +137,7 @@ export class GrantDelivery {
     if (!this.#sessions.isLive(session)) {
       return errorFrame('SESSION_EXPIRED', 'session expired before the grant could be sent', msg.id);
     }
-    return this.#grantMessage(session, msg, grant, timing, fresh);
+    return this.#grantMessage(session, msg, grant, capability, timing, fresh);
   }
 
   /** Step (c): the grant, with its capability. */
@@ -136,16 +145,11 @@ export class GrantDelivery {
     session: LocalSession,
     msg: Acquire,
     grant: GrantFacts,
+    capability: string,
     timing: GrantTiming,
     fresh: boolean,
   ): CoordinatorMessage {
     const ctx = this.#ctx;
-    const capability = ctx.signCapability({
-      resource: grant.resource,
-      token: grant.token,
-      workerId: session.workerId,
-      incarnation: session.incarnation,
-    });
     session.granted.set(grant.resource, { token: grant.token, requestId: msg.requestId });
     ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
     grant.span.setAttribute(Attr.OUTCOME, fresh ? 'granted' : 'replayed');

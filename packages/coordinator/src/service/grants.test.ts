@@ -36,6 +36,18 @@ describe('grant order', () => {
     expect(cluster.fence.write('r1', token)).toBe('written');
   });
 
+  it('the advance names its grant with the very capability the worker receives (what the sink is vouched)', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1', 'inc-7');
+    const reply = await cluster.acquire(w);
+    if (reply.type !== 'lease.granted') throw new Error(`expected a grant, got ${reply.type}`);
+    expect(cluster.fence.grants.get('r1')).toEqual({
+      workerId: 'w1',
+      incarnation: 'inc-7',
+      capability: reply.capability,
+    });
+  });
+
   it('grants the fencing token the store allocated (the owner key create_revision), never a count of its own', async () => {
     await cluster.submit(c1, 't1', 'r1');
     await cluster.submit(c1, 't2', 'r2');

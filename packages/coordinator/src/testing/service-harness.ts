@@ -20,7 +20,7 @@ import { SinkUnavailableError } from '../errors.js';
 import { KeyLayout } from '../etcd/keys.js';
 import { KvLeaseStore } from '../etcd/lease-store.js';
 import { ManualClock, ManualTimers, MemoryEtcd, type MemoryBackend } from '@leasehold/testing';
-import type { AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/port.js';
+import type { AdvanceGrantFacts, AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/port.js';
 import { Metrics } from '../metrics.js';
 import type { WorkerChannel } from '../service/channel.js';
 import type { LocalSession } from '../service/sessions.js';
@@ -78,6 +78,8 @@ export interface FenceEvent {
 export class MemoryFenceTarget implements FenceTarget {
   readonly fences = new Map<string, bigint>();
   readonly log: FenceEvent[] = [];
+  /** The grant the last advance of each resource named (what a vouch would cover). */
+  readonly grants = new Map<string, AdvanceGrantFacts | undefined>();
   down = false;
   #held: (() => void)[] | undefined;
   #parked: (() => void)[] = [];
@@ -114,6 +116,7 @@ export class MemoryFenceTarget implements FenceTarget {
     if (held !== undefined) await new Promise<void>((resolve) => held.push(resolve));
     if (this.down) throw new SinkUnavailableError('sink unreachable (test)');
     return items.map((item) => {
+      this.grants.set(item.resource, item.grant);
       const decision = decideAdvance(this.fence(item.resource), item.token);
       this.log.push({
         kind: 'advance',

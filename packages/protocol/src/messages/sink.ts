@@ -23,10 +23,37 @@ export const AdvanceResponseSchema = z.object({
 });
 export type AdvanceResponse = z.infer<typeof AdvanceResponseSchema>;
 
-/** POST /v1/fences/advance-batch (coordinator key): many advances in one durable commit. */
-export const AdvanceBatchRequestSchema = z.strictObject({
-  items: z.array(AdvanceRequestSchema).min(1).max(1000),
+/** The grant an advance is made for: who it goes to and the capability issued with it (for a vouch). */
+export const AdvanceGrantSchema = z.strictObject({
+  workerId: WorkerIdSchema,
+  incarnation: IncarnationSchema,
+  capability: z.string().min(1).max(512),
 });
+export type AdvanceGrant = z.infer<typeof AdvanceGrantSchema>;
+
+export const AdvanceBatchItemSchema = z.strictObject({
+  resource: ResourceIdSchema,
+  token: TokenSchema,
+  grant: AdvanceGrantSchema.optional(),
+});
+export type AdvanceBatchItem = z.infer<typeof AdvanceBatchItemSchema>;
+
+/**
+ * POST /v1/fences/advance-batch (coordinator key): many advances in one durable commit. Items may
+ * name the grant they are advanced for; `vouch` is then the coordinator's signature over those
+ * grants, in item order (`signVouch`): a sink that verifies it accepts each listed capability for
+ * its claims without verifying that capability again. `vouch` comes with at least one `grant` and
+ * never without; a vouch that does not verify is ignored (the advance is unaffected).
+ */
+export const AdvanceBatchRequestSchema = z
+  .strictObject({
+    items: z.array(AdvanceBatchItemSchema).min(1).max(1000),
+    vouch: z.string().min(1).max(512).optional(),
+  })
+  .refine((b) => (b.vouch !== undefined) === b.items.some((i) => i.grant !== undefined), {
+    error: 'vouch is required with grants, and only with them',
+    path: ['vouch'],
+  });
 export type AdvanceBatchRequest = z.infer<typeof AdvanceBatchRequestSchema>;
 
 export const AdvanceBatchItemResultSchema = z.discriminatedUnion('ok', [

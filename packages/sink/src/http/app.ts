@@ -19,6 +19,7 @@ import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
 import { createKeyRing } from './auth.js';
 import { installErrorHandling, onClientError, onFrameworkError, sendError } from './replies.js';
+import { CapabilityVerifier } from './capability-cache.js';
 import { registerFenceRoutes } from './routes-fences.js';
 import { registerReadRoutes } from './routes-read.js';
 import { registerWriteRoutes } from './routes-writes.js';
@@ -106,10 +107,12 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
     readOnly: createKeyRing(options.readKeys),
   });
   if (options.events !== undefined) installRefusalPublishing(app, options.events.refusals);
-  registerFenceRoutes(app, { service, capabilityPublicKeys: options.capabilityPublicKeys });
+  // One cache of capability checks: the advance route fills it from vouches, the write routes read it.
+  const capabilities = new CapabilityVerifier(options.capabilityPublicKeys);
+  registerFenceRoutes(app, { service, capabilityPublicKeys: options.capabilityPublicKeys, capabilities, metrics });
   registerWriteRoutes(app, {
     service,
-    capabilityPublicKeys: options.capabilityPublicKeys,
+    capabilities,
     metrics,
     ...(options.events === undefined ? {} : { refusals: options.events.refusals }),
   });

@@ -8,7 +8,9 @@ import {
   parseCapabilitySigningKey,
   publicKeysOf,
   signCapability,
+  signVouch,
   type CapabilitySigningKey,
+  type VouchedGrant,
 } from '@leasehold/protocol';
 import { describe, expect, it } from 'vitest';
 import { CapabilityVerifier, type WireClaims } from './capability-cache.js';
@@ -82,5 +84,63 @@ describe('CapabilityVerifier', () => {
     const verifier = new CapabilityVerifier(publicKeysOf(KEY), 0);
     expect(verify(verifier, sign(CLAIMS), CLAIMS)).toBe(true);
     expect(verifier.size).toBe(0);
+  });
+});
+
+describe('CapabilityVerifier vouches', () => {
+  /** A canonical-looking capability whose signature is NOT valid: only a vouch can make it pass. */
+  const UNSIGNED = `v2.k1.${'A'.repeat(85)}A`;
+  const grant = (claims: WireClaims, capability: string): VouchedGrant => ({
+    ...claims,
+    token: BigInt(claims.token),
+    capability,
+  });
+
+  it('accepts a vouched capability for its claims without its own signature: vouched first, then cached', () => {
+    const verifier = new CapabilityVerifier(publicKeysOf(KEY));
+    expect(verifier.check(UNSIGNED, CLAIMS, 5n)).toBe('refused');
+    const grants = [grant(CLAIMS, UNSIGNED)];
+    expect(verifier.vouched(signVouch(KEY, grants), grants)).toBe(true);
+    expect(verifier.check(UNSIGNED, CLAIMS, 5n)).toBe('vouched');
+    expect(verifier.check(UNSIGNED, CLAIMS, 5n)).toBe('cached');
+    // A signed capability of another grant in the same vouch takes the same path.
+    const other = { ...CLAIMS, resource: 'res2' };
+    const both = [grant(other, sign(other)), grant(CLAIMS, UNSIGNED)];
+    expect(verifier.vouched(signVouch(KEY, both), both)).toBe(true);
+    expect(verifier.check(sign(other), other, 5n)).toBe('vouched');
+  });
+
+  it('refuses a vouched capability presented with any other claim', () => {
+    const verifier = new CapabilityVerifier(publicKeysOf(KEY));
+    const grants = [grant(CLAIMS, UNSIGNED)];
+    expect(verifier.vouched(signVouch(KEY, grants), grants)).toBe(true);
+    for (const claims of [
+      { ...CLAIMS, resource: 'res2' },
+      { ...CLAIMS, token: '6' },
+      { ...CLAIMS, workerId: 'w-2' },
+      { ...CLAIMS, incarnation: 'inc-2' },
+    ]) {
+      expect(verifier.check(UNSIGNED, claims, BigInt(claims.token))).toBe('refused');
+    }
+  });
+
+  it('ignores a vouch that does not verify: signed by a key outside the ring, or over other grants', () => {
+    const verifier = new CapabilityVerifier(publicKeysOf(KEY));
+    const grants = [grant(CLAIMS, UNSIGNED)];
+    expect(verifier.vouched(signVouch(OTHER, grants), grants)).toBe(false);
+    const signedFor = [grant({ ...CLAIMS, workerId: 'w-2' }, UNSIGNED)];
+    expect(verifier.vouched(signVouch(KEY, signedFor), grants)).toBe(false);
+    expect(verifier.size).toBe(0);
+    expect(verifier.check(UNSIGNED, CLAIMS, 5n)).toBe('refused');
+  });
+
+  it('stays bounded however many grants a vouch lists', () => {
+    const verifier = new CapabilityVerifier(publicKeysOf(KEY), 3);
+    const grants = Array.from({ length: 10 }, (_, i) => grant({ ...CLAIMS, resource: `r${i}` }, `${UNSIGNED}${i}`));
+    expect(verifier.vouched(signVouch(KEY, grants), grants)).toBe(true);
+    expect(verifier.size).toBe(3);
+    // The last three are kept; the earlier ones fell out and are refused (their strings are not signed).
+    expect(verifier.check(`${UNSIGNED}9`, { ...CLAIMS, resource: 'r9' }, 5n)).toBe('vouched');
+    expect(verifier.check(`${UNSIGNED}0`, { ...CLAIMS, resource: 'r0' }, 5n)).toBe('refused');
   });
 });

@@ -1,8 +1,9 @@
-import { signCapability } from '@leasehold/protocol';
+import { signCapability, signVouch, type VouchedGrant } from '@leasehold/protocol';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Sink } from '../sink.js';
 import { describeFenceContract } from '../testing/contract.js';
 import {
+  CAPABILITY_KEY,
   COORDINATOR_KEY,
   INCARNATION,
   OLD_CAPABILITY_KEY,
@@ -158,6 +159,85 @@ describe('HTTP auth, health and metrics', () => {
     }
     await closing;
     await expect(sink.service.advance({ resource: 'r', token: 1n })).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
+  });
+});
+
+describe('advance vouches (POST /v1/fences/advance-batch with grants)', () => {
+  let sink: Sink;
+  let cleanup: () => Promise<void>;
+  beforeEach(async () => {
+    ({ sink, cleanup } = await openInjectSink());
+  });
+  afterEach(async () => {
+    await cleanup();
+  });
+
+  /** Canonical in form, signed by nobody: only a valid vouch lets a write carry it. */
+  const UNSIGNED = `v2.${CAPABILITY_KEY.id}.${'A'.repeat(85)}A`;
+  const grantOf = (capability: string) => ({ workerId: 'w', incarnation: INCARNATION, capability });
+  const vouchedGrant = (resource: string, token: string, capability: string): VouchedGrant => ({
+    resource,
+    token: BigInt(token),
+    ...grantOf(capability),
+  });
+  const advanceBatch = (payload: Record<string, unknown>) =>
+    sink.app.inject({ method: 'POST', url: '/v1/fences/advance-batch', payload, headers: bearer(COORDINATOR_KEY) });
+  const write = (resource: string, token: string, capability: string) =>
+    sink.app.inject({
+      method: 'POST',
+      url: '/v1/writes',
+      payload: { resource, token, resultId: 'x', workerId: 'w', incarnation: INCARNATION, capability, payload: 1 },
+    });
+  const metric = async (line: RegExp) => {
+    const text = (await sink.app.inject({ url: '/metrics' })).body;
+    return Number(line.exec(text)?.[1] ?? 0);
+  };
+
+  it('a write carrying a capability the advance vouched for is accepted without that capability being verified', async () => {
+    const grants = [vouchedGrant('a', '3', UNSIGNED), vouchedGrant('b', '4', sign('b', 4n, 'w'))];
+    const res = await advanceBatch({
+      items: [
+        { resource: 'a', token: '3', grant: grantOf(UNSIGNED) },
+        { resource: 'c', token: '9' },
+        { resource: 'b', token: '4', grant: grantOf(sign('b', 4n, 'w')) },
+      ],
+      vouch: signVouch(CAPABILITY_KEY, grants),
+    });
+    expect(res.statusCode).toBe(200);
+    expect((await write('a', '3', UNSIGNED)).json()).toMatchObject({ outcome: 'written' });
+    expect((await write('b', '4', sign('b', 4n, 'w'))).json()).toMatchObject({ outcome: 'written' });
+    // The same string for another resource or token is not vouched for.
+    expect((await write('c', '9', UNSIGNED)).statusCode).toBe(403);
+    expect(await metric(/leasehold_sink_vouched_grants_total\{result="accepted"\} (\d+)/)).toBe(2);
+    expect(await metric(/leasehold_sink_capability_checks_total\{result="vouched"\} (\d+)/)).toBe(2);
+    expect(await metric(/leasehold_sink_capability_checks_total\{result="verified"\} (\d+)/)).toBe(0);
+    expect(await metric(/leasehold_sink_capability_checks_total\{result="refused"\} (\d+)/)).toBe(1);
+  });
+
+  it('a vouch that does not verify is ignored: the advance still happens, the writes verify their capabilities', async () => {
+    const res = await advanceBatch({
+      items: [{ resource: 'a', token: '3', grant: grantOf(UNSIGNED) }],
+      // Over other grants than the items name.
+      vouch: signVouch(CAPABILITY_KEY, [vouchedGrant('a', '4', UNSIGNED)]),
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ results: [{ ok: true, outcome: 'advanced', fence: '3' }] });
+    expect((await write('a', '3', UNSIGNED)).statusCode).toBe(403);
+    expect((await write('a', '3', sign('a', 3n, 'w'))).json()).toMatchObject({ outcome: 'written' });
+    expect(await metric(/leasehold_sink_vouched_grants_total\{result="invalid"\} (\d+)/)).toBe(1);
+  });
+
+  it('grants without a vouch, or a vouch without grants, are INVALID_MESSAGE and advance nothing', async () => {
+    const noVouch = await advanceBatch({ items: [{ resource: 'a', token: '3', grant: grantOf(UNSIGNED) }] });
+    expect(noVouch.statusCode).toBe(400);
+    expect(noVouch.json()).toMatchObject({ code: 'INVALID_MESSAGE' });
+    const noGrants = await advanceBatch({
+      items: [{ resource: 'a', token: '3' }],
+      vouch: signVouch(CAPABILITY_KEY, []),
+    });
+    expect(noGrants.statusCode).toBe(400);
+    const view = await sink.app.inject({ url: '/v1/resources/a', headers: bearer(COORDINATOR_KEY) });
+    expect(view.json()).toMatchObject({ fence: '0' });
   });
 });
 

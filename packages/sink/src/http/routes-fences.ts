@@ -6,6 +6,9 @@
  *
  * Both advances are durable when answered: the advance is committed (group commit) before the
  * reply. A batch answers each item (mixed outcomes) with 200; only the request as a whole can fail.
+ * A batch's `vouch` (the coordinator's signature over the grants its items name) is checked once
+ * while the advance commits; when it verifies, the write routes accept those capabilities for
+ * their claims without verifying each (`CapabilityVerifier.vouched`). It never changes an advance.
  */
 import {
   AdvanceBatchRequestSchema,
@@ -13,16 +16,21 @@ import {
   formatToken,
   parseToken,
   ProbeRequestSchema,
+  RepeatGate,
   verifyCapability,
+  type AdvanceBatchItem,
   type CapabilityPublicKey,
+  type VouchedGrant,
   type ProbeResponse,
   type AdvanceBatchItemResult,
   type AdvanceBatchResponse,
   type AdvanceDecision,
   type AdvanceResponse,
 } from '@leasehold/protocol';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
+import type { CapabilityVerifier } from './capability-cache.js';
 import { describeIssues, sendError } from './replies.js';
 import { Credential } from './route-auth.js';
 import { markDecision, traced } from './tracing.js';
@@ -31,12 +39,42 @@ export interface FenceRoutesOptions {
   readonly service: FencedService;
   /** The public keys capabilities are verified with (for the probe). */
   readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
+  /** The write routes' capability checks, filled here from vouches. */
+  readonly capabilities: CapabilityVerifier;
+  readonly metrics: SinkMetrics;
 }
 
 const coordinatorOnly = { config: { credential: Credential.COORDINATOR } };
 
 export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOptions): void {
-  const { service } = options;
+  const { service, capabilities, metrics } = options;
+  const invalidVouches = new RepeatGate();
+
+  /** Remember the vouched grants (a vouch that does not verify changes nothing but a counter and a log line). */
+  function checkVouch(
+    vouch: string,
+    wire: readonly AdvanceBatchItem[],
+    items: readonly { readonly token: bigint }[],
+    request: FastifyRequest,
+  ): void {
+    const grants: VouchedGrant[] = [];
+    wire.forEach((item, at) => {
+      const { grant } = item;
+      const token = items[at]?.token;
+      if (grant !== undefined && token !== undefined) grants.push({ resource: item.resource, token, ...grant });
+    });
+    const ok = capabilities.vouched(vouch, grants);
+    metrics.vouchedGrants.inc({ result: ok ? 'accepted' : 'invalid' }, grants.length);
+    if (!ok) {
+      const gate = invalidVouches.note('vouch', Date.now());
+      if (gate.log) {
+        request.log.warn(
+          { remote: request.ip, grants: grants.length, repeated: gate.suppressed },
+          'advance vouch does not verify under CAPABILITY_PUBLIC_KEYS: ignored (the writes verify their capabilities)',
+        );
+      }
+    }
+  }
 
   app.post('/v1/fences/advance', coordinatorOnly, (request, reply) =>
     traced(request, 'leasehold.sink.advance', async (span) => {
@@ -66,7 +104,11 @@ export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOp
       }
       const items = parsed.data.items.map((i) => ({ resource: i.resource, token: parseToken(i.token) }));
       span.setAttribute('leasehold.advance_count', items.length);
-      const decisions = await service.advanceBatch(items);
+      const deciding = service.advanceBatch(items);
+      // While the advance commits: the vouch, one Ed25519 verification for every grant it lists.
+      const { vouch } = parsed.data;
+      if (vouch !== undefined) checkVouch(vouch, parsed.data.items, items, request);
+      const decisions = await deciding;
       const [only] = parsed.data.items;
       const [decided] = decisions;
       if (items.length === 1 && only !== undefined && decided !== undefined) {

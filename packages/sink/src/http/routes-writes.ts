@@ -19,8 +19,9 @@
  * An item may carry `traceparent`: its `leasehold.sink.decide` span continues it.
  *
  * Hot path: a valid body is recognised by `checkWriteHead` (no zod) and a capability that verified
- * before for the same claims is found in a bounded cache (`CapabilityVerifier`); everything else
- * takes the full schema and a full Ed25519 check, with the same refusals as before.
+ * before, or that the grant's fence advance vouched for, for the same claims is found in a bounded
+ * cache (`CapabilityVerifier`); everything else takes the full schema and a full Ed25519 check,
+ * with the same refusals as before.
  */
 import {
   MAX_WRITE_BATCH_ITEMS,
@@ -30,7 +31,6 @@ import {
   canonicalJson,
   formatToken,
   parseToken,
-  type CapabilityPublicKey,
   type ErrorCode,
   type JsonValue,
   type RefusalCode,
@@ -43,7 +43,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { RefusalFeed } from '../events/refusal-feed.js';
 import type { SinkMetrics } from '../metrics.js';
 import type { FencedService } from '../service/fenced-service.js';
-import { CapabilityVerifier } from './capability-cache.js';
+import type { CapabilityVerifier } from './capability-cache.js';
 import { describeIssues, errorBody, sendError } from './replies.js';
 import { claimsOf } from './routes-events.js';
 import { Credential } from './route-auth.js';
@@ -52,12 +52,11 @@ import { checkWriteHead, WriteHeadSchema, type WriteHead } from './write-body.js
 
 export interface WriteRoutesOptions {
   readonly service: FencedService;
-  readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
   readonly metrics: SinkMetrics;
   /** Where refusals before the store are published: a batch item's refusal is one event (its claims). */
   readonly refusals?: RefusalFeed;
-  /** Successful capability checks remembered (exact capability string + claims); 0 disables. */
-  readonly capabilityCacheEntries?: number;
+  /** The capability checks, shared with the advance route (which fills it from vouches). */
+  readonly capabilities: CapabilityVerifier;
 }
 
 const REFUSAL_TEXT = {
@@ -84,7 +83,7 @@ const refuse = (code: ErrorCode, message: string, fence?: bigint): WriteAnswer =
 
 export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOptions): void {
   const { service, metrics, refusals } = options;
-  const capabilities = new CapabilityVerifier(options.capabilityPublicKeys, options.capabilityCacheEntries);
+  const { capabilities } = options;
 
   /** One write, as `POST /v1/writes` decides it (`route` names where it came, for the logs). */
   async function decide(body: unknown, request: FastifyRequest, span: Span, route: string): Promise<WriteAnswer> {
@@ -119,7 +118,9 @@ export function registerWriteRoutes(app: FastifyInstance, options: WriteRoutesOp
     });
     const token = parseToken(w.token);
     const claims = { resource: w.resource, token: w.token, workerId: w.workerId, incarnation: w.incarnation };
-    if (!capabilities.verify(w.capability, claims, token)) {
+    const checked = capabilities.check(w.capability, claims, token);
+    metrics.capabilityChecks.inc({ result: checked });
+    if (checked === 'refused') {
       metrics.writes.inc({ outcome: 'forbidden' });
       request.log.warn(
         {
