@@ -6,8 +6,9 @@
  * own process with `connections` keep-alive connections:
  *   - `write-200`, `write-4k`: the built sink (synchronous=FULL, group commit, SQLite in its worker
  *     thread) taking POST /v1/writes; every write is a fresh grant — a resource the bench advanced
- *     to a new token before the round, a capability signed for it (never a cache hit), a new
- *     result id — with a result of ~200 B or ~4 KiB; every write is `written`, fsynced before its ack;
+ *     to a new token before the round, vouching for the capability signed for it as the coordinator
+ *     does (so its one write finds it in the sink's cache, never verified before), a new result id —
+ *     with a result of ~200 B or ~4 KiB; every write is `written`, fsynced before its ack;
  *   - `write-200-batch8`: the same 200 B writes, 8 to a POST /v1/writes/batch request (as the SDK
  *     sends them: `@leasehold/sink-client` group-commits writes), each item still a fresh grant;
  *   - `hello`: a bare fastify hello-world process (GET /).
@@ -21,7 +22,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { generateCapabilitySeed } from '@leasehold/protocol';
+import {
+  generateCapabilitySeed,
+  parseCapabilitySigningKey,
+  signCapability,
+  signVouch,
+  type AdvanceBatchRequest,
+  type CapabilitySigningKey,
+  type VouchedGrant,
+} from '@leasehold/protocol';
 import { NodeChild, type ChildMessage } from './infra/child.js';
 import { startNodeDaemon, type NodeDaemon } from './infra/daemon.js';
 import { pinToCpus, rssBytes } from './infra/proc.js';
@@ -94,18 +103,43 @@ class HttpSide implements Load {
   }
 }
 
-async function advanceAll(sink: NodeDaemon, key: string, resources: readonly string[], token: string): Promise<void> {
-  const chunks = Math.ceil(resources.length / 1000);
-  await pool(chunks, 4, async (i) => {
-    const items = resources.slice(i * 1000, (i + 1) * 1000).map((resource) => ({ resource, token }));
+/**
+ * Advance `count` fresh grants (`prefix` + i, at `token`) as the coordinator does: each item names
+ * its grant — the worker id, incarnation and capability `procs/http-load.ts` writes with — and each
+ * request carries a vouch over them, so the sink remembers those capabilities until their first
+ * write. Last grant first: should the sink's cache (CAPABILITY_CACHE_ENTRIES) be smaller than a
+ * round's grants, the ones written first are those it keeps.
+ */
+async function advanceAll(
+  sink: NodeDaemon,
+  key: string,
+  signing: CapabilitySigningKey,
+  count: number,
+  prefix: string,
+  token: string,
+): Promise<void> {
+  const chunks = Math.ceil(count / 1000);
+  await pool(chunks, 4, async (c) => {
+    const items: AdvanceBatchRequest['items'] = [];
+    const grants: VouchedGrant[] = [];
+    for (let i = count - 1 - c * 1000; i >= Math.max(0, count - (c + 1) * 1000); i--) {
+      const resource = `${prefix}${i}`;
+      const grant = { workerId: `lg-${i}`, incarnation: `inc-${i}` };
+      const capability = signCapability(signing, { resource, token: BigInt(token), ...grant });
+      items.push({ resource, token, grant: { ...grant, capability } });
+      grants.push({ resource, token: BigInt(token), ...grant, capability });
+    }
     const res = await fetch(`${sink.url}/v1/fences/advance-batch`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ items }),
+      body: JSON.stringify({ items, vouch: signVouch(signing, grants) }),
     });
     if (res.status !== 200) throw new Error(`advance-batch answered ${res.status}: ${await res.text()}`);
   });
 }
+
+/** The sink's capability cache in this suite: at least a round's grants of the batched side. */
+const CACHE_ENTRIES = 400_000;
 
 /** Writes per request of the batched side. */
 const BATCH = 8;
@@ -133,7 +167,10 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
     sinkKey: 'bench-coordinator-key-000000001',
     capability: `bench:${generateCapabilitySeed(randomBytes)}`,
   };
-  const sink = await startSinkProcess(dir, keys, 'sink-suite');
+  const signing = parseCapabilitySigningKey(keys.capability);
+  const sink = await startSinkProcess(dir, keys, 'sink-suite', {
+    LEASEHOLD_SINK_CAPABILITY_CACHE_ENTRIES: String(CACHE_ENTRIES),
+  });
   const hello = await startNodeDaemon({ name: 'hello', script: HELLO_JS, dir, env: {} });
   const sides: HttpSide[] = [];
   try {
@@ -148,12 +185,7 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
         const prefix = `${name}/${r}/`;
         const token = String(1000 + r);
         const t0 = performance.now();
-        await advanceAll(
-          sink,
-          keys.sinkKey,
-          Array.from({ length: count }, (_, i) => `${prefix}${i}`),
-          token,
-        );
+        await advanceAll(sink, keys.sinkKey, signing, count, prefix, token);
         o.log(`${name} round ${r}: ${count} grants advanced in ${Math.round(performance.now() - t0)} ms`);
         return {
           port: sink.port,
@@ -200,13 +232,21 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
       (outcome) => !/^(written|replayed)$/.test(outcome),
     );
     const refusedRequests = [...w200, ...w4k, ...wBatch].reduce((a, r) => a + r.errors, 0);
+    const checks = ['vouched', 'cached', 'verified', 'refused']
+      .map((result) => {
+        const n = new RegExp(`^leasehold_sink_capability_checks_total\\{result="${result}"\\} (\\S+)$`, 'm').exec(
+          metrics,
+        )?.[1];
+        return `${result} ${n ?? 0}`;
+      })
+      .join(', ');
     const failed = refusedRequests + refusedItems;
     const p = (side: HttpSide | undefined, key: string) =>
       median((side?.summaries ?? []).map((m) => Number(m[key] ?? 0)));
     const [s200, s4k, sBatch, sHello] = sides;
     const ctx =
       `autocannon in its own process, ${o.connections} connections, ${pinned}; a fresh grant per write (own resource, token and ` +
-      `capability); synchronous=FULL; mean group commit ${round(histogramMean(metrics, 'leasehold_sink_batch_ops'), 1)} writes / ` +
+      `capability, vouched for by its advance as the coordinator's are; capability checks over the suite: ${checks}); synchronous=FULL; mean group commit ${round(histogramMean(metrics, 'leasehold_sink_batch_ops'), 1)} writes / ` +
       `${round(1000 * histogramMean(metrics, 'leasehold_sink_commit_seconds'), 2)} ms; CPU = sink process vs hello process (/proc); ` +
       `load generator CPU per op: write-200 ${Math.round(median(w200.map((r) => r.clientUs)))} µs, hello ${Math.round(median(helloR.map((r) => r.clientUs)))} µs` +
       (reused > 0 ? `; ${reused} writes reused a prepared grant` : '');

@@ -68,6 +68,7 @@ export async function startSinkProcess(
   dir: string,
   keys: Pick<StackKeys, 'sinkKey' | 'capability'>,
   name = 'sink',
+  env: Readonly<Record<string, string>> = {},
 ): Promise<NodeDaemon> {
   return startNodeDaemon({
     name: 'sink',
@@ -80,6 +81,7 @@ export async function startSinkProcess(
       LEASEHOLD_SINK_LOG_LEVEL: 'error',
       LEASEHOLD_SINK_COORDINATOR_KEYS: keys.sinkKey,
       LEASEHOLD_SINK_CAPABILITY_PUBLIC_KEYS: publicKeyEntryOf(parseCapabilitySigningKey(keys.capability)),
+      ...env,
     },
   });
 }

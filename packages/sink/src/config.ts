@@ -181,6 +181,17 @@ const FIELDS = {
     default: '4194304',
     schema: int(64 * 1024, 64 * 1024 * 1024),
   }),
+  /**
+   * Capability checks remembered: capabilities verified before, and those fence advances vouched
+   * for until their first write. Size it to the grants outstanding between their advance and their
+   * write (about 0.5 KB each); past it, the oldest are verified by signature again.
+   */
+  capabilityCacheEntries: option({
+    env: 'CAPABILITY_CACHE_ENTRIES',
+    help: 'capability checks remembered (vouched grants until their first write); 0 = none',
+    default: '16384',
+    schema: int(0, 10_000_000),
+  }),
   /** Deepest JSON nesting accepted in a body. */
   maxJsonDepth: maxJsonDepthOption,
   maxBatchOps: option({

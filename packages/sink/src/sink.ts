@@ -94,6 +94,7 @@ export type SinkOptions = Pick<
       | 'databasePoolSize'
       | 'tls'
       | 'maxJsonDepth'
+      | 'capabilityCacheEntries'
       | 'eventsKeepaliveMs'
       | 'eventsMaxClients'
       | 'eventsMaxBufferedBytes'
@@ -209,6 +210,7 @@ export async function createSink(config: SinkOptions, deps: SinkDeps = {}): Prom
     coordinatorKeys: config.coordinatorKeys,
     readKeys: config.readKeys,
     capabilityPublicKeys: config.capabilityPublicKeys,
+    ...(config.capabilityCacheEntries === undefined ? {} : { capabilityCacheEntries: config.capabilityCacheEntries }),
     bodyLimitBytes: config.bodyLimitBytes,
     isClosing: () => closing,
     events: { streams: events, refusals },

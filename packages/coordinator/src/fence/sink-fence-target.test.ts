@@ -23,7 +23,10 @@ import type { AdvanceItem } from './port.js';
 const KEY = parseCapabilitySigningKey(`k1:${generateCapabilitySeed(randomBytes)}`);
 
 /** A stand-in sink's advance-batch: records bodies; `old` refuses vouches as a sink before them does. */
-async function fakeSink(old: () => boolean): Promise<{ server: Server; url: string; bodies: AdvanceBatchRequest[] }> {
+async function fakeSink(
+  old: () => boolean,
+  maxBytes = Infinity,
+): Promise<{ server: Server; url: string; bodies: AdvanceBatchRequest[] }> {
   const bodies: AdvanceBatchRequest[] = [];
   const server = createServer((req: IncomingMessage, res) => {
     let text = '';
@@ -32,6 +35,11 @@ async function fakeSink(old: () => boolean): Promise<{ server: Server; url: stri
       const body = JSON.parse(text) as AdvanceBatchRequest;
       bodies.push(body);
       res.setHeader('content-type', 'application/json');
+      if (text.length > maxBytes) {
+        res.statusCode = 413;
+        res.end(JSON.stringify({ type: 'error', code: 'PAYLOAD_TOO_LARGE', message: 'too large', retryable: false }));
+        return;
+      }
       if (old() && (body.vouch !== undefined || body.items.some((i) => i.grant !== undefined))) {
         res.statusCode = 400;
         res.end(
@@ -59,8 +67,8 @@ afterEach(() => {
   for (const close of closers.splice(0)) close();
 });
 
-async function targetOn(old: () => boolean, nowMs?: () => number) {
-  const sink = await fakeSink(old);
+async function targetOn(old: () => boolean, nowMs?: () => number, maxBytes?: number) {
+  const sink = await fakeSink(old, maxBytes);
   const target = new SinkFenceTarget({
     url: sink.url,
     key: 'k',
@@ -125,5 +133,21 @@ describe('SinkFenceTarget vouches', () => {
     now = VOUCH_RETRY_AFTER_MS;
     await target.advanceBatch([item('c', 5n)]);
     expect(bodies.map((b) => b.vouch !== undefined)).toEqual([true, false, false, true]);
+  });
+
+  it('an advance too large with its grants (413: a lowered BODY_LIMIT_BYTES) goes again without them', async () => {
+    const items = Array.from({ length: 20 }, (_, i) => item(`r${i}`, BigInt(i + 1)));
+    const bare = JSON.stringify({ items: items.map((i) => ({ resource: i.resource, token: String(i.token) })) });
+    const { target, bodies } = await targetOn(
+      () => false,
+      () => 0,
+      bare.length + 10,
+    );
+    const results = await target.advanceBatch(items);
+    expect(results.map((r) => r.ok)).toEqual(items.map(() => true));
+    expect(bodies.map((b) => b.vouch !== undefined)).toEqual([true, false]);
+    // Not a sink without vouches: the next (small) advance vouches again.
+    await target.advanceBatch([item('s', 1n)]);
+    expect(bodies.map((b) => b.vouch !== undefined)).toEqual([true, false, true]);
   });
 });

@@ -70,7 +70,8 @@ export class SinkFenceTarget implements FenceTarget {
    * One advance-batch, with a vouch when there is a key and the sink has not refused one lately. A
    * sink that predates vouches refuses the whole request as INVALID_MESSAGE before advancing
    * anything (its schema is strict), so the same chunk goes again without, and no vouch is sent for
-   * {@link VOUCH_RETRY_AFTER_MS} (an upgraded sink is picked up after that).
+   * {@link VOUCH_RETRY_AFTER_MS} (an upgraded sink is picked up after that). A request too large
+   * with its grants (413) goes again without them too.
    */
   async #advanceChunk(chunk: readonly AdvanceItem[]): Promise<AdvanceItemResult[]> {
     const vouchWith = this.#vouchWith;
@@ -80,8 +81,14 @@ export class SinkFenceTarget implements FenceTarget {
     try {
       return await this.#client.advanceBatch(chunk, { vouchWith });
     } catch (err) {
-      if (!(err instanceof LeaseholdError && err.code === 'INVALID_MESSAGE')) throw err;
-      this.#noVouchUntilMs = this.#nowMs() + VOUCH_RETRY_AFTER_MS;
+      if (!(err instanceof LeaseholdError)) throw err;
+      if (err.code === 'INVALID_MESSAGE') {
+        this.#noVouchUntilMs = this.#nowMs() + VOUCH_RETRY_AFTER_MS;
+      } else if (err.code !== 'PAYLOAD_TOO_LARGE') {
+        throw err;
+      }
+      // Refused before anything was advanced: the same chunk again, without the grants (a third of
+      // the bytes: a sink whose BODY_LIMIT_BYTES was lowered takes what it took before vouches).
       return this.#client.advanceBatch(chunk);
     }
   }

@@ -40,6 +40,8 @@ export interface HttpAppOptions {
   readonly readKeys: readonly string[];
   /** Public keys that verify write capabilities (the sink can check them, never make them). */
   readonly capabilityPublicKeys: readonly CapabilityPublicKey[];
+  /** Capability checks remembered (`CAPABILITY_CACHE_ENTRIES`); default `DEFAULT_CAPABILITY_CACHE_ENTRIES` (16384). */
+  readonly capabilityCacheEntries?: number;
   readonly bodyLimitBytes: number;
   /** True once shutdown began: new requests get 503 SHUTTING_DOWN. */
   readonly isClosing: () => boolean;
@@ -108,7 +110,7 @@ export function buildHttpApp(options: HttpAppOptions): FastifyInstance {
   });
   if (options.events !== undefined) installRefusalPublishing(app, options.events.refusals);
   // One cache of capability checks: the advance route fills it from vouches, the write routes read it.
-  const capabilities = new CapabilityVerifier(options.capabilityPublicKeys);
+  const capabilities = new CapabilityVerifier(options.capabilityPublicKeys, options.capabilityCacheEntries);
   registerFenceRoutes(app, { service, capabilityPublicKeys: options.capabilityPublicKeys, capabilities, metrics });
   registerWriteRoutes(app, {
     service,

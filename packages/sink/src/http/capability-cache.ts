@@ -31,7 +31,8 @@ export interface WireClaims {
   readonly incarnation: string;
 }
 
-export const DEFAULT_CAPABILITY_CACHE_ENTRIES = 4096;
+/** The default of `CAPABILITY_CACHE_ENTRIES` (config.ts), about 8 MB at most. */
+export const DEFAULT_CAPABILITY_CACHE_ENTRIES = 16_384;
 
 /**
  * How a capability check ended: found in the cache (`cached`), found there from a vouch, its first

@@ -227,6 +227,43 @@ describe('advance vouches (POST /v1/fences/advance-batch with grants)', () => {
     expect(await metric(/leasehold_sink_vouched_grants_total\{result="invalid"\} (\d+)/)).toBe(1);
   });
 
+  it('a full batch of 1000 grants with ids of the longest kind fits the default body limit (1 MiB) and the JSON limits', async () => {
+    const big = await openInjectSink({ bodyLimitBytes: 1024 * 1024 });
+    try {
+      const ids = Array.from({ length: 1000 }, (_, i) => `${'r'.repeat(196)}${String(i).padStart(4, '0')}`);
+      const worker = 'w'.repeat(200);
+      const incarnation = 'i'.repeat(64);
+      const token = '9'.repeat(18);
+      const grants: VouchedGrant[] = ids.map((resource) => ({
+        resource,
+        token: BigInt(token),
+        workerId: worker,
+        incarnation,
+        capability: sign(resource, BigInt(token), worker, incarnation),
+      }));
+      const payload = {
+        items: grants.map((g) => ({
+          resource: g.resource,
+          token,
+          grant: { workerId: worker, incarnation, capability: g.capability },
+        })),
+        vouch: signVouch(CAPABILITY_KEY, grants),
+      };
+      expect(JSON.stringify(payload).length).toBeGreaterThan(600_000);
+      const res = await big.sink.app.inject({
+        method: 'POST',
+        url: '/v1/fences/advance-batch',
+        payload,
+        headers: bearer(COORDINATOR_KEY),
+      });
+      expect(res.statusCode).toBe(200);
+      const text = (await big.sink.app.inject({ url: '/metrics' })).body;
+      expect(text).toContain('leasehold_sink_vouched_grants_total{result="accepted"} 1000');
+    } finally {
+      await big.cleanup();
+    }
+  });
+
   it('grants without a vouch, or a vouch without grants, are INVALID_MESSAGE and advance nothing', async () => {
     const noVouch = await advanceBatch({ items: [{ resource: 'a', token: '3', grant: grantOf(UNSIGNED) }] });
     expect(noVouch.statusCode).toBe(400);
