@@ -80,6 +80,21 @@ describe('CapabilityVerifier', () => {
     expect(verify(verifier, sign(b), b)).toBe(true);
   });
 
+  it('a large cache past its bound drops its oldest eighth at once, keeping the newest', () => {
+    const verifier = new CapabilityVerifier(publicKeysOf(KEY), 16);
+    const grants = Array.from({ length: 17 }, (_, i) => ({
+      ...CLAIMS,
+      resource: `r${i}`,
+      token: 5n,
+      capability: `c${i}`,
+    }));
+    expect(verifier.vouched(signVouch(KEY, grants), grants)).toBe(true);
+    expect(verifier.size).toBe(14);
+    expect(verifier.check('c2', { ...CLAIMS, resource: 'r2' }, 5n)).toBe('refused');
+    expect(verifier.check('c3', { ...CLAIMS, resource: 'r3' }, 5n)).toBe('vouched');
+    expect(verifier.check('c16', { ...CLAIMS, resource: 'r16' }, 5n)).toBe('vouched');
+  });
+
   it('with 0 entries caches nothing', () => {
     const verifier = new CapabilityVerifier(publicKeysOf(KEY), 0);
     expect(verify(verifier, sign(CLAIMS), CLAIMS)).toBe(true);

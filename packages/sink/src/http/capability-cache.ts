@@ -17,7 +17,7 @@
  * the holder of the capability signing key can make a vouch, as only it can make a capability.
  *
  * Bounded LRU over a Map (insertion order = recency): a hit moves its entry to the end, an insert
- * past `maxEntries` drops the oldest. Memory is at most `maxEntries` × (capability + claims), each
+ * past `maxEntries` drops the oldest (the oldest eighth at once, for large caches). Memory is at most `maxEntries` × (capability + claims), each
  * bounded by the schemas (capability ≤ 512 characters, ids ≤ their limits).
  */
 import { verifyCapability, verifyVouch, type CapabilityPublicKey, type VouchedGrant } from '@leasehold/protocol';
@@ -104,9 +104,20 @@ export class CapabilityVerifier {
     if (this.#maxEntries <= 0) return;
     this.#verified.delete(capability);
     this.#verified.set(capability, entry);
-    if (this.#verified.size > this.#maxEntries) {
-      const oldest = this.#verified.keys().next();
-      if (oldest.done !== true) this.#verified.delete(oldest.value);
+    if (this.#verified.size > this.#maxEntries) this.#evict();
+  }
+
+  /**
+   * Drop the oldest eighth (at least one) in one pass. Evicting one at a time with
+   * `keys().next()` walked the deleted slots V8 keeps at the front of the map until it rehashes:
+   * at 400k entries that was 70 % of a sink's CPU while vouches filled the cache.
+   */
+  #evict(): void {
+    const keep = this.#maxEntries - Math.floor(this.#maxEntries / 8);
+    let drop = this.#verified.size - keep;
+    for (const key of this.#verified.keys()) {
+      if (drop-- <= 0) break;
+      this.#verified.delete(key);
     }
   }
 }
