@@ -26,11 +26,9 @@ import {
   generateCapabilitySeed,
   parseCapabilitySigningKey,
   signCapability,
-  signVouch,
-  type AdvanceBatchRequest,
   type CapabilitySigningKey,
-  type VouchedGrant,
 } from '@leasehold/protocol';
+import { SinkClient, type AdvanceArgs } from '@leasehold/sink-client';
 import { NodeChild, type ChildMessage } from './infra/child.js';
 import { startNodeDaemon, type NodeDaemon } from './infra/daemon.js';
 import { pinToCpus, rssBytes } from './infra/proc.js';
@@ -118,24 +116,21 @@ async function advanceAll(
   prefix: string,
   token: string,
 ): Promise<void> {
-  const chunks = Math.ceil(count / 1000);
-  await pool(chunks, 4, async (c) => {
-    const items: AdvanceBatchRequest['items'] = [];
-    const grants: VouchedGrant[] = [];
-    for (let i = count - 1 - c * 1000; i >= Math.max(0, count - (c + 1) * 1000); i--) {
-      const resource = `${prefix}${i}`;
-      const grant = { workerId: `lg-${i}`, incarnation: `inc-${i}` };
-      const capability = signCapability(signing, { resource, token: BigInt(token), ...grant });
-      items.push({ resource, token, grant: { ...grant, capability } });
-      grants.push({ resource, token: BigInt(token), ...grant, capability });
-    }
-    const res = await fetch(`${sink.url}/v1/fences/advance-batch`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ items, vouch: signVouch(signing, grants) }),
+  const client = new SinkClient({ url: sink.url, key, timeoutMs: 60_000 });
+  try {
+    await pool(Math.ceil(count / 1000), 4, async (c) => {
+      const items: AdvanceArgs[] = [];
+      for (let i = count - 1 - c * 1000; i >= Math.max(0, count - (c + 1) * 1000); i--) {
+        const resource = `${prefix}${i}`;
+        const grant = { workerId: `lg-${i}`, incarnation: `inc-${i}` };
+        const capability = signCapability(signing, { resource, token: BigInt(token), ...grant });
+        items.push({ resource, token: BigInt(token), grant: { ...grant, capability } });
+      }
+      await client.advanceBatch(items, { vouchWith: signing });
     });
-    if (res.status !== 200) throw new Error(`advance-batch answered ${res.status}: ${await res.text()}`);
-  });
+  } finally {
+    await client.close();
+  }
 }
 
 /** The sink's capability cache in this suite: at least a round's grants of the batched side. */

@@ -51,18 +51,10 @@ export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOp
   const invalidVouches = new RepeatGate();
 
   /** Remember the vouched grants (a vouch that does not verify changes nothing but a counter and a log line). */
-  function checkVouch(
-    vouch: string,
-    wire: readonly AdvanceBatchItem[],
-    items: readonly { readonly token: bigint }[],
-    request: FastifyRequest,
-  ): void {
-    const grants: VouchedGrant[] = [];
-    wire.forEach((item, at) => {
-      const { grant } = item;
-      const token = items[at]?.token;
-      if (grant !== undefined && token !== undefined) grants.push({ resource: item.resource, token, ...grant });
-    });
+  function checkVouch(vouch: string, wire: readonly AdvanceBatchItem[], request: FastifyRequest): void {
+    const grants: VouchedGrant[] = wire.flatMap(({ resource, token, grant }) =>
+      grant === undefined ? [] : [{ resource, token: parseToken(token), ...grant }],
+    );
     const ok = capabilities.vouched(vouch, grants);
     metrics.vouchedGrants.inc({ result: ok ? 'accepted' : 'invalid' }, grants.length);
     if (!ok) {
@@ -107,7 +99,7 @@ export function registerFenceRoutes(app: FastifyInstance, options: FenceRoutesOp
       const deciding = service.advanceBatch(items);
       // While the advance commits: the vouch, one Ed25519 verification for every grant it lists.
       const { vouch } = parsed.data;
-      if (vouch !== undefined) checkVouch(vouch, parsed.data.items, items, request);
+      if (vouch !== undefined) checkVouch(vouch, parsed.data.items, request);
       const decisions = await deciding;
       const [only] = parsed.data.items;
       const [decided] = decisions;
