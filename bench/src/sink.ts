@@ -5,10 +5,10 @@
  * started once and warmed up (checked), each load generator (autocannon, `procs/http-load.ts`) its
  * own process with `connections` keep-alive connections:
  *   - `write-200`, `write-4k`: the built sink (synchronous=FULL, group commit, SQLite in its worker
- *     thread) taking POST /v1/writes; every write is a fresh grant — a resource the bench advanced
- *     to a new token before the round, vouching for the capability signed for it as the coordinator
- *     does (so its one write finds it in the sink's cache, never verified before), a new result id —
- *     with a result of ~200 B or ~4 KiB; every write is `written`, fsynced before its ack;
+ *     thread) taking POST /v1/writes; every write is a fresh grant — a resource the load generator
+ *     advanced to a new token before the round, vouching for the capability signed for it as the
+ *     coordinator does (so its one write finds it in the sink's cache, never verified before), a new
+ *     result id — with a result of ~200 B or ~4 KiB; every write is `written`, fsynced before its ack;
  *   - `write-200-batch8`: the same 200 B writes, 8 to a POST /v1/writes/batch request (as the SDK
  *     sends them: `@leasehold/sink-client` group-commits writes), each item still a fresh grant;
  *   - `hello`: a bare fastify hello-world process (GET /).
@@ -22,17 +22,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  generateCapabilitySeed,
-  parseCapabilitySigningKey,
-  signCapability,
-  type CapabilitySigningKey,
-} from '@leasehold/protocol';
-import { SinkClient, type AdvanceArgs } from '@leasehold/sink-client';
+import { generateCapabilitySeed } from '@leasehold/protocol';
 import { NodeChild, type ChildMessage } from './infra/child.js';
 import { startNodeDaemon, type NodeDaemon } from './infra/daemon.js';
 import { pinToCpus, rssBytes } from './infra/proc.js';
-import { pool } from './infra/raw-worker.js';
 import { startSinkProcess, type StackKeys } from './infra/stack.js';
 import { interleaveLoads, median, type Load, type RoundResult } from './measure.js';
 import type { Counters } from './procs/protocol.js';
@@ -56,6 +49,7 @@ class HttpSide implements Load {
   readonly #server: NodeDaemon;
   readonly #serverName: string;
   readonly #prepare: (round: number) => Promise<Record<string, unknown>>;
+  readonly #started: (round: number, told: ChildMessage) => void;
   peakRss = 0;
   summaries: ChildMessage[] = [];
 
@@ -64,11 +58,13 @@ class HttpSide implements Load {
     serverName: string,
     server: NodeDaemon,
     prepare: (round: number) => Promise<Record<string, unknown>>,
+    started: (round: number, told: ChildMessage) => void = () => undefined,
   ) {
     this.name = name;
     this.#serverName = serverName;
     this.#server = server;
     this.#prepare = prepare;
+    this.#started = started;
     this.#child = new NodeChild('http-load.js', `load-${name}`);
   }
 
@@ -84,7 +80,7 @@ class HttpSide implements Load {
   }
   async start(round: number): Promise<void> {
     const params = await this.#prepare(round);
-    await this.#child.request({ type: 'start', ...params }, 'started', 120_000);
+    this.#started(round, await this.#child.request({ type: 'start', ...params }, 'started', 180_000));
   }
   async sample(mark?: 'begin' | 'end'): Promise<Counters> {
     const m = await this.#child.request({ type: 'sample', ...(mark === undefined ? {} : { mark }) }, 'sample');
@@ -98,38 +94,6 @@ class HttpSide implements Load {
   }
   close(): Promise<void> {
     return this.#child.kill();
-  }
-}
-
-/**
- * Advance `count` fresh grants (`prefix` + i, at `token`) as the coordinator does: each item names
- * its grant — the worker id, incarnation and capability `procs/http-load.ts` writes with — and each
- * request carries a vouch over them, so the sink remembers those capabilities until their first
- * write. Last grant first: should the sink's cache (CAPABILITY_CACHE_ENTRIES) be smaller than a
- * round's grants, the ones written first are those it keeps.
- */
-async function advanceAll(
-  sink: NodeDaemon,
-  key: string,
-  signing: CapabilitySigningKey,
-  count: number,
-  prefix: string,
-  token: string,
-): Promise<void> {
-  const client = new SinkClient({ url: sink.url, key, timeoutMs: 60_000 });
-  try {
-    await pool(Math.ceil(count / 1000), 4, async (c) => {
-      const items: AdvanceArgs[] = [];
-      for (let i = count - 1 - c * 1000; i >= Math.max(0, count - (c + 1) * 1000); i--) {
-        const resource = `${prefix}${i}`;
-        const grant = { workerId: `lg-${i}`, incarnation: `inc-${i}` };
-        const capability = signCapability(signing, { resource, token: BigInt(token), ...grant });
-        items.push({ resource, token: BigInt(token), grant: { ...grant, capability } });
-      }
-      await client.advanceBatch(items, { vouchWith: signing });
-    });
-  } finally {
-    await client.close();
   }
 }
 
@@ -162,7 +126,6 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
     sinkKey: 'bench-coordinator-key-000000001',
     capability: `bench:${generateCapabilitySeed(randomBytes)}`,
   };
-  const signing = parseCapabilitySigningKey(keys.capability);
   const sink = await startSinkProcess(dir, keys, 'sink-suite', {
     LEASEHOLD_SINK_CAPABILITY_CACHE_ENTRIES: String(CACHE_ENTRIES),
   });
@@ -173,22 +136,33 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
     let expected = 20_000;
     const writeSide = (bytes: number, batch = 1) => {
       const name = `${bytes < 1024 ? 'write-200' : 'write-4k'}${batch > 1 ? `-batch${batch}` : ''}`;
-      return new HttpSide(name, 'sink', sink, async (r) => {
-        const slices = r === 1 ? o.maxWarmupSlices : 1;
-        // Batched writes go faster than lone ones: grants for up to 4 times the lone rate.
-        const count = Math.ceil(expected * (batch > 1 ? 4 : 1) * (slices + o.seconds + 1) * 1.2);
-        const prefix = `${name}/${r}/`;
-        const token = String(1000 + r);
-        const t0 = performance.now();
-        await advanceAll(sink, keys.sinkKey, signing, count, prefix, token);
-        o.log(`${name} round ${r}: ${count} grants advanced in ${Math.round(performance.now() - t0)} ms`);
-        return {
-          port: sink.port,
-          connections: o.connections,
-          mode: 'write',
-          write: { prefix, count, token, key: keys.capability, payloadBytes: bytes, batch },
-        };
-      });
+      let count = 0;
+      return new HttpSide(
+        name,
+        'sink',
+        sink,
+        (r) => {
+          const slices = r === 1 ? o.maxWarmupSlices : 1;
+          // Batched writes go faster than lone ones: grants for up to 4 times the lone rate.
+          count = Math.ceil(expected * (batch > 1 ? 4 : 1) * (slices + o.seconds + 1) * 1.2);
+          const prefix = `${name}/${r}/`;
+          const token = String(1000 + r);
+          // The load generator signs and advances them (vouched), as the coordinator would.
+          const write = {
+            prefix,
+            count,
+            token,
+            key: keys.capability,
+            sinkKey: keys.sinkKey,
+            payloadBytes: bytes,
+            batch,
+          };
+          return Promise.resolve({ port: sink.port, connections: o.connections, mode: 'write', write });
+        },
+        (r, told) => {
+          o.log(`${name} round ${r}: ${count} grants signed and advanced in ${Number(told.preparedMs)} ms`);
+        },
+      );
     };
     sides.push(writeSide(200), writeSide(4096), writeSide(200, BATCH));
     sides.push(

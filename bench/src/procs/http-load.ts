@@ -3,13 +3,20 @@
  * connections), in its own process so the servers' baselines are not capped by the bench.
  *
  * `hello`: GET / (the fastify hello-world). `write`: POST /v1/writes, each request a fresh grant —
- * its own resource (advanced by the bench to `token` before the round), its own capability (so the
- * sink's capability cache never hits), its own result id, a result payload of `payloadBytes`; with
- * `batch` > 1, POST /v1/writes/batch with that many such writes per request (`ops` counts writes).
- * When the prepared grants run out it starts over with new result ids (`reused` counts those).
+ * its own resource, advanced to `token` before the load starts, its own capability, its own result
+ * id, a result payload of `payloadBytes`; with `batch` > 1, POST /v1/writes/batch with that many
+ * such writes per request (`ops` counts writes). When the prepared grants run out it starts over
+ * with new result ids (`reused` counts those).
+ *
+ * The grants are prepared here, as the coordinator prepares its own: each capability is signed once,
+ * and the fences are advanced in requests of 1000 that name each grant and carry a vouch over them
+ * (`SinkClient.advanceBatch` with `vouchWith`), so the sink has each capability in its cache before
+ * its first write. Signing dominates the preparation (~27 µs a grant), so it is done once, here,
+ * not once by the bench for the vouch and once more here for the writes.
  */
 import autocannon, { type Instance } from 'autocannon';
-import { parseCapabilitySigningKey, signCapability } from '@leasehold/protocol';
+import { parseCapabilitySigningKey, signCapability, type CapabilitySigningKey } from '@leasehold/protocol';
+import { SinkClient, type AdvanceArgs } from '@leasehold/sink-client';
 import { serve, type Counters } from './protocol.js';
 
 interface Params {
@@ -22,6 +29,8 @@ interface Params {
     readonly token: string;
     /** The capability signing key, `id:<seed>`. */
     readonly key: string;
+    /** The sink's coordinator key (bearer of `POST /v1/fences/advance-batch`). */
+    readonly sinkKey: string;
     readonly payloadBytes: number;
     /** Writes per request: 1 → POST /v1/writes, more → POST /v1/writes/batch. Default 1. */
     readonly batch?: number;
@@ -37,29 +46,72 @@ let reused = 0;
 let perResponse = 1;
 const statuses = new Map<number, number>();
 
-function writeBodies(w: NonNullable<Params['write']>): string[] {
+/** Grants per advance request (the sink's `MAX_BATCH`), and advance requests in flight. */
+const ADVANCE_CHUNK = 1000;
+const ADVANCE_IN_FLIGHT = 4;
+
+/**
+ * Sign `w.count` fresh grants and advance their fences (vouched), last grant first: should the
+ * sink's capability cache be smaller than a round's grants, the ones written first are those it
+ * keeps. Returns the write bodies, in the order they are sent.
+ */
+async function prepareWrites(port: number, w: NonNullable<Params['write']>): Promise<string[]> {
   // ~payloadBytes of result JSON: a status and an opaque output string.
   const filler = 'x'.repeat(Math.max(0, w.payloadBytes - 40));
-  const key = parseCapabilitySigningKey(w.key);
-  return Array.from({ length: w.count }, (_, i) => {
-    const resource = `${w.prefix}${i}`;
-    const workerId = `lg-${i}`;
-    const incarnation = `inc-${i}`;
-    const capability = signCapability(key, { resource, token: BigInt(w.token), workerId, incarnation });
-    return JSON.stringify({
-      resource,
-      token: w.token,
-      resultId: `res-${i}-@`,
-      workerId,
-      incarnation,
-      capability,
-      payload: { status: 'done', n: i, output: filler },
-    });
+  const signing = parseCapabilitySigningKey(w.key);
+  const token = BigInt(w.token);
+  const bodies = new Array<string>(w.count);
+  const client = new SinkClient({ url: `http://127.0.0.1:${port}`, key: w.sinkKey, timeoutMs: 60_000 });
+  const chunks = Math.ceil(w.count / ADVANCE_CHUNK);
+  let nextChunk = 0;
+  const advanceChunks = async (): Promise<void> => {
+    while (nextChunk < chunks) {
+      const c = nextChunk++;
+      const items: AdvanceArgs[] = [];
+      const top = w.count - 1 - c * ADVANCE_CHUNK;
+      for (let i = top; i >= Math.max(0, top + 1 - ADVANCE_CHUNK); i--) {
+        items.push(grantOf(signing, w, token, i, filler, bodies));
+      }
+      const results = await client.advanceBatch(items, { vouchWith: signing });
+      const refused = results.find((r) => !r.ok);
+      if (refused !== undefined) throw new Error(`advance of ${refused.resource} refused`);
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: Math.min(chunks, ADVANCE_IN_FLIGHT) }, advanceChunks));
+  } finally {
+    await client.close();
+  }
+  return bodies;
+}
+
+/** Grant `i`: its write body in `bodies[i]`, its advance item (naming the grant) returned. */
+function grantOf(
+  signing: CapabilitySigningKey,
+  w: NonNullable<Params['write']>,
+  token: bigint,
+  i: number,
+  filler: string,
+  bodies: string[],
+): AdvanceArgs {
+  const resource = `${w.prefix}${i}`;
+  const workerId = `lg-${i}`;
+  const incarnation = `inc-${i}`;
+  const capability = signCapability(signing, { resource, token, workerId, incarnation });
+  bodies[i] = JSON.stringify({
+    resource,
+    token: w.token,
+    resultId: `res-${i}-@`,
+    workerId,
+    incarnation,
+    capability,
+    payload: { status: 'done', n: i, output: filler },
   });
+  return { resource, token, grant: { workerId, incarnation, capability } };
 }
 
 serve<Params>({
-  start(p) {
+  async start(p) {
     counters.ops = 0;
     counters.errors = 0;
     latencies = [];
@@ -68,10 +120,13 @@ serve<Params>({
     statuses.clear();
     const url = `http://127.0.0.1:${p.port}`;
     const common = { url, connections: p.connections, pipelining: 1, duration: 3_600, timeout: 10 };
+    let preparedMs = 0;
     if (p.mode === 'hello' || p.write === undefined) {
       instance = autocannon({ ...common, method: 'GET' });
     } else {
-      const bodies = writeBodies(p.write);
+      const t0 = performance.now();
+      const bodies = await prepareWrites(p.port, p.write);
+      preparedMs = Math.round(performance.now() - t0);
       const batch = Math.max(1, p.write.batch ?? 1);
       let next = 0;
       let pass = 0;
@@ -112,7 +167,7 @@ serve<Params>({
     instance.on('reqError', () => {
       counters.errors += 1;
     });
-    return Promise.resolve();
+    return { preparedMs };
   },
   sample(mark) {
     if (mark === 'begin') recording = true;

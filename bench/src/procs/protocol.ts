@@ -9,7 +9,8 @@ export interface Counters {
 }
 
 export interface ChildHandlers<P> {
-  start(params: P): Promise<void>;
+  /** The fields of an object it resolves with go to the parent in the `started` message. */
+  start(params: P): Promise<unknown>;
   sample(mark: 'begin' | 'end' | undefined): Counters;
   stop(): Promise<Record<string, unknown>>;
 }
@@ -49,8 +50,8 @@ export function serve<P>(handlers: ChildHandlers<P>): void {
   process.on('message', (m: { type: string; mark?: 'begin' | 'end' } & P) => {
     switch (m.type) {
       case 'start':
-        handlers.start(m).then(() => {
-          send({ type: 'started' });
+        handlers.start(m).then((told) => {
+          send({ ...(typeof told === 'object' && told !== null ? told : {}), type: 'started' });
         }, fail);
         break;
       case 'sample': {
