@@ -1,10 +1,13 @@
 /**
- * `node bench/dist/analyze-profile.js FILE.cpuprofile [--top 25] [--skip 5]`: what a `node --cpu-prof`
+ * `node bench/dist/analyze-profile.js FILE.cpuprofile [--top 25] [--skip 5] [--until 30] [--busy-seconds]`:
+ * what a `node --cpu-prof`
  * profile (LEASEHOLD_BENCH_PROFILE=coordinator,sink,worker) spent its busy time on — self time by
  * area (GC, node internals, each npm package, each leasehold package, native code), the top
  * functions by self time with their heaviest call paths, and the leasehold functions by inclusive
  * time. Shares are of busy samples ((idle) left out); `--skip S` leaves out the first S seconds
- * (start-up: module loading, JIT). Markdown on stdout.
+ * (start-up: module loading, JIT), `--until U` everything after U seconds (both from the profile's
+ * start), so one phase of a run can be read alone. `--busy-seconds` prints, instead, the busy share
+ * of each second of the profile, to find a phase's window. Markdown on stdout.
  */
 import { readFileSync } from 'node:fs';
 
@@ -28,13 +31,15 @@ interface Profile {
 
 const file = process.argv[2];
 if (file === undefined) {
-  process.stderr.write('usage: analyze-profile FILE.cpuprofile [--top N]\n');
+  process.stderr.write('usage: analyze-profile FILE.cpuprofile [--top N] [--skip S] [--until U] [--busy-seconds]\n');
   process.exit(2);
 }
 const topAt = process.argv.indexOf('--top');
 const TOP = topAt > 0 ? Number(process.argv[topAt + 1]) : 25;
 const skipAt = process.argv.indexOf('--skip');
 const SKIP_US = skipAt > 0 ? Number(process.argv[skipAt + 1]) * 1e6 : 0;
+const untilAt = process.argv.indexOf('--until');
+const UNTIL_US = untilAt > 0 ? Number(process.argv[untilAt + 1]) * 1e6 : Infinity;
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 
 const byId = new Map<number, ProfileNode>(profile.nodes.map((n) => [n.id, n]));
@@ -57,16 +62,36 @@ function label(f: CallFrame): string {
   return `${f.functionName === '' ? '(anonymous)' : f.functionName} ${short === '' ? '' : `${short}:${f.lineNumber + 1}`}`.trim();
 }
 
+const isIdle = (id: number) => byId.get(id)?.callFrame.functionName === '(idle)';
+
+if (process.argv.includes('--busy-seconds')) {
+  // The busy share of each whole second since the profile's start: where the phases of a run are.
+  const busyPerSecond: number[] = [];
+  let at = 0;
+  profile.samples.forEach((id, i) => {
+    const delta = profile.timeDeltas[i] ?? 0;
+    at += delta;
+    const second = Math.floor(at / 1e6);
+    while (busyPerSecond.length <= second) busyPerSecond.push(0);
+    if (!isIdle(id)) busyPerSecond[second] = (busyPerSecond[second] ?? 0) + delta;
+  });
+  process.stdout.write('| second | busy % of the main thread |\n| ---: | ---: |\n');
+  busyPerSecond.forEach((us, second) => {
+    process.stdout.write(`| ${second} | ${(us / 1e4).toFixed(0)} |\n`);
+  });
+  process.exit(0);
+}
+
 const selfUs = new Map<number, number>();
 let elapsedUs = 0;
 profile.samples.forEach((id, i) => {
   const delta = profile.timeDeltas[i] ?? 0;
   elapsedUs += delta;
-  if (elapsedUs < SKIP_US) return;
+  if (elapsedUs < SKIP_US || elapsedUs > UNTIL_US) return;
   selfUs.set(id, (selfUs.get(id) ?? 0) + delta);
 });
 let busy = 0;
-for (const [id, us] of selfUs) if (byId.get(id)?.callFrame.functionName !== '(idle)') busy += us;
+for (const [id, us] of selfUs) if (!isIdle(id)) busy += us;
 const pct = (us: number) => `${((100 * us) / busy).toFixed(1)}%`;
 
 const areas = new Map<string, number>();
@@ -100,7 +125,7 @@ for (const [id, us] of selfUs) {
   fns.set(key, entry);
 }
 
-const seconds = (profile.endTime - profile.startTime - SKIP_US) / 1e6;
+const seconds = (Math.min(profile.endTime - profile.startTime, UNTIL_US) - SKIP_US) / 1e6;
 const out: string[] = [];
 out.push(
   `Profile ${file}: ${seconds.toFixed(1)} s, busy ${(busy / 1e6).toFixed(1)} s (${((100 * busy) / 1e6 / seconds).toFixed(0)}% of one core)`,

@@ -10,13 +10,38 @@ export function normalizePath(rawUrl: string): string {
   const rawPath = cut === -1 ? rawUrl : rawUrl.slice(0, cut);
   const rest = cut === -1 ? '' : rawUrl.slice(cut);
   const query = rest.startsWith('#') ? '' : (rest.split('#', 1)[0] ?? '');
-  let path: string;
+  // Nearly every request's path is canonical already: then it is its own canonical form, and the
+  // WHATWG URL parse (~5 % of the sink's main thread under write load) is skipped.
+  if (isCanonicalPath(rawPath)) return `${rawPath}${query}`;
+  const path = canonicalPathByUrl(rawPath);
+  return path === undefined ? rawUrl : `${path}${query}`;
+}
+
+/**
+ * Only characters the WHATWG path parser copies as they are (unreserved, sub-delims, `:`, `@`, `%`
+ * and `/`), starting with `/`.
+ */
+const PLAIN_PATH = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%/]*$/;
+/** What the URL parse would change among those: a run of `/`, a dot segment, an encoded dot. */
+const NOT_CANONICAL = /\/\/|%2e|(?:^|\/)\.{1,2}(?:\/|$)/i;
+
+/** True when `rawPath` is certainly its own canonical form (false sends it through the URL parse). */
+function isCanonicalPath(rawPath: string): boolean {
+  return PLAIN_PATH.test(rawPath) && !NOT_CANONICAL.test(rawPath);
+}
+
+/**
+ * The canonical form of a path by WHATWG URL parsing (the definition `normalizePath` keeps; exported
+ * for the test that checks the fast path against it): dot segments resolved, runs of `/` collapsed;
+ * undefined when the URL parser refuses it.
+ */
+export function canonicalPathByUrl(rawPath: string): string | undefined {
   try {
-    path = new URL(`/${rawPath}`.replace(/\/{2,}/g, '/'), 'http://h').pathname;
+    const path = new URL(`/${rawPath}`.replace(/\/{2,}/g, '/'), 'http://h').pathname;
+    return path.replace(/\/{2,}/g, '/');
   } catch {
-    return rawUrl;
+    return undefined;
   }
-  return `${path.replace(/\/{2,}/g, '/')}${query}`;
 }
 
 /**
