@@ -51,11 +51,11 @@ describe('isTakeover: the last attempt was lost', () => {
 
 describe('admitAcquire', () => {
   it.each([
-    ['below capacity', { grantedRequestIds: [], held: 1, acquiring: 0, capacity: 2 }, 'r', true],
-    ['at capacity', { grantedRequestIds: [], held: 1, acquiring: 1, capacity: 2 }, 'r', false],
+    ['below capacity', { grantedRequestIds: new Set<string>(), held: 1, acquiring: 0, capacity: 2 }, 'r', true],
+    ['at capacity', { grantedRequestIds: new Set<string>(), held: 1, acquiring: 1, capacity: 2 }, 'r', false],
     [
       'at capacity, a repeat of a granted request',
-      { grantedRequestIds: ['r'], held: 2, acquiring: 0, capacity: 2 },
+      { grantedRequestIds: new Set(['r']), held: 2, acquiring: 0, capacity: 2 },
       'r',
       true,
     ],
@@ -77,9 +77,14 @@ describe('pollDelayMs: a long poll never outlives its session, and wakes when a 
 
 describe('needsRequestRead: an acquire that found nothing reads its holding unless the session knows its requests', () => {
   it.each([
-    ['resumed or adopted: always', { requestsKnown: false, grantedRequestIds: [] }, 'q1', true],
-    ['known, the id one of its grants (a retry)', { requestsKnown: true, grantedRequestIds: ['q0', 'q1'] }, 'q1', true],
-    ['known, a new id', { requestsKnown: true, grantedRequestIds: ['q0'] }, 'q1', false],
+    ['resumed or adopted: always', { requestsKnown: false, grantedRequestIds: new Set<string>() }, 'q1', true],
+    [
+      'known, the id one of its grants (a retry)',
+      { requestsKnown: true, grantedRequestIds: new Set(['q0', 'q1']) },
+      'q1',
+      true,
+    ],
+    ['known, a new id', { requestsKnown: true, grantedRequestIds: new Set(['q0']) }, 'q1', false],
   ])('%s', (_name, view, requestId, read) => {
     expect(needsRequestRead(view, requestId)).toBe(read);
   });

@@ -20,10 +20,15 @@ export function isTakeover(task: { readonly open?: unknown; readonly lastEvent?:
   return task.open !== undefined || task.lastEvent === 'expired';
 }
 
+/** The request ids of a session's grants, asked one at a time (`SessionGrants`, or a Set in tests). */
+export interface RequestIds {
+  has(requestId: string): boolean;
+}
+
 /** What an acquire asks of its session's capacity. */
 export interface CapacityView {
-  /** Grants held: their request ids. */
-  readonly grantedRequestIds: Iterable<string>;
+  /** Grants held: whether a request id made one of them. */
+  readonly grantedRequestIds: RequestIds;
   readonly held: number;
   /** Acquires being served now. */
   readonly acquiring: number;
@@ -39,7 +44,7 @@ export function admitAcquire(
   view: CapacityView,
   requestId: string,
 ): { readonly ok: true } | { readonly ok: false; readonly message: string } {
-  for (const id of view.grantedRequestIds) if (id === requestId) return { ok: true };
+  if (view.grantedRequestIds.has(requestId)) return { ok: true };
   if (view.held + view.acquiring < view.capacity) return { ok: true };
   return {
     ok: false,
@@ -57,12 +62,10 @@ export function admitAcquire(
  * resumed or adopted (from a peer, or from this coordinator's own earlier connection) always reads.
  */
 export function needsRequestRead(
-  view: { readonly requestsKnown: boolean; readonly grantedRequestIds: Iterable<string> },
+  view: { readonly requestsKnown: boolean; readonly grantedRequestIds: RequestIds },
   requestId: string,
 ): boolean {
-  if (!view.requestsKnown) return true;
-  for (const id of view.grantedRequestIds) if (id === requestId) return true;
-  return false;
+  return !view.requestsKnown || view.grantedRequestIds.has(requestId);
 }
 
 /**

@@ -32,6 +32,7 @@ import {
   needsRequestRead,
   pollDelayMs,
   replayVerdict,
+  type RequestIds,
 } from '../core/grant-decisions.js';
 import { granted } from '../core/lifecycle.js';
 import type { CoordinatorPeers } from '../core/peers.js';
@@ -63,11 +64,8 @@ export interface GrantsContext extends DeliveryContext {
 const RETRY = Symbol('retry');
 
 /** What the request-id decisions (admitAcquire, needsRequestRead) see of a session. */
-function requestView(session: LocalSession): { requestsKnown: boolean; grantedRequestIds: readonly string[] } {
-  return {
-    requestsKnown: session.requestsKnown,
-    grantedRequestIds: Array.from(session.granted.values(), (g) => g.requestId),
-  };
+function requestView(session: LocalSession): { requestsKnown: boolean; grantedRequestIds: RequestIds } {
+  return { requestsKnown: session.requestsKnown, grantedRequestIds: session.granted };
 }
 
 /** Optional hooks of one acquire. */
@@ -134,7 +132,7 @@ export class GrantService {
     if (!queues.ok) return Promise.resolve(errorFrame('INVALID_MESSAGE', queues.message, msg.id));
     const admitted = admitAcquire(
       {
-        grantedRequestIds: requestView(session).grantedRequestIds,
+        grantedRequestIds: session.granted,
         held: session.granted.size,
         acquiring: session.acquiring,
         capacity: session.capacity,

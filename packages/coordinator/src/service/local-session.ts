@@ -1,4 +1,5 @@
 /** A session this coordinator serves, as the services see it (sessions.ts keeps them). */
+import type { SessionGrants } from '../core/session-grants.js';
 import type { WorkerChannel } from './channel.js';
 
 export interface LocalSession {
@@ -15,9 +16,10 @@ export interface LocalSession {
   /**
    * Grants sent to this session's worker and not yet released or completed here: resource ->
    * token and request id (which names the grant's holding key). A hint for release / complete,
-   * which compare both keys in etcd; the watch-fed index and a read back it up.
+   * which compare both keys in etcd; the watch-fed index and a read back it up. Its request ids are
+   * indexed: whether an acquire's request id made one of them is one lookup.
    */
-  readonly granted: Map<string, { readonly token: bigint; readonly requestId: string }>;
+  readonly granted: SessionGrants;
   /**
    * Every request of this session so far arrived here on its current channel, since the session was
    * opened here (false once it is resumed or adopted): an acquire whose request id is none of

@@ -16,6 +16,7 @@ import { sessionQueues } from '../core/queues.js';
 import type { SessionRecord } from '../core/records.js';
 import { keepaliveIntervalMs, resumeVerdict, type ExpiredReason } from '../core/session-resume.js';
 import { SlotsByKey, type Slot } from '../core/slots.js';
+import { SessionGrants } from '../core/session-grants.js';
 import { SessionTable, type HeartbeatDecision } from '../core/session-table.js';
 import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
 import type { TimerHandle, Timers } from '../core/timers.js';
@@ -281,7 +282,7 @@ export class SessionManager implements SessionRegistry {
       channel,
       inflight: new Set(),
       wakers: new Set(),
-      granted: new Map(),
+      granted: new SessionGrants(),
       requestsKnown,
       capacity: hello.capacity,
       queues: sessionQueues(hello.queues),
