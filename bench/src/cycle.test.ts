@@ -10,6 +10,8 @@ leasehold_coordinator_batch_items_count{kind="finish"} 10
 leasehold_coordinator_etcd_txn_seconds_count{txn="grant_owners",outcome="ok"} 5
 leasehold_coordinator_completion_holds_total{ended="answered"} 30
 leasehold_coordinator_completion_holds_total{ended="waiting"} 6
+leasehold_coordinator_acquire_wakes_total{result="selected"} 20
+leasehold_coordinator_acquire_wakes_total{result="empty"} 8
 leasehold_coordinator_etcd_txn_seconds_count{txn="grant_owners",outcome="failed"} 1
 leasehold_coordinator_etcd_txn_seconds_count{txn="finish_attempts",outcome="ok"} 10
 leasehold_coordinator_etcd_txn_seconds_sum{txn="finish_attempts",outcome="ok"} 0.5
@@ -29,6 +31,8 @@ describe('cycle bench: coordinator calls per task', () => {
       'txn:finish_attempts': 10,
       'hold:answered': 30,
       'hold:waiting': 6,
+      'wake:selected': 20,
+      'wake:empty': 8,
       'items:sink_write': 36,
       'calls:sink_write': 4,
     });
@@ -36,7 +40,7 @@ describe('cycle bench: coordinator calls per task', () => {
 
   it('per task of the window: txns by family, busiest first, and mean items per call', () => {
     expect(describeCalls(coordinatorCalls(TEXT), 40)).toBe(
-      'etcd txns per task: finish_attempts 0.25, grant_owners 0.15; items per group-committed call: finish 3.0, grant 8.0, sink_write 9.0; completion replies held per task, by how the hold ended: answered 0.75, waiting 0.15',
+      'etcd txns per task: finish_attempts 0.25, grant_owners 0.15; items per group-committed call: finish 3.0, grant 8.0, sink_write 9.0; completion replies held per task, by how the hold ended: answered 0.75, waiting 0.15; waiting acquires woken per task, by what they selected: selected 0.50, empty 0.20',
     );
     expect(describeCalls({}, 0)).toBe('?');
   });

@@ -61,7 +61,8 @@ type Submit = (ids: readonly number[]) => Promise<number>;
  * kind (`leasehold_coordinator_batch_items{kind}`) and etcd txns by family
  * (`leasehold_coordinator_etcd_txn_seconds_count{txn}`, every outcome). Keys `items:<kind>`,
  * `calls:<kind>`, `txn:<family>`, `hold:<ended>` (completion replies held for their carried
- * acquire); from a sink's /metrics, its write batches as kind `sink_write`.
+ * acquire), `wake:<result>` (waiting acquires woken by a change, by what they selected); from a
+ * sink's /metrics, its write batches as kind `sink_write`.
  */
 export function coordinatorCalls(text: string): Record<string, number> {
   const out: Record<string, number> = {};
@@ -76,6 +77,10 @@ export function coordinatorCalls(text: string): Record<string, number> {
   // Completion replies held for their carried acquire, by how the hold ended (service/carried-acquire.ts).
   for (const m of text.matchAll(/^leasehold_coordinator_completion_holds_total\{ended="([a-z]+)"\} (\S+)$/gm)) {
     add(`hold:${m[1] ?? ''}`, m[2]);
+  }
+  // Waiting acquires woken by a change of their queue, by what their select found (grants.ts).
+  for (const m of text.matchAll(/^leasehold_coordinator_acquire_wakes_total\{result="([a-z]+)"\} (\S+)$/gm)) {
+    add(`wake:${m[1] ?? ''}`, m[2]);
   }
   for (const m of text.matchAll(/^leasehold_coordinator_etcd_txn_seconds_count\{([^}]*)\} (\S+)$/gm)) {
     const txn = /(?:^|,)txn="([a-z_]+)"/.exec(m[1] ?? '')?.[1];
@@ -102,7 +107,12 @@ export function describeCalls(delta: Readonly<Record<string, number>>, tasks: nu
     .map(([k, v]) => `${k.slice(5)} ${(v / tasks).toFixed(2)}`);
   const held =
     holds.length === 0 ? '' : `; completion replies held per task, by how the hold ended: ${holds.join(', ')}`;
-  return `etcd txns per task: ${txns.join(', ') || 'none'}; items per group-committed call: ${items.join(', ') || 'none'}${held}`;
+  const wakes = ['selected', 'empty']
+    .filter((r) => (delta[`wake:${r}`] ?? 0) > 0)
+    .map((r) => `${r} ${((delta[`wake:${r}`] ?? 0) / tasks).toFixed(2)}`);
+  const woken =
+    wakes.length === 0 ? '' : `; waiting acquires woken per task, by what they selected: ${wakes.join(', ')}`;
+  return `etcd txns per task: ${txns.join(', ') || 'none'}; items per group-committed call: ${items.join(', ') || 'none'}${held}${woken}`;
 }
 
 /** Worker processes + the bench process as the submitter, with a bounded backlog. */

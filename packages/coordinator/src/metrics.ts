@@ -17,6 +17,7 @@ export class Metrics {
   readonly grantWait: Histogram;
   readonly grantWork: Histogram;
   readonly acquiresWaiting: Gauge;
+  readonly acquireWakes: Counter<'result'>;
   readonly renewRefusals: Counter<'reason'>;
   readonly expiries: Counter<'reason'>;
   readonly etcdTxn: Histogram<'txn' | 'outcome'>;
@@ -72,6 +73,12 @@ export class Metrics {
     this.acquiresWaiting = new Gauge({
       name: 'leasehold_coordinator_acquires_waiting',
       help: 'Long-poll lease.acquire requests parked here, waiting for a grantable task',
+      registers,
+    });
+    this.acquireWakes = new Counter({
+      name: 'leasehold_coordinator_acquire_wakes_total',
+      help: 'Waiting lease.acquire requests woken by a change of their queue, by what their select found (selected: a task; empty: none, which ends the wake chain)',
+      labelNames: ['result'],
       registers,
     });
     this.renewRefusals = new Counter({

@@ -96,6 +96,7 @@ describe('TaskIndex per queue', () => {
   it('notes the queue of a delayed task due before every other (a long poll waits until the earliest only)', () => {
     const index = indexOfTable(); // the default wall clock is time 0: every notBeforeMs is ahead
     index.takeReadied();
+    expect(index.takeDueReadied()).toBe('all'); // the table's reset
     const delayed = (taskId: string, queue: string, notBeforeMs: number, rev: bigint) =>
       entry({ ...record(taskId, `r-${taskId}`, queue), notBeforeMs }, rev);
     index.applyTask('b-late', delayed('b-late', 'beta', 5_000, 20n));
@@ -104,6 +105,17 @@ describe('TaskIndex per queue', () => {
     expect(index.takeReadied()).toEqual(new Set()); // a wait timed by 5,000 wakes before it anyway
     index.applyTask('a-soon', delayed('a-soon', 'alpha', 1_000, 22n));
     expect(index.takeReadied()).toEqual(new Set(['alpha']));
+    // Every delayed task's queue, with its earliest new due time: a poll timed past it times again.
+    expect(index.takeDueReadied()).toEqual(
+      new Map([
+        ['beta', 5_000],
+        ['alpha', 1_000],
+      ]),
+    );
+    expect(index.takeDueReadied()).toEqual(new Map());
+    index.applyTask('g-ready', entry(record('g-ready', 'r-g', 'gamma'), 23n));
+    expect(index.takeReadied()).toEqual(new Set(['gamma'])); // grantable now: readied, no new due time
+    expect(index.takeDueReadied()).toEqual(new Map());
     expect(index.nextDueMs()).toBe(1_000);
   });
 

@@ -143,6 +143,12 @@ export class TaskIndex {
   #queues = new Map<string, QueueLanes>();
   /** Queues that gained a grantable task (or the earliest due one) since {@link takeReadied} last answered. */
   #readied: Set<string> | 'all' = new Set();
+  /**
+   * Queues that gained a delayed task since {@link takeDueReadied} last answered, with the earliest
+   * due time among those (epoch ms): a long poll of theirs timed to wake later must time its wait
+   * again (one woken is not enough, and a poll of another queue may be timed later than it).
+   */
+  #dueReadied: Map<string, number> | 'all' = new Map();
   readonly #due = new DueHeap();
   #gen = 0;
   /** Every ended task, by task id. */
@@ -172,6 +178,7 @@ export class TaskIndex {
     this.#byResource = new Map();
     this.#queues = new Map();
     this.#readied = 'all';
+    this.#dueReadied = 'all';
     this.#due.clear();
     this.#ended = new Map();
     this.#endedCounts = { completed: 0, failed: 0, cancelled: 0 };
@@ -293,6 +300,17 @@ export class TaskIndex {
   takeReadied(): ReadonlySet<string> | 'all' {
     const readied = this.#readied;
     this.#readied = new Set();
+    return readied;
+  }
+
+  /**
+   * The queues that gained a delayed task since the last call, each with the earliest due time
+   * among those tasks ('all': after a reset, or past {@link MAX_READIED_QUEUES} queues), and forget
+   * them: a poll of such a queue timed to wake after that due time must time its wait again.
+   */
+  takeDueReadied(): ReadonlyMap<string, number> | 'all' {
+    const readied = this.#dueReadied;
+    this.#dueReadied = new Map();
     return readied;
   }
 
@@ -548,6 +566,14 @@ export class TaskIndex {
     if (this.#readied.size > MAX_READIED_QUEUES) this.#readied = 'all';
   }
 
+  /** A delayed task of queue `name` due at `dueMs` (epoch ms): polls timed past it must time again. */
+  #markDue(name: string, dueMs: number): void {
+    if (this.#dueReadied === 'all') return;
+    const seen = this.#dueReadied.get(name);
+    if (seen === undefined || dueMs < seen) this.#dueReadied.set(name, dueMs);
+    if (this.#dueReadied.size > MAX_READIED_QUEUES) this.#dueReadied = 'all';
+  }
+
   /** `resource`'s hold ended: its free ready tasks are grantable again. */
   #readyAgain(resource: string): void {
     if (this.#owners.has(resource)) return;
@@ -612,6 +638,7 @@ export class TaskIndex {
       task.dueGen = ++this.#gen;
       this.#due.push({ atMs: task.dueMs, taskId: task.taskId, gen: task.dueGen });
       if (earliest === undefined || task.dueMs < earliest) this.#markReadied(task.queue);
+      this.#markDue(task.queue, task.dueMs);
       return;
     }
     if (status === 'parked' || this.#owners.has(task.resource)) return;

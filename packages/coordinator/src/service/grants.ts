@@ -36,7 +36,8 @@ import {
 } from '../core/grant-decisions.js';
 import { granted } from '../core/lifecycle.js';
 import type { CoordinatorPeers } from '../core/peers.js';
-import { acquireQueues, wakesFor } from '../core/queues.js';
+import { acquireQueues } from '../core/queues.js';
+import { WaitingAcquires, type WakeUp } from '../core/waiting-acquires.js';
 import { errorFrame, failureReply } from '../core/replies.js';
 import { recordOf, type PendingTask, type TaskIndex } from '../core/task-index.js';
 import type { Metrics } from '../metrics.js';
@@ -51,9 +52,9 @@ import { Attr, contextOf, endWithReply, markFailed, tracer } from './tracing.js'
 export interface GrantsContext extends DeliveryContext {
   readonly config: Pick<CoordinatorConfig, 'grantBatchMax' | 'noLeaseRetryAfterMs' | 'retryPolicy'>;
   readonly store: Pick<LeaseStore, 'grant' | 'holding' | 'grantedTask' | 'abandonGrant'>;
-  readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs' | 'takeReadied'>;
+  readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs' | 'takeReadied' | 'takeDueReadied'>;
   readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
-  readonly metrics: DeliveryContext['metrics'] & Pick<Metrics, 'acquiresWaiting' | 'batchItems'>;
+  readonly metrics: DeliveryContext['metrics'] & Pick<Metrics, 'acquiresWaiting' | 'acquireWakes' | 'batchItems'>;
   /**
    * With peers serving sessions too, selection prefers the resources assigned to this coordinator
    * (core/peers.ts), so coordinators do not all race for the same oldest task. Absent: plain order.
@@ -82,8 +83,12 @@ export class GrantService {
   /** Takeover grants: a group commit of their own, so they do not wait behind the ordinary one in flight. */
   readonly #takeoverOwners: MicroBatcher<GrantJob, GrantOutcome>;
   readonly #inflight = new Map<string, Promise<CoordinatorMessage>>();
-  /** Waiting long-poll acquires, oldest first, with the queues they serve: each is woken once, then re-registers. */
-  readonly #waiters = new Map<() => void, readonly string[]>();
+  /**
+   * Waiting long-poll acquires, oldest first per queue: each is woken once, then waits again. A
+   * change wakes one per readied queue, which passes the wake on when it selects a task
+   * (core/waiting-acquires.ts).
+   */
+  readonly #waiters = new WaitingAcquires();
   #wakeQueued = false;
 
   /** Whether a resource is assigned to this coordinator among those serving sessions. */
@@ -162,6 +167,7 @@ export class GrantService {
   wake(): void {
     if (this.#waiters.size === 0) {
       this.#ctx.index.takeReadied();
+      this.#ctx.index.takeDueReadied();
       return;
     }
     if (this.#wakeQueued) return;
@@ -169,7 +175,11 @@ export class GrantService {
     queueMicrotask(() => {
       this.#wakeQueued = false;
       const readied = this.#ctx.index.takeReadied();
-      for (const [wakeUp, queues] of [...this.#waiters]) if (wakesFor(queues, readied)) wakeUp();
+      const due = this.#ctx.index.takeDueReadied();
+      for (const [wakeUp, baton] of this.#waiters.wakesFor(readied)) wakeUp(baton);
+      // New delayed tasks: each poll of their queues timed to wake after one times its wait again
+      // (the chains first, so their heads keep their batons).
+      if (due === 'all' || due.size > 0) for (const wakeUp of this.#waiters.timedPast(due)) wakeUp();
     });
   }
 
@@ -188,28 +198,41 @@ export class GrantService {
   }
 
   #wakeAll(): void {
-    const waiters = [...this.#waiters.keys()];
-    this.#waiters.clear();
-    for (const wakeUp of waiters) wakeUp();
+    for (const wakeUp of this.#waiters.all()) wakeUp();
+  }
+
+  /** Pass `queue`'s wake on to its next waiting acquire (this one selected a task, or could not select). */
+  #passOn(queue: string | undefined): void {
+    if (queue !== undefined) this.#waiters.next(queue)?.(queue);
   }
 
   /**
    * Resolves on the next index change, the session's end, after `ms`, or when the earliest delayed
-   * task becomes due (the index promotes it on the next select): no polling for backoffs.
+   * task becomes due (the index promotes it on the next select): no polling for backoffs. Resolves
+   * with the queue whose wake chain this acquire now carries, when a change woke it for one.
+   * `restricted` (an acquire of one task id): woken by every change of its queues, never a chain.
    */
-  #waitForChange(session: LocalSession, queues: readonly string[], ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
+  #waitForChange(
+    session: LocalSession,
+    queues: readonly string[],
+    ms: number,
+    restricted: boolean,
+  ): Promise<string | undefined> {
+    return new Promise<string | undefined>((resolve) => {
       let parked = true; // counted in the gauge once, however many of timer, wake and end fire
-      const done = (): void => {
-        if (parked) this.#ctx.metrics.acquiresWaiting.dec();
+      const done: WakeUp = (baton) => {
+        if (!parked) return;
+        this.#ctx.metrics.acquiresWaiting.dec();
         parked = false;
         this.#ctx.timers.clearTimeout(timer);
-        this.#waiters.delete(done);
+        this.#waiters.remove(done);
         session.wakers.delete(done);
-        resolve();
+        resolve(baton);
       };
-      const timer = this.#ctx.timers.setTimeout(done, ms);
-      this.#waiters.set(done, queues);
+      const timer = this.#ctx.timers.setTimeout(() => {
+        done();
+      }, ms);
+      this.#waiters.add(done, queues, restricted, this.#ctx.wallClock() + ms);
       session.wakers.add(done);
       this.#ctx.metrics.acquiresWaiting.inc();
     });
@@ -225,9 +248,15 @@ export class GrantService {
     const ctx = this.#ctx;
     const waitUntilMs = timing.receivedAtMs + (msg.waitMs ?? 0);
     let requestChecked = false;
+    /** The queue whose wake chain this acquire carries (woken for it), until its next select. */
+    let baton: string | undefined;
     for (;;) {
-      if (ctx.state.shuttingDown) return errorFrame('SHUTTING_DOWN', 'coordinator is shutting down', msg.id);
-      if (!this.#sessions.isLive(session)) return errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
+      if (ctx.state.shuttingDown || !this.#sessions.isLive(session)) {
+        this.#passOn(baton);
+        return ctx.state.shuttingDown
+          ? errorFrame('SHUTTING_DOWN', 'coordinator is shutting down', msg.id)
+          : errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
+      }
       for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
         const turn = session.queueTurn++;
         const [candidate] = ctx.index.select(
@@ -235,6 +264,13 @@ export class GrantService {
             ? { queues, turn, ...(this.#sharing() ? { prefer: this.#assignedHere } : {}) }
             : { queues, turn, taskId: msg.taskId },
         );
+        if (baton !== undefined) {
+          // Took a task: the next waiting acquire of the queue may find another (before this one
+          // grants, so the chain does not wait for etcd). Found none: nothing there is grantable.
+          ctx.metrics.acquireWakes.inc({ result: candidate === undefined ? 'empty' : 'selected' });
+          if (candidate !== undefined) this.#passOn(baton);
+          baton = undefined;
+        }
         if (candidate === undefined) break;
         timing.workStartMs ??= ctx.clock.nowMs();
         const out = await this.#tryGrant(session, msg, candidate, timing);
@@ -266,7 +302,8 @@ export class GrantService {
       const due = ctx.index.nextDueMs();
       const dueInMs = due === undefined ? undefined : due - ctx.wallClock();
       hooks.onWait?.();
-      await this.#waitForChange(session, queues, pollDelayMs(leftMs, this.#sessions.remainingMs(session), dueInMs));
+      const waitMs = pollDelayMs(leftMs, this.#sessions.remainingMs(session), dueInMs);
+      baton = await this.#waitForChange(session, queues, waitMs, msg.taskId !== undefined);
     }
     ctx.metrics.grants.inc({ outcome: 'none' });
     return noLease(msg.id, msg.requestId, ctx.config.noLeaseRetryAfterMs);
