@@ -175,44 +175,54 @@ describe('several coordinators on one etcd', () => {
         (await ownersOf(name)).length === 0 ? true : undefined,
       );
       const w2 = await stack.worker(c2.url, 'w2');
-      const g2 = (await w2.acquire('q1')) as Grant;
-      expect(g2).toMatchObject({ type: 'lease.granted', attempt: 2 });
-      expect(BigInt(g2.token)).toBeGreaterThan(BigInt(staleToken));
-      if (lateAdvance === 'refused') proxy.release(); // reaches the sink after the takeover
+      // w2's session (TTL 1 s) must outlive the checks below, which wait on c1 and the sink: its
+      // heartbeat, a cadence (as a worker keeps one), not a wait. Without it a slow machine lost w2's
+      // session, and its owner key, before the last check (seen once in a clean-clone CI run).
+      const beating = setInterval(() => {
+        void w2.heartbeat().catch(() => undefined);
+      }, TTL / 4);
+      try {
+        const g2 = (await w2.acquire('q1')) as Grant;
+        expect(g2).toMatchObject({ type: 'lease.granted', attempt: 2 });
+        expect(BigInt(g2.token)).toBeGreaterThan(BigInt(staleToken));
+        if (lateAdvance === 'refused') proxy.release(); // reaches the sink after the takeover
 
-      c1.resume();
-      const reply = await w1Reply;
-      expect(reply.type).not.toBe('lease.granted');
-      // A round trip on w1's socket: whatever c1 sent before answering it (a late grant too) has
-      // arrived once the answer (or the socket's close) has.
-      await Promise.race([w1.heartbeat().catch(() => undefined), w1.closed]);
-      expect(w1.received.some((m) => m.type === 'lease.granted')).toBe(false);
+        c1.resume();
+        const reply = await w1Reply;
+        expect(reply.type).not.toBe('lease.granted');
+        // A round trip on w1's socket: whatever c1 sent before answering it (a late grant too) has
+        // arrived once the answer (or the socket's close) has.
+        await Promise.race([w1.heartbeat().catch(() => undefined), w1.closed]);
+        expect(w1.received.some((m) => m.type === 'lease.granted')).toBe(false);
 
-      // The sink: fence at the new token; the stale token refused (even with a valid capability).
-      expect((await stack.sinkClient.getResource(`${name}/r`)).fence).toBe(BigInt(g2.token));
-      const forged = signCapability(stack.keys.capability, {
-        resource: `${name}/r`,
-        token: BigInt(staleToken),
-        workerId: 'w1',
-        incarnation: 'inc-1',
-      });
-      const stale = await stack.sinkClient.write({
-        resource: `${name}/r`,
-        token: BigInt(staleToken),
-        resultId: 'task:t1',
-        workerId: 'w1',
-        incarnation: 'inc-1',
-        capability: forged,
-        payload: { by: 'w1' },
-      });
-      expect(stale).toMatchObject({ ok: false, code: 'STALE_TOKEN' });
-      const decisions = await stack.sinkClient.decisions(0, 1000);
-      const advances = decisions.decisions.filter((d) => d.kind === 'advance' && d.resource === `${name}/r`);
-      expect(advances.find((d) => d.token === staleToken)?.outcome).toBe(
-        lateAdvance === 'refused' ? 'STALE_TOKEN' : 'advanced',
-      );
-      // One owner: w2's.
-      expect((await admin.resource(`${name}/r`)).body).toMatchObject({ token: g2.token, owner: { workerId: 'w2' } });
+        // The sink: fence at the new token; the stale token refused (even with a valid capability).
+        expect((await stack.sinkClient.getResource(`${name}/r`)).fence).toBe(BigInt(g2.token));
+        const forged = signCapability(stack.keys.capability, {
+          resource: `${name}/r`,
+          token: BigInt(staleToken),
+          workerId: 'w1',
+          incarnation: 'inc-1',
+        });
+        const stale = await stack.sinkClient.write({
+          resource: `${name}/r`,
+          token: BigInt(staleToken),
+          resultId: 'task:t1',
+          workerId: 'w1',
+          incarnation: 'inc-1',
+          capability: forged,
+          payload: { by: 'w1' },
+        });
+        expect(stale).toMatchObject({ ok: false, code: 'STALE_TOKEN' });
+        const decisions = await stack.sinkClient.decisions(0, 1000);
+        const advances = decisions.decisions.filter((d) => d.kind === 'advance' && d.resource === `${name}/r`);
+        expect(advances.find((d) => d.token === staleToken)?.outcome).toBe(
+          lateAdvance === 'refused' ? 'STALE_TOKEN' : 'advanced',
+        );
+        // One owner: w2's.
+        expect((await admin.resource(`${name}/r`)).body).toMatchObject({ token: g2.token, owner: { workerId: 'w2' } });
+      } finally {
+        clearInterval(beating);
+      }
       w1.close();
       w2.close();
       await proxy.close();

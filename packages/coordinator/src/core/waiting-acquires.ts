@@ -19,7 +19,10 @@
  * times its wait again by the earliest due time (`timedPast`); at that time their timers wake them.
  *
  * Pure: no I/O, no timers. Waiting acquires are kept oldest first per queue, so each chain wakes in
- * arrival order and every lookup is bounded by the queues named, not by the acquires waiting.
+ * arrival order and starting or passing one is bounded by the queues named, not by the acquires
+ * waiting. Re-timing compares the timer of each waiting acquire of a queue that gained a delayed
+ * task (no select; only those timed past it wake), and each change looks at every `taskId` acquire.
+ * At a due time, the timers of all the acquires timed to it still fire together, as before.
  */
 import { wakesFor } from './queues.js';
 
