@@ -116,6 +116,10 @@ describe('TaskIndex per queue', () => {
     index.applyTask('g-ready', entry(record('g-ready', 'r-g', 'gamma'), 23n));
     expect(index.takeReadied()).toEqual(new Set(['gamma'])); // grantable now: readied, no new due time
     expect(index.takeDueReadied()).toEqual(new Map());
+    // Several in one queue before the next take: the earliest of them, whatever their order.
+    index.applyTask('b-2', delayed('b-2', 'beta', 2_000, 24n));
+    index.applyTask('b-3', delayed('b-3', 'beta', 3_000, 25n));
+    expect(index.takeDueReadied()).toEqual(new Map([['beta', 2_000]]));
     expect(index.nextDueMs()).toBe(1_000);
   });
 
