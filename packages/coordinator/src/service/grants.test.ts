@@ -221,6 +221,16 @@ describe('idempotent acquire', () => {
     await cluster.advance(2);
     expect((await waiting).type).toBe('lease.none');
   });
+
+  it("answers SESSION_EXPIRED, not lease.none, when the session's deadline passes during the long poll's select", async () => {
+    const w = await cluster.worker(c1, 'w1');
+    // The clock crosses the session's deadline (TTL 3 s) right after the first select, unseen by
+    // the timers: the session is live at the loop's check and not live once nothing was found.
+    cluster.jumpAfterSelects(c1, (n) => (n === 0 ? 3_001 : 0));
+    const reply = cluster.acquire(w, { waitMs: 20_000 });
+    await cluster.settle();
+    expect(await reply).toMatchObject({ type: 'error', code: 'SESSION_EXPIRED' });
+  });
 });
 
 describe('drain (a closing worker)', () => {

@@ -294,8 +294,11 @@ export class GrantService {
         requestChecked = true;
         continue;
       }
+      // A session that ended since the check above (its deadline passed during the select) is
+      // answered SESSION_EXPIRED by that check, not lease.none: the worker must open a new one.
+      if (!this.#sessions.isLive(session)) continue;
       const leftMs = waitUntilMs - ctx.clock.nowMs();
-      if (leftMs <= 0 || session.draining || !this.#sessions.isLive(session)) break;
+      if (leftMs <= 0 || session.draining) break;
       timing.workStartMs = undefined;
       // A due time already past (the task came due since the select above: nextDueMs does not
       // promote) makes the wait 1 ms, and the next select takes the task.
