@@ -69,13 +69,12 @@ export function needsRequestRead(
 }
 
 /**
- * How long a long poll waits before it selects again: until its own deadline (`leftMs`), the
- * session's (`sessionLeftMs`, + 1 so the end is seen), or the earliest delayed task's due time
- * (`dueInMs`, at least 1 ms) — whichever is first. No polling for backoffs.
+ * How long a long poll waits before it selects again, unless a change wakes it first: until its
+ * own deadline (`leftMs`) or the session's (`sessionLeftMs`, + 1 so the end is seen), whichever is
+ * first. A delayed task coming due is a change (the grant service's due timer), not a deadline here.
  */
-export function pollDelayMs(leftMs: number, sessionLeftMs: number, dueInMs: number | undefined): number {
-  const waitMs = Math.min(leftMs, sessionLeftMs + 1);
-  return dueInMs === undefined ? waitMs : Math.min(waitMs, Math.max(1, dueInMs));
+export function pollDelayMs(leftMs: number, sessionLeftMs: number): number {
+  return Math.min(leftMs, sessionLeftMs + 1);
 }
 
 /** A payload as `inputs/<t>` holds it (its JSON); undefined when missing or not JSON. */

@@ -93,34 +93,34 @@ describe('TaskIndex per queue', () => {
     expect(index.takeReadied()).toEqual(new Set(['alpha']));
   });
 
-  it('notes the queue of a delayed task due before every other (a long poll waits until the earliest only)', () => {
-    const index = indexOfTable(); // the default wall clock is time 0: every notBeforeMs is ahead
+  it('notes no queue for a delayed task until it is promoted; promoting notes the queues of the due ones', () => {
+    let now = 0;
+    const index = new TaskIndex({ wallClock: () => now });
+    index.reset([], [], 1n);
     index.takeReadied();
-    expect(index.takeDueReadied()).toBe('all'); // the table's reset
     const delayed = (taskId: string, queue: string, notBeforeMs: number, rev: bigint) =>
       entry({ ...record(taskId, `r-${taskId}`, queue), notBeforeMs }, rev);
     index.applyTask('b-late', delayed('b-late', 'beta', 5_000, 20n));
-    expect(index.takeReadied()).toEqual(new Set(['beta'])); // the first due time of all
-    index.applyTask('a-later', delayed('a-later', 'alpha', 6_000, 21n));
-    expect(index.takeReadied()).toEqual(new Set()); // a wait timed by 5,000 wakes before it anyway
-    index.applyTask('a-soon', delayed('a-soon', 'alpha', 1_000, 22n));
-    expect(index.takeReadied()).toEqual(new Set(['alpha']));
-    // Every delayed task's queue, with its earliest new due time: a poll timed past it times again.
-    expect(index.takeDueReadied()).toEqual(
-      new Map([
-        ['beta', 5_000],
-        ['alpha', 1_000],
-      ]),
-    );
-    expect(index.takeDueReadied()).toEqual(new Map());
-    index.applyTask('g-ready', entry(record('g-ready', 'r-g', 'gamma'), 23n));
-    expect(index.takeReadied()).toEqual(new Set(['gamma'])); // grantable now: readied, no new due time
-    expect(index.takeDueReadied()).toEqual(new Map());
-    // Several in one queue before the next take: the earliest of them, whatever their order.
-    index.applyTask('b-2', delayed('b-2', 'beta', 2_000, 24n));
-    index.applyTask('b-3', delayed('b-3', 'beta', 3_000, 25n));
-    expect(index.takeDueReadied()).toEqual(new Map([['beta', 2_000]]));
+    index.applyTask('a-soon', delayed('a-soon', 'alpha', 1_000, 21n));
+    index.applyTask('g-soon', delayed('g-soon', 'gamma', 1_000, 22n));
+    expect(index.takeReadied()).toEqual(new Set()); // not grantable yet: nobody is woken for them
     expect(index.nextDueMs()).toBe(1_000);
+    now = 999;
+    index.promoteDue();
+    expect(index.takeReadied()).toEqual(new Set());
+    now = 1_000;
+    index.promoteDue();
+    expect(index.takeReadied()).toEqual(new Set(['alpha', 'gamma'])); // only the queues that came due
+    expect(index.nextDueMs()).toBe(5_000);
+    // A due task whose resource has an owner is promoted but not readied: the owner's delete readies it.
+    index.applyOwner('r-b-late', { resource: 'r-b-late', taskId: 'x', sessionId: 's', requestId: 'q', token: 23n });
+    now = 5_000;
+    index.promoteDue();
+    expect(index.takeReadied()).toEqual(new Set());
+    expect(index.nextDueMs()).toBeUndefined();
+    index.applyOwner('r-b-late', undefined);
+    expect(index.takeReadied()).toEqual(new Set(['beta']));
+    expect(index.select({ queues: ['beta'] }).map((t) => t.taskId)).toEqual(['b-late']);
   });
 
   it('notes the queue of a resource whose hold ended when the watch reaches its revision', () => {

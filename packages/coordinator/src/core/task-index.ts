@@ -19,7 +19,7 @@
  *
  * Lifecycle: a pending task is *ready* (grantable when its resource is free), *delayed* (its
  * `notBeforeMs` is in the future: kept in a heap by time, promoted when due — {@link nextDueMs}
- * tells the grant service when to wake, so nothing polls), or *parked* (an attempt is open, or its
+ * tells the grant service when to {@link promoteDue}, so nothing polls), or *parked* (an attempt is open, or its
  * attempts are used up: it waits for the record that closes the attempt). Ready tasks are kept per
  * queue (issue 25), in one lane per priority; selection looks only at the queues it is given (the
  * session's), takes the highest priority first and, within a priority, lets the queues take turns
@@ -27,10 +27,8 @@
  *
  * Queues: a queue's lanes exist while it has pending tasks (or ended ones counted); its name is
  * kept once and shared by its entries. Every queue that gains a grantable task (a new ready task,
- * a freed resource, a due task, a hold that ended) is noted for {@link takeReadied}, so the grant
- * service wakes only the long polls that serve it — and so is a queue that gains a delayed task due
- * before every other: a long poll times its wait by the earliest due time it saw ({@link nextDueMs}),
- * so it must wait again, until this one.
+ * a freed resource, a due task promoted, a hold that ended) is noted for {@link takeReadied}, so
+ * the grant service wakes only the long polls that serve it.
  *
  * Over 400 lines on purpose: the lanes, the due heap, the per-resource ids and the owners block and
  * unblock each other (an owner key blocks its resource's ready tasks, its delete returns them in
@@ -141,14 +139,8 @@ export class TaskIndex {
   #byResource = new Map<string, string | Set<string>>();
   /** Lanes and counts per queue name. */
   #queues = new Map<string, QueueLanes>();
-  /** Queues that gained a grantable task (or the earliest due one) since {@link takeReadied} last answered. */
+  /** Queues that gained a grantable task since {@link takeReadied} last answered. */
   #readied: Set<string> | 'all' = new Set();
-  /**
-   * Queues that gained a delayed task since {@link takeDueReadied} last answered, with the earliest
-   * due time among those (epoch ms): a long poll of theirs timed to wake later must time its wait
-   * again (one woken is not enough, and a poll of another queue may be timed later than it).
-   */
-  #dueReadied: Map<string, number> | 'all' = new Map();
   readonly #due = new DueHeap();
   #gen = 0;
   /** Every ended task, by task id. */
@@ -178,7 +170,6 @@ export class TaskIndex {
     this.#byResource = new Map();
     this.#queues = new Map();
     this.#readied = 'all';
-    this.#dueReadied = 'all';
     this.#due.clear();
     this.#ended = new Map();
     this.#endedCounts = { completed: 0, failed: 0, cancelled: 0 };
@@ -294,8 +285,8 @@ export class TaskIndex {
   }
 
   /**
-   * The queues that gained a grantable task, or a delayed task due before every other, since the
-   * last call ('all': after a reset, or more than {@link MAX_READIED_QUEUES} of them), and forget them.
+   * The queues that gained a grantable task since the last call ('all': after a reset, or more than
+   * {@link MAX_READIED_QUEUES} of them), and forget them.
    */
   takeReadied(): ReadonlySet<string> | 'all' {
     const readied = this.#readied;
@@ -304,14 +295,11 @@ export class TaskIndex {
   }
 
   /**
-   * The queues that gained a delayed task since the last call, each with the earliest due time
-   * among those tasks ('all': after a reset, or past {@link MAX_READIED_QUEUES} queues), and forget
-   * them: a poll of such a queue timed to wake after that due time must time its wait again.
+   * Delayed tasks whose time has come become ready, and their queues readied (as {@link select}
+   * does first): the grant service calls it when {@link nextDueMs} comes.
    */
-  takeDueReadied(): ReadonlyMap<string, number> | 'all' {
-    const readied = this.#dueReadied;
-    this.#dueReadied = new Map();
-    return readied;
+  promoteDue(): void {
+    this.#promoteDue();
   }
 
   isHeld(resource: string): boolean {
@@ -440,9 +428,9 @@ export class TaskIndex {
 
   /**
    * When the earliest delayed task becomes due (epoch ms), if any is waiting — possibly a time
-   * already past: this does not promote (only {@link select} does), so a task that came due after
-   * the caller's last select is still reported, and the caller selects again instead of waiting
-   * past it for a change that will not come.
+   * already past: this does not promote (only {@link select} and {@link promoteDue} do), so a task
+   * that came due after the caller's last select is still reported, and the caller promotes it at
+   * once instead of waiting past it for a change that will not come.
    */
   nextDueMs(): number | undefined {
     return this.#earliestDue();
@@ -566,14 +554,6 @@ export class TaskIndex {
     if (this.#readied.size > MAX_READIED_QUEUES) this.#readied = 'all';
   }
 
-  /** A delayed task of queue `name` due at `dueMs` (epoch ms): polls timed past it must time again. */
-  #markDue(name: string, dueMs: number): void {
-    if (this.#dueReadied === 'all') return;
-    const seen = this.#dueReadied.get(name);
-    if (seen === undefined || dueMs < seen) this.#dueReadied.set(name, dueMs);
-    if (this.#dueReadied.size > MAX_READIED_QUEUES) this.#dueReadied = 'all';
-  }
-
   /** `resource`'s hold ended: its free ready tasks are grantable again. */
   #readyAgain(resource: string): void {
     if (this.#owners.has(resource)) return;
@@ -598,7 +578,7 @@ export class TaskIndex {
     return task.status === 'ready' && !this.#owners.has(task.resource) && !this.isHeld(task.resource);
   }
 
-  /** Delayed tasks whose time has come become ready. */
+  /** Delayed tasks whose time has come become ready (their queues readied, when their resource is free). */
   #promoteDue(): void {
     if (this.#due.size === 0) return;
     const now = this.#now();
@@ -633,12 +613,9 @@ export class TaskIndex {
       if (ids !== task.taskId) this.#byResource.set(task.resource, new Set([ids, task.taskId]));
     } else ids.add(task.taskId);
     if (status === 'delayed') {
-      // A long poll waits until the earliest due time it saw at most: one due before that wakes it.
-      const earliest = this.#earliestDue();
+      // Nothing is readied: it becomes grantable when promoted (its queue readied then).
       task.dueGen = ++this.#gen;
       this.#due.push({ atMs: task.dueMs, taskId: task.taskId, gen: task.dueGen });
-      if (earliest === undefined || task.dueMs < earliest) this.#markReadied(task.queue);
-      this.#markDue(task.queue, task.dueMs);
       return;
     }
     if (status === 'parked' || this.#owners.has(task.resource)) return;

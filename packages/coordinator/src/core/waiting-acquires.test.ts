@@ -69,17 +69,4 @@ describe('WaitingAcquires', () => {
     ]);
     expect(w.all()).toEqual([a, b]);
   });
-
-  it('re-times the waiters of a queue whose timers wake them after a new delayed task is due', () => {
-    const w = new WaitingAcquires();
-    const [early, late, other, oneLate] = [waiter(), waiter(), waiter(), waiter()];
-    w.add(early, ['a'], false, 1_000);
-    w.add(late, ['a'], false, 9_000);
-    w.add(other, ['b'], false, 9_000);
-    w.add(oneLate, ['a'], true, 9_000);
-    expect(w.timedPast(new Map([['a', 5_000]]))).toEqual([late, oneLate]);
-    expect(w.timedPast(new Map([['a', 500]]))).toEqual([early, late, oneLate]);
-    expect(w.timedPast(new Map([['c', 0]]))).toEqual([]);
-    expect(w.timedPast('all')).toEqual([early, late, other, oneLate]);
-  });
 });

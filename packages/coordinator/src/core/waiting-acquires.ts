@@ -1,7 +1,8 @@
 /**
  * The long-poll acquires waiting on this coordinator, and which of them a change wakes.
  *
- * A change readies queues (a task submitted, an owner freed, a hold ended, a task come due). Waking
+ * A change readies queues (a task submitted, an owner freed, a hold ended, a delayed task promoted
+ * by the grant service's due timer). Waking
  * every acquire that serves a readied queue — as this did before — made every task wake every
  * waiting acquire of its queue: each selected, one took the task, the others found nothing and
  * waited again. Measured under the bench's takeover suite at half the cycle rate: ~6 to 8 wakes per
@@ -14,15 +15,16 @@
  * included, so nothing in that queue is grantable now; one that ends without selecting (its
  * session ended, shutdown) passes the baton on. A queue with k grantable tasks thus wakes k + 1
  * acquires, not all of them. Acquires that select one task only (`taskId`) are woken by every
- * change of their queues, as before: their select says nothing of the queue's other tasks. A
- * delayed task wakes every acquire of its queue whose timer is set past the task's due time, so it
- * times its wait again by the earliest due time (`timedPast`); at that time their timers wake them.
+ * change of their queues, as before: their select says nothing of the queue's other tasks.
+ *
+ * Delayed tasks: before, each waiting acquire timed its wait by the earliest due time of all, so
+ * every due time woke every waiting acquire of every queue, and each new delayed task re-timed the
+ * waiting acquires of its queue. Now no waiter times its wait by a due time: the grant service's one
+ * due timer promotes the due tasks, which readies their queues like any other change.
  *
  * Pure: no I/O, no timers. Waiting acquires are kept oldest first per queue, so each chain wakes in
  * arrival order and starting or passing one is bounded by the queues named, not by the acquires
- * waiting. Re-timing compares the timer of each waiting acquire of a queue that gained a delayed
- * task (no select; only those timed past it wake), and each change looks at every `taskId` acquire.
- * At a due time, the timers of all the acquires timed to it still fire together, as before.
+ * waiting. Each change looks at every `taskId` acquire.
  */
 import { wakesFor } from './queues.js';
 
@@ -31,8 +33,6 @@ export type WakeUp = (baton?: string) => void;
 
 interface Waiter {
   readonly queues: readonly string[];
-  /** When its timer wakes it (epoch ms), at the latest. */
-  readonly wakeAtMs: number;
   /** Selects one task only: woken by every change of its queues, never part of a chain. */
   readonly restricted: boolean;
 }
@@ -47,8 +47,8 @@ export class WaitingAcquires {
     return this.#all.size;
   }
 
-  add(wakeUp: WakeUp, queues: readonly string[], restricted: boolean, wakeAtMs = Infinity): void {
-    this.#all.set(wakeUp, { queues, restricted, wakeAtMs });
+  add(wakeUp: WakeUp, queues: readonly string[], restricted: boolean): void {
+    this.#all.set(wakeUp, { queues, restricted });
     if (restricted) {
       this.#restricted.add(wakeUp);
       return;
@@ -99,30 +99,6 @@ export class WaitingAcquires {
       if (waiter !== undefined && wakesFor(waiter.queues, readied)) out.push([wakeUp, undefined]);
     }
     return out;
-  }
-
-  /**
-   * The waiters a new delayed task must re-time: each serving a queue of `due` whose timer wakes it
-   * after that queue's new due time (`'all'`: every waiter). Its wait was timed by an earlier
-   * earliest due time, or by none; without this it would sleep past the task.
-   */
-  timedPast(due: ReadonlyMap<string, number> | 'all'): WakeUp[] {
-    if (due === 'all') return this.all();
-    const out = new Set<WakeUp>();
-    for (const [queue, dueMs] of due) {
-      for (const wakeUp of this.#byQueue.get(queue) ?? []) {
-        if ((this.#all.get(wakeUp)?.wakeAtMs ?? 0) > dueMs) out.add(wakeUp);
-      }
-    }
-    for (const wakeUp of this.#restricted) {
-      const waiter = this.#all.get(wakeUp);
-      if (waiter === undefined) continue;
-      for (const queue of waiter.queues) {
-        const dueMs = due.get(queue);
-        if (dueMs !== undefined && waiter.wakeAtMs > dueMs) out.add(wakeUp);
-      }
-    }
-    return [...out];
   }
 
   /** The next waiter of `queue`'s chain (the oldest unrestricted one waiting), if any. */

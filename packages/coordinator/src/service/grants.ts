@@ -37,6 +37,7 @@ import {
 import { granted } from '../core/lifecycle.js';
 import type { CoordinatorPeers } from '../core/peers.js';
 import { acquireQueues } from '../core/queues.js';
+import type { TimerHandle } from '../core/timers.js';
 import { WaitingAcquires, type WakeUp } from '../core/waiting-acquires.js';
 import { errorFrame, failureReply } from '../core/replies.js';
 import { recordOf, type PendingTask, type TaskIndex } from '../core/task-index.js';
@@ -52,7 +53,7 @@ import { Attr, contextOf, endWithReply, markFailed, tracer } from './tracing.js'
 export interface GrantsContext extends DeliveryContext {
   readonly config: Pick<CoordinatorConfig, 'grantBatchMax' | 'noLeaseRetryAfterMs' | 'retryPolicy'>;
   readonly store: Pick<LeaseStore, 'grant' | 'holding' | 'grantedTask' | 'abandonGrant'>;
-  readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs' | 'takeReadied' | 'takeDueReadied'>;
+  readonly index: Pick<TaskIndex, 'select' | 'hold' | 'holdUntil' | 'nextDueMs' | 'promoteDue' | 'takeReadied'>;
   readonly state: Readonly<Pick<CoordinatorState, 'shuttingDown'>>;
   readonly metrics: DeliveryContext['metrics'] & Pick<Metrics, 'acquiresWaiting' | 'acquireWakes' | 'batchItems'>;
   /**
@@ -90,6 +91,14 @@ export class GrantService {
    */
   readonly #waiters = new WaitingAcquires();
   #wakeQueued = false;
+  /**
+   * One timer for every waiting acquire: it fires when the index's earliest delayed task comes due
+   * (epoch ms `#dueAtMs`), promotes the due tasks and wakes the chains of their queues. No waiting
+   * acquire times its wait by a due time, so a due time wakes no more than a submit would.
+   */
+  #dueTimer: TimerHandle | undefined;
+  #dueAtMs: number | undefined;
+  #closed = false;
 
   /** Whether a resource is assigned to this coordinator among those serving sessions. */
   readonly #assignedHere = (resource: string): boolean => {
@@ -167,20 +176,40 @@ export class GrantService {
   wake(): void {
     if (this.#waiters.size === 0) {
       this.#ctx.index.takeReadied();
-      this.#ctx.index.takeDueReadied();
       return;
     }
+    this.#armDue();
     if (this.#wakeQueued) return;
     this.#wakeQueued = true;
     queueMicrotask(() => {
       this.#wakeQueued = false;
       const readied = this.#ctx.index.takeReadied();
-      const due = this.#ctx.index.takeDueReadied();
       for (const [wakeUp, baton] of this.#waiters.wakesFor(readied)) wakeUp(baton);
-      // New delayed tasks: each poll of their queues timed to wake after one times its wait again
-      // (the chains first, so their heads keep their batons).
-      if (due === 'all' || due.size > 0) for (const wakeUp of this.#waiters.timedPast(due)) wakeUp();
     });
+  }
+
+  /**
+   * While acquires wait, keep the due timer set for the index's earliest delayed task: set it when
+   * there is none, or when a delayed task comes due before the time it is set for. (Set later than
+   * needed it fires, promotes nothing and is set again; with no acquire waiting it is not set again:
+   * an acquire selects, which promotes, before it waits, and its wait sets the timer.)
+   */
+  #armDue(): void {
+    if (this.#closed) return;
+    const dueMs = this.#ctx.index.nextDueMs();
+    if (dueMs === undefined || (this.#dueAtMs !== undefined && this.#dueAtMs <= dueMs)) return;
+    this.#ctx.timers.clearTimeout(this.#dueTimer);
+    this.#dueAtMs = dueMs;
+    // A due time already past (the task came due since the last select) fires at once.
+    this.#dueTimer = this.#ctx.timers.setTimeout(
+      () => {
+        this.#dueTimer = undefined;
+        this.#dueAtMs = undefined;
+        this.#ctx.index.promoteDue();
+        this.wake();
+      },
+      Math.max(1, dueMs - this.#ctx.wallClock()),
+    );
   }
 
   /**
@@ -194,6 +223,9 @@ export class GrantService {
 
   /** Shutdown: waiting acquires answer now. */
   close(): void {
+    this.#closed = true;
+    this.#ctx.timers.clearTimeout(this.#dueTimer);
+    this.#dueTimer = undefined;
     this.#wakeAll();
   }
 
@@ -207,10 +239,10 @@ export class GrantService {
   }
 
   /**
-   * Resolves on the next index change, the session's end, after `ms`, or when the earliest delayed
-   * task becomes due (the index promotes it on the next select): no polling for backoffs. Resolves
-   * with the queue whose wake chain this acquire now carries, when a change woke it for one.
-   * `restricted` (an acquire of one task id): woken by every change of its queues, never a chain.
+   * Resolves on the next index change that readies one of `queues` (a delayed task coming due is
+   * one: the due timer promotes it), the session's end, or after `ms`: no polling for backoffs.
+   * Resolves with the queue whose wake chain this acquire now carries, when a change woke it for
+   * one. `restricted` (an acquire of one task id): woken by every change of its queues, never a chain.
    */
   #waitForChange(
     session: LocalSession,
@@ -232,9 +264,10 @@ export class GrantService {
       const timer = this.#ctx.timers.setTimeout(() => {
         done();
       }, ms);
-      this.#waiters.add(done, queues, restricted, this.#ctx.wallClock() + ms);
+      this.#waiters.add(done, queues, restricted);
       session.wakers.add(done);
       this.#ctx.metrics.acquiresWaiting.inc();
+      this.#armDue();
     });
   }
 
@@ -300,12 +333,8 @@ export class GrantService {
       const leftMs = waitUntilMs - ctx.clock.nowMs();
       if (leftMs <= 0 || session.draining) break;
       timing.workStartMs = undefined;
-      // A due time already past (the task came due since the select above: nextDueMs does not
-      // promote) makes the wait 1 ms, and the next select takes the task.
-      const due = ctx.index.nextDueMs();
-      const dueInMs = due === undefined ? undefined : due - ctx.wallClock();
       hooks.onWait?.();
-      const waitMs = pollDelayMs(leftMs, this.#sessions.remainingMs(session), dueInMs);
+      const waitMs = pollDelayMs(leftMs, this.#sessions.remainingMs(session));
       baton = await this.#waitForChange(session, queues, waitMs, msg.taskId !== undefined);
     }
     ctx.metrics.grants.inc({ outcome: 'none' });

@@ -8,9 +8,10 @@
  * jumped) after the earliest due time among the tasks submitted: never by its `waitMs` or the
  * session's deadline.
  *
- * Each of the two ways a poll once slept past a backoff makes this fail: a delayed task submitted
- * while the poll waits not waking it (task-index.ts `#addTask`), and `nextDueMs` promoting a task
- * that came due after the poll's select (task-index.ts `nextDueMs`).
+ * Each way a poll could sleep past a backoff makes this fail: the grant service's due timer not set
+ * earlier for a delayed task submitted while the poll waits (grants.ts `#armDue` in `wake`), or
+ * not set again after it fired (`#dueAtMs` kept), and — before the due timer — `nextDueMs`
+ * promoting a task that came due after the poll's select.
  */
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -4,7 +4,9 @@
  *
  * - A task wakes the acquires it needs, not every one waiting: with 20 polls waiting on a queue,
  *   one task costs two selects (the one that takes it, and the next, which finds nothing and ends
- *   the chain), not twenty.
+ *   the chain), not twenty. A delayed task coming due is such a change (the grant service's one due
+ *   timer), so its due time wakes no more: before, every poll waiting on any queue had timed its
+ *   wait by the earliest due time, and each selected at it.
  * - No wake is lost: over random programs — sessions serving random queues, polls on all of their
  *   queues, a subset, or one task id, tasks submitted alone or several at once in random queues —
  *   after every change has settled no waiting poll could select a task. Removing the hand-on of a
@@ -70,7 +72,8 @@ describe('waiting long polls', () => {
       void c.acquire(w, { waitMs: WAIT_MS }).then((reply) => answers.push(reply));
     }
     await c.settle();
-    // Each is due before every other delayed task: the polls must time their waits again by it.
+    // Submitted after the polls began to wait, each earlier than the one before: the due timer
+    // must be set earlier each time.
     await c.submit(c1, 'late', 'r-late', {}, { delayMs: 50 });
     await c.submit(c1, 'early-1', 'r1', {}, { delayMs: 20 });
     await c.submit(c1, 'early-2', 'r2', {}, { delayMs: 20 });
@@ -80,7 +83,24 @@ describe('waiting long polls', () => {
     expect(answers).toHaveLength(3);
   });
 
-  it('a delayed task due before every other re-times every waiting poll of its queue, not only the oldest', async () => {
+  it('a due time wakes the chain of its queue only: two selects, not one per waiting poll', async () => {
+    const c = (cluster = new ServiceCluster({ SESSION_TTL_MS: '60000' }));
+    const c1 = await c.coordinator('c1');
+    const answers: string[] = [];
+    for (let i = 0; i < 20; i += 1) {
+      const queue = i % 2 === 0 ? 'a' : 'b';
+      const w = await c.worker(c1, `w${i}`, 'inc-1', 100, [queue]);
+      void c.acquire(w, { waitMs: WAIT_MS }).then((reply) => answers.push(`${queue}:${reply.type}`));
+    }
+    await c.settle();
+    await c.submit(c1, 'd', 'r', {}, { delayMs: 20, queue: 'a' });
+    const selects = countSelects(c1);
+    await c.advance(20);
+    expect(answers).toEqual(['a:lease.granted']);
+    expect(selects.n).toBeLessThanOrEqual(2);
+  });
+
+  it('a delayed task is taken at its due time by the next waiting poll of its queue when the oldest has ended', async () => {
     const c = (cluster = new ServiceCluster({ SESSION_TTL_MS: '60000' }));
     const c1 = await c.coordinator('c1');
     const w0 = await c.worker(c1, 'w0');
