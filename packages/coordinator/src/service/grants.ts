@@ -98,7 +98,6 @@ export class GrantService {
    */
   #dueTimer: TimerHandle | undefined;
   #dueAtMs: number | undefined;
-  #closed = false;
 
   /** Whether a resource is assigned to this coordinator among those serving sessions. */
   readonly #assignedHere = (resource: string): boolean => {
@@ -195,7 +194,7 @@ export class GrantService {
    * an acquire selects, which promotes, before it waits, and its wait sets the timer.)
    */
   #armDue(): void {
-    if (this.#closed) return;
+    if (this.#ctx.state.shuttingDown) return; // (close() after etcd was unreachable is not the end)
     const dueMs = this.#ctx.index.nextDueMs();
     if (dueMs === undefined || (this.#dueAtMs !== undefined && this.#dueAtMs <= dueMs)) return;
     this.#ctx.timers.clearTimeout(this.#dueTimer);
@@ -223,9 +222,9 @@ export class GrantService {
 
   /** Shutdown: waiting acquires answer now. */
   close(): void {
-    this.#closed = true;
     this.#ctx.timers.clearTimeout(this.#dueTimer);
     this.#dueTimer = undefined;
+    this.#dueAtMs = undefined;
     this.#wakeAll();
   }
 

@@ -100,6 +100,23 @@ describe('waiting long polls', () => {
     expect(selects.n).toBeLessThanOrEqual(2);
   });
 
+  it('after close() (what an etcd outage does) woke the waiting polls, a poll still wakes at a due time', async () => {
+    const c = (cluster = new ServiceCluster({ SESSION_TTL_MS: '60000' }));
+    const c1 = await c.coordinator('c1');
+    const w = await c.worker(c1, 'w0');
+    await c.submit(c1, 'd', 'r', {}, { delayMs: 50 });
+    let answer: CoordinatorMessage | undefined;
+    void c.acquire(w, { waitMs: WAIT_MS }).then((reply) => (answer = reply));
+    await c.settle();
+    // The coordinator serves on afterwards (its sessions were handed off; this one is still live,
+    // so its poll selects again and waits again).
+    c1.services.grants.close();
+    await c.settle();
+    expect(answer).toBeUndefined();
+    await c.advance(50);
+    expect(answer).toMatchObject({ type: 'lease.granted', taskId: 'd' });
+  });
+
   it('a delayed task is taken at its due time by the next waiting poll of its queue when the oldest has ended', async () => {
     const c = (cluster = new ServiceCluster({ SESSION_TTL_MS: '60000' }));
     const c1 = await c.coordinator('c1');
