@@ -100,6 +100,24 @@ describe('waiting long polls', () => {
     expect(selects.n).toBeLessThanOrEqual(2);
   });
 
+  it('a chain head whose session ended between its wake and its select passes the wake on', async () => {
+    const c = (cluster = new ServiceCluster({ SESSION_TTL_MS: '60000' }));
+    const c1 = await c.coordinator('c1');
+    const w0 = await c.worker(c1, 'w0');
+    await c.advance(1_000);
+    const w1 = await c.worker(c1, 'w1'); // its deadline is a second after w0's
+    const answers = new Map<string, CoordinatorMessage>();
+    void c.acquire(w0, { waitMs: 30_000 }).then((reply) => answers.set('w0', reply));
+    void c.acquire(w1, { waitMs: 30_000 }).then((reply) => answers.set('w1', reply));
+    await c.settle();
+    // w0's deadline passes, unseen by the timers: its session has ended (no longer live) but is
+    // not yet ended by its deadline timer, which would have woken it without a baton.
+    c.clock.advance(59_500);
+    await c.submit(c1, 't', 'r');
+    expect(answers.get('w0')).toMatchObject({ type: 'error', code: 'SESSION_EXPIRED' });
+    expect(answers.get('w1')).toMatchObject({ type: 'lease.granted', taskId: 't' });
+  });
+
   it('after close() (what an etcd outage does) woke the waiting polls, a poll still wakes at a due time', async () => {
     const c = (cluster = new ServiceCluster({ SESSION_TTL_MS: '60000' }));
     const c1 = await c.coordinator('c1');
