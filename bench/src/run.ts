@@ -49,7 +49,7 @@ const USAGE = `usage: pnpm bench [--only ${SUITES.join(',')}] [--quick] [--round
                   [--scale-tasks N] [--scale-large N] [--scale-large-bytes B] [--scale-ended N]
                   [--scale-restart-timeout S] [--scale-retention-timeout S] [--scale-coordinator-env NAME=VALUE]...
 
-  (default: every suite but pg and scale; full run ≤ 15 min on 2 cores, --quick ≤ 2 min)
+  (default: every suite but pg and scale; full run ~15 min on 2 cores, --quick ≤ 2 min)
   --only LIST     comma-separated suites to run (pg and scale only when named)
   --quick         smoke run: 1 round × 1 s per side, 64 takeovers, renewal 0 → 2k → 0 with 1 s windows
   --rounds N      interleaved rounds per figure and baseline (default 5)
