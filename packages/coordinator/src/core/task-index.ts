@@ -19,11 +19,12 @@
  *
  * Lifecycle: a pending task is *ready* (grantable when its resource is free), *delayed* (its
  * `notBeforeMs` is in the future: kept in a heap by time, promoted when due — {@link nextDueMs}
- * tells the grant service when to {@link promoteDue}, so nothing polls), or *parked* (an attempt is open, or its
- * attempts are used up: it waits for the record that closes the attempt). Ready tasks are kept per
- * queue (issue 25), in one lane per priority; selection looks only at the queues it is given (the
- * session's), takes the highest priority first and, within a priority, lets the queues take turns
- * (the caller's `turn` rotates which queue goes first), oldest first within a queue.
+ * tells the grant service when to {@link promoteDue}, so nothing polls), or *parked* (an attempt
+ * is open, or its attempts are used up: it waits for the record that closes the attempt). Ready
+ * tasks are kept per queue (issue 25), in one lane per priority; selection looks only at the queues
+ * it is given (the session's), takes the highest priority first and, within a priority, lets the
+ * queues take turns (the caller's `turn` rotates which queue goes first), oldest first within a
+ * queue.
  *
  * Queues: a queue's lanes exist while it has pending tasks (or ended ones counted); its name is
  * kept once and shared by its entries. Every queue that gains a grantable task (a new ready task,
