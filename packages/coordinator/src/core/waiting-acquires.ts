@@ -4,8 +4,9 @@
  * A change readies queues (a task submitted, an owner freed, a hold ended, a delayed task promoted
  * by the grant service's due timer). Waking every acquire that serves a readied queue — as this did
  * before — made every task wake every waiting acquire of its queue: each selected, one took the
- * task, the others found nothing and waited again. Measured under the bench's takeover suite at half the cycle rate: ~6 to 8 wakes per
- * grant, 87 % of them finding nothing; with W slots waiting, one task cost W selects.
+ * task, the others found nothing and waited again. Measured under the bench's takeover suite at
+ * half the cycle rate: ~6 to 8 wakes per grant, 87 % of them finding nothing; with W slots waiting,
+ * one task cost W selects.
  *
  * Now each readied queue starts a chain: its oldest waiting acquire is woken carrying the queue
  * (the baton). An acquire woken with a baton that selects a task passes the baton to the next
