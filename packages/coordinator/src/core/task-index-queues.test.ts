@@ -6,7 +6,7 @@
  */
 import { DEFAULT_RETRY_POLICY } from '@leasehold/protocol';
 import { describe, expect, it } from 'vitest';
-import { entryOf, TaskIndex, type PendingTask, type TaskEntry } from './task-index.js';
+import { entryOf, MAX_READIED_TASKS, TaskIndex, type PendingTask, type TaskEntry } from './task-index.js';
 import type { TaskRecord } from './task-record.js';
 
 function entry(record: TaskRecord, createRevision: bigint, modRevision = createRevision): TaskEntry {
@@ -27,6 +27,14 @@ const record = (taskId: string, resource: string, queue?: string, priority = 0):
 
 const task = (taskId: string, queue: string | undefined, rev: bigint, priority = 0): PendingTask =>
   entry(record(taskId, `r-${taskId}`, queue, priority), rev) as PendingTask;
+
+/** What the index readied since the last take, as sorted arrays ('all' kept). */
+function readied(index: TaskIndex): { queues: string[] | 'all'; tasks: string[] | 'all' } {
+  const { queues, tasks } = index.takeReadied();
+  const sorted = (set: ReadonlySet<string> | 'all') => (set === 'all' ? 'all' : [...set].sort());
+  return { queues: sorted(queues), tasks: sorted(tasks) };
+}
+const none = { queues: [], tasks: [] };
 
 /** Tasks of the table: a1, a2 in alpha; b1 in beta; d1 with no queue (default); d2 named default. */
 function indexOfTable(): TaskIndex {
@@ -82,15 +90,25 @@ describe('TaskIndex per queue', () => {
 
   it('notes the queues that gained a grantable task, for the long polls serving them', () => {
     const index = indexOfTable();
-    expect(index.takeReadied()).toBe('all'); // a reset: everything may have changed
-    expect(index.takeReadied()).toEqual(new Set());
+    expect(index.takeReadied()).toEqual({ queues: 'all', tasks: 'all' }); // a reset: everything may have changed
+    expect(readied(index)).toEqual(none);
     index.applyTask('b2', task('b2', 'beta', 20n));
-    expect(index.takeReadied()).toEqual(new Set(['beta']));
+    expect(readied(index)).toEqual({ queues: ['beta'], tasks: ['b2'] });
     // An owner on a1's resource blocks it; its delete frees it again: alpha is readied.
     index.applyOwner('r-a1', { resource: 'r-a1', taskId: 'a1', sessionId: 's', requestId: 'q', token: 21n });
-    expect(index.takeReadied()).toEqual(new Set());
+    expect(readied(index)).toEqual(none);
     index.applyOwner('r-a1', undefined);
-    expect(index.takeReadied()).toEqual(new Set(['alpha']));
+    expect(readied(index)).toEqual({ queues: ['alpha'], tasks: ['a1'] });
+  });
+
+  it(`notes at most ${MAX_READIED_TASKS} tasks between takes, then 'all' for the tasks (the queues stay exact)`, () => {
+    const index = new TaskIndex();
+    index.reset([], [], 1n);
+    index.takeReadied();
+    for (let i = 0; i <= MAX_READIED_TASKS; i += 1) index.applyTask(`t${i}`, task(`t${i}`, 'alpha', BigInt(10 + i)));
+    expect(readied(index)).toEqual({ queues: ['alpha'], tasks: 'all' });
+    index.applyTask('b1', task('b1', 'beta', 5_000n));
+    expect(readied(index)).toEqual({ queues: ['beta'], tasks: ['b1'] });
   });
 
   it('notes no queue for a delayed task until it is promoted; promoting notes the queues of the due ones', () => {
@@ -103,23 +121,24 @@ describe('TaskIndex per queue', () => {
     index.applyTask('b-late', delayed('b-late', 'beta', 5_000, 20n));
     index.applyTask('a-soon', delayed('a-soon', 'alpha', 1_000, 21n));
     index.applyTask('g-soon', delayed('g-soon', 'gamma', 1_000, 22n));
-    expect(index.takeReadied()).toEqual(new Set()); // not grantable yet: nobody is woken for them
+    expect(readied(index)).toEqual(none); // not grantable yet: nobody is woken for them
     expect(index.nextDueMs()).toBe(1_000);
     now = 999;
     index.promoteDue();
-    expect(index.takeReadied()).toEqual(new Set());
+    expect(readied(index)).toEqual(none);
     now = 1_000;
     index.promoteDue();
-    expect(index.takeReadied()).toEqual(new Set(['alpha', 'gamma'])); // only the queues that came due
+    // Only the queues (and tasks) that came due.
+    expect(readied(index)).toEqual({ queues: ['alpha', 'gamma'], tasks: ['a-soon', 'g-soon'] });
     expect(index.nextDueMs()).toBe(5_000);
     // A due task whose resource has an owner is promoted but not readied: the owner's delete readies it.
     index.applyOwner('r-b-late', { resource: 'r-b-late', taskId: 'x', sessionId: 's', requestId: 'q', token: 23n });
     now = 5_000;
     index.promoteDue();
-    expect(index.takeReadied()).toEqual(new Set());
+    expect(readied(index)).toEqual(none);
     expect(index.nextDueMs()).toBeUndefined();
     index.applyOwner('r-b-late', undefined);
-    expect(index.takeReadied()).toEqual(new Set(['beta']));
+    expect(readied(index)).toEqual({ queues: ['beta'], tasks: ['b-late'] });
     expect(index.select({ queues: ['beta'] }).map((t) => t.taskId)).toEqual(['b-late']);
   });
 
@@ -130,9 +149,9 @@ describe('TaskIndex per queue', () => {
     index.holdUntil('r-b1', 30n);
     expect(index.select({ queues: ['beta'] })).toEqual([]);
     index.advanceTo(29n);
-    expect(index.takeReadied()).toEqual(new Set());
+    expect(readied(index)).toEqual(none);
     index.advanceTo(30n);
-    expect(index.takeReadied()).toEqual(new Set(['beta']));
+    expect(readied(index)).toEqual({ queues: ['beta'], tasks: ['b1'] });
     expect(index.select({ queues: ['beta'] }).map((t) => t.taskId)).toEqual(['b1']);
   });
 

@@ -27,9 +27,10 @@
  * queue.
  *
  * Queues: a queue's lanes exist while it has pending tasks (or ended ones counted); its name is
- * kept once and shared by its entries. Every queue that gains a grantable task (a new ready task,
- * a freed resource, a due task promoted, a hold that ended) is noted for {@link takeReadied}, so
- * the grant service wakes only the long polls that serve it.
+ * kept once and shared by its entries. Every task that becomes grantable (a new ready task, a freed
+ * resource, a due task promoted, a hold that ended) is noted for {@link takeReadied} with its queue,
+ * so the grant service wakes only the long polls that serve the queue, and of those that wait for
+ * one task id only the ones waiting for it.
  *
  * Over 400 lines on purpose: the lanes, the due heap, the per-resource ids and the owners block and
  * unblock each other (an owner key blocks its resource's ready tasks, its delete returns them in
@@ -82,6 +83,18 @@ export const PREFER_WINDOW = 32;
 
 /** Queues noted as readied before {@link TaskIndex.takeReadied} answers 'all' instead of a set. */
 export const MAX_READIED_QUEUES = 256;
+/** Task ids noted as readied before {@link TaskIndex.takeReadied} answers 'all' for the tasks. */
+export const MAX_READIED_TASKS = 1024;
+
+/**
+ * What became grantable since {@link TaskIndex.takeReadied} last answered: the queues, and the task
+ * ids ('all': everything may have, after a reset or past the bound). `tasks` may be 'all' while
+ * `queues` is a set: then every task of those queues may have.
+ */
+export interface Readied {
+  readonly queues: ReadonlySet<string> | 'all';
+  readonly tasks: ReadonlySet<string> | 'all';
+}
 
 /** Tasks of one queue by state, as the metrics, `leasehold status` and the console count them. */
 export interface QueueCounts {
@@ -142,6 +155,8 @@ export class TaskIndex {
   #queues = new Map<string, QueueLanes>();
   /** Queues that gained a grantable task since {@link takeReadied} last answered. */
   #readied: Set<string> | 'all' = new Set();
+  /** The tasks that became grantable since then. */
+  #readiedTasks: Set<string> | 'all' = new Set();
   readonly #due = new DueHeap();
   #gen = 0;
   /** Every ended task, by task id. */
@@ -171,6 +186,7 @@ export class TaskIndex {
     this.#byResource = new Map();
     this.#queues = new Map();
     this.#readied = 'all';
+    this.#readiedTasks = 'all';
     this.#due.clear();
     this.#ended = new Map();
     this.#endedCounts = { completed: 0, failed: 0, cancelled: 0 };
@@ -286,12 +302,14 @@ export class TaskIndex {
   }
 
   /**
-   * The queues that gained a grantable task since the last call ('all': after a reset, or more than
-   * {@link MAX_READIED_QUEUES} of them), and forget them.
+   * The queues that gained a grantable task since the last call, and those tasks ('all': after a
+   * reset, or more than {@link MAX_READIED_QUEUES} queues / {@link MAX_READIED_TASKS} tasks), and
+   * forget them.
    */
-  takeReadied(): ReadonlySet<string> | 'all' {
-    const readied = this.#readied;
+  takeReadied(): Readied {
+    const readied = { queues: this.#readied, tasks: this.#readiedTasks };
     this.#readied = new Set();
+    this.#readiedTasks = new Set();
     return readied;
   }
 
@@ -548,10 +566,14 @@ export class TaskIndex {
     if (lanes.isEmpty) this.#queues.delete(lanes.name);
   }
 
-  /** A task of queue `name` became grantable: the long polls serving it may select again. */
-  #markReadied(name: string): void {
+  /** `task` became grantable: the long polls serving its queue, or waiting for it, may select again. */
+  #markReadied(task: Entry): void {
+    if (this.#readiedTasks !== 'all') {
+      this.#readiedTasks.add(task.taskId);
+      if (this.#readiedTasks.size > MAX_READIED_TASKS) this.#readiedTasks = 'all';
+    }
     if (this.#readied === 'all') return;
-    this.#readied.add(name);
+    this.#readied.add(task.queue);
     if (this.#readied.size > MAX_READIED_QUEUES) this.#readied = 'all';
   }
 
@@ -560,7 +582,7 @@ export class TaskIndex {
     if (this.#owners.has(resource)) return;
     for (const taskId of this.#idsOf(resource)) {
       const task = this.#pending.get(taskId);
-      if (task?.status === 'ready') this.#markReadied(task.queue);
+      if (task?.status === 'ready') this.#markReadied(task);
     }
   }
 
@@ -621,7 +643,7 @@ export class TaskIndex {
     }
     if (status === 'parked' || this.#owners.has(task.resource)) return;
     this.#laneOf(task).add(task);
-    this.#markReadied(task.queue);
+    this.#markReadied(task);
   }
 
   #removeTask(task: Entry): void {
@@ -667,6 +689,6 @@ export class TaskIndex {
 
   #insertReturned(task: Entry): void {
     this.#laneOf(task).returned.insert(task.taskId, task.createRevision, task.seq);
-    this.#markReadied(task.queue);
+    this.#markReadied(task);
   }
 }

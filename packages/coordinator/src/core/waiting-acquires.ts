@@ -14,8 +14,14 @@
  * one that finds nothing ends the chain — its select covered every queue it serves, that queue
  * included, so nothing in that queue is grantable now; one that ends without selecting (its
  * session ended, shutdown) passes the baton on. A queue with k grantable tasks thus wakes k + 1
- * acquires, not all of them. Acquires that select one task only (`taskId`) are woken by every
- * change of their queues, as before: their select says nothing of the queue's other tasks.
+ * acquires, not all of them.
+ *
+ * Acquires that select one task only (`taskId`) are never part of a chain (their select says
+ * nothing of the queue's other tasks). Each is woken when its own task became grantable: the index
+ * notes the tasks it readied with their queues. Before, every change of their queues woke every one
+ * of them: W acquires waiting for W tasks of a queue (the bench's takeover suite: 64 takers, one
+ * task each) paid W wakes for every task freed, W² for the lot. Past the index's bound on the tasks
+ * it notes ('all'), they are woken by every change of their queues again.
  *
  * Delayed tasks: before, each waiting acquire timed its wait by the earliest due time of all, so
  * every due time woke every waiting acquire of every queue, and each new delayed task re-timed the
@@ -24,40 +30,40 @@
  *
  * Pure: no I/O, no timers. Waiting acquires are kept oldest first per queue, so each chain wakes in
  * arrival order and starting or passing one is bounded by the queues named, not by the acquires
- * waiting. Each change looks at every `taskId` acquire.
+ * waiting; waking `taskId` acquires is bounded by the tasks readied (one lookup each), except past
+ * the index's bound, when each such change looks at every `taskId` acquire.
  */
 import { wakesFor } from './queues.js';
+import type { Readied } from './task-index.js';
 
 /** What wakes a waiting acquire: with the queue whose chain it carries, or none (timer, session end, shutdown). */
 export type WakeUp = (baton?: string) => void;
 
 interface Waiter {
   readonly queues: readonly string[];
-  /** Selects one task only: woken by every change of its queues, never part of a chain. */
-  readonly restricted: boolean;
+  /** Selects this task only: woken when it became grantable, never part of a chain. */
+  readonly taskId: string | undefined;
 }
 
 export class WaitingAcquires {
   readonly #all = new Map<WakeUp, Waiter>();
   /** Unrestricted waiters by queue, oldest first. */
   readonly #byQueue = new Map<string, Set<WakeUp>>();
-  readonly #restricted = new Set<WakeUp>();
+  /** Waiters for one task id, by task id. */
+  readonly #byTask = new Map<string, Set<WakeUp>>();
 
   get size(): number {
     return this.#all.size;
   }
 
-  add(wakeUp: WakeUp, queues: readonly string[], restricted: boolean): void {
-    this.#all.set(wakeUp, { queues, restricted });
-    if (restricted) {
-      this.#restricted.add(wakeUp);
+  /** It waits for a task of `queues`; with `taskId`, for that task only. */
+  add(wakeUp: WakeUp, queues: readonly string[], taskId?: string): void {
+    this.#all.set(wakeUp, { queues, taskId });
+    if (taskId !== undefined) {
+      addTo(this.#byTask, taskId, wakeUp);
       return;
     }
-    for (const queue of queues) {
-      let set = this.#byQueue.get(queue);
-      if (set === undefined) this.#byQueue.set(queue, (set = new Set()));
-      set.add(wakeUp);
-    }
+    for (const queue of queues) addTo(this.#byQueue, queue, wakeUp);
   }
 
   /** It stopped waiting (woken, timed out, ended): idempotent. */
@@ -65,28 +71,26 @@ export class WaitingAcquires {
     const waiter = this.#all.get(wakeUp);
     if (waiter === undefined) return;
     this.#all.delete(wakeUp);
-    if (waiter.restricted) {
-      this.#restricted.delete(wakeUp);
+    if (waiter.taskId !== undefined) {
+      deleteFrom(this.#byTask, waiter.taskId, wakeUp);
       return;
     }
-    for (const queue of waiter.queues) {
-      const set = this.#byQueue.get(queue);
-      set?.delete(wakeUp);
-      if (set?.size === 0) this.#byQueue.delete(queue);
-    }
+    for (const queue of waiter.queues) deleteFrom(this.#byQueue, queue, wakeUp);
   }
 
   /**
    * Who a change that readied `readied` wakes, each with the baton it carries: the oldest
    * unrestricted waiter of each readied queue (a distinct one per queue while there are enough),
-   * and every restricted waiter serving one of them. `'all'`: every waiter, no baton.
+   * and the waiters for each readied task id (every `taskId` waiter serving a readied queue, when
+   * the tasks are 'all'). Queues 'all': every waiter, no baton.
    * The caller calls each (and each removes itself).
    */
-  wakesFor(readied: ReadonlySet<string> | 'all'): [WakeUp, string | undefined][] {
-    if (readied === 'all') return [...this.#all.keys()].map((w) => [w, undefined]);
+  wakesFor(readied: Readied): [WakeUp, string | undefined][] {
+    const { queues, tasks } = readied;
+    if (queues === 'all') return [...this.#all.keys()].map((w) => [w, undefined]);
     const out: [WakeUp, string | undefined][] = [];
     const picked = new Set<WakeUp>();
-    for (const queue of readied) {
+    for (const queue of queues) {
       for (const wakeUp of this.#byQueue.get(queue) ?? []) {
         if (picked.has(wakeUp)) continue;
         picked.add(wakeUp);
@@ -94,9 +98,18 @@ export class WaitingAcquires {
         break;
       }
     }
-    for (const wakeUp of this.#restricted) {
-      const waiter = this.#all.get(wakeUp);
-      if (waiter !== undefined && wakesFor(waiter.queues, readied)) out.push([wakeUp, undefined]);
+    if (this.#byTask.size === 0) return out;
+    if (tasks === 'all') {
+      for (const waiters of this.#byTask.values()) {
+        for (const wakeUp of waiters) {
+          const waiter = this.#all.get(wakeUp);
+          if (waiter !== undefined && wakesFor(waiter.queues, queues)) out.push([wakeUp, undefined]);
+        }
+      }
+      return out;
+    }
+    for (const taskId of tasks) {
+      for (const wakeUp of this.#byTask.get(taskId) ?? []) out.push([wakeUp, undefined]);
     }
     return out;
   }
@@ -111,4 +124,16 @@ export class WaitingAcquires {
   all(): WakeUp[] {
     return [...this.#all.keys()];
   }
+}
+
+function addTo(map: Map<string, Set<WakeUp>>, key: string, wakeUp: WakeUp): void {
+  let set = map.get(key);
+  if (set === undefined) map.set(key, (set = new Set()));
+  set.add(wakeUp);
+}
+
+function deleteFrom(map: Map<string, Set<WakeUp>>, key: string, wakeUp: WakeUp): void {
+  const set = map.get(key);
+  set?.delete(wakeUp);
+  if (set?.size === 0) map.delete(key);
 }

@@ -241,13 +241,13 @@ export class GrantService {
    * Resolves on the next index change that readies one of `queues` (a delayed task coming due is
    * one: the due timer promotes it), the session's end, or after `ms`: no polling for backoffs.
    * Resolves with the queue whose wake chain this acquire now carries, when a change woke it for
-   * one. `restricted` (an acquire of one task id): woken by every change of its queues, never a chain.
+   * one. With `taskId` (an acquire of one task): woken when that task became grantable, never a chain.
    */
   #waitForChange(
     session: LocalSession,
     queues: readonly string[],
     ms: number,
-    restricted: boolean,
+    taskId: string | undefined,
   ): Promise<string | undefined> {
     return new Promise<string | undefined>((resolve) => {
       let parked = true; // counted in the gauge once, however many of timer, wake and end fire
@@ -263,7 +263,7 @@ export class GrantService {
       const timer = this.#ctx.timers.setTimeout(() => {
         done();
       }, ms);
-      this.#waiters.add(done, queues, restricted);
+      this.#waiters.add(done, queues, taskId);
       session.wakers.add(done);
       this.#ctx.metrics.acquiresWaiting.inc();
       this.#armDue();
@@ -334,7 +334,7 @@ export class GrantService {
       timing.workStartMs = undefined;
       hooks.onWait?.();
       const waitMs = pollDelayMs(leftMs, this.#sessions.remainingMs(session));
-      baton = await this.#waitForChange(session, queues, waitMs, msg.taskId !== undefined);
+      baton = await this.#waitForChange(session, queues, waitMs, msg.taskId);
     }
     ctx.metrics.grants.inc({ outcome: 'none' });
     return noLease(msg.id, msg.requestId, ctx.config.noLeaseRetryAfterMs);

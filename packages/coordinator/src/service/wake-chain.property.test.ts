@@ -6,7 +6,8 @@
  *   one task costs two selects (the one that takes it, and the next, which finds nothing and ends
  *   the chain), not twenty. A delayed task coming due is such a change (the grant service's one due
  *   timer), so its due time wakes no more: before, every poll waiting on any queue had timed its
- *   wait by the earliest due time, and each selected at it.
+ *   wait by the earliest due time, and each selected at it. A poll for one task id wakes when that
+ *   task became grantable: 20 such polls cost one select per task, not 20.
  * - No wake is lost: over random programs — sessions serving random queues, polls on all of their
  *   queues, a subset, or one task id, tasks submitted alone or several at once in random queues —
  *   after every change has settled no waiting poll could select a task. Removing the hand-on of a
@@ -98,6 +99,28 @@ describe('waiting long polls', () => {
     await c.advance(20);
     expect(answers).toEqual(['a:lease.granted']);
     expect(selects.n).toBeLessThanOrEqual(2);
+  });
+
+  it('a task wakes the polls waiting for its task id only, not every poll for one task of its queue', async () => {
+    const c = (cluster = new ServiceCluster({ SESSION_TTL_MS: '60000' }));
+    const c1 = await c.coordinator('c1');
+    const answers: string[] = [];
+    for (let i = 0; i < 20; i += 1) {
+      const w = await c.worker(c1, `w${i}`);
+      void c.acquire(w, { waitMs: WAIT_MS, taskId: `t${i}` }).then((reply) => {
+        answers.push(`w${i}:${reply.type === 'lease.granted' ? reply.taskId : reply.type}`);
+      });
+    }
+    await c.settle();
+    const selects = countSelects(c1);
+    await c.submit(c1, 't7', 'r7');
+    expect(answers).toEqual(['w7:t7']);
+    expect(selects.n).toBe(1); // was 20: every poll of the queue selected
+    for (let i = 0; i < 20; i += 1) {
+      if (i !== 7) await c.submit(c1, `t${i}`, `r${i}`);
+    }
+    expect(answers).toHaveLength(20);
+    expect(selects.n).toBe(20); // one each (was 20 + 19 + … + 1 = 210)
   });
 
   it('a chain head whose session ended between its wake and its select passes the wake on', async () => {
