@@ -37,7 +37,7 @@ import {
 import { granted } from '../core/lifecycle.js';
 import type { CoordinatorPeers } from '../core/peers.js';
 import { acquireQueues } from '../core/queues.js';
-import type { TimerHandle } from '../core/timers.js';
+import { EarliestTimer } from '../core/timers.js';
 import { WaitingAcquires, type WakeUp } from '../core/waiting-acquires.js';
 import { errorFrame, failureReply } from '../core/replies.js';
 import { recordOf, type PendingTask, type TaskIndex } from '../core/task-index.js';
@@ -93,11 +93,10 @@ export class GrantService {
   #wakeQueued = false;
   /**
    * One timer for every waiting acquire: it fires when the index's earliest delayed task comes due
-   * (epoch ms `#dueAtMs`), promotes the due tasks and wakes the chains of their queues. No waiting
+   * (epoch ms), promotes the due tasks and wakes the chains of their queues. No waiting
    * acquire times its wait by a due time, so a due time wakes no more than a submit would.
    */
-  #dueTimer: TimerHandle | undefined;
-  #dueAtMs: number | undefined;
+  readonly #due: EarliestTimer;
 
   /** Whether a resource is assigned to this coordinator among those serving sessions. */
   readonly #assignedHere = (resource: string): boolean => {
@@ -123,6 +122,15 @@ export class GrantService {
       });
     this.#owners = grants('grant');
     this.#takeoverOwners = grants('grant_takeover');
+    this.#due = new EarliestTimer(
+      ctx.timers,
+      () => ctx.wallClock(),
+      () => {
+        ctx.index.promoteDue();
+        this.wake();
+      },
+      1,
+    );
   }
 
   /**
@@ -196,19 +204,8 @@ export class GrantService {
   #armDue(): void {
     if (this.#ctx.state.shuttingDown) return; // (close() after etcd was unreachable is not the end)
     const dueMs = this.#ctx.index.nextDueMs();
-    if (dueMs === undefined || (this.#dueAtMs !== undefined && this.#dueAtMs <= dueMs)) return;
-    this.#ctx.timers.clearTimeout(this.#dueTimer);
-    this.#dueAtMs = dueMs;
     // A due time already past (the task came due since the last select) fires at once.
-    this.#dueTimer = this.#ctx.timers.setTimeout(
-      () => {
-        this.#dueTimer = undefined;
-        this.#dueAtMs = undefined;
-        this.#ctx.index.promoteDue();
-        this.wake();
-      },
-      Math.max(1, dueMs - this.#ctx.wallClock()),
-    );
+    if (dueMs !== undefined) this.#due.setBy(dueMs);
   }
 
   /**
@@ -222,9 +219,7 @@ export class GrantService {
 
   /** Shutdown: waiting acquires answer now. */
   close(): void {
-    this.#ctx.timers.clearTimeout(this.#dueTimer);
-    this.#dueTimer = undefined;
-    this.#dueAtMs = undefined;
+    this.#due.clear();
     this.#wakeAll();
   }
 

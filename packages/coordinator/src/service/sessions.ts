@@ -19,7 +19,7 @@ import { SlotsByKey, type Slot } from '../core/slots.js';
 import { SessionGrants } from '../core/session-grants.js';
 import { SessionTable, type HeartbeatDecision } from '../core/session-table.js';
 import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
-import type { TimerHandle, Timers } from '../core/timers.js';
+import { EarliestTimer, type Timers } from '../core/timers.js';
 import { CoordinatorError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import type { LeaseStore, SessionLeaseKeeper } from '../store/port.js';
@@ -82,8 +82,8 @@ export class SessionManager implements SessionRegistry {
   readonly #slots = new Map<string, Slot>();
   readonly #keepalive: SessionLeaseKeeper;
   #endContext: SessionEndContext;
-  #timer: TimerHandle | undefined;
-  #timerAtMs = Number.POSITIVE_INFINITY;
+  /** Fires at the earliest deadline of the sessions served here. */
+  readonly #deadlines: EarliestTimer;
   #closed = false;
   #onOwnersFreed: (freed: readonly OwnerEntry[]) => void = () => undefined;
   readonly #repeats = new RepeatGate();
@@ -91,6 +91,13 @@ export class SessionManager implements SessionRegistry {
   constructor(ctx: SessionsContext) {
     this.#ctx = ctx;
     this.#table = new SessionTable(ctx.clock, ctx.config.sessionTtlMs);
+    this.#deadlines = new EarliestTimer(
+      ctx.timers,
+      () => ctx.clock.nowMs(),
+      () => {
+        this.#onTimer();
+      },
+    );
     this.#perWorker = new SlotsByKey(ctx.config.maxSessionsPerWorker);
     const leaseMs = leaseTtlSeconds(ctx.config) * 1_000;
     this.#keepalive = ctx.store.leaseKeeper({
@@ -320,17 +327,7 @@ export class SessionManager implements SessionRegistry {
   #schedule(): void {
     if (this.#closed) return;
     const next = this.#table.nextDeadlineMs();
-    if (next === undefined || (this.#timer !== undefined && this.#timerAtMs <= next)) return;
-    this.#ctx.timers.clearTimeout(this.#timer);
-    this.#timerAtMs = next;
-    this.#timer = this.#ctx.timers.setTimeout(
-      () => {
-        this.#timer = undefined;
-        this.#timerAtMs = Number.POSITIVE_INFINITY;
-        this.#onTimer();
-      },
-      Math.max(0, Math.ceil(next - this.#ctx.clock.nowMs())),
-    );
+    if (next !== undefined) this.#deadlines.setBy(next);
   }
 
   #onTimer(): void {
@@ -379,7 +376,7 @@ export class SessionManager implements SessionRegistry {
   /** Shutdown: close sockets with "going away", stop keepalives; sessions stay in etcd for a peer. */
   close(): void {
     this.#closed = true;
-    this.#ctx.timers.clearTimeout(this.#timer);
+    this.#deadlines.clear();
     this.#keepalive.close();
     for (const session of this.#sessions.values()) session.channel?.close(CLOSE_GOING_AWAY, 'coordinator going away');
   }
