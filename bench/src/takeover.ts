@@ -3,10 +3,10 @@
  * task-cycle load (the `cycle` suite's leasehold side — 8 SDK worker processes × 8 slots and the
  * bench's submitter — runs on the same coordinator, sink and etcd the whole time).
  *
- * The cycle's maximum rate is measured alone first; then two phases, each its own driver process:
- * the cycle unpaced (its full rate), then its submits paced to half that maximum — the phase the
- * target (p99 ≤ 25 ms to the new grant) is judged on, as issue 27 states it; the full rate is
- * reported too.
+ * The cycle's rate is measured alone first; then two phases, each its own driver process: the
+ * cycle unpaced (its full rate), then its submits paced to half its maximum — the higher of the rate
+ * alone and the rate it kept unpaced during the first phase — the phase the target (p99 ≤ 25 ms to
+ * the new grant) is judged on, as issue 27 states it; the full rate is reported too.
  *
  * Coordinator session TTL 500 ms, heartbeats every 100 ms; per phase ≥ 1000 takeovers in waves of
  * 64 (plus one uncounted warm-up wave), driven by `procs/takeover-driver.ts` (method there). Rows
@@ -165,12 +165,16 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
     const tm = performance.now();
     await sleep(o.rateWindowMs);
     const m1 = await background.sample();
-    const maxRate = (m1.ops - m0.ops) / ((performance.now() - tm) / 1000);
-    o.log(`takeover: background cycle alone ${Math.round(maxRate)} tasks/s`);
+    const aloneRate = (m1.ops - m0.ops) / ((performance.now() - tm) / 1000);
+    o.log(`takeover: background cycle alone ${Math.round(aloneRate)} tasks/s`);
     const full = await runPhase(stack, background, o.takeovers, 'full-');
     o.log(
       `takeover at the full cycle rate: ${sortedOf(full.res, 'toGrant').length} takeovers; to grant ${pp(sortedOf(full.res, 'toGrant'))}; background ${Math.round(full.cycleRate)} tasks/s; ${full.sched}`,
     );
+    // The short window alone comes a few seconds after the start, before the processes have warmed
+    // up: the unpaced cycle then ran faster during the full-rate phase in each of six runs (by 3–26
+    // %, takeovers and all). The maximum is the higher of the two, so "half" is not 40 % of it.
+    const maxRate = Math.max(aloneRate, full.cycleRate);
     // Half the maximum: submits paced, the backlog left from the full rate drained first.
     background.limitRate(maxRate / 2);
     await sleep(o.settleMs);
@@ -185,7 +189,7 @@ export async function runTakeoverBench(o: TakeoverOptions): Promise<BenchRow[]> 
       ...latencyRows(
         'at half the cycle rate',
         half,
-        `the cycle's submits paced to half its maximum rate alone (${Math.round(maxRate)} tasks/s)`,
+        `the cycle's submits paced to half its maximum rate (${Math.round(maxRate)} tasks/s, the higher of ${Math.round(aloneRate)} alone and ${Math.round(full.cycleRate)} unpaced during the full-rate takeovers)`,
         25,
       ),
       ...latencyRows('under the full cycle load', full, 'the cycle unpaced', undefined),
