@@ -36,10 +36,19 @@ export interface Compare {
   readonly value: bigint | string;
 }
 
+/**
+ * One op of a txn branch. A `txn` op is a nested txn (etcd ≥ 3.3): its compares are judged, with
+ * every other compare of the request, on the store as it was before the request, and only its own
+ * branch runs — so several independent conditional writes share one request and one revision, and
+ * one that fails its compares does not fail the others. etcd refuses a request that puts (or puts
+ * and deletes) one key in two places, nested or not, and bounds each level's ops by what the levels
+ * above it left of `--max-txn-ops`.
+ */
 export type Op =
   | { readonly type: 'put'; readonly key: string; readonly value: string; readonly lease?: string }
   | { readonly type: 'get'; readonly key: string; readonly prefix?: boolean }
-  | { readonly type: 'delete'; readonly key: string; readonly prefix?: boolean };
+  | { readonly type: 'delete'; readonly key: string; readonly prefix?: boolean }
+  | { readonly type: 'txn'; readonly txn: TxnSpec };
 
 export interface TxnSpec {
   readonly compare: readonly Compare[];
@@ -47,9 +56,16 @@ export interface TxnSpec {
   readonly failure?: readonly Op[];
 }
 
-/** Per op, in order: the keys a `get` found (empty for put / delete). */
+/** A nested txn's outcome: which branch ran, and its ops' results. */
+export interface NestedResult {
+  readonly succeeded: boolean;
+  readonly responses: readonly OpResult[];
+}
+
+/** Per op, in order: the keys a `get` found (empty for put / delete); for a `txn` op, its outcome. */
 export interface OpResult {
   readonly kvs: readonly KeyValue[];
+  readonly txn?: NestedResult;
 }
 
 export interface TxnResult {

@@ -23,6 +23,9 @@ import {
   type IKeyValue,
   type IRangeResponse,
   type IRequestOp,
+  type IResponseOp,
+  type ITxnRequest,
+  type ITxnResponse,
   type IWatchResponse,
 } from 'etcd3';
 import { EtcdError, EtcdRefusedError, EtcdUnavailableError, type EtcdFailure } from '../errors.js';
@@ -35,6 +38,7 @@ import type {
   LeaseKeeper,
   LeaseKeeperOptions,
   Op,
+  OpResult,
   RangeOptions,
   RangePage,
   TxnResult,
@@ -133,6 +137,7 @@ function toCompare(c: Compare): ICompare {
 }
 
 function toOp(o: Op): IRequestOp {
+  if (o.type === 'txn') return { request_txn: toTxnRequest(o.txn) };
   const range = o.type !== 'put' && o.prefix === true ? { range_end: prefixEnd(o.key) } : {};
   switch (o.type) {
     case 'put':
@@ -148,6 +153,23 @@ function toOp(o: Op): IRequestOp {
     case 'delete':
       return { request_delete_range: { key: buf(o.key), ...range } };
   }
+}
+
+function toTxnRequest(spec: TxnSpec): ITxnRequest {
+  return {
+    compare: spec.compare.map(toCompare),
+    success: spec.success.map(toOp),
+    failure: (spec.failure ?? []).map(toOp),
+  };
+}
+
+/** An op's result: a range's kvs, a nested txn's outcome (typed as always present, but only one is). */
+function fromResponseOp(r: IResponseOp): OpResult {
+  const nested = r.response_txn as ITxnResponse | null | undefined;
+  if (nested !== undefined && nested !== null) {
+    return { kvs: [], txn: { succeeded: nested.succeeded, responses: nested.responses.map(fromResponseOp) } };
+  }
+  return { kvs: ((r.response_range as IRangeResponse | undefined)?.kvs ?? []).map(fromKv) };
 }
 
 export function fromKv(kv: IKeyValue): KeyValue {
@@ -176,18 +198,11 @@ export class EtcdBackend implements KvBackend {
 
   async txn(spec: TxnSpec): Promise<TxnResult> {
     try {
-      const res = await this.client.kv.txn({
-        compare: spec.compare.map(toCompare),
-        success: spec.success.map(toOp),
-        failure: (spec.failure ?? []).map(toOp),
-      });
+      const res = await this.client.kv.txn(toTxnRequest(spec));
       return {
         succeeded: res.succeeded,
         revision: BigInt(res.header.revision),
-        // Typed as always present, but only a range op's response has one.
-        responses: res.responses.map((r) => ({
-          kvs: ((r.response_range as IRangeResponse | undefined)?.kvs ?? []).map(fromKv),
-        })),
+        responses: res.responses.map(fromResponseOp),
       };
     } catch (err) {
       throw castEtcdError(err, 'txn');

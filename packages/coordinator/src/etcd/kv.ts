@@ -3,8 +3,18 @@
  * entry point (timed, never retried), idempotent reads (retried by the one read policy) and
  * byte-bounded range pages ({@link Kv.rangePages}).
  */
-import { EtcdError } from '../errors.js';
-import type { Compare, KeyValue, KvBackend, Op, RangePage, TxnResult, TxnSpec } from './backend.js';
+import { CoordinatorError, EtcdError } from '../errors.js';
+import type {
+  Compare,
+  KeyValue,
+  KvBackend,
+  NestedResult,
+  Op,
+  OpResult,
+  RangePage,
+  TxnResult,
+  TxnSpec,
+} from './backend.js';
 import { readPolicy, translateEtcdError } from './errors.js';
 
 /** How large one read may be. */
@@ -66,14 +76,23 @@ export const op = {
   getPrefix: (prefix: string): Op => ({ type: 'get', key: prefix, prefix: true }),
   del: (key: string): Op => ({ type: 'delete', key }),
   delPrefix: (prefix: string): Op => ({ type: 'delete', key: prefix, prefix: true }),
+  /** A nested txn (see {@link Op}): judged on the store as it was before the request. */
+  txn: (spec: TxnSpec): Op => ({ type: 'txn', txn: spec }),
 };
 
+/** The outcome of the `index`-th op of a txn, a nested txn (throws if that op was not one). */
+export function nestedResult(result: { readonly responses: readonly OpResult[] }, index: number): NestedResult {
+  const nested = result.responses[index]?.txn;
+  if (nested === undefined) throw new CoordinatorError('INTERNAL', `txn response ${index} is not a nested txn's`);
+  return nested;
+}
+
 /** The kvs of the `index`-th response of a txn (a get op), or []. */
-export function rangeKvs(result: TxnResult, index: number): readonly KeyValue[] {
+export function rangeKvs(result: { readonly responses: readonly OpResult[] }, index: number): readonly KeyValue[] {
   return result.responses[index]?.kvs ?? [];
 }
 
-export function firstKv(result: TxnResult, index: number): KeyValue | undefined {
+export function firstKv(result: { readonly responses: readonly OpResult[] }, index: number): KeyValue | undefined {
   return rangeKvs(result, index)[0];
 }
 

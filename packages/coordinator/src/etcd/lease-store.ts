@@ -169,37 +169,17 @@ export class KvLeaseStore implements LeaseStore {
 
   /**
    * Up to 32 jobs and {@link MAX_GRANT_PAYLOAD_BYTES} of payloads per txn (the reply carries them).
-   * When a batch txn fails, its failure branch tells which jobs lost their race (raced, at once)
-   * and the rest go again as one txn; each such round leaves out at least one job, so a chunk of n
-   * jobs takes at most n txns. A failure its branch does not explain (no job raced: a session
-   * moved, say) goes one txn per job, which tells each its own outcome.
+   * Each job of a txn is judged on its own (a nested txn each, see grantOwners): one txn tells
+   * every job its outcome, and a job that lost its race costs the others nothing.
    */
   async grant(jobs: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]> {
-    const one = (job: GrantJob): Promise<Settled<GrantOutcome>> =>
-      settle(async () => {
-        const res = await grantOwners(this.kv, this.keys, [job]);
-        if (res.kind === 'batchFailed') throw new CoordinatorError('INTERNAL', 'a single grant reported batchFailed');
-        return res.kind === 'granted' ? { kind: 'granted', token: res.token, payloadJson: res.payloads[0] } : res;
-      });
     const chunk = async (batch: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]> => {
-      if (batch.length === 1) return Promise.all(batch.map(one));
       const all = await settle(() => grantOwners(this.kv, this.keys, batch));
       if (!all.ok) return batch.map(() => all);
-      const res = all.value;
-      if (res.kind === 'granted') {
-        return batch.map((_, i) => ({
-          ok: true,
-          value: { kind: 'granted', token: res.token, payloadJson: res.payloads[i] },
-        }));
-      }
-      if (res.kind !== 'batchFailed') return Promise.all(batch.map(one));
-      const rest = batch.filter((_, i) => res.raced[i] !== true);
-      // Nothing the failure branch saw explains the failure: one txn per job tells which.
-      if (rest.length === batch.length) return Promise.all(batch.map(one));
-      const tried = rest.length === 0 ? [] : await chunk(rest);
-      const raced: Settled<GrantOutcome> = { ok: true, value: { kind: 'raced', revision: res.revision } };
-      let next = 0;
-      return batch.map((_, i) => (res.raced[i] === true ? raced : (tried[next++] ?? raced)));
+      return all.value.map((res) => ({
+        ok: true,
+        value: res.kind === 'granted' ? { kind: 'granted', token: res.token, payloadJson: res.payload } : res,
+      }));
     };
     const batches = chunksBy(jobs, MAX_GRANTS_PER_TXN, MAX_GRANT_PAYLOAD_BYTES, (j) => j.next.payloadBytes);
     return (await Promise.all(batches.map((b) => chunk(b)))).flat();

@@ -149,6 +149,63 @@ export function describeBackendContract(
       expect(await get(`${p}y`)).toBeUndefined();
     });
 
+    it('nested txns: each judged on the store before the request, each runs its own branch, at one revision', async () => {
+      await put(`${p}taken`, 'x');
+      const res = await b.txn({
+        compare: [],
+        success: [
+          // Both judge `a` absent: on the store before the request, not after the first's put.
+          op.txn({ compare: [cmp.absent(`${p}a`)], success: [op.put(`${p}a`, '1')], failure: [op.get(`${p}a`)] }),
+          op.txn({ compare: [cmp.absent(`${p}a`)], success: [op.put(`${p}b`, '2')], failure: [op.get(`${p}a`)] }),
+          // Fails its compare: runs its failure branch, and fails no other.
+          op.txn({
+            compare: [cmp.absent(`${p}taken`)],
+            success: [op.put(`${p}c`, '3')],
+            failure: [op.get(`${p}taken`)],
+          }),
+          // Its reads see the puts before it in the request.
+          op.txn({ compare: [], success: [op.get(`${p}a`)] }),
+        ],
+      });
+      expect(res.succeeded).toBe(true);
+      const nested = res.responses.map((r) => r.txn);
+      expect(nested.map((n) => n?.succeeded)).toEqual([true, true, false, true]);
+      expect(nested[2]?.responses[0]?.kvs[0]).toMatchObject({ key: `${p}taken`, value: 'x' });
+      expect(nested[3]?.responses[0]?.kvs[0]).toMatchObject({ value: '1', createRevision: res.revision });
+      expect(await get(`${p}a`)).toMatchObject({ value: '1', createRevision: res.revision });
+      expect(await get(`${p}b`)).toMatchObject({ value: '2', createRevision: res.revision });
+      expect(await get(`${p}c`)).toBeUndefined();
+      // None of them writes: the revision does not move.
+      const none = await b.txn({
+        compare: [],
+        success: [op.txn({ compare: [cmp.absent(`${p}a`)], success: [op.put(`${p}d`, '4')] })],
+      });
+      expect(none.responses[0]?.txn?.succeeded).toBe(false);
+      expect(none.revision).toBe(res.revision);
+    });
+
+    it('bounds a nested txn by what its parent left of the 128 operations', async () => {
+      // The grant batch's shape: 32 nested txns of 4 compares, 4 success and 4 failure ops.
+      const nested = (i: number, n: number) =>
+        op.txn({
+          compare: Array.from({ length: n }, (_, k) => cmp.absent(`${p}n/${i}/${k}`)),
+          success: [op.put(`${p}n/${i}`, 'v')],
+          failure: [op.get(`${p}n/${i}`)],
+        });
+      const fits = await b.txn({ compare: [], success: Array.from({ length: 32 }, (_, i) => nested(i, 4)) });
+      expect(fits.responses.map((r) => r.txn?.succeeded)).toEqual(Array.from({ length: 32 }, () => true));
+      // 32 ops at the top leave 96 for each nested list; 97 compares are too many.
+      const refused = await b
+        .txn({ compare: [], success: Array.from({ length: 32 }, (_, i) => nested(100 + i, i === 0 ? 97 : 1)) })
+        .catch((err: unknown) => err);
+      expect(refused).toMatchObject({ failure: 'too-many-ops', transient: false });
+      const edge = await b.txn({
+        compare: [],
+        success: Array.from({ length: 32 }, (_, i) => nested(200 + i, i === 0 ? 96 : 1)),
+      });
+      expect(edge.responses[0]?.txn?.succeeded).toBe(true);
+    });
+
     it('compares a prefix range: true for every key, and an empty range as one missing key', async () => {
       const empty = `${p}empty/`;
       expect((await b.txn({ compare: [cmp.allCreatedBefore(empty, 1n)], success: [] })).succeeded).toBe(true);

@@ -9,6 +9,10 @@
  * - Txn: compares (create / mod / version / lease; a range compare holds for every key under the
  *   prefix, an empty range compares as one missing key), then success or failure ops applied in
  *   order at one revision; a put to a missing lease fails the whole txn; at most 128 ops per list.
+ *   Nested txns (an op of type `txn`): every compare of the request, nested or not, is judged on
+ *   the store before it (etcd's `compareToPath`), each nested txn runs its own branch, and a nested
+ *   txn's lists are bounded by what its parent left of the 128 (etcd's `checkTxnRequest`). Not
+ *   modelled: etcd's refusal of one key put twice in a request (`duplicate key given in txn request`).
  * - Leases: TTL in seconds, judged by the injected clock; keepalive resets it; revoke or expiry
  *   deletes every attached key at one revision.
  * - Watch: from any retained revision, events grouped by revision, delivered after the txn's reply
@@ -53,6 +57,59 @@ export { KV_OVERHEAD_BYTES } from './mvcc.js';
 export const MEMORY_MAX_TXN_OPS = 128;
 /** etcd's default `--max-request-bytes`. */
 export const MEMORY_MAX_REQUEST_BYTES = 1.5 * 1024 * 1024;
+
+/** A txn op that is not a nested txn. */
+type LeafOp = Exclude<Op, { readonly type: 'txn' }>;
+
+/** Which branch a txn took, and the path of each nested txn in that branch (by op index). */
+interface Path {
+  readonly succeeded: boolean;
+  readonly nested: ReadonlyMap<number, Path>;
+}
+
+function branch(spec: TxnSpec, succeeded: boolean): readonly Op[] {
+  return succeeded ? spec.success : (spec.failure ?? []);
+}
+
+/**
+ * etcd's `--max-txn-ops` check: a txn's compares, success ops and failure ops each at most `max`,
+ * and a nested txn's at most what its parent left (`max` less the parent's longest list).
+ */
+function checkOpCounts(spec: TxnSpec, max: number): void {
+  const longest = Math.max(spec.compare.length, spec.success.length, (spec.failure ?? []).length);
+  if (longest > max) throw new EtcdRefusedError('too-many-ops', 'etcdserver: too many operations in txn request');
+  for (const o of [...spec.success, ...(spec.failure ?? [])]) {
+    if (o.type === 'txn') checkOpCounts(o.txn, max - longest);
+  }
+}
+
+/** Every op of `spec` that is not a txn, nested ones included: of success branches only, or of both. */
+function* leafOps(spec: TxnSpec, branches: 'success' | 'both'): Generator<LeafOp> {
+  for (const o of branches === 'both' ? [...spec.success, ...(spec.failure ?? [])] : spec.success) {
+    if (o.type === 'txn') yield* leafOps(o.txn, branches);
+    else yield o;
+  }
+}
+
+/** Every compare of `spec`, nested ones included. */
+function* compares(spec: TxnSpec): Generator<TxnSpec['compare'][number]> {
+  yield* spec.compare;
+  for (const o of [...spec.success, ...(spec.failure ?? [])]) if (o.type === 'txn') yield* compares(o.txn);
+}
+
+/** The ops `path` runs, nested ones included. */
+function* pathOps(spec: TxnSpec, path: Path): Generator<LeafOp> {
+  const ops = branch(spec, path.succeeded);
+  for (let i = 0; i < ops.length; i += 1) {
+    const o = ops[i];
+    if (o === undefined) continue;
+    if (o.type !== 'txn') yield o;
+    else {
+      const inner = path.nested.get(i);
+      if (inner !== undefined) yield* pathOps(o.txn, inner);
+    }
+  }
+}
 
 interface Lease {
   readonly ttlMs: number;
@@ -168,41 +225,56 @@ export class MemoryEtcd implements MemoryCluster {
 
   txn(spec: TxnSpec): TxnResult {
     this.expire();
-    for (const list of [spec.compare, spec.success, spec.failure ?? []]) {
-      if (list.length > MEMORY_MAX_TXN_OPS) {
-        throw new EtcdRefusedError('too-many-ops', 'etcdserver: too many operations in txn request');
-      }
-    }
+    checkOpCounts(spec, MEMORY_MAX_TXN_OPS);
     let requestBytes = 0;
     let writeBytes = 0;
-    for (const o of [...spec.success, ...(spec.failure ?? [])]) {
+    for (const o of leafOps(spec, 'both')) {
       requestBytes += o.key.length + (o.type === 'put' ? o.value.length : 0) + 8;
     }
-    for (const c of spec.compare) requestBytes += c.key.length + 16;
-    for (const o of spec.success) if (o.type === 'put') writeBytes += o.key.length + o.value.length;
+    for (const c of compares(spec)) requestBytes += c.key.length + 16;
+    for (const o of leafOps(spec, 'success')) if (o.type === 'put') writeBytes += o.key.length + o.value.length;
     if (requestBytes > this.#maxRequestBytes) {
       throw new EtcdRefusedError('request-too-large', 'etcdserver: request is too large');
     }
     // etcd's quota check: a txn that puts anything is refused while the alarm is raised, and
     // raises it when it would grow the store past the quota; puts-free txns pass.
-    const puts = [...spec.success, ...(spec.failure ?? [])].some((o) => o.type === 'put');
+    const puts = [...leafOps(spec, 'both')].some((o) => o.type === 'put');
     if (puts && (this.#noSpace || this.#store.sizeBytes + writeBytes >= this.#quotaBytes)) {
       this.#noSpace = true;
       throw new EtcdRefusedError('no-space', 'etcdserver: mvcc: database space exceeded');
     }
-    const succeeded = spec.compare.every((c) => this.#store.holds(c, this.#revision));
-    const ops = succeeded ? spec.success : (spec.failure ?? []);
-    for (const o of ops) {
+    // Every compare, nested ones too, is judged on the store before the txn (etcd's compareToPath).
+    const path = this.#judge(spec);
+    for (const o of pathOps(spec, path)) {
       if (o.type === 'put' && o.lease !== undefined && o.lease !== '0' && !this.#leases.has(o.lease)) {
         throw new EtcdRefusedError('lease-not-found', 'etcdserver: requested lease not found');
       }
     }
     const next = this.#revision + 1n;
     const events: WatchEvent[] = [];
-    const responses: OpResult[] = [];
-    for (const o of ops) responses.push(this.#apply(o, next, events));
+    const responses = this.#run(spec, path, next, events);
     if (events.length > 0) this.#commit(next, events);
-    return { succeeded, revision: this.#revision, responses };
+    return { succeeded: path.succeeded, revision: this.#revision, responses };
+  }
+
+  /** The branch `spec` and each nested txn of it takes, judged on the store as it is now. */
+  #judge(spec: TxnSpec): Path {
+    const succeeded = spec.compare.every((c) => this.#store.holds(c, this.#revision));
+    const nested = new Map<number, Path>();
+    branch(spec, succeeded).forEach((o, i) => {
+      if (o.type === 'txn') nested.set(i, this.#judge(o.txn));
+    });
+    return { succeeded, nested };
+  }
+
+  /** Apply the branch `path` chose of `spec` (and of its nested txns) at revision `next`. */
+  #run(spec: TxnSpec, path: Path, next: bigint, events: WatchEvent[]): OpResult[] {
+    return branch(spec, path.succeeded).map((o, i) => {
+      if (o.type !== 'txn') return this.#apply(o, next, events);
+      const inner = path.nested.get(i);
+      if (inner === undefined) throw new Error('memory etcd: a nested txn was not judged');
+      return { kvs: [], txn: { succeeded: inner.succeeded, responses: this.#run(o.txn, inner, next, events) } };
+    });
   }
 
   range(prefix: string, options: RangeOptions): RangePage {
@@ -293,7 +365,7 @@ export class MemoryEtcd implements MemoryCluster {
   }
 
   /** Apply one op at revision `next` (visible to later ops of the same txn). */
-  #apply(o: Op, next: bigint, events: WatchEvent[]): OpResult {
+  #apply(o: LeafOp, next: bigint, events: WatchEvent[]): OpResult {
     switch (o.type) {
       case 'get': {
         const kvs = o.prefix === true ? this.#store.liveKeys(o.key, next) : [this.#store.at(o.key, next)].filter(isKv);

@@ -7,15 +7,17 @@ import { encodeRecord, type HoldingRecord } from '../../core/records.js';
 import type { TaskRecord } from '../../core/task-record.js';
 import { CoordinatorError } from '../../errors.js';
 import type { AbandonOutcome, AbandonRef, GrantJob, GrantOutcome, GrantRef } from '../../store/port.js';
+import type { Compare, KeyValue, Op } from '../backend.js';
 import type { KeyLayout } from '../keys.js';
-import { cmp, firstKv, op, type Kv } from '../kv.js';
+import { cmp, firstKv, nestedResult, op, type Kv } from '../kv.js';
 import { parseHolding, parseSession } from '../reads.js';
 import { encodeChecked, recordWriteOps } from '../record-ops.js';
 
 /**
  * etcd refuses a txn with more than `--max-txn-ops` (default 128) compares, or success ops, or
- * failure ops ("too many operations in txn request"). A grant job takes 4 compares and 4 success
- * ops, so one txn carries at most floor(128 / 4) = 32 jobs — and at most
+ * failure ops ("too many operations in txn request"), and a nested txn with more than its parent
+ * left. A grant batch is one nested txn per job (4 compares, 4 success ops, 4 failure ops) under a
+ * txn of one op per job, so 32 jobs leave each nested txn 96 — and at most
  * {@link MAX_GRANT_PAYLOAD_BYTES} of payloads read back (the store splits batches by both).
  */
 export const ETCD_MAX_TXN_OPS = 128;
@@ -23,19 +25,51 @@ export const MAX_GRANTS_PER_TXN = Math.floor(ETCD_MAX_TXN_OPS / 4);
 /** Payload bytes one grant txn's reply may carry (32 × 256 KiB would be 8 MiB). */
 export const MAX_GRANT_PAYLOAD_BYTES = 2 * 1024 * 1024;
 
-/**
- * A multi-job txn that failed says which jobs lost their race (`raced[i]`: the owner key exists
- * or the task changed, as its failure branch read them at `revision`); the others failed on no
- * compare the txn could see from there (or on a session / request compare), so the caller tries
- * them again as one txn (again after each round that finds a race; one txn each when none does).
- */
-export type GrantTxnResult =
-  | { readonly kind: 'granted'; readonly token: bigint; readonly payloads: readonly (string | undefined)[] }
-  | Exclude<GrantOutcome, { readonly kind: 'granted' }>
-  | { readonly kind: 'batchFailed'; readonly raced: readonly boolean[]; readonly revision: bigint };
+/** A granted job's token and the payload read back, or why it was not granted. */
+export type GrantTxnOutcome =
+  | { readonly kind: 'granted'; readonly token: bigint; readonly payload: string | undefined }
+  | Exclude<GrantOutcome, { readonly kind: 'granted' }>;
+
+/** One grant's compares and success ops (see {@link grantOwners}). */
+function grantSpec(keys: KeyLayout, j: GrantJob): { compare: Compare[]; success: Op[] } {
+  const holding: HoldingRecord = { v: 1, taskId: j.task.taskId, resource: j.task.resource, attempt: j.owner.attempt };
+  return {
+    compare: [
+      cmp.absent(keys.owner(j.task.resource)),
+      cmp.modifiedAt(keys.task(j.task.taskId), j.taskModRevision),
+      cmp.modifiedAt(keys.session(j.sessionId), j.sessionModRevision),
+      cmp.absent(keys.holding(j.sessionId, j.requestId)),
+    ],
+    success: [
+      op.put(keys.owner(j.task.resource), encodeRecord(j.owner), j.leaseId),
+      op.put(keys.holding(j.sessionId, j.requestId), encodeRecord(holding), j.leaseId),
+      op.put(keys.task(j.task.taskId), encodeChecked(j.next)),
+      op.get(keys.input(j.task.taskId)),
+    ],
+  };
+}
 
 /**
- * grantOwners — many grants in one txn (only for resources believed free).
+ * Why a grant's compares failed, from its failure branch's reads of its session and holding (at
+ * `revision`): the holding exists -> replay; the session key is gone or has another mod_revision ->
+ * sessionMoved; otherwise (the owner key exists or the task changed: another grant took the
+ * resource or the task — with several coordinators, usually a peer's) -> raced.
+ */
+function failedGrant(
+  keys: KeyLayout,
+  j: GrantJob,
+  session: KeyValue | undefined,
+  held: KeyValue | undefined,
+  revision: bigint,
+): Exclude<GrantTxnOutcome, { readonly kind: 'granted' }> {
+  const holding = parseHolding(held);
+  if (holding !== undefined) return { kind: 'replay', holding };
+  if (parseSession(keys, session)?.modRevision !== j.sessionModRevision) return { kind: 'sessionMoved' };
+  return { kind: 'raced', revision };
+}
+
+/**
+ * grantOwners — grants in one txn (only for resources believed free), each judged on its own.
  * keys:     per job: owners/<r>, tasks/<t>, sessions/<sid>, holdings/<sid>/<q>
  * compares: per job: owners/<r> absent; tasks/<t> mod_revision == read (still pending, unchanged);
  *           sessions/<sid> mod_revision == known (session alive and served here);
@@ -44,59 +78,45 @@ export type GrantTxnResult =
  *           HoldingRecord (session lease); put tasks/<t> = the job's next record (one more attempt,
  *           opened: so while the attempt is open, the task key's mod_revision is its token); get
  *           inputs/<t> (the payload the grant delivers, without another round trip)
- * failure:  single job: get sessions/<sid>, holdings/<sid>/<q>; several jobs: per job get
- *           owners/<r>, tasks/<t> (2 per job: at most 64 ops)
- * result:   granted{token R, payloads} where R = the txn revision, which is the create_revision of
- *           every owner key created: each was absent (compare) and is put by this txn, and etcd
- *           gives all keys a txn creates its one revision (no read-back needed). A single job's failure is
- *           classified: the holding exists -> replay{holding}; the session key is gone or has
- *           another mod_revision -> sessionMoved; otherwise (owner present or task changed) ->
- *           raced{revision}. A batch's failure -> batchFailed{raced per job, revision}: a job whose
- *           owner key exists or whose task key is gone or changed lost its race (another grant
- *           took the resource or the task — with several coordinators, usually a peer's); the
- *           others are tried again (the store: as one txn while each round finds a race,
- *           one txn each once a round finds none).
+ * failure:  per job: get sessions/<sid>, holdings/<sid>/<q>
+ * shape:    one job: that txn. Several: a txn without compares whose success ops are one nested txn
+ *           per job (compares, success and failure above). etcd judges every nested compare on the
+ *           store before the txn, so each job is granted exactly when its own compares hold, as if
+ *           it ran alone at that point, and a job that lost its race fails no other.
+ * result:   per job, granted{token R, payload} where R = the txn revision, which is the
+ *           create_revision of every owner key created: each was absent (compare) and is put by
+ *           this txn, and etcd gives all keys a txn creates its one revision (no read-back needed);
+ *           or, from the job's failure branch, replay{holding}, sessionMoved or raced{revision}
+ *           ({@link failedGrant}).
  */
-export async function grantOwners(kv: Kv, keys: KeyLayout, jobs: readonly GrantJob[]): Promise<GrantTxnResult> {
+export async function grantOwners(
+  kv: Kv,
+  keys: KeyLayout,
+  jobs: readonly GrantJob[],
+): Promise<readonly GrantTxnOutcome[]> {
   if (jobs.length === 0) throw new CoordinatorError('INTERNAL', 'grantOwners needs at least one job');
   if (jobs.length > MAX_GRANTS_PER_TXN) {
     throw new CoordinatorError('INTERNAL', `grantOwners takes at most ${MAX_GRANTS_PER_TXN} jobs per txn`);
   }
-  const compare = jobs.flatMap((j) => [
-    cmp.absent(keys.owner(j.task.resource)),
-    cmp.modifiedAt(keys.task(j.task.taskId), j.taskModRevision),
-    cmp.modifiedAt(keys.session(j.sessionId), j.sessionModRevision),
-    cmp.absent(keys.holding(j.sessionId, j.requestId)),
-  ]);
-  const success = jobs.flatMap((j) => {
-    const holding: HoldingRecord = { v: 1, taskId: j.task.taskId, resource: j.task.resource, attempt: j.owner.attempt };
-    return [
-      op.put(keys.owner(j.task.resource), encodeRecord(j.owner), j.leaseId),
-      op.put(keys.holding(j.sessionId, j.requestId), encodeRecord(holding), j.leaseId),
-      op.put(keys.task(j.task.taskId), encodeChecked(j.next)),
-      op.get(keys.input(j.task.taskId)),
-    ];
+  const failure = (j: GrantJob): Op[] => [
+    op.get(keys.session(j.sessionId)),
+    op.get(keys.holding(j.sessionId, j.requestId)),
+  ];
+  const [single] = jobs;
+  if (jobs.length === 1 && single !== undefined) {
+    const res = await kv.txn('grantOwner', { ...grantSpec(keys, single), failure: failure(single) });
+    if (res.succeeded) return [{ kind: 'granted', token: res.revision, payload: firstKv(res, 3)?.value }];
+    return [failedGrant(keys, single, firstKv(res, 0), firstKv(res, 1), res.revision)];
+  }
+  const res = await kv.txn('grantOwners', {
+    compare: [],
+    success: jobs.map((j) => op.txn({ ...grantSpec(keys, j), failure: failure(j) })),
   });
-  const single = jobs.length === 1 ? jobs[0] : undefined;
-  const failure =
-    single === undefined
-      ? jobs.flatMap((j) => [op.get(keys.owner(j.task.resource)), op.get(keys.task(j.task.taskId))])
-      : [op.get(keys.session(single.sessionId)), op.get(keys.holding(single.sessionId, single.requestId))];
-  const res = await kv.txn(jobs.length === 1 ? 'grantOwner' : 'grantOwners', { compare, success, failure });
-  if (res.succeeded) {
-    return { kind: 'granted', token: res.revision, payloads: jobs.map((_, i) => firstKv(res, 4 * i + 3)?.value) };
-  }
-  if (single === undefined) {
-    const raced = jobs.map(
-      (j, i) => firstKv(res, 2 * i) !== undefined || firstKv(res, 2 * i + 1)?.modRevision !== j.taskModRevision,
-    );
-    return { kind: 'batchFailed', raced, revision: res.revision };
-  }
-  const holding = parseHolding(firstKv(res, 1));
-  if (holding !== undefined) return { kind: 'replay', holding };
-  const session = parseSession(keys, firstKv(res, 0));
-  if (session?.modRevision !== single.sessionModRevision) return { kind: 'sessionMoved' };
-  return { kind: 'raced', revision: res.revision };
+  return jobs.map((j, i) => {
+    const nested = nestedResult(res, i);
+    if (nested.succeeded) return { kind: 'granted', token: res.revision, payload: firstKv(nested, 3)?.value };
+    return failedGrant(keys, j, firstKv(nested, 0), firstKv(nested, 1), res.revision);
+  });
 }
 
 /**

@@ -84,70 +84,56 @@ export function describeGrants(t: Tools): void {
       expect(mixed.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'raced']);
     });
 
-    it('a failed batch tells from its failure branch who lost a race; the rest land in one more txn', async () => {
+    it('judges each job of a batch on its own: one txn grants the free ones and tells every other its outcome', async () => {
       const s = await open();
-      const [ta, tb, tc, td] = await Promise.all(['a', 'b', 'c', 'd'].map((id) => submit(id, `r-${id}`)));
-      if (ta === undefined || tb === undefined || tc === undefined || td === undefined) throw new Error('tasks');
-      await granted(s, 'x', 'r-b'); // r-b owned now: b loses (owner present)
+      const [ta, tb, tc, td, te] = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((id) => submit(id, `r-${id}`)));
+      if (ta === undefined || tb === undefined || tc === undefined || td === undefined || te === undefined) {
+        throw new Error('tasks');
+      }
+      const held = await granted(s, 'x', 'r-b'); // r-b owned now: b loses (owner present)
       const staleD = { record: td.record, modRevision: td.modRevision - 1n }; // d changed since read
+      const moved = { ...job(s, te, 'qe'), sessionModRevision: s.modRevision - 1n }; // e: session compare fails
+      const replayed = job(s, tc, held.requestId); // c's request id already holds a grant
       const names: string[] = [];
       const txn = store.kv.txn.bind(store.kv);
       store.kv.txn = (name, spec) => {
         names.push(name);
         return txn(name, spec);
       };
-      const out = await store.grant([job(s, ta, 'qa'), job(s, tb, 'qb'), job(s, tc, 'qc'), job(s, staleD, 'qd')]);
-      expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'raced', 'granted', 'raced']);
-      // The batch, then a and c together: no txn per job.
-      expect(names).toEqual(['grantOwners', 'grantOwners']);
-      const tokens = out.map((r) => (r.ok && r.value.kind === 'granted' ? r.value.token : undefined));
-      expect(tokens[0]).toBe(tokens[2]);
-      expect(await store.owner('r-a')).toMatchObject({ token: tokens[0] });
+      const out = await store.grant([job(s, ta, 'qa'), job(s, tb, 'qb'), replayed, job(s, staleD, 'qd'), moved]);
+      expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual([
+        'granted',
+        'raced',
+        'replay',
+        'raced',
+        'sessionMoved',
+      ]);
+      // One txn for all five: no second round for the winners, none per job.
+      expect(names).toEqual(['grantOwners']);
+      const [a, b, c] = out.map((r) => (r.ok ? r.value : undefined));
+      expect(a?.kind === 'granted' && (await store.owner('r-a'))?.token === a.token).toBe(true);
+      expect(b).toEqual({ kind: 'raced', revision: a?.kind === 'granted' ? a.token : -1n });
+      expect(c).toMatchObject({ kind: 'replay', holding: { token: held.token } });
+      expect(await store.owner('r-b')).toMatchObject({ token: held.token });
+      expect(await store.owner('r-c')).toBeUndefined();
       expect(await store.owner('r-d')).toBeUndefined();
+      expect(await store.owner('r-e')).toBeUndefined();
+      expect((await store.task('c'))?.record.attempts).toBe(0);
     });
 
-    it('a rest that loses a race of its own is batched again: each failed batch shrinks it, no txn per job', async () => {
-      const s = await open();
-      const [ta, tb, tc, te] = await Promise.all(['a', 'b', 'c', 'e'].map((id) => submit(id, `r-${id}`)));
-      if (ta === undefined || tb === undefined || tc === undefined || te === undefined) throw new Error('tasks');
-      await granted(s, 'x', 'r-b'); // r-b owned now: b loses the first race
-      const names: string[] = [];
-      const txn = store.kv.txn.bind(store.kv);
-      let injected = false;
-      const wrapped: typeof txn = async (name, spec) => {
-        if (name === 'grantOwners' && names.length === 1 && !injected) {
-          injected = true; // between the first batch and the second: r-c is taken, c loses the second
-          store.kv.txn = txn;
-          await granted(s, 'y', 'r-c');
-          store.kv.txn = wrapped;
-        }
-        names.push(name);
-        return txn(name, spec);
-      };
-      store.kv.txn = wrapped;
-      const out = await store.grant([job(s, ta, 'qa'), job(s, tb, 'qb'), job(s, tc, 'qc'), job(s, te, 'qe')]);
-      expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'raced', 'raced', 'granted']);
-      // All four, then a, c and e, then a and e: three batch txns, none per job.
-      expect(names).toEqual(['grantOwners', 'grantOwners', 'grantOwners']);
-      const tokens = out.map((r) => (r.ok && r.value.kind === 'granted' ? r.value.token : undefined));
-      expect(tokens[0]).toBe(tokens[3]);
-      expect(await store.owner('r-e')).toMatchObject({ token: tokens[0] });
-    });
-
-    it('a failed batch whose failure branch sees no race goes one txn per job, each outcome its own', async () => {
+    it('a batch none of whose jobs can be granted writes nothing', async () => {
       const s = await open();
       const [ta, tb] = await Promise.all(['a', 'b'].map((id) => submit(id, `r-${id}`)));
       if (ta === undefined || tb === undefined) throw new Error('tasks');
-      const moved = { ...job(s, tb, 'qb'), sessionModRevision: s.modRevision - 1n }; // session compare fails
-      const names: string[] = [];
-      const txn = store.kv.txn.bind(store.kv);
-      store.kv.txn = (name, spec) => {
-        names.push(name);
-        return txn(name, spec);
-      };
-      const out = await store.grant([job(s, ta, 'qa'), moved]);
-      expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['granted', 'sessionMoved']);
-      expect(names).toEqual(['grantOwners', 'grantOwner', 'grantOwner']);
+      const before = await granted(s, 'x', 'r-x');
+      const stale = (t: typeof ta) => ({ record: t.record, modRevision: t.modRevision - 1n });
+      const out = await store.grant([job(s, stale(ta), 'qa'), job(s, stale(tb), 'qb')]);
+      expect(out).toEqual([
+        { ok: true, value: { kind: 'raced', revision: before.token } },
+        { ok: true, value: { kind: 'raced', revision: before.token } },
+      ]);
+      expect(await store.owner('r-a')).toBeUndefined();
+      expect(await store.holding(s.sessionId, 'qa')).toBeUndefined();
     });
 
     it('abandons an unsent grant closing its attempt (closed): the attempt given back, the task backs off', async () => {
