@@ -6,7 +6,7 @@
  * console-revocation-store.ts.
  */
 import { chunks, chunksBy } from '../core/chunks.js';
-import { batchedOutcomes, settle, wholeThenEach } from '../core/batching.js';
+import { settle, wholeThenEach } from '../core/batching.js';
 import type { SessionRecord } from '../core/records.js';
 import type {
   AbandonOutcome,
@@ -195,12 +195,22 @@ export class KvLeaseStore implements LeaseStore {
 
   // --- held leases --------------------------------------------------------------------------------
 
-  finish(jobs: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]> {
+  /**
+   * Jobs of distinct resources and tasks (none of a layout-v1 record) go up to
+   * {@link MAX_FINISHES_PER_TXN} per txn, each judged on its own (finishAttempts); the others one
+   * txn each. A thrown txn (outcome unknown) fails every job of it: nothing is re-sent blindly.
+   */
+  async finish(jobs: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]> {
     const distinct =
       new Set(jobs.map((j) => j.resource)).size === jobs.length &&
       new Set(jobs.map((j) => j.next.taskId)).size === jobs.length &&
       jobs.every((j) => j.legacy === undefined);
-    return batchedOutcomes(jobs, distinct, MAX_FINISHES_PER_TXN, (batch) => finishAttempts(this.kv, this.keys, batch));
+    const run = async (batch: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]> => {
+      const all = await settle(() => finishAttempts(this.kv, this.keys, batch));
+      return all.ok ? all.value.map((value) => ({ ok: true, value })) : batch.map(() => all);
+    };
+    const batches = distinct ? chunks(jobs, MAX_FINISHES_PER_TXN) : jobs.map((j) => [j]);
+    return (await Promise.all(batches.map(run))).flat();
   }
 
   // --- tasks --------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
  */
 import type { FinishJob, HolderProof, LeaseOutcome } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
-import { cmp, op, type Kv } from '../kv.js';
+import type { TxnSpec } from '../backend.js';
+import { cmp, nestedResult, op, type Kv } from '../kv.js';
 import { recordWriteOps } from '../record-ops.js';
 
 /** 4 compares: the owner key is this grant's, unchanged, on this session's lease; so is its holding. */
@@ -25,15 +26,25 @@ function holderDeletes(keys: KeyLayout, proof: HolderProof) {
 }
 
 /**
- * finishAttempts takes at most this many jobs (5 compares and 5 success ops each; etcd's default
- * limit is 128). A job of a layout-v1 record (its moves add up to 11 ops) goes alone.
+ * finishAttempts takes at most this many jobs. With several, each job is a nested txn (5 compares,
+ * 5 success ops; a job of a layout-v1 record, whose moves add up to 11 ops, goes alone), and etcd's
+ * default limit of 128 ops leaves each of 25 nested txns 103.
  */
 export const MAX_FINISHES_PER_TXN = 25;
 
+/** One finish's compares and success ops (see {@link finishAttempts}). */
+function finishSpec(keys: KeyLayout, j: FinishJob): TxnSpec {
+  return {
+    compare: [...holderCompares(keys, j), cmp.modifiedAt(keys.task(j.next.taskId), j.taskModRevision)],
+    // Every finish closes the attempt the grant opened: one more ended attempt than the record read.
+    success: [...holderDeletes(keys, j), ...recordWriteOps(keys, j, Math.max(0, (j.next.endedAttempts ?? 1) - 1))],
+  };
+}
+
 /**
- * finishAttempts — end one or many held leases (distinct resources and tasks) in one txn: each
- * job's task record is replaced by the one the lifecycle computed (completed with its result;
- * failed, or pending after a backoff; pending again after a release).
+ * finishAttempts — end one or many held leases (distinct resources and tasks) in one txn, each
+ * judged on its own: each job's task record is replaced by the one the lifecycle computed
+ * (completed with its result; failed, or pending after a backoff; pending again after a release).
  * keys:     per job: owners/<r>, holdings/<sid>/<q>, tasks/<t>, history/<t>#<n>, history/<t>#<n-10>
  * compares: per job: owners/<r> create_revision == token and mod_revision == token and
  *           lease == session lease (this session holds this token); holdings/<sid>/<q>
@@ -43,11 +54,18 @@ export const MAX_FINISHES_PER_TXN = 25;
  *           put its ended attempt as history/<t>#<n>, delete history/<t>#<n-10> (a v1 record: its
  *           payload and history moved out too)
  * failure:  nothing
- * result:   done{revision} when every job succeeded (all at that revision), else notHolder (for a
- *           batch: retry one txn per job to tell which; a retry after a lost reply is recognised by
- *           the caller from the task record, e.g. its recorded result)
+ * shape:    one job: that txn. Several: a txn without compares whose success ops are one nested txn
+ *           per job, judged on the store before the txn (see grantOwners), so a job whose holder
+ *           lost the lease fails no other.
+ * result:   per job, done{revision} (every done job at the txn's revision), or notHolder (a retry
+ *           after a lost reply is recognised by the caller from the task record, e.g. its recorded
+ *           result)
  */
-export async function finishAttempts(kv: Kv, keys: KeyLayout, jobs: readonly FinishJob[]): Promise<LeaseOutcome> {
+export async function finishAttempts(
+  kv: Kv,
+  keys: KeyLayout,
+  jobs: readonly FinishJob[],
+): Promise<readonly LeaseOutcome[]> {
   if (
     jobs.length === 0 ||
     jobs.length > MAX_FINISHES_PER_TXN ||
@@ -56,16 +74,13 @@ export async function finishAttempts(kv: Kv, keys: KeyLayout, jobs: readonly Fin
   ) {
     throw new RangeError('finishAttempts takes 1 to MAX_FINISHES_PER_TXN distinct resources and tasks');
   }
-  const res = await kv.txn(jobs.length === 1 ? 'finishAttempt' : 'finishAttempts', {
-    compare: jobs.flatMap((j) => [
-      ...holderCompares(keys, j),
-      cmp.modifiedAt(keys.task(j.next.taskId), j.taskModRevision),
-    ]),
-    // Every finish closes the attempt the grant opened: one more ended attempt than the record read.
-    success: jobs.flatMap((j) => [
-      ...holderDeletes(keys, j),
-      ...recordWriteOps(keys, j, Math.max(0, (j.next.endedAttempts ?? 1) - 1)),
-    ]),
-  });
-  return res.succeeded ? { kind: 'done', revision: res.revision } : { kind: 'notHolder' };
+  const [single] = jobs;
+  if (jobs.length === 1 && single !== undefined) {
+    const res = await kv.txn('finishAttempt', finishSpec(keys, single));
+    return [res.succeeded ? { kind: 'done', revision: res.revision } : { kind: 'notHolder' }];
+  }
+  const res = await kv.txn('finishAttempts', { compare: [], success: jobs.map((j) => op.txn(finishSpec(keys, j))) });
+  return jobs.map((_, i) =>
+    nestedResult(res, i).succeeded ? { kind: 'done', revision: res.revision } : { kind: 'notHolder' },
+  );
 }

@@ -127,8 +127,20 @@ export function describeHeldLeases(t: Tools): void {
       };
       const ja = await jobFor('ta', 'ra', a);
       const jb = { ...(await jobFor('tb', 'rb', b)), token: b.token + 7n };
+      const names: string[] = [];
+      const txn = store.kv.txn.bind(store.kv);
+      store.kv.txn = (name, spec) => {
+        names.push(name);
+        return txn(name, spec);
+      };
       const out = await store.finish([ja, jb]);
       expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['done', 'notHolder']);
+      // One txn: the job whose holder proof fails fails no other, and nothing is sent again.
+      expect(names).toEqual(['finishAttempts']);
+      expect((await current('ta')).record.state).toBe('completed');
+      expect(await store.owner('ra')).toBeUndefined();
+      expect(await store.owner('rb')).toMatchObject({ token: b.token });
+      expect((await current('tb')).modRevision).toBe(jb.taskModRevision);
     });
   });
 }
