@@ -231,12 +231,12 @@ export class KvLeaseStore implements LeaseStore {
     return retryTask(this.kv, this.keys, args);
   }
 
-  /** Up to 42 per txn; when a txn fails (one changed), one txn per task. */
+  /** Up to 42 per txn, each judged on its own (a task changed since read is left, alone). */
   async purgeTasks(tasks: readonly TaskRef[]): Promise<string[]> {
     const purged: string[] = [];
     for (const batch of chunks(tasks, MAX_PURGES_PER_TXN)) {
-      const landed = await wholeThenEach(batch, (items) => purgeTasks(this.kv, this.keys, items));
-      purged.push(...landed.map((t) => t.taskId));
+      const done = await purgeTasks(this.kv, this.keys, batch);
+      purged.push(...batch.filter((_, i) => done[i] === true).map((t) => t.taskId));
     }
     return purged;
   }

@@ -16,7 +16,8 @@ import type {
   TaskWrite,
 } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
-import { cmp, firstKv, op, type Kv } from '../kv.js';
+import type { TxnSpec } from '../backend.js';
+import { cmp, firstKv, nestedResult, op, type Kv } from '../kv.js';
 import { parseTask } from '../reads.js';
 import { encodeChecked, endedOf, recordWriteOps } from '../record-ops.js';
 
@@ -137,31 +138,36 @@ export async function retryTask(
   return res.succeeded ? { kind: 'rewritten', revision: res.revision } : { kind: 'raced' };
 }
 
-/** purgeTasks takes at most this many tasks (one compare and three deletes each; etcd's limit is 128). */
+/**
+ * purgeTasks takes at most this many tasks: with several, one nested txn each (one compare, three
+ * deletes) under a txn of one op per task, within etcd's 128 ops.
+ */
 export const MAX_PURGES_PER_TXN = 42;
 
 /**
  * purgeTasks — delete ended tasks the caller read (and judged old enough): `POST /v1/tasks/purge`
  * and the retention sweeps.
  * keys:     tasks/<t>, inputs/<t>, history/<t>#* of every task
- * compares: every tasks/<t> mod_revision == read (unchanged: still terminal, not retried since)
- * success:  delete every tasks/<t>, inputs/<t> and history/<t>#*
+ * compares: per task: tasks/<t> mod_revision == read (unchanged: still terminal, not retried since)
+ * success:  per task: delete tasks/<t>, inputs/<t> and history/<t>#*
  * failure:  nothing
- * result:   true when all were deleted (else the caller purges one per txn to tell which)
+ * shape:    one task: that txn. Several: a txn without compares whose success ops are one nested
+ *           txn per task, judged on the store before the txn (see grantOwners): a task that changed
+ *           since read is left, and fails no other.
+ * result:   per task, true when deleted
  */
-export async function purgeTasks(kv: Kv, keys: KeyLayout, tasks: readonly TaskRef[]): Promise<boolean> {
+export async function purgeTasks(kv: Kv, keys: KeyLayout, tasks: readonly TaskRef[]): Promise<readonly boolean[]> {
   if (tasks.length === 0 || tasks.length > MAX_PURGES_PER_TXN) {
     throw new RangeError(`purgeTasks takes 1 to ${MAX_PURGES_PER_TXN} tasks`);
   }
-  const res = await kv.txn(tasks.length === 1 ? 'purgeTask' : 'purgeTasks', {
-    compare: tasks.map((t) => cmp.modifiedAt(keys.task(t.taskId), t.modRevision)),
-    success: tasks.flatMap((t) => [
-      op.del(keys.task(t.taskId)),
-      op.del(keys.input(t.taskId)),
-      op.delPrefix(keys.historyOf(t.taskId)),
-    ]),
+  const spec = (t: TaskRef): TxnSpec => ({
+    compare: [cmp.modifiedAt(keys.task(t.taskId), t.modRevision)],
+    success: [op.del(keys.task(t.taskId)), op.del(keys.input(t.taskId)), op.delPrefix(keys.historyOf(t.taskId))],
   });
-  return res.succeeded;
+  const [single] = tasks;
+  if (tasks.length === 1 && single !== undefined) return [(await kv.txn('purgeTask', spec(single))).succeeded];
+  const res = await kv.txn('purgeTasks', { compare: [], success: tasks.map((t) => op.txn(spec(t))) });
+  return tasks.map((_, i) => nestedResult(res, i).succeeded);
 }
 
 /** migrateTasks takes at most this many bytes of payloads and histories per txn. */

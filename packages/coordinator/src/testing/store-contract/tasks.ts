@@ -178,12 +178,20 @@ export function describeTasks(t: Tools): void {
       expect((await current('t1')).record).toMatchObject({ state: 'pending', attempts: 0, lastEvent: 'retried' });
       const t2 = await current('t2');
       const now = await current('t1');
+      const names: string[] = [];
+      const txn = store.kv.txn.bind(store.kv);
+      store.kv.txn = (name, spec) => {
+        names.push(name);
+        return txn(name, spec);
+      };
       expect(
         await store.purgeTasks([
           { taskId: 't1', modRevision: now.modRevision - 1n },
           { taskId: 't2', modRevision: t2.modRevision },
         ]),
       ).toEqual(['t2']);
+      // One txn: the changed task is left alone, and fails no other.
+      expect(names).toEqual(['purgeTasks']);
       expect(await store.task('t1')).toBeDefined();
       expect(await store.task('t2')).toBeUndefined();
     });
