@@ -678,7 +678,7 @@ inline complete(w, c, s, r, t, T, q) {
    model: not modeled — the model has no attempt budget, so no task fails
 
    txn purgeTasks
-   compares: every tasks/<t> mod_revision == read (unchanged: still terminal, not retried since)
+   compares: per task: tasks/<t> mod_revision == read (unchanged: still terminal, not retried since)
    model: not modeled — deletes terminal tasks only, with their payload and history keys (no owner,
           holding or fence changes); the retention sweeps run it too, from the index's ended
           tasks, under locks/retention (a lock for work, not safety: the compare decides)
