@@ -120,6 +120,16 @@ function histogramMean(text: string, name: string): number {
   return s !== undefined && c !== undefined && Number(c) > 0 ? Number(s) / Number(c) : 0;
 }
 
+/**
+ * `LEASEHOLD_BENCH_SINK_SIDES=write-200,hello` runs only those sides (write-200, write-4k,
+ * write-200-batch8, hello; a faster A-B loop while developing); unset, every side runs. A row
+ * whose sides did not run is left out.
+ */
+function sideWanted(name: string): boolean {
+  const sides = process.env.LEASEHOLD_BENCH_SINK_SIDES;
+  return sides === undefined || sides.split(',').some((s) => s.trim() === name);
+}
+
 export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'leasehold-sink-bench-'));
   const keys: Pick<StackKeys, 'sinkKey' | 'capability'> = {
@@ -169,12 +179,17 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
         },
       );
     };
-    sides.push(writeSide(200), writeSide(4096), writeSide(200, BATCH));
-    sides.push(
-      new HttpSide('hello', 'hello', hello, () =>
-        Promise.resolve({ port: hello.port, connections: o.connections, mode: 'hello' }),
-      ),
-    );
+    // (A side spawns its load generator when made, so only the wanted ones are made.)
+    if (sideWanted('write-200')) sides.push(writeSide(200));
+    if (sideWanted('write-4k')) sides.push(writeSide(4096));
+    if (sideWanted(`write-200-batch${BATCH}`)) sides.push(writeSide(200, BATCH));
+    if (sideWanted('hello')) {
+      sides.push(
+        new HttpSide('hello', 'hello', hello, () =>
+          Promise.resolve({ port: hello.port, connections: o.connections, mode: 'hello' }),
+        ),
+      );
+    }
     let pinned = 'not pinned';
     if (o.pin) {
       const ok = [sink.pid, hello.pid].every((p) => pinToCpus(p, '0')) && sides.every((s) => pinToCpus(s.loadPid, '1'));
@@ -219,7 +234,8 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
     const failed = refusedRequests + refusedItems;
     const p = (side: HttpSide | undefined, key: string) =>
       median((side?.summaries ?? []).map((m) => Number(m[key] ?? 0)));
-    const [s200, s4k, sBatch, sHello] = sides;
+    const side = (name: string) => sides.find((s) => s.name === name);
+    const [s200, s4k, sBatch, sHello] = ['write-200', 'write-4k', `write-200-batch${BATCH}`, 'hello'].map(side);
     const ctx =
       `autocannon in its own process, ${o.connections} connections, ${pinned}; a fresh grant per write (own resource, token and ` +
       `capability, vouched for by its advance as the coordinator's are; capability checks over the suite: ${checks}); synchronous=FULL; mean group commit ${round(histogramMean(metrics, 'leasehold_sink_batch_ops'), 1)} writes / ` +
@@ -229,66 +245,75 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
     const sinkCpu = (r: RoundResult) => r.cpuUs.sink ?? 0;
     const helloCpu = (r: RoundResult) => r.cpuUs.hello ?? 0;
     const mib = (b: number) => b / 1024 / 1024;
-    return [
-      throughputRow({
-        name: 'sink durable fenced writes/s, 200 B result, fresh grant per write',
-        unit: 'writes/s',
-        figure: w200,
-        base: helloR,
-        baselineName: `fastify hello-world GET/s, ${o.connections} conns`,
-        cpu: 'counted',
-        note: ctx,
-      }),
-      cpuRow({
-        name: 'sink CPU per durable write (200 B) vs hello-world CPU per request',
-        figure: w200,
-        base: helloR,
-        figureCpu: sinkCpu,
-        baseCpu: helloCpu,
-        baselineName: 'fastify hello-world, same load generator',
-        target: 2.5,
-      }),
-      throughputRow({
-        name: 'sink durable fenced writes/s, 4 KiB result, fresh grant per write',
-        unit: 'writes/s',
-        figure: w4k,
-        base: helloR,
-        baselineName: `fastify hello-world GET/s, ${o.connections} conns`,
-        cpu: 'counted',
-      }),
-      cpuRow({
-        name: 'sink CPU per durable write (4 KiB) vs hello-world CPU per request',
-        figure: w4k,
-        base: helloR,
-        figureCpu: sinkCpu,
-        baseCpu: helloCpu,
-        baselineName: 'fastify hello-world, same load generator',
-      }),
-      throughputRow({
-        name: `sink durable fenced writes/s, 200 B results ${BATCH} to a request (POST /v1/writes/batch)`,
-        unit: 'writes/s',
-        figure: wBatch,
-        base: helloR,
-        baselineName: `fastify hello-world GET/s, ${o.connections} conns`,
-        cpu: 'counted',
-        note: `each item a fresh grant, as for lone writes; the SDK's sink client sends writes this way (group commit per process)`,
-      }),
-      cpuRow({
-        name: `sink CPU per durable write (200 B, ${BATCH} to a request) vs hello-world CPU per request`,
-        figure: wBatch,
-        base: helloR,
-        figureCpu: sinkCpu,
-        baseCpu: helloCpu,
-        baselineName: 'fastify hello-world, same load generator',
-      }),
-      limitRow({
-        name: 'sink write latency p99, 200 B (under load)',
-        value: p(s200, 'p99Ms'),
-        unit: 'ms',
-        baseline: p(sHello, 'p99Ms'),
-        baselineName: 'fastify hello-world p99',
-        note: `p50 ${p(s200, 'p50Ms')} ms, p999 ${p(s200, 'p999Ms')} ms; 4 KiB p99 ${p(s4k, 'p99Ms')} ms; batches of ${BATCH} p99 ${p(sBatch, 'p99Ms')} ms per request (medians over rounds)`,
-      }),
+    // A row whose sides did not run (LEASEHOLD_BENCH_SINK_SIDES) is left out.
+    const ran = (...figures: RoundResult[][]) => figures.every((f) => f.length > 0) && helloR.length > 0;
+    const rows: (BenchRow | false)[] = [
+      ran(w200) &&
+        throughputRow({
+          name: 'sink durable fenced writes/s, 200 B result, fresh grant per write',
+          unit: 'writes/s',
+          figure: w200,
+          base: helloR,
+          baselineName: `fastify hello-world GET/s, ${o.connections} conns`,
+          cpu: 'counted',
+          note: ctx,
+        }),
+      ran(w200) &&
+        cpuRow({
+          name: 'sink CPU per durable write (200 B) vs hello-world CPU per request',
+          figure: w200,
+          base: helloR,
+          figureCpu: sinkCpu,
+          baseCpu: helloCpu,
+          baselineName: 'fastify hello-world, same load generator',
+          target: 2.5,
+        }),
+      ran(w4k) &&
+        throughputRow({
+          name: 'sink durable fenced writes/s, 4 KiB result, fresh grant per write',
+          unit: 'writes/s',
+          figure: w4k,
+          base: helloR,
+          baselineName: `fastify hello-world GET/s, ${o.connections} conns`,
+          cpu: 'counted',
+        }),
+      ran(w4k) &&
+        cpuRow({
+          name: 'sink CPU per durable write (4 KiB) vs hello-world CPU per request',
+          figure: w4k,
+          base: helloR,
+          figureCpu: sinkCpu,
+          baseCpu: helloCpu,
+          baselineName: 'fastify hello-world, same load generator',
+        }),
+      ran(wBatch) &&
+        throughputRow({
+          name: `sink durable fenced writes/s, 200 B results ${BATCH} to a request (POST /v1/writes/batch)`,
+          unit: 'writes/s',
+          figure: wBatch,
+          base: helloR,
+          baselineName: `fastify hello-world GET/s, ${o.connections} conns`,
+          cpu: 'counted',
+          note: `each item a fresh grant, as for lone writes; the SDK's sink client sends writes this way (group commit per process)`,
+        }),
+      ran(wBatch) &&
+        cpuRow({
+          name: `sink CPU per durable write (200 B, ${BATCH} to a request) vs hello-world CPU per request`,
+          figure: wBatch,
+          base: helloR,
+          figureCpu: sinkCpu,
+          baseCpu: helloCpu,
+          baselineName: 'fastify hello-world, same load generator',
+        }),
+      ran(w200, w4k, wBatch) &&
+        limitRow({
+          name: 'sink write latency p99, 200 B (under load)',
+          value: p(s200, 'p99Ms'),
+          unit: 'ms',
+          baseline: p(sHello, 'p99Ms'),
+          baselineName: 'fastify hello-world p99',
+          note: `p50 ${p(s200, 'p50Ms')} ms, p999 ${p(s200, 'p999Ms')} ms; 4 KiB p99 ${p(s4k, 'p99Ms')} ms; batches of ${BATCH} p99 ${p(sBatch, 'p99Ms')} ms per request (medians over rounds)`,
+        }),
       limitRow({
         name: 'sink failed writes',
         value: failed,
@@ -297,14 +322,16 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
         digits: 0,
         note: `${refusedRequests} requests not answered 2xx, ${refusedItems} writes the sink refused (a refused lone write counts in both; refused batch items only in the second)`,
       }),
-      limitRow({
-        name: 'sink RSS under write load (peak at round ends)',
-        value: mib(Math.max(s200?.peakRss ?? 0, s4k?.peakRss ?? 0, sBatch?.peakRss ?? 0)),
-        unit: 'MiB',
-        baseline: mib(sHello?.peakRss ?? 0),
-        baselineName: 'fastify hello-world RSS under load',
-      }),
+      ran(w200, w4k, wBatch) &&
+        limitRow({
+          name: 'sink RSS under write load (peak at round ends)',
+          value: mib(Math.max(s200?.peakRss ?? 0, s4k?.peakRss ?? 0, sBatch?.peakRss ?? 0)),
+          unit: 'MiB',
+          baseline: mib(sHello?.peakRss ?? 0),
+          baselineName: 'fastify hello-world RSS under load',
+        }),
     ];
+    return rows.filter((r): r is BenchRow => r !== false);
   } finally {
     for (const s of sides) await s.close();
     await hello.stop();
