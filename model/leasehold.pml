@@ -631,16 +631,20 @@ inline complete(w, c, s, r, t, T, q) {
 }
 
 /* txn endSession
-   compares: sessions/<sid> mod_revision == the one this coordinator knows (it still serves it);
-             owners/<r> create_revision == token, for each holding read just before (or taken from
-             the watch-fed index); with `knownUpTo` V (holdings taken from an index complete up to
-             V): every holdings/<sid>/* create_revision < V + 1, so no holding the index has not
-             seen can survive the delete (owner and holding keys are created and deleted together);
-             per settlement tasks/<t> mod_revision == T, the token of a held owner key (the record
-             the grant of T wrote: its attempt is open and nothing closed it), as settleLostAttempt
-             compares — whose other compare (that owner key gone) this txn makes true itself
+   compares: per session: sessions/<sid> mod_revision == the one this coordinator knows (it still
+             serves it); owners/<r> create_revision == token, for each holding read just before (or
+             taken from the watch-fed index); with `knownUpTo` V (holdings taken from an index
+             complete up to V): every holdings/<sid>/* create_revision < V + 1, so no holding the
+             index has not seen can survive the delete (owner and holding keys are created and
+             deleted together); per settlement tasks/<t> mod_revision == T, the token of a held owner
+             key (the record the grant of T wrote: its attempt is open and nothing closed it), as
+             settleLostAttempt compares — whose other compare (that owner key gone) this txn makes
+             true itself
    model: the endSession step of Coordinator. The owner list is e_mask[c], read at revision
           e_V[c]; an owner key present now with create_revision <= V is the one the index saw.
+          Several sessions' ends may share one etcd txn, a nested txn each, each judged on the
+          store before the txn: for each session exactly what its own txn at that point would do,
+          so the model's one end per step covers it (as for grantOwners' batches).
           The settlements are not modeled, as settleLostAttempt is not: they rewrite task records
           only (no owner, holding or fence changes), and made atomic with the end they remove
           interleavings; a settlement compare that fails fails the end, an outcome (changed) the

@@ -62,7 +62,9 @@ import {
   adoptSession,
   closeSession,
   createSession,
+  endBatches,
   endSession,
+  endSessions,
   MAX_END_SESSION_OWNERS,
   maxEndSettlements,
 } from './transactions/session-txns.js';
@@ -146,6 +148,25 @@ export class KvLeaseStore implements LeaseStore {
 
   endSession(args: EndArgs): Promise<EndOutcome> {
     return endSession(this.kv, this.keys, args);
+  }
+
+  /**
+   * Up to 16 sessions per txn (MAX_ENDS_PER_TXN), each judged on its own (a nested txn each, see
+   * endSession): an expiry wave ends in a few txns instead of one per session. A session whose
+   * lists do not fit a batch, or that names an owner key another session of the batch names (an
+   * index that lagged; etcd refuses a key deleted twice in one request), goes in a txn of its own.
+   * A thrown txn fails every session of it (the outcome is unknown): nothing is re-sent here.
+   */
+  async endSessions(batch: readonly EndArgs[]): Promise<Settled<EndOutcome>[]> {
+    const groups = endBatches(batch);
+    const run = async (group: readonly number[]): Promise<[number, Settled<EndOutcome>][]> => {
+      const args = group.map((i) => batch[i] as EndArgs);
+      const all = await settle(() => endSessions(this.kv, this.keys, args));
+      return group.map((i, at) => [i, all.ok ? { ok: true, value: all.value[at] as EndOutcome } : all]);
+    };
+    const out = new Array<Settled<EndOutcome>>(batch.length);
+    for (const [i, settled] of (await Promise.all(groups.map(run))).flat()) out[i] = settled;
+    return out;
   }
 
   closeSession(args: {

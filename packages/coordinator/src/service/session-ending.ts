@@ -12,7 +12,7 @@ import { SessionEndPlan, type EndAction, type EndObservation } from '../core/ses
 import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
 import type { Timers } from '../core/timers.js';
 import type { Metrics } from '../metrics.js';
-import type { HeldOwner, LeaseStore, SettleArgs } from '../store/port.js';
+import type { EndArgs, EndOutcome, HeldOwner, LeaseStore, SettleArgs } from '../store/port.js';
 import { CLOSE_SESSION_MOVED } from '../core/dispatch.js';
 import type { LocalSession } from './local-session.js';
 
@@ -22,7 +22,12 @@ export interface SessionEndContext {
   readonly log: Logger;
   readonly repeats: RepeatGate;
   readonly metrics: Pick<Metrics, 'expiries'>;
-  readonly store: Pick<LeaseStore, 'limits' | 'sessionHoldings' | 'endSession' | 'closeSession' | 'revokeLease'>;
+  readonly store: Pick<LeaseStore, 'limits' | 'sessionHoldings' | 'closeSession' | 'revokeLease'>;
+  /**
+   * The end txn of one session (`LeaseStore.endSession`), through a group commit: the sessions of
+   * an expiry wave whose ends arrive together share a txn, each judged on its own.
+   */
+  readonly end: (args: EndArgs) => Promise<EndOutcome>;
   readonly index: Pick<TaskIndex, 'ownersOf' | 'revision' | 'freeOwner'>;
   /** How long the end waits for the session's requests in flight (the sink timeout and a margin). */
   readonly inflightGraceMs: number;
@@ -151,7 +156,7 @@ async function perform(
       // (holdings read from the store after a failed compare) leaves them to the settle service.
       const fold = action.knownUpTo === undefined ? [] : (ctx.settlements?.foldable(action.held) ?? []);
       const settle = fold.length <= store.limits.maxEndSettlements(action.held.length) ? fold : [];
-      const outcome = await store.endSession({
+      const outcome = await ctx.end({
         sessionId: session.sessionId,
         knownModRevision: session.modRevision,
         held: action.held,

@@ -9,6 +9,7 @@
  * backstop when this coordinator dies.
  */
 import { RepeatGate, type Clock, type Hello } from '@leasehold/protocol';
+import { MicroBatcher } from '@leasehold/sink-client';
 import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import { CLOSE_GOING_AWAY, CLOSE_SESSION_MOVED } from '../core/dispatch.js';
@@ -22,7 +23,7 @@ import type { OwnerEntry, TaskIndex } from '../core/task-index.js';
 import { EarliestTimer, type Timers } from '../core/timers.js';
 import { CoordinatorError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
-import type { LeaseStore, SessionLeaseKeeper } from '../store/port.js';
+import type { EndArgs, LeaseStore, SessionLeaseKeeper } from '../store/port.js';
 import type { WorkerChannel } from './channel.js';
 import { leaseTtlSeconds, type CoordinatorState } from './context.js';
 import type { LocalSession, SessionRegistry } from './local-session.js';
@@ -43,7 +44,7 @@ export interface SessionsContext {
   readonly clock: Clock;
   readonly timers: Timers;
   readonly log: Logger;
-  readonly metrics: Pick<Metrics, 'sessions' | 'expiries'>;
+  readonly metrics: Pick<Metrics, 'sessions' | 'expiries' | 'batchItems'>;
   readonly store: Pick<
     LeaseStore,
     | 'limits'
@@ -52,13 +53,16 @@ export interface SessionsContext {
     | 'session'
     | 'adoptSession'
     | 'sessionHoldings'
-    | 'endSession'
+    | 'endSessions'
     | 'closeSession'
     | 'revokeLease'
   >;
   readonly index: Pick<TaskIndex, 'ownersOf' | 'revision' | 'freeOwner'>;
   readonly state: Readonly<Pick<CoordinatorState, 'etcdUnreachable'>>;
 }
+
+/** Sessions one group-committed end call takes (the store splits it into txns of at most 16). */
+const END_BATCH_MAX = 64;
 
 type ResumeResult = { ok: true; session: LocalSession } | { ok: false; reason: ExpiredReason };
 
@@ -106,7 +110,19 @@ export class SessionManager implements SessionRegistry {
         this.#onLeaseLost(leaseId);
       },
     });
-    this.#endContext = { ...ctx, repeats: this.#repeats, leaseTtlSeconds: leaseTtlSeconds(ctx.config) };
+    // The end txns of one expiry wave share txns (the group commit gathers what arrives while one
+    // is in flight), each session judged on its own: a wave of 64 is a few txns, not 64.
+    const ends = new MicroBatcher((batch: readonly EndArgs[]) => ctx.store.endSessions(batch), END_BATCH_MAX, {
+      observe: (n) => {
+        ctx.metrics.batchItems.observe({ kind: 'end_session' }, n);
+      },
+    });
+    this.#endContext = {
+      ...ctx,
+      end: (args) => ends.submit(args),
+      repeats: this.#repeats,
+      leaseTtlSeconds: leaseTtlSeconds(ctx.config),
+    };
   }
 
   start(): void {

@@ -322,6 +322,11 @@ export interface LeaseStore extends ConsoleRevocationStore {
   sessionHoldings(sessionId: string): Promise<{ session: StoredSession | undefined; held: HeldOwner[] }>;
   adoptSession(session: StoredSession, record: SessionRecord): Promise<AdoptOutcome>;
   endSession(args: EndArgs): Promise<EndOutcome>;
+  /**
+   * {@link endSession} of several sessions, each judged on its own (one outcome each, in order), in
+   * as few txns as etcd's limits allow; a txn that threw fails each of its sessions.
+   */
+  endSessions(batch: readonly EndArgs[]): Promise<Settled<EndOutcome>[]>;
   closeSession(args: {
     readonly sessionId: string;
     readonly leaseId: string;

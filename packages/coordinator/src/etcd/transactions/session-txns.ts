@@ -9,7 +9,8 @@ import type { AdoptOutcome, CloseOutcome, EndArgs, EndOutcome } from '../../stor
 import { ETCD_MAX_TXN_OPS } from './grant-txns.js';
 import type { KeyLayout } from '../keys.js';
 import { createOnLease } from './create-on-lease.js';
-import { cmp, firstKv, op, type Kv } from '../kv.js';
+import type { Compare, KeyValue, Op } from '../backend.js';
+import { cmp, firstKv, nestedResult, op, type Kv } from '../kv.js';
 import { endedOf, recordWriteOps } from '../record-ops.js';
 
 /** What a session txn puts: the record of `sessions/<sessionId>`, on the session's lease. */
@@ -76,28 +77,51 @@ export function maxEndSettlements(owners: number): number {
 }
 
 /**
- * endSession — the serving coordinator judged the session expired; optionally it records the
- * attempts the end loses in the same txn (what settleLostAttempt would do next, one round trip and
- * one watch delivery later: until then the task is not grantable, so a takeover waits for it).
- * keys:     sessions/<sid>, owners/<r> for every held r, holdings/<sid>/*; per settlement
- *           tasks/<t>, history/<t>#<n>, history/<t>#<n-10>
- * compares: sessions/<sid> mod_revision == the one this coordinator knows (it still serves it);
- *           owners/<r> create_revision == token, for each holding read just before (or taken from
- *           the watch-fed index); with `knownUpTo` V (holdings taken from an index complete up to
- *           V): every holdings/<sid>/* create_revision < V + 1, so no holding the index has not
- *           seen can survive the delete (owner and holding keys are created and deleted together);
- *           per settlement tasks/<t> mod_revision == T, the token of a held owner key (the record
- *           the grant of T wrote: its attempt is open and nothing closed it), as settleLostAttempt
- *           compares — whose other compare (that owner key gone) this txn makes true itself
- * success:  delete every owners/<r>, holdings/<sid>/* and sessions/<sid>; per settlement put
- *           tasks/<t> = the settled record and its history entry — all at one revision D (the
- *           caller revokes the lease afterwards)
- * failure:  get sessions/<sid>
- * result:   ended{revision D}; on failure: gone (the session key is absent: already ended),
- *           moved (another mod_revision: a peer adopted it), changed (same mod_revision: the
- *           holdings or a settled task changed, or the index lagged; read them again)
+ * Sessions one end txn takes at most (a nested txn each). etcd bounds a nested txn's lists by what
+ * its parent left of `--max-txn-ops`: a batch of 16 leaves each 112, so a session whose longest
+ * list is longer ({@link endOpsOf}) ends in a txn of its own.
  */
-export async function endSession(kv: Kv, keys: KeyLayout, args: EndArgs): Promise<EndOutcome> {
+export const MAX_ENDS_PER_TXN = 16;
+
+/** The longest op list of one session's end (compares, success or failure; see {@link endSession}). */
+export function endOpsOf(args: EndArgs): number {
+  const settle = args.settle?.length ?? 0;
+  const compares = 1 + args.held.length + (args.knownUpTo === undefined ? 0 : 1) + settle;
+  const success = args.held.length + 2 + 3 * settle;
+  return Math.max(compares, success, 1);
+}
+
+/** True when `args` may share an end txn with others (its lists fit under a batch's nested budget). */
+export function endNests(args: EndArgs): boolean {
+  return endOpsOf(args) <= ETCD_MAX_TXN_OPS - MAX_ENDS_PER_TXN;
+}
+
+/**
+ * How {@link endSessions} calls split `batch` (indexes into it, in order): at most
+ * {@link MAX_ENDS_PER_TXN} nesting sessions per call, no session or owner key twice in one (etcd
+ * refuses a key deleted twice in a request, and an index that lagged could name an owner key under
+ * two sessions); a session that does not nest alone.
+ */
+export function endBatches(batch: readonly EndArgs[]): number[][] {
+  const groups: number[][] = [];
+  let open: { members: number[]; names: Set<string> } | undefined;
+  batch.forEach((args, i) => {
+    if (!endNests(args)) {
+      groups.push([i]);
+      return;
+    }
+    const names = [`s:${args.sessionId}`, ...args.held.map((h) => `r:${h.resource}`)];
+    if (open === undefined || open.members.length >= MAX_ENDS_PER_TXN || names.some((n) => open?.names.has(n))) {
+      open = { members: [], names: new Set() };
+      groups.push(open.members);
+    }
+    open.members.push(i);
+    for (const n of names) open.names.add(n);
+  });
+  return groups;
+}
+
+function checkEnd(args: EndArgs): void {
   if (args.held.length > MAX_END_SESSION_OWNERS) {
     throw new RangeError(`endSession takes at most ${MAX_END_SESSION_OWNERS} owner keys; use closeSession`);
   }
@@ -113,8 +137,13 @@ export async function endSession(kv: Kv, keys: KeyLayout, args: EndArgs): Promis
       throw new RangeError(`endSession settles only the attempt of a held owner key (task ${s.next.taskId})`);
     }
   }
+}
+
+/** One session's end: its compares, success and failure ops (see {@link endSession}). */
+function endSpec(keys: KeyLayout, args: EndArgs): { compare: Compare[]; success: Op[]; failure: Op[] } {
+  const settle = args.settle ?? [];
   const key = keys.session(args.sessionId);
-  const res = await kv.txn('endSession', {
+  return {
     compare: [
       cmp.modifiedAt(key, args.knownModRevision),
       ...args.held.map((h) => cmp.createdAt(keys.owner(h.resource), h.token)),
@@ -130,11 +159,69 @@ export async function endSession(kv: Kv, keys: KeyLayout, args: EndArgs): Promis
       ...settle.flatMap((s) => recordWriteOps(keys, s, endedOf(s.prev))),
     ],
     failure: [op.get(key)],
+  };
+}
+
+/** Why an end's compares failed, from its failure branch's read of the session key. */
+function failedEnd(args: EndArgs, session: KeyValue | undefined): EndOutcome {
+  if (session === undefined) return { kind: 'gone' };
+  return session.modRevision === args.knownModRevision ? { kind: 'changed' } : { kind: 'moved' };
+}
+
+/**
+ * endSession — the serving coordinator judged sessions expired; optionally it records the
+ * attempts each end loses in the same txn (what settleLostAttempt would do next, one round trip
+ * and one watch delivery later: until then the task is not grantable, so a takeover waits for it).
+ * keys:     per session: sessions/<sid>, owners/<r> for every held r, holdings/<sid>/*; per
+ *           settlement tasks/<t>, history/<t>#<n>, history/<t>#<n-10>
+ * compares: per session: sessions/<sid> mod_revision == the one this coordinator knows (it still
+ *           serves it); owners/<r> create_revision == token, for each holding read just before (or
+ *           taken from the watch-fed index); with `knownUpTo` V (holdings taken from an index
+ *           complete up to V): every holdings/<sid>/* create_revision < V + 1, so no holding the
+ *           index has not seen can survive the delete (owner and holding keys are created and
+ *           deleted together); per settlement tasks/<t> mod_revision == T, the token of a held owner
+ *           key (the record the grant of T wrote: its attempt is open and nothing closed it), as
+ *           settleLostAttempt compares — whose other compare (that owner key gone) this txn makes
+ *           true itself
+ * success:  per session: delete every owners/<r>, holdings/<sid>/* and sessions/<sid>; per
+ *           settlement put tasks/<t> = the settled record and its history entry — all at one
+ *           revision D (the caller revokes the lease afterwards)
+ * failure:  per session: get sessions/<sid>
+ * shape:    one session: that txn. Several (at most {@link MAX_ENDS_PER_TXN}, each {@link endNests}):
+ *           a txn without compares whose success ops are one nested txn per session, each judged on
+ *           the store before the txn (as grantOwners' jobs are), so a session whose compares fail
+ *           (a peer adopted it, a grant landed) fails no other.
+ * result:   per session, ended{revision D}; on failure: gone (the session key is absent: already
+ *           ended), moved (another mod_revision: a peer adopted it), changed (same mod_revision:
+ *           the holdings or a settled task changed, or the index lagged; read them again)
+ */
+export async function endSession(kv: Kv, keys: KeyLayout, args: EndArgs): Promise<EndOutcome> {
+  checkEnd(args);
+  const res = await kv.txn('endSession', endSpec(keys, args));
+  return res.succeeded ? { kind: 'ended', revision: res.revision } : failedEnd(args, firstKv(res, 0));
+}
+
+/** {@link endSession} of several sessions in one txn, one outcome each, in order. */
+export async function endSessions(kv: Kv, keys: KeyLayout, batch: readonly EndArgs[]): Promise<EndOutcome[]> {
+  if (batch.length === 1 && batch[0] !== undefined) return [await endSession(kv, keys, batch[0])];
+  if (batch.length === 0 || batch.length > MAX_ENDS_PER_TXN) {
+    throw new RangeError(`endSessions takes 1..${MAX_ENDS_PER_TXN} sessions per txn`);
+  }
+  for (const args of batch) {
+    checkEnd(args);
+    if (!endNests(args)) throw new RangeError(`the end of session ${args.sessionId} does not fit a batch`);
+  }
+  if (new Set(batch.map((a) => a.sessionId)).size !== batch.length) {
+    throw new RangeError('endSessions takes each session once');
+  }
+  const res = await kv.txn('endSessions', {
+    compare: [],
+    success: batch.map((args) => op.txn(endSpec(keys, args))),
   });
-  if (res.succeeded) return { kind: 'ended', revision: res.revision };
-  const current = firstKv(res, 0);
-  if (current === undefined) return { kind: 'gone' };
-  return current.modRevision === args.knownModRevision ? { kind: 'changed' } : { kind: 'moved' };
+  return batch.map((args, i) => {
+    const nested = nestedResult(res, i);
+    return nested.succeeded ? { kind: 'ended', revision: res.revision } : failedEnd(args, firstKv(nested, 0));
+  });
 }
 
 /**

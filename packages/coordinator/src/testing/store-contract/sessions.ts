@@ -1,6 +1,7 @@
 /** The LeaseStore contract: sessions (see ../store-contract.ts). */
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { KvLeaseStore } from '../../etcd/lease-store.js';
+import type { EndOutcome } from '../../store/port.js';
 import { sessionRecord, type Tools } from './fixtures.js';
 
 export function describeSessions(t: Tools): void {
@@ -75,6 +76,44 @@ export function describeSessions(t: Tools): void {
       });
       expect(moved).toEqual({ kind: 'moved' });
       expect(await store.owner('r1')).toMatchObject({ token: a.token });
+    });
+
+    it('ends a batch of sessions in one txn, each judged on its own (ended, changed, moved, gone)', async () => {
+      const [s1, s2, s3, s4, s5] = [await open(), await open(), await open(), await open(), await open()];
+      const a = await granted(s1, 't1', 'r1');
+      const b = await granted(s2, 't2', 'r2');
+      const c = await granted(s3, 't3', 'r3');
+      const d = await granted(s4, 't4', 'r4');
+      const read = await store.session(s4.sessionId);
+      if (read === undefined) throw new Error('no session');
+      await store.adoptSession(read, { ...read.record, coordinatorId: 'peer' });
+      expect(
+        (await store.endSession({ sessionId: s5.sessionId, knownModRevision: s5.modRevision, held: [] })).kind,
+      ).toBe('ended');
+      const end = (s: typeof s1, held: { resource: string; token: bigint }[]) => ({
+        sessionId: s.sessionId,
+        knownModRevision: s.modRevision,
+        held,
+      });
+      const outcomes = await store.endSessions([
+        end(s1, [{ resource: 'r1', token: a.token }]),
+        end(s3, [{ resource: 'r3', token: c.token + 1000n }]), // a wrong token: changed
+        end(s4, [{ resource: 'r4', token: d.token }]), // adopted by a peer: moved
+        end(s5, []), // ended already: gone
+        end(s2, [{ resource: 'r2', token: b.token }]),
+      ]);
+      const values = outcomes.map((o) => (o.ok ? o.value : o.error)) as EndOutcome[];
+      expect(values.map((v) => v.kind)).toEqual(['ended', 'changed', 'moved', 'gone', 'ended']);
+      // One txn: both ends at one revision, the failed ones cost them nothing.
+      const [first, , , , last] = values;
+      expect(first?.kind === 'ended' && last?.kind === 'ended' && first.revision === last.revision).toBe(true);
+      expect(await store.owner('r1')).toBeUndefined();
+      expect(await store.owner('r2')).toBeUndefined();
+      expect(await store.session(s1.sessionId)).toBeUndefined();
+      expect(await store.holding(s2.sessionId, b.requestId)).toBeUndefined();
+      expect(await store.owner('r3')).toMatchObject({ token: c.token });
+      expect(await store.owner('r4')).toMatchObject({ token: d.token });
+      expect(await store.session(s3.sessionId)).toBeDefined();
     });
 
     it('closes a session (ending): grants compared on the old mod_revision fail from then on', async () => {

@@ -1,0 +1,52 @@
+/** How end txns are grouped (endBatches): what may share a txn, and what must go alone. */
+import { describe, expect, it } from 'vitest';
+import type { EndArgs } from '../../store/port.js';
+import { endBatches, endNests, endOpsOf, MAX_END_SESSION_OWNERS, MAX_ENDS_PER_TXN } from './session-txns.js';
+import { ETCD_MAX_TXN_OPS } from './grant-txns.js';
+
+const end = (sessionId: string, resources: string[]): EndArgs => ({
+  sessionId,
+  knownModRevision: 5n,
+  held: resources.map((resource, i) => ({ resource, token: BigInt(10 + i) })),
+});
+
+describe('endBatches', () => {
+  it('puts up to MAX_ENDS_PER_TXN small ends in one txn, in order', () => {
+    const batch = Array.from({ length: MAX_ENDS_PER_TXN + 3 }, (_, i) => end(`s${i}`, [`r${i}`]));
+    const groups = endBatches(batch);
+    expect(groups.map((g) => g.length)).toEqual([MAX_ENDS_PER_TXN, 3]);
+    expect(groups.flat()).toEqual(batch.map((_, i) => i));
+  });
+
+  it('never puts one session or one owner key twice in a txn (etcd refuses a key deleted twice)', () => {
+    const groups = endBatches([end('s1', ['r1']), end('s2', ['r2']), end('s3', ['r1']), end('s1', []), end('s4', [])]);
+    // s3 names r1 as s1 does: a txn of its own; s1's second end joins it, not its first.
+    expect(groups).toEqual([
+      [0, 1],
+      [2, 3, 4],
+    ]);
+  });
+
+  it('sends an end whose lists pass what a nested txn may have in a txn of its own', () => {
+    const big = end(
+      'big',
+      Array.from({ length: MAX_END_SESSION_OWNERS }, (_, i) => `b${i}`),
+    );
+    expect(endOpsOf(big)).toBe(MAX_END_SESSION_OWNERS + 2);
+    expect(endNests(big)).toBe(false);
+    const fits = end(
+      'fits',
+      Array.from({ length: ETCD_MAX_TXN_OPS - MAX_ENDS_PER_TXN - 2 }, (_, i) => `f${i}`),
+    );
+    expect(endNests(fits)).toBe(true);
+    expect(
+      endNests(
+        end(
+          'over',
+          Array.from({ length: ETCD_MAX_TXN_OPS - MAX_ENDS_PER_TXN - 1 }, (_, i) => `o${i}`),
+        ),
+      ),
+    ).toBe(false);
+    expect(endBatches([end('a', ['ra']), big, end('b', ['rb'])])).toEqual([[0, 2], [1]]);
+  });
+});
