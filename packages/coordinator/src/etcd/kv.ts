@@ -122,6 +122,32 @@ export class Kv {
     }
   }
 
+  /**
+   * Several items in one request, each judged on its own: one item is a txn of its own (named
+   * `names.one`); several are one txn without compares (`names.many`) whose success ops are one
+   * nested txn per item, every nested compare judged on the store before the request, so an item is
+   * applied exactly when a lone txn of it would have been at that point, and one whose compares fail
+   * fails no other. `outcomeOf` reads each item's result (its branch's responses) with the txn's
+   * revision. The caller keeps the items within etcd's op budget (a nested list at most 128 minus
+   * the item count) and their written keys distinct (etcd refuses a key written twice in a request).
+   * Once, like {@link txn}: a thrown error leaves every item's outcome unknown.
+   */
+  async txnEach<I, O>(
+    names: { readonly one: string; readonly many: string },
+    items: readonly I[],
+    specOf: (item: I) => TxnSpec,
+    outcomeOf: (item: I, result: NestedResult, revision: bigint) => O,
+  ): Promise<O[]> {
+    const [single] = items;
+    if (single === undefined) throw new CoordinatorError('INTERNAL', `${names.many} needs at least one item`);
+    if (items.length === 1) {
+      const res = await this.txn(names.one, specOf(single));
+      return [outcomeOf(single, res, res.revision)];
+    }
+    const res = await this.txn(names.many, { compare: [], success: items.map((item) => op.txn(specOf(item))) });
+    return items.map((item, i) => outcomeOf(item, nestedResult(res, i), res.revision));
+  }
+
   /** Several reads at one revision (a read-only txn: idempotent, so retried). */
   async read(name: string, ops: readonly Op[]): Promise<TxnResult> {
     return this.#observed(readPolicy(`read ${name}`, () => this.backend.txn({ compare: [], success: ops })));

@@ -63,6 +63,8 @@ export interface SessionsContext {
 
 /** Sessions one group-committed end call takes (the store splits it into txns of at most 16). */
 const END_BATCH_MAX = 64;
+/** Group-committed end calls running at once. */
+const END_CALLS_IN_FLIGHT = 4;
 
 type ResumeResult = { ok: true; session: LocalSession } | { ok: false; reason: ExpiredReason };
 
@@ -110,9 +112,12 @@ export class SessionManager implements SessionRegistry {
         this.#onLeaseLost(leaseId);
       },
     });
-    // The end txns of one expiry wave share txns (the group commit gathers what arrives while one
-    // is in flight), each session judged on its own: a wave of 64 is a few txns, not 64.
+    // The end txns of one expiry wave share txns (the group commit gathers what arrives while
+    // calls are in flight), each session judged on its own: a wave of 64 is a few txns, not 64.
+    // Several calls at once, so that the ends of a wave whose deadlines trickle in do not queue
+    // one round trip each behind a single call (a takeover waits for its holder's end).
     const ends = new MicroBatcher((batch: readonly EndArgs[]) => ctx.store.endSessions(batch), END_BATCH_MAX, {
+      maxInFlight: END_CALLS_IN_FLIGHT,
       observe: (n) => {
         ctx.metrics.batchItems.observe({ kind: 'end_session' }, n);
       },

@@ -9,7 +9,7 @@ import { CoordinatorError } from '../../errors.js';
 import type { AbandonOutcome, AbandonRef, GrantJob, GrantOutcome, GrantRef } from '../../store/port.js';
 import type { Compare, KeyValue, Op } from '../backend.js';
 import type { KeyLayout } from '../keys.js';
-import { cmp, firstKv, nestedResult, op, type Kv } from '../kv.js';
+import { cmp, firstKv, op, type Kv } from '../kv.js';
 import { parseHolding, parseSession } from '../reads.js';
 import { encodeChecked, recordWriteOps } from '../record-ops.js';
 
@@ -102,21 +102,15 @@ export async function grantOwners(
     op.get(keys.session(j.sessionId)),
     op.get(keys.holding(j.sessionId, j.requestId)),
   ];
-  const [single] = jobs;
-  if (jobs.length === 1 && single !== undefined) {
-    const res = await kv.txn('grantOwner', { ...grantSpec(keys, single), failure: failure(single) });
-    if (res.succeeded) return [{ kind: 'granted', token: res.revision, payload: firstKv(res, 3)?.value }];
-    return [failedGrant(keys, single, firstKv(res, 0), firstKv(res, 1), res.revision)];
-  }
-  const res = await kv.txn('grantOwners', {
-    compare: [],
-    success: jobs.map((j) => op.txn({ ...grantSpec(keys, j), failure: failure(j) })),
-  });
-  return jobs.map((j, i) => {
-    const nested = nestedResult(res, i);
-    if (nested.succeeded) return { kind: 'granted', token: res.revision, payload: firstKv(nested, 3)?.value };
-    return failedGrant(keys, j, firstKv(nested, 0), firstKv(nested, 1), res.revision);
-  });
+  return kv.txnEach(
+    { one: 'grantOwner', many: 'grantOwners' },
+    jobs,
+    (j) => ({ ...grantSpec(keys, j), failure: failure(j) }),
+    (j, res, revision): GrantTxnOutcome =>
+      res.succeeded
+        ? { kind: 'granted', token: revision, payload: firstKv(res, 3)?.value }
+        : failedGrant(keys, j, firstKv(res, 0), firstKv(res, 1), revision),
+  );
 }
 
 /**

@@ -6,7 +6,7 @@
 import type { FinishJob, HolderProof, LeaseOutcome } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
 import type { TxnSpec } from '../backend.js';
-import { cmp, nestedResult, op, type Kv } from '../kv.js';
+import { cmp, op, type Kv } from '../kv.js';
 import { recordWriteOps } from '../record-ops.js';
 
 /** 4 compares: the owner key is this grant's, unchanged, on this session's lease; so is its holding. */
@@ -74,13 +74,10 @@ export async function finishAttempts(
   ) {
     throw new RangeError('finishAttempts takes 1 to MAX_FINISHES_PER_TXN distinct resources and tasks');
   }
-  const [single] = jobs;
-  if (jobs.length === 1 && single !== undefined) {
-    const res = await kv.txn('finishAttempt', finishSpec(keys, single));
-    return [res.succeeded ? { kind: 'done', revision: res.revision } : { kind: 'notHolder' }];
-  }
-  const res = await kv.txn('finishAttempts', { compare: [], success: jobs.map((j) => op.txn(finishSpec(keys, j))) });
-  return jobs.map((_, i) =>
-    nestedResult(res, i).succeeded ? { kind: 'done', revision: res.revision } : { kind: 'notHolder' },
+  return kv.txnEach(
+    { one: 'finishAttempt', many: 'finishAttempts' },
+    jobs,
+    (j) => finishSpec(keys, j),
+    (_, res, revision): LeaseOutcome => (res.succeeded ? { kind: 'done', revision } : { kind: 'notHolder' }),
   );
 }

@@ -10,7 +10,7 @@ import { ETCD_MAX_TXN_OPS } from './grant-txns.js';
 import type { KeyLayout } from '../keys.js';
 import { createOnLease } from './create-on-lease.js';
 import type { Compare, KeyValue, Op } from '../backend.js';
-import { cmp, firstKv, nestedResult, op, type Kv } from '../kv.js';
+import { cmp, firstKv, op, type Kv } from '../kv.js';
 import { endedOf, recordWriteOps } from '../record-ops.js';
 
 /** What a session txn puts: the record of `sessions/<sessionId>`, on the session's lease. */
@@ -197,31 +197,36 @@ function failedEnd(args: EndArgs, session: KeyValue | undefined): EndOutcome {
  */
 export async function endSession(kv: Kv, keys: KeyLayout, args: EndArgs): Promise<EndOutcome> {
   checkEnd(args);
-  const res = await kv.txn('endSession', endSpec(keys, args));
-  return res.succeeded ? { kind: 'ended', revision: res.revision } : failedEnd(args, firstKv(res, 0));
+  const [outcome] = await endEach(kv, keys, [args]);
+  if (outcome === undefined) throw new RangeError('endSession: no outcome');
+  return outcome;
 }
 
 /** {@link endSession} of several sessions in one txn, one outcome each, in order. */
 export async function endSessions(kv: Kv, keys: KeyLayout, batch: readonly EndArgs[]): Promise<EndOutcome[]> {
-  if (batch.length === 1 && batch[0] !== undefined) return [await endSession(kv, keys, batch[0])];
   if (batch.length === 0 || batch.length > MAX_ENDS_PER_TXN) {
     throw new RangeError(`endSessions takes 1..${MAX_ENDS_PER_TXN} sessions per txn`);
   }
   for (const args of batch) {
     checkEnd(args);
-    if (!endNests(args)) throw new RangeError(`the end of session ${args.sessionId} does not fit a batch`);
+    if (batch.length > 1 && !endNests(args)) {
+      throw new RangeError(`the end of session ${args.sessionId} does not fit a batch`);
+    }
   }
   if (new Set(batch.map((a) => a.sessionId)).size !== batch.length) {
     throw new RangeError('endSessions takes each session once');
   }
-  const res = await kv.txn('endSessions', {
-    compare: [],
-    success: batch.map((args) => op.txn(endSpec(keys, args))),
-  });
-  return batch.map((args, i) => {
-    const nested = nestedResult(res, i);
-    return nested.succeeded ? { kind: 'ended', revision: res.revision } : failedEnd(args, firstKv(nested, 0));
-  });
+  return endEach(kv, keys, batch);
+}
+
+function endEach(kv: Kv, keys: KeyLayout, batch: readonly EndArgs[]): Promise<EndOutcome[]> {
+  return kv.txnEach(
+    { one: 'endSession', many: 'endSessions' },
+    batch,
+    (args) => endSpec(keys, args),
+    (args, res, revision): EndOutcome =>
+      res.succeeded ? { kind: 'ended', revision } : failedEnd(args, firstKv(res, 0)),
+  );
 }
 
 /**

@@ -17,7 +17,7 @@ import type {
 } from '../../store/port.js';
 import type { KeyLayout } from '../keys.js';
 import type { TxnSpec } from '../backend.js';
-import { cmp, firstKv, nestedResult, op, type Kv } from '../kv.js';
+import { cmp, firstKv, op, type Kv } from '../kv.js';
 import { parseTask } from '../reads.js';
 import { encodeChecked, endedOf, recordWriteOps } from '../record-ops.js';
 
@@ -164,10 +164,7 @@ export async function purgeTasks(kv: Kv, keys: KeyLayout, tasks: readonly TaskRe
     compare: [cmp.modifiedAt(keys.task(t.taskId), t.modRevision)],
     success: [op.del(keys.task(t.taskId)), op.del(keys.input(t.taskId)), op.delPrefix(keys.historyOf(t.taskId))],
   });
-  const [single] = tasks;
-  if (tasks.length === 1 && single !== undefined) return [(await kv.txn('purgeTask', spec(single))).succeeded];
-  const res = await kv.txn('purgeTasks', { compare: [], success: tasks.map((t) => op.txn(spec(t))) });
-  return tasks.map((_, i) => nestedResult(res, i).succeeded);
+  return kv.txnEach({ one: 'purgeTask', many: 'purgeTasks' }, tasks, spec, (_, res) => res.succeeded);
 }
 
 /** migrateTasks takes at most this many bytes of payloads and histories per txn. */
