@@ -15,7 +15,7 @@
  * accepted (must be 0), failed takeovers.
  */
 import type { CycleLoad } from './cycle.js';
-import { leaseholdCycle } from './cycle.js';
+import { coordinatorCalls, leaseholdCycle } from './cycle.js';
 import { NodeChild } from './infra/child.js';
 import type { Etcd } from './infra/etcd.js';
 import { cpuMs, runQueueWaitMs } from './infra/proc.js';
@@ -44,6 +44,26 @@ interface PhaseResult {
   readonly cycleRate: number;
   /** Each daemon's CPU and run-queue wait over the phase. */
   readonly sched: string;
+  /** The coordinator's session-end calls over the phase (its /metrics, before and after). */
+  readonly ends: string;
+}
+
+/** The coordinator's call counters (cycle.ts's coordinatorCalls), or {} when /metrics does not answer. */
+async function callsOf(url: string): Promise<Record<string, number>> {
+  return fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })
+    .then(async (r) => coordinatorCalls(await r.text()))
+    .catch(() => ({}));
+}
+
+/** Session-end txns per expired holder and sessions per group-committed end call, from two call counters. */
+function describeEnds(before: Record<string, number>, after: Record<string, number>, holders: number): string {
+  const d = (k: string) => (after[k] ?? 0) - (before[k] ?? 0);
+  const txns = ['end_session', 'end_sessions', 'close_session'].map(
+    (t) => `${t} ${(d(`txn:${t}`) / holders).toFixed(3)}`,
+  );
+  const calls = d('calls:end_session');
+  const perCall = calls > 0 ? (d('items:end_session') / calls).toFixed(1) : '-';
+  return `etcd session-end txns per expired holder: ${txns.join(', ')}; sessions per group-committed end call ${perCall}`;
 }
 
 /** One driver process's takeovers (see procs/takeover-driver.ts) while the background cycle runs. */
@@ -60,6 +80,7 @@ async function runPhase(stack: Stack, background: CycleLoad, takeovers: number, 
         Object.entries(daemons).map(([k, pid]) => [k, { cpu: cpuMs(pid) ?? 0, wait: runQueueWaitMs(pid) ?? 0 }]),
       );
     const p0 = read();
+    const calls0 = await callsOf(stack.coordinator.url);
     await driver.request(
       {
         type: 'start',
@@ -85,8 +106,10 @@ async function runPhase(stack: Stack, background: CycleLoad, takeovers: number, 
         return `${k} ${Math.round(d('cpu'))} ms CPU/s, main thread waited for a core ${Math.round(d('wait'))} ms/s`;
       })
       .join('; ');
+    // Every holder's session ends, the uncounted warm-up wave's too.
+    const ends = describeEnds(calls0, await callsOf(stack.coordinator.url), takeovers + WAVE);
     const res = await driver.request({ type: 'stop' }, 'stopped');
-    return { res, cycleRate: (c1.ops - c0.ops) / windowS, sched };
+    return { res, cycleRate: (c1.ops - c0.ops) / windowS, sched, ends };
   } finally {
     await driver.kill();
   }
@@ -109,7 +132,7 @@ function latencyRows(label: string, phase: PhaseResult, setup: string, limit: nu
     `${g.length} takeovers in waves of ${WAVE}, TTL ${TTL_MS} ms, heartbeat ${HEARTBEAT_MS} ms, taker long-polls; ` +
     `${setup} (${Math.round(phase.cycleRate)} tasks/s completed meanwhile by 8 SDK worker processes); ${pp(g)}` +
     `; each wave's slowest, in order: ${((r.waveWorst as number[] | undefined) ?? []).map((x) => Math.round(x)).join(', ')} ms` +
-    `; during the takeovers: ${phase.sched}` +
+    `; during the takeovers: ${phase.sched}; ${phase.ends}` +
     `; holders that never got their grant (left out): ${Number(r.holderSetupFailed ?? 0)}; taker sessions that expired (reopened): ${Number(r.takerSessionsLost ?? 0)}${typeof r.holderReply === 'string' && r.holderReply !== '' ? ` (${r.holderReply})` : ''}`;
   const p50 = { baselineName: 'p50 of the same', unit: 'ms' };
   return [
