@@ -1,6 +1,6 @@
 /** How end txns are grouped (endBatches): what may share a txn, and what must go alone. */
 import { describe, expect, it } from 'vitest';
-import type { EndArgs } from '../../store/port.js';
+import type { EndArgs, SettleArgs } from '../../store/port.js';
 import { endBatches, endNests, endOpsOf, MAX_END_SESSION_OWNERS, MAX_ENDS_PER_TXN } from './session-txns.js';
 import { ETCD_MAX_TXN_OPS } from './grant-txns.js';
 
@@ -48,5 +48,12 @@ describe('endBatches', () => {
       ),
     ).toBe(false);
     expect(endBatches([end('a', ['ra']), big, end('b', ['rb'])])).toEqual([[0, 2], [1]]);
+    // An end the txn would refuse (a settlement of no held owner key) goes alone: it fails no other.
+    const stray: EndArgs = {
+      ...end('stray', ['rs']),
+      settle: [{ token: 99n, prev: {}, next: { taskId: 't', resource: 'elsewhere' } } as unknown as SettleArgs],
+    };
+    expect(endNests(stray)).toBe(false);
+    expect(endBatches([end('a', ['ra']), stray, end('b', ['rb'])])).toEqual([[0, 2], [1]]);
   });
 });

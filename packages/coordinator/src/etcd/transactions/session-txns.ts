@@ -91,9 +91,10 @@ export function endOpsOf(args: EndArgs): number {
   return Math.max(compares, success, 1);
 }
 
-/** True when `args` may share an end txn with others (its lists fit under a batch's nested budget). */
+/** True when `args` may share an end txn with others: a valid end whose lists fit a batch's nested budget. */
 export function endNests(args: EndArgs): boolean {
-  return endOpsOf(args) <= ETCD_MAX_TXN_OPS - MAX_ENDS_PER_TXN;
+  // An end the txn would refuse (endProblem) goes alone, so that it fails no other.
+  return endOpsOf(args) <= ETCD_MAX_TXN_OPS - MAX_ENDS_PER_TXN && endProblem(args) === undefined;
 }
 
 /**
@@ -121,22 +122,25 @@ export function endBatches(batch: readonly EndArgs[]): number[][] {
   return groups;
 }
 
-function checkEnd(args: EndArgs): void {
+/** Why `args` is not an end {@link endSession} takes (too many owners or settlements, a settlement of no held owner key). */
+function endProblem(args: EndArgs): string | undefined {
   if (args.held.length > MAX_END_SESSION_OWNERS) {
-    throw new RangeError(`endSession takes at most ${MAX_END_SESSION_OWNERS} owner keys; use closeSession`);
+    return `endSession takes at most ${MAX_END_SESSION_OWNERS} owner keys; use closeSession`;
   }
   const settle = args.settle ?? [];
   if (settle.length > maxEndSettlements(args.held.length)) {
-    throw new RangeError(
-      `endSession of ${args.held.length} owner keys settles at most ${maxEndSettlements(args.held.length)} attempts`,
-    );
+    return `endSession of ${args.held.length} owner keys settles at most ${maxEndSettlements(args.held.length)} attempts`;
   }
   const heldTokens = new Map(args.held.map((h) => [h.resource, h.token]));
-  for (const s of settle) {
-    if (s.legacy !== undefined || heldTokens.get(s.next.resource) !== s.token) {
-      throw new RangeError(`endSession settles only the attempt of a held owner key (task ${s.next.taskId})`);
-    }
-  }
+  const stray = settle.find((s) => s.legacy !== undefined || heldTokens.get(s.next.resource) !== s.token);
+  return stray === undefined
+    ? undefined
+    : `endSession settles only the attempt of a held owner key (task ${stray.next.taskId})`;
+}
+
+function checkEnd(args: EndArgs): void {
+  const problem = endProblem(args);
+  if (problem !== undefined) throw new RangeError(problem);
 }
 
 /** One session's end: its compares, success and failure ops (see {@link endSession}). */
