@@ -1,8 +1,8 @@
 /**
  * The store's batching rules, shared by its operations (pure: the txn is passed in): a batch of
  * jobs is tried as one txn; when that txn's compares fail, one txn per job tells which; a thrown
- * txn (outcome unknown) fails every job of it — nothing is re-sent blindly. (Grants, finishes and
- * purges need neither: each of their jobs is a nested txn judged on its own.)
+ * txn (outcome unknown) fails every job of it — nothing is re-sent blindly. (Grants, finishes,
+ * purges and session ends need neither: each of their jobs is a nested txn judged on its own.)
  */
 import type { Settled } from '../store/port.js';
 

@@ -1,7 +1,17 @@
 /** How end txns are grouped (endBatches): what may share a txn, and what must go alone. */
+import { ManualClock, ManualTimers, MemoryEtcd } from '@leasehold/testing';
 import { describe, expect, it } from 'vitest';
 import type { EndArgs, SettleArgs } from '../../store/port.js';
-import { endBatches, endNests, endOpsOf, MAX_END_SESSION_OWNERS, MAX_ENDS_PER_TXN } from './session-txns.js';
+import { KeyLayout } from '../keys.js';
+import { Kv } from '../kv.js';
+import {
+  endBatches,
+  endNests,
+  endOpsOf,
+  endSessions,
+  MAX_END_SESSION_OWNERS,
+  MAX_ENDS_PER_TXN,
+} from './session-txns.js';
 import { ETCD_MAX_TXN_OPS } from './grant-txns.js';
 
 const end = (sessionId: string, resources: string[]): EndArgs => ({
@@ -55,5 +65,25 @@ describe('endBatches', () => {
     };
     expect(endNests(stray)).toBe(false);
     expect(endBatches([end('a', ['ra']), stray, end('b', ['rb'])])).toEqual([[0, 2], [1]]);
+  });
+});
+
+describe('endSessions', () => {
+  it('refuses, before sending anything, a batch etcd would refuse or endBatches would split', async () => {
+    const timers = new ManualTimers(new ManualClock(1_000));
+    const kv = new Kv(new MemoryEtcd({ clock: timers.clock, timers }).connect());
+    const sent: string[] = [];
+    const txn = kv.txn.bind(kv);
+    kv.txn = (name, spec) => {
+      sent.push(name);
+      return txn(name, spec);
+    };
+    const keys = new KeyLayout('p/');
+    await expect(endSessions(kv, keys, [end('s1', ['r1']), end('s2', ['r1'])])).rejects.toThrow(RangeError);
+    await expect(endSessions(kv, keys, [end('s1', ['r1']), end('s1', ['r2'])])).rejects.toThrow(RangeError);
+    const many = Array.from({ length: MAX_ENDS_PER_TXN + 1 }, (_, i) => end(`s${i}`, [`r${i}`]));
+    await expect(endSessions(kv, keys, many)).rejects.toThrow(RangeError);
+    await expect(endSessions(kv, keys, [])).rejects.toThrow(RangeError);
+    expect(sent).toEqual([]);
   });
 });

@@ -200,30 +200,22 @@ function failedEnd(args: EndArgs, session: KeyValue | undefined): EndOutcome {
  *           the holdings or a settled task changed, or the index lagged; read them again)
  */
 export async function endSession(kv: Kv, keys: KeyLayout, args: EndArgs): Promise<EndOutcome> {
-  checkEnd(args);
-  const [outcome] = await endEach(kv, keys, [args]);
+  const [outcome] = await endSessions(kv, keys, [args]);
   if (outcome === undefined) throw new RangeError('endSession: no outcome');
   return outcome;
 }
 
-/** {@link endSession} of several sessions in one txn, one outcome each, in order. */
+/**
+ * {@link endSession} of several sessions in one txn, one outcome each, in order: only ends that
+ * {@link endBatches} would put in one txn (each nests; each session and owner key once).
+ */
 export async function endSessions(kv: Kv, keys: KeyLayout, batch: readonly EndArgs[]): Promise<EndOutcome[]> {
-  if (batch.length === 0 || batch.length > MAX_ENDS_PER_TXN) {
-    throw new RangeError(`endSessions takes 1..${MAX_ENDS_PER_TXN} sessions per txn`);
+  batch.forEach(checkEnd);
+  if (batch.length === 0 || (batch.length > 1 && endBatches(batch).length !== 1)) {
+    throw new RangeError(
+      `endSessions takes 1..${MAX_ENDS_PER_TXN} ends that nest, each session and owner key once (endBatches)`,
+    );
   }
-  for (const args of batch) {
-    checkEnd(args);
-    if (batch.length > 1 && !endNests(args)) {
-      throw new RangeError(`the end of session ${args.sessionId} does not fit a batch`);
-    }
-  }
-  if (new Set(batch.map((a) => a.sessionId)).size !== batch.length) {
-    throw new RangeError('endSessions takes each session once');
-  }
-  return endEach(kv, keys, batch);
-}
-
-function endEach(kv: Kv, keys: KeyLayout, batch: readonly EndArgs[]): Promise<EndOutcome[]> {
   return kv.txnEach(
     { one: 'endSession', many: 'endSessions' },
     batch,
