@@ -23,11 +23,11 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { parseCapabilitySigningKey, publicKeyEntryOf } from '@leasehold/protocol';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { lockfileEdges } from '../harness/lockfile-edges.js';
 import { startCluster, type Cluster } from '../harness/cluster.js';
-import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
+import { closePool, startPostgres, testPool, type PostgresHandle } from '../harness/postgres.js';
 import { REPO_ROOT, waitFor } from '../harness/service.js';
 
 const TTL_MS = 2_000;
@@ -87,8 +87,8 @@ beforeAll(async () => {
 
   server = await startPostgres();
   stops.push(() => server.stop());
-  pool = new pg.Pool({ connectionString: server.url, max: 4 });
-  stops.push(() => pool.end());
+  pool = testPool(server.url, 4);
+  stops.push(() => closePool(pool));
   await pool.query(
     "CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL); INSERT INTO accounts VALUES ('alice', 100), ('bob', 0)",
   );

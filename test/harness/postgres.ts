@@ -157,3 +157,48 @@ async function useServer(
     },
   };
 }
+
+/** Connections a `testPool` has open, and who waits for them to close. */
+const poolState = new WeakMap<pg.Pool, { open: number; idle: Array<() => void> }>();
+
+/**
+ * A `pg.Pool` for a test's own queries (balances, tables), that `closePool` can end completely.
+ *
+ * `pool.end()` resolves once it has asked every client to end, not once their connections closed. A
+ * database dropped `WITH (FORCE)` or a server stopped right after (the handle's `stop()`) sends each
+ * backend still closing a FATAL 57P01, which the client hands to the pool's idle listener and the
+ * pool re-emits as `'error'`: with no listener, an uncaught exception that fails the whole test file
+ * after every test passed. The listener below takes such late errors (a pool's idle clients have no
+ * query to fail); `closePool` waits for the connections themselves.
+ */
+export function testPool(url: string, max: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max });
+  const state = { open: 0, idle: [] as Array<() => void> };
+  poolState.set(pool, state);
+  pool.on('error', () => undefined);
+  pool.on('connect', () => state.open++);
+  pool.on('remove', () => {
+    state.open--;
+    if (state.open === 0) for (const wake of state.idle.splice(0)) wake();
+  });
+  return pool;
+}
+
+/** `pool.end()`, then wait (at most `timeoutMs`) until every connection of a `testPool` closed. */
+export async function closePool(pool: pg.Pool, timeoutMs = 10_000): Promise<void> {
+  const state = poolState.get(pool);
+  if (state === undefined) throw new Error('closePool takes a pool made by testPool');
+  await pool.end();
+  if (state.open === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      state.idle.push(resolve);
+      timer = setTimeout(() => {
+        reject(new Error(`${state.open} connection(s) of a test pool still open ${timeoutMs} ms after end()`));
+      }, timeoutMs);
+    });
+  } finally {
+    clearTimeout(timer);
+  }
+}

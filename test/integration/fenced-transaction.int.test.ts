@@ -16,7 +16,7 @@ import {
 import { PostgresFenceStore } from '@leasehold/sink';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
+import { closePool, startPostgres, testPool, type PostgresHandle } from '../harness/postgres.js';
 import { waitFor } from '../harness/service.js';
 
 /** The coordinator's signing key: only the grants below are signed with it. */
@@ -37,7 +37,7 @@ afterAll(async () => {
 });
 beforeEach(async () => {
   await server.resetSchema();
-  pool = new pg.Pool({ connectionString: server.url, max: 12 });
+  pool = testPool(server.url, 12);
   await pool.query(
     'DROP TABLE IF EXISTS accounts; CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL)',
   );
@@ -47,7 +47,7 @@ beforeEach(async () => {
 });
 afterEach(async () => {
   await Promise.all(sinks.map((s) => s.close()));
-  await pool.end();
+  await closePool(pool);
 });
 
 async function advance(token: bigint, replica = 0): Promise<void> {

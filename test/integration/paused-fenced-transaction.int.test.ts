@@ -27,10 +27,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseCapabilitySigningKey, publicKeyEntryOf } from '@leasehold/protocol';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from '../harness/cluster.js';
-import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
+import { closePool, startPostgres, testPool, type PostgresHandle } from '../harness/postgres.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REPO_ROOT, waitFor } from '../harness/service.js';
 
@@ -58,7 +58,7 @@ const measured: { prefix: string; perSecondBefore: number; perSecondDuring: numb
 
 beforeAll(async () => {
   server = await startPostgres();
-  pool = new pg.Pool({ connectionString: server.url, max: 4 });
+  pool = testPool(server.url, 4);
   await pool.query(
     `CREATE TABLE accounts (id text PRIMARY KEY, balance bigint NOT NULL);
      INSERT INTO accounts VALUES ('sdk-alice', 100), ('sdk-bob', 0), ('direct-alice', 100), ('direct-bob', 0);
@@ -87,7 +87,7 @@ afterAll(async () => {
   await feeder;
   for (const w of cluster.workers) w.resume();
   await cluster.stop();
-  await pool.end();
+  await closePool(pool);
   await server.stop();
 }, 60_000);
 

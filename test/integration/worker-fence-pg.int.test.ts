@@ -26,11 +26,11 @@ import {
   type TaskHandler,
   type TransportConnection,
 } from '@leasehold/worker';
-import pg from 'pg';
+import type pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Stack, type AdminClient } from '../harness/coordinator.js';
-import { startPostgres, type PostgresHandle } from '../harness/postgres.js';
+import { closePool, startPostgres, testPool, type PostgresHandle } from '../harness/postgres.js';
 import { waitFor } from '../harness/service.js';
 
 const TTL_MS = 1_500;
@@ -75,13 +75,12 @@ beforeAll(async () => {
   const coordinator = await stack.coordinator({ LEASEHOLD_COORDINATOR_SINK_URL: sinkUrl });
   coordinatorUrl = coordinator.url;
   admin = stack.admin(coordinatorUrl);
-  pool = new pg.Pool({ connectionString: server.url, max: 8 });
-  pool.on('error', () => undefined); // a client PostgreSQL ended (the idle timeout) while idle in the pool
+  pool = testPool(server.url, 8); // (its error listener: a client PostgreSQL ended, the idle timeout, while idle)
 });
 
 afterAll(async () => {
   await Promise.all(workers.map((w) => w.close({ graceMs: 200, forceMs: 200 })));
-  await pool.end();
+  await closePool(pool);
   void sinkReader.close();
   await stack.close();
   await sink.close();
