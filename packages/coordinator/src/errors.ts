@@ -30,6 +30,11 @@ export const EtcdFailure = {
   PERMISSION_DENIED: 'permission-denied',
   /** More ops in one txn than etcd's --max-txn-ops. */
   TOO_MANY_OPS: 'too-many-ops',
+  /**
+   * One txn request puts a key twice, or puts and deletes it (etcd's "duplicate key given in txn
+   * request"; two deletes of one key are allowed): a request the coordinator should never build.
+   */
+  DUPLICATE_KEY: 'duplicate-key',
   /** The revision read or watched was compacted. */
   COMPACTED: 'compacted',
   /** The lease named in the request no longer exists. */
@@ -47,6 +52,7 @@ const CODE_OF: Readonly<Record<EtcdFailure, ErrorCode>> = {
   'request-too-large': 'PAYLOAD_TOO_LARGE',
   'permission-denied': 'INTERNAL',
   'too-many-ops': 'INTERNAL',
+  'duplicate-key': 'INTERNAL',
   compacted: 'INTERNAL',
   'lease-not-found': 'INTERNAL',
   other: 'UNAVAILABLE',

@@ -62,6 +62,7 @@ describe('etcd client host policy', () => {
     ['3 INVALID_ARGUMENT: etcdserver: request is too large', 'request-too-large', 'PAYLOAD_TOO_LARGE'],
     ['7 PERMISSION_DENIED: etcdserver: permission denied', 'permission-denied', 'INTERNAL'],
     ['3 INVALID_ARGUMENT: etcdserver: too many operations in txn request', 'too-many-ops', 'INTERNAL'],
+    ['3 INVALID_ARGUMENT: etcdserver: duplicate key given in txn request', 'duplicate-key', 'INTERNAL'],
     ['8 RESOURCE_EXHAUSTED: etcdserver: too many requests', 'unavailable', 'UNAVAILABLE'],
   ])('casts %j as %s (code %s), only unavailability transient', (message, failure, code) => {
     const cast = castEtcdError(new GRPCResourceExhastedError(message), 'txn');

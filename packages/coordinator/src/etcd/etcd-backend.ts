@@ -64,6 +64,7 @@ export function classifyEtcdError(err: unknown): EtcdFailure {
   if (/received message larger than max/i.test(message)) return 'response-too-large';
   if (/sent message larger than max|request is too large/i.test(message)) return 'request-too-large';
   if (/too many operations in txn/i.test(message)) return 'too-many-ops';
+  if (/duplicate key given in txn request/i.test(message)) return 'duplicate-key';
   if (/required revision has been compacted/i.test(message)) return 'compacted';
   if (isLeaseNotFound(inner)) return 'lease-not-found';
   if (

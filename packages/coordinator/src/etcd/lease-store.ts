@@ -154,7 +154,8 @@ export class KvLeaseStore implements LeaseStore {
    * Up to 16 sessions per txn (MAX_ENDS_PER_TXN), each judged on its own (a nested txn each, see
    * endSession): an expiry wave ends in a few txns instead of one per session. A session whose
    * lists do not fit a batch, or that names an owner key another session of the batch names (an
-   * index that lagged; etcd refuses a key deleted twice in one request), goes in a txn of its own.
+   * index that lagged: both could settle that owner's task, and etcd refuses a request that puts a
+   * key twice), goes in a txn of its own.
    * A thrown txn fails every session of it (the outcome is unknown): nothing is re-sent here.
    */
   async endSessions(batch: readonly EndArgs[]): Promise<Settled<EndOutcome>[]> {

@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EtcdError } from '../errors.js';
-import type { KvBackend, LeaseKeeper, WatchEvent, WatchHandle } from '../etcd/backend.js';
+import type { KvBackend, LeaseKeeper, Op, WatchEvent, WatchHandle } from '../etcd/backend.js';
 import { cmp, Kv, op } from '../etcd/kv.js';
 
 export interface BackendTarget {
@@ -204,6 +204,49 @@ export function describeBackendContract(
         success: Array.from({ length: 32 }, (_, i) => nested(200 + i, i === 0 ? 96 : 1)),
       });
       expect(edge.responses[0]?.txn?.succeeded).toBe(true);
+    });
+
+    it('refuses a request that puts a key twice or puts and deletes it, and writes nothing of it', async () => {
+      // etcd 3.4's checkIntervals, on the success list and on the failure list, nested lists included.
+      const k = `${p}dup/k`;
+      await put(k, 'before');
+      const { revision } = await b.txn({ compare: [], success: [] });
+      const nest = (success: Op[], failure: Op[] = []) => op.txn({ compare: [], success, failure });
+      const outcome = (success: Op[], failure: Op[] = []) =>
+        b.txn({ compare: [], success, failure }).then(
+          () => 'ok',
+          (err: unknown) => (err instanceof EtcdError ? err.failure : err),
+        );
+      const refused = {
+        'two puts': [op.put(k, '1'), op.put(k, '2')],
+        'a put and a delete': [op.del(k), op.put(k, '1')],
+        'a put under a prefix deleted': [op.put(`${p}dup/k/1`, '1'), op.delPrefix(`${p}dup/k/`)],
+        'puts in two nested txns': [nest([op.put(k, '1')]), nest([op.put(k, '2')])],
+        'a nested put and a put at the top': [nest([op.put(k, '1')]), op.put(k, '2')],
+        'a nested delete, then a nested put': [nest([op.del(k)]), nest([op.put(k, '1')])],
+        'a delete at the top and a nested put': [op.del(k), nest([op.put(k, '1')])],
+      };
+      for (const [what, success] of Object.entries(refused)) {
+        expect([what, await outcome(success)]).toEqual([what, 'duplicate-key']);
+      }
+      // The failure list is checked too, whichever branch would run.
+      expect(await outcome([], [op.put(k, '1'), op.put(k, '2')])).toBe('duplicate-key');
+      expect(await get(k)).toMatchObject({ value: 'before' });
+      expect((await b.txn({ compare: [], success: [] })).revision).toBe(revision);
+
+      const passed = {
+        'two deletes': [op.del(`${p}dup/d1`), op.del(`${p}dup/d1`)],
+        'deletes in two nested txns': [nest([op.del(`${p}dup/d2`)]), nest([op.del(`${p}dup/d2`)])],
+        // The branches of one nested txn may put one key (only one runs).
+        'one nested txn putting a key in either branch': [nest([op.put(`${p}dup/e`, '1')], [op.put(`${p}dup/e`, '2')])],
+        // etcd checks a nested txn's puts against the deletes before it, not its deletes against the puts.
+        'a nested put, then a nested delete': [nest([op.put(`${p}dup/f`, '1')]), nest([op.del(`${p}dup/f`)])],
+        'the same key put in the success and in the failure list': [op.put(`${p}dup/g`, '1')],
+      };
+      for (const [what, success] of Object.entries(passed)) {
+        const failure = what.startsWith('the same key') ? [op.put(`${p}dup/g`, '2')] : [];
+        expect([what, await outcome(success, failure)]).toEqual([what, 'ok']);
+      }
     });
 
     it('compares a prefix range: true for every key, and an empty range as one missing key', async () => {

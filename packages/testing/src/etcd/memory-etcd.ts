@@ -11,8 +11,11 @@
  *   order at one revision; a put to a missing lease fails the whole txn; at most 128 ops per list.
  *   Nested txns (an op of type `txn`): every compare of the request, nested or not, is judged on
  *   the store before it (etcd's `compareToPath`), each nested txn runs its own branch, and a nested
- *   txn's lists are bounded by what its parent left of the 128 (etcd's `checkTxnRequest`). Not
- *   modelled: etcd's refusal of one key put twice in a request (`duplicate key given in txn request`).
+ *   txn's lists are bounded by what its parent left of the 128 (etcd's `checkTxnRequest`). A
+ *   request that puts a key twice, or puts and deletes it, is refused as etcd 3.4's `checkIntervals`
+ *   refuses it (`duplicate key given in txn request`; {@link checkDuplicateKeys}), with its
+ *   asymmetries: two deletes of a key pass, and so does a nested txn's delete of a key an earlier
+ *   sibling put.
  * - Leases: TTL in seconds, judged by the injected clock; keepalive resets it; revoke or expiry
  *   deletes every attached key at one revision.
  * - Watch: from any retained revision, events grouped by revision, delivered after the txn's reply
@@ -81,6 +84,54 @@ function checkOpCounts(spec: TxnSpec, max: number): void {
   for (const o of [...spec.success, ...(spec.failure ?? [])]) {
     if (o.type === 'txn') checkOpCounts(o.txn, max - longest);
   }
+}
+
+/** What a list of ops writes, as etcd's `checkIntervals` collects it: the keys put, and the deletes. */
+interface Writes {
+  readonly puts: Set<string>;
+  /** Each delete: a key, or a prefix (every key starting with it). */
+  readonly dels: { readonly key: string; readonly prefix: boolean }[];
+}
+
+function deleted(dels: Writes['dels'], key: string): boolean {
+  return dels.some((d) => (d.prefix ? key.startsWith(d.key) : d.key === key));
+}
+
+/**
+ * etcd 3.4's `checkIntervals`, run on a txn's success ops and on its failure ops: a key put twice
+ * in one list (nested lists included), or put where a delete of the same list or of an earlier
+ * nested txn reaches, is refused. The two branches of one nested txn may put the same key (only one
+ * runs). A delete is checked against nothing: two deletes of a key pass, and so does a nested
+ * txn's delete of a key an earlier sibling put (etcd checks a level's deletes only against the
+ * puts it meets after them).
+ */
+function checkDuplicateKeys(ops: readonly Op[]): Writes {
+  const dels: Writes['dels'] = [];
+  for (const o of ops) if (o.type === 'delete') dels.push({ key: o.key, prefix: o.prefix === true });
+  const puts = new Set<string>();
+  const refuse = (): never => {
+    throw new EtcdRefusedError('duplicate-key', 'etcdserver: duplicate key given in txn request');
+  };
+  for (const o of ops) {
+    if (o.type !== 'txn') continue;
+    const then = checkDuplicateKeys(o.txn.success);
+    const otherwise = checkDuplicateKeys(o.txn.failure ?? []);
+    for (const key of then.puts) {
+      if (puts.has(key) || deleted(dels, key)) refuse();
+      puts.add(key);
+    }
+    for (const key of otherwise.puts) {
+      if ((puts.has(key) && !then.puts.has(key)) || deleted(dels, key)) refuse();
+      puts.add(key);
+    }
+    dels.push(...then.dels, ...otherwise.dels);
+  }
+  for (const o of ops) {
+    if (o.type !== 'put') continue;
+    if (puts.has(o.key) || deleted(dels, o.key)) refuse();
+    puts.add(o.key);
+  }
+  return { puts, dels };
 }
 
 /** Every op of `spec` that is not a txn, nested ones included: of success branches only, or of both. */
@@ -226,6 +277,8 @@ export class MemoryEtcd implements MemoryCluster {
   txn(spec: TxnSpec): TxnResult {
     this.expire();
     checkOpCounts(spec, MEMORY_MAX_TXN_OPS);
+    checkDuplicateKeys(spec.success);
+    checkDuplicateKeys(spec.failure ?? []);
     let requestBytes = 0;
     let writeBytes = 0;
     for (const o of leafOps(spec, 'both')) {

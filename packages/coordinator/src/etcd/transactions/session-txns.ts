@@ -99,9 +99,11 @@ export function endNests(args: EndArgs): boolean {
 
 /**
  * How {@link endSessions} calls split `batch` (indexes into it, in order): at most
- * {@link MAX_ENDS_PER_TXN} nesting sessions per call, no session or owner key twice in one (etcd
- * refuses a key deleted twice in a request, and an index that lagged could name an owner key under
- * two sessions); a session that does not nest alone.
+ * {@link MAX_ENDS_PER_TXN} nesting sessions per call, no session or owner key twice in one; a
+ * session that does not nest alone. An index that lagged could name an owner key under two
+ * sessions, and both could settle its task: etcd refuses a request that puts a key twice (or puts
+ * and deletes it) as a whole, which would fail every session of the txn. (Two deletes of one key it
+ * allows; keeping owner keys apart keeps the settled task keys apart.)
  */
 export function endBatches(batch: readonly EndArgs[]): number[][] {
   const groups: number[][] = [];
