@@ -189,7 +189,7 @@ describe('leasehold etcd-rbac on a real etcd', () => {
     expect(await outcome(() => coordinator.kv.txn({ compare: [], success: [put], failure: [] }))).toBe(
       'permission denied',
     );
-    // Nested one level down, inside a txn whose own ops are all in the prefix: etcd applies it.
+    // Nested one level down (the outer txn has no op of its own): etcd applies it.
     const nested = { request_txn: { compare: [], success: [put], failure: [] } };
     expect(await outcome(() => coordinator.kv.txn({ compare: [], success: [nested], failure: [] }))).toBe('ok');
     expect(await as(rootCert).get(key).string()).toBe('nested');
