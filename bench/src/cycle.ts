@@ -32,7 +32,7 @@ import { findRedis, startRedis, type Redis } from './infra/redis.js';
 import { startStack, type Stack } from './infra/stack.js';
 import { interleaveLoads, median, type Load, type RoundResult } from './measure.js';
 import type { Counters } from './procs/protocol.js';
-import { cpuMs, systemBusyMs } from './infra/proc.js';
+import { systemBusyMs, threadCpuMs } from './infra/proc.js';
 import { cpuRow, limitRow, throughputRow, type BenchRow } from './report.js';
 
 export interface CycleOptions {
@@ -328,9 +328,10 @@ export async function measureIdle(
   try {
     const pids = { ...load.counted() };
     const clients = load.clients();
+    // Per-thread nanoseconds, not clock ticks: idle processes use a few ms each per window.
     const read = () => ({
-      servers: Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuMs(pid) ?? 0])),
-      workers: clients.reduce((a, pid) => a + (cpuMs(pid) ?? 0), 0),
+      servers: Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, threadCpuMs(pid) ?? 0])),
+      workers: clients.reduce((a, pid) => a + (threadCpuMs(pid) ?? 0), 0),
     });
     const cores = cpus().length;
     const started = performance.now();

@@ -22,6 +22,34 @@ export function cpuMs(pid: number): number | undefined {
 }
 
 /**
+ * CPU time of a process's live threads (ms), summed from each thread's
+ * /proc/<pid>/task/<tid>/schedstat (nanoseconds) — for small figures over short windows, such as an
+ * idle process, where `cpuMs`'s 10 ms clock ticks would round a window to 0 or one tick per process
+ * (the idle row's BullMQ side read 0 ms/s over 4 s in the run of 2026-12-07 08:35). A thread that
+ * exits inside a window takes its time with it: for load, `cpuMs`. Falls back to `cpuMs` where
+ * schedstat cannot be read.
+ */
+export function threadCpuMs(pid: number): number | undefined {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return undefined;
+  }
+  let ns = 0;
+  for (const tid of tids) {
+    try {
+      const runNs = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      if (!Number.isFinite(runNs)) return cpuMs(pid);
+      ns += runNs;
+    } catch {
+      // A thread that exited between the listing and the read: its time is gone with it.
+    }
+  }
+  return ns / 1e6;
+}
+
+/**
  * Time a process's main thread has spent runnable but waiting for a CPU (ms; the second field of
  * /proc/<pid>/schedstat, needs schedstats in the kernel). For a Node daemon that is the event loop
  * waiting for a core: latency that no profile of the process shows.
