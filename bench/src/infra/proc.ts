@@ -37,16 +37,19 @@ export function threadCpuMs(pid: number): number | undefined {
     return undefined;
   }
   let ns = 0;
+  let read = 0;
   for (const tid of tids) {
     try {
       const runNs = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
       if (!Number.isFinite(runNs)) return cpuMs(pid);
       ns += runNs;
+      read += 1;
     } catch {
       // A thread that exited between the listing and the read: its time is gone with it.
     }
   }
-  return ns / 1e6;
+  // No thread readable: a kernel without schedstat (or the process just ended).
+  return read === 0 ? cpuMs(pid) : ns / 1e6;
 }
 
 /**
