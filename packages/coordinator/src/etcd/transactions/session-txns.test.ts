@@ -28,7 +28,7 @@ describe('endBatches', () => {
     expect(groups.flat()).toEqual(batch.map((_, i) => i));
   });
 
-  it('never puts one session or one owner key twice in a txn (etcd refuses a key deleted twice)', () => {
+  it('never puts one session or one owner key twice in a txn (both could settle its task: a key put twice)', () => {
     const groups = endBatches([end('s1', ['r1']), end('s2', ['r2']), end('s3', ['r1']), end('s1', []), end('s4', [])]);
     // s3 names r1 as s1 does: a txn of its own; s1's second end joins it, not its first.
     expect(groups).toEqual([
