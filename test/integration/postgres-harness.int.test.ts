@@ -21,11 +21,21 @@ afterAll(async () => {
   await server.stop();
 });
 
-it('closePool leaves no backend behind, and a forced drop right after raises nothing', async () => {
+/** The uncaught exceptions of this process while `run` runs. */
+async function uncaughtDuring(run: () => Promise<void>): Promise<unknown[]> {
   const uncaught: unknown[] = [];
   const onUncaught = (err: unknown) => uncaught.push(err);
   process.on('uncaughtException', onUncaught);
   try {
+    await run();
+  } finally {
+    process.off('uncaughtException', onUncaught);
+  }
+  return uncaught;
+}
+
+it('closePool leaves no backend behind, and a forced drop right after raises nothing', async () => {
+  const uncaught = await uncaughtDuring(async () => {
     for (let round = 0; round < 8; round++) {
       const url = await server.createDatabase();
       const database = new URL(url).pathname.slice(1);
@@ -41,17 +51,12 @@ it('closePool leaves no backend behind, and a forced drop right after raises not
     }
     // A late error would arrive as the dropped backends' last message: one more round trip after it.
     await admin.query('SELECT 1');
-  } finally {
-    process.off('uncaughtException', onUncaught);
-  }
+  });
   expect(uncaught).toEqual([]);
 });
 
 it("a test pool takes an idle client's end by the server (57P01) without an uncaught error", async () => {
-  const uncaught: unknown[] = [];
-  const onUncaught = (err: unknown) => uncaught.push(err);
-  process.on('uncaughtException', onUncaught);
-  try {
+  const uncaught = await uncaughtDuring(async () => {
     const url = await server.createDatabase();
     const database = new URL(url).pathname.slice(1);
     const pool = testPool(url, 4);
@@ -59,8 +64,6 @@ it("a test pool takes an idle client's end by the server (57P01) without an unca
     await admin.query(`DROP DATABASE ${database} WITH (FORCE)`); // ends the pool's idle backends
     await closePool(pool);
     await admin.query('SELECT 1');
-  } finally {
-    process.off('uncaughtException', onUncaught);
-  }
+  });
   expect(uncaught).toEqual([]);
 });

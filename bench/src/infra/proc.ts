@@ -21,6 +21,11 @@ export function cpuMs(pid: number): number | undefined {
   }
 }
 
+/** A field of a schedstat file (ns): 0 time on a CPU, 1 time runnable waiting for one. Throws if unreadable. */
+function schedstat(path: string, field: 0 | 1): number {
+  return Number(readFileSync(path, 'utf8').split(' ')[field]);
+}
+
 /**
  * CPU time of a process's live threads (ms), summed from each thread's
  * /proc/<pid>/task/<tid>/schedstat (nanoseconds) — for small figures over short windows, such as an
@@ -40,7 +45,7 @@ export function threadCpuMs(pid: number): number | undefined {
   let read = 0;
   for (const tid of tids) {
     try {
-      const runNs = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      const runNs = schedstat(`/proc/${pid}/task/${tid}/schedstat`, 0);
       if (!Number.isFinite(runNs)) return cpuMs(pid);
       ns += runNs;
       read += 1;
@@ -59,7 +64,7 @@ export function threadCpuMs(pid: number): number | undefined {
  */
 export function runQueueWaitMs(pid: number): number | undefined {
   try {
-    const waitNs = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]);
+    const waitNs = schedstat(`/proc/${pid}/schedstat`, 1);
     return Number.isFinite(waitNs) ? waitNs / 1e6 : undefined;
   } catch {
     return undefined;
