@@ -66,7 +66,8 @@ scale (pnpm bench --only scale: 1M small + 10k × 64 KiB pending tasks, ~20-30 m
   --scale-restart-timeout S   how long a restarted coordinator may take to be ready (default 600)
   --scale-retention-timeout S how long to wait for retention to remove completed tasks (default 120)
   --scale-coordinator-env N=V extra coordinator environment, repeatable (e.g. a short retention age)
-env: LEASEHOLD_BENCH_PROFILE=coordinator,sink,worker (node --cpu-prof; then analyze-profile), LEASEHOLD_BENCH_VERBOSE=1
+env: LEASEHOLD_BENCH_PROFILE=coordinator,sink,worker (node --cpu-prof; then analyze-profile), LEASEHOLD_BENCH_VERBOSE=1,
+     LEASEHOLD_BENCH_NODE_ARGS_COORDINATOR|_SINK|_WORKER='node options' ({name} = the process's name)
 `;
 const SCALE_NUMBERS = [
   '--scale-tasks',

@@ -2,7 +2,8 @@
  * A leasehold stack of real processes for one suite: the built sink (`synchronous=FULL`) and the
  * built coordinator, each its own process (so /proc gives each one's CPU and memory), on a shared
  * etcd under a fresh key prefix, with fresh keys. `LEASEHOLD_BENCH_PROFILE=coordinator,sink`
- * starts them with `node --cpu-prof` (profiles land in `.leasehold/bench-profiles/`).
+ * starts them with `node --cpu-prof` (profiles land in `.leasehold/bench-profiles/`), and
+ * `LEASEHOLD_BENCH_NODE_ARGS_<WHAT>` with more node options (see {@link profileArgs}).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -56,12 +57,22 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export function profileArgs(what: string, name: string): string[] {
-  const wanted = (process.env.LEASEHOLD_BENCH_PROFILE ?? '').split(',');
-  if (!wanted.includes(what)) return [];
+/**
+ * Node options for the `what` processes (`coordinator`, `sink`, `worker`): `--cpu-prof` when
+ * LEASEHOLD_BENCH_PROFILE names it, plus the space-separated options of
+ * LEASEHOLD_BENCH_NODE_ARGS_<WHAT> (e.g. `LEASEHOLD_BENCH_NODE_ARGS_COORDINATOR='--log-deopt
+ * --logfile=/tmp/c.log'`, or `--perf-basic-prof` for `perf`), where `{name}` is the process's name.
+ */
+export function profileArgs(what: string, name: string, env: NodeJS.ProcessEnv = process.env): string[] {
+  const extra = (env[`LEASEHOLD_BENCH_NODE_ARGS_${what.toUpperCase()}`] ?? '')
+    .split(' ')
+    .filter((a) => a !== '')
+    .map((a) => a.replaceAll('{name}', name));
+  const wanted = (env.LEASEHOLD_BENCH_PROFILE ?? '').split(',');
+  if (!wanted.includes(what)) return extra;
   const dir = join(REPO_ROOT, '.leasehold', 'bench-profiles');
   mkdirSync(dir, { recursive: true });
-  return ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-name', `${name}-${what}-${Date.now()}.cpuprofile`];
+  return [...extra, '--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-name', `${name}-${what}-${Date.now()}.cpuprofile`];
 }
 
 export async function startSinkProcess(

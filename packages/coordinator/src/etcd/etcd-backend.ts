@@ -117,46 +117,91 @@ const buf = (key: string): Buffer => Buffer.from(key);
 const TARGET = { create: 'Create', mod: 'Mod', version: 'Version', lease: 'Lease' } as const;
 const RESULT = { equal: 'Equal', greater: 'Greater', less: 'Less', 'not-equal': 'NotEqual' } as const;
 
+/*
+ * The request objects handed to etcd3 (and by grpc-js to protobufjs's `fromObject`, which reads
+ * every field of every message) are built with ONE shape per message type: every field present,
+ * `undefined` where unused (`fromObject` skips `!= null`), always in the same order. Objects built
+ * with conditional spreads had up to eight shapes per type, which made `fromObject`'s property
+ * loads megamorphic — ~6 % of the coordinator's CPU under the cycle (`perf`, the twentieth step of
+ * issue 27 in docs/benchmarks.md). A revision goes as a number when it is exact in one (protobufjs
+ * then skips parsing a decimal string); lease ids stay strings (they are 64-bit).
+ */
+type Uniform<T> = { [K in keyof T]-?: T[K] | undefined };
+
+const int64 = (v: bigint): number | string => (v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString());
+
 function toCompare(c: Compare): ICompare {
-  const value = c.value.toString();
-  const base: ICompare = {
-    key: buf(c.key),
-    target: TARGET[c.target],
+  const value = typeof c.value === 'bigint' ? int64(c.value) : c.value;
+  const compare: Uniform<ICompare> = {
     result: RESULT[c.result],
-    ...(c.prefix === true ? { range_end: prefixEnd(c.key) } : {}),
+    target: TARGET[c.target],
+    key: buf(c.key),
+    version: c.target === 'version' ? value : undefined,
+    create_revision: c.target === 'create' ? value : undefined,
+    mod_revision: c.target === 'mod' ? value : undefined,
+    value: undefined,
+    lease: c.target === 'lease' ? value : undefined,
+    range_end: c.prefix === true ? prefixEnd(c.key) : undefined,
   };
-  switch (c.target) {
-    case 'create':
-      return { ...base, create_revision: value };
-    case 'mod':
-      return { ...base, mod_revision: value };
-    case 'version':
-      return { ...base, version: value };
-    case 'lease':
-      return { ...base, lease: value };
-  }
+  return compare as ICompare;
 }
 
 function toOp(o: Op): IRequestOp {
-  if (o.type === 'txn') return { request_txn: toTxnRequest(o.txn) };
-  const range = o.type !== 'put' && o.prefix === true ? { range_end: prefixEnd(o.key) } : {};
+  const op: Uniform<IRequestOp> = {
+    request_range: undefined,
+    request_put: undefined,
+    request_delete_range: undefined,
+    request_txn: undefined,
+  };
   switch (o.type) {
-    case 'put':
-      return {
-        request_put: {
-          key: buf(o.key),
-          value: Buffer.from(o.value),
-          ...(o.lease === undefined ? {} : { lease: o.lease }),
-        },
+    case 'txn':
+      op.request_txn = toTxnRequest(o.txn);
+      break;
+    case 'put': {
+      const put: Uniform<NonNullable<IRequestOp['request_put']>> = {
+        key: buf(o.key),
+        value: Buffer.from(o.value),
+        lease: o.lease,
+        prev_kv: undefined,
+        ignore_value: undefined,
+        ignore_lease: undefined,
       };
-    case 'get':
-      return { request_range: { key: buf(o.key), ...range } };
-    case 'delete':
-      return { request_delete_range: { key: buf(o.key), ...range } };
+      op.request_put = put as IRequestOp['request_put'];
+      break;
+    }
+    case 'get': {
+      const range: Uniform<NonNullable<IRequestOp['request_range']>> = {
+        key: buf(o.key),
+        range_end: o.prefix === true ? prefixEnd(o.key) : undefined,
+        limit: undefined,
+        revision: undefined,
+        sort_order: undefined,
+        sort_target: undefined,
+        serializable: undefined,
+        keys_only: undefined,
+        count_only: undefined,
+        min_mod_revision: undefined,
+        max_mod_revision: undefined,
+        min_create_revision: undefined,
+        max_create_revision: undefined,
+      };
+      op.request_range = range as IRequestOp['request_range'];
+      break;
+    }
+    case 'delete': {
+      const range: Uniform<NonNullable<IRequestOp['request_delete_range']>> = {
+        key: buf(o.key),
+        range_end: o.prefix === true ? prefixEnd(o.key) : undefined,
+        prev_kv: undefined,
+      };
+      op.request_delete_range = range as IRequestOp['request_delete_range'];
+      break;
+    }
   }
+  return op as IRequestOp;
 }
 
-function toTxnRequest(spec: TxnSpec): ITxnRequest {
+export function toTxnRequest(spec: TxnSpec): ITxnRequest {
   return {
     compare: spec.compare.map(toCompare),
     success: spec.success.map(toOp),
