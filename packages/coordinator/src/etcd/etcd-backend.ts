@@ -122,9 +122,10 @@ const RESULT = { equal: 'Equal', greater: 'Greater', less: 'Less', 'not-equal': 
  * every field of every message) are built with ONE shape per message type: every field present,
  * `undefined` where unused (`fromObject` skips `!= null`), always in the same order. Objects built
  * with conditional spreads had up to eight shapes per type, which made `fromObject`'s property
- * loads megamorphic — ~6 % of the coordinator's CPU under the cycle (`perf`, the twentieth step of
- * issue 27 in docs/benchmarks.md). A revision goes as a number when it is exact in one (protobufjs
- * then skips parsing a decimal string); lease ids stay strings (they are 64-bit).
+ * loads megamorphic: building and serializing requests fell from 9.2 % to 5.5 % of the
+ * coordinator's CPU under the cycle (the twentieth step of issue 27 in docs/benchmarks.md). A
+ * revision goes as a number when it is exact in one (protobufjs then skips parsing a decimal
+ * string); lease ids stay strings (they are 64-bit).
  */
 type Uniform<T> = { [K in keyof T]-?: T[K] | undefined };
 
