@@ -20,7 +20,10 @@ import {
   GRPCUnknownError,
   type Etcd3,
   type ICompare,
+  type IDeleteRangeRequest,
   type IKeyValue,
+  type IPutRequest,
+  type IRangeRequest,
   type IRangeResponse,
   type IRequestOp,
   type IResponseOp,
@@ -129,7 +132,11 @@ const RESULT = { equal: 'Equal', greater: 'Greater', less: 'Less', 'not-equal': 
  */
 type Uniform<T> = { [K in keyof T]-?: T[K] | undefined };
 
-const int64 = (v: bigint): number | string => (v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v.toString());
+const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
+const int64 = (v: bigint): number | string => (v <= MAX_EXACT ? Number(v) : v.toString());
+/** `range_end` of a key or, with `prefix`, of every key under it. */
+const rangeEnd = (key: string, prefix: boolean | undefined): Buffer | undefined =>
+  prefix === true ? prefixEnd(key) : undefined;
 
 function toCompare(c: Compare): ICompare {
   const value = typeof c.value === 'bigint' ? int64(c.value) : c.value;
@@ -142,7 +149,7 @@ function toCompare(c: Compare): ICompare {
     mod_revision: c.target === 'mod' ? value : undefined,
     value: undefined,
     lease: c.target === 'lease' ? value : undefined,
-    range_end: c.prefix === true ? prefixEnd(c.key) : undefined,
+    range_end: rangeEnd(c.key, c.prefix),
   };
   return compare as ICompare;
 }
@@ -159,7 +166,7 @@ function toOp(o: Op): IRequestOp {
       op.request_txn = toTxnRequest(o.txn);
       break;
     case 'put': {
-      const put: Uniform<NonNullable<IRequestOp['request_put']>> = {
+      const put: Uniform<IPutRequest> = {
         key: buf(o.key),
         value: Buffer.from(o.value),
         lease: o.lease,
@@ -167,13 +174,13 @@ function toOp(o: Op): IRequestOp {
         ignore_value: undefined,
         ignore_lease: undefined,
       };
-      op.request_put = put as IRequestOp['request_put'];
+      op.request_put = put as IPutRequest;
       break;
     }
     case 'get': {
-      const range: Uniform<NonNullable<IRequestOp['request_range']>> = {
+      const range: Uniform<IRangeRequest> = {
         key: buf(o.key),
-        range_end: o.prefix === true ? prefixEnd(o.key) : undefined,
+        range_end: rangeEnd(o.key, o.prefix),
         limit: undefined,
         revision: undefined,
         sort_order: undefined,
@@ -186,16 +193,16 @@ function toOp(o: Op): IRequestOp {
         min_create_revision: undefined,
         max_create_revision: undefined,
       };
-      op.request_range = range as IRequestOp['request_range'];
+      op.request_range = range as IRangeRequest;
       break;
     }
     case 'delete': {
-      const range: Uniform<NonNullable<IRequestOp['request_delete_range']>> = {
+      const range: Uniform<IDeleteRangeRequest> = {
         key: buf(o.key),
-        range_end: o.prefix === true ? prefixEnd(o.key) : undefined,
+        range_end: rangeEnd(o.key, o.prefix),
         prev_kv: undefined,
       };
-      op.request_delete_range = range as IRequestOp['request_delete_range'];
+      op.request_delete_range = range as IDeleteRangeRequest;
       break;
     }
   }
