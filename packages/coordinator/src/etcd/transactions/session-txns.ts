@@ -214,9 +214,10 @@ export async function endSession(kv: Kv, keys: KeyLayout, args: EndArgs): Promis
 export async function endSessions(kv: Kv, keys: KeyLayout, batch: readonly EndArgs[]): Promise<EndOutcome[]> {
   const [only] = batch;
   if (batch.length === 1 && only !== undefined) checkEnd(only);
-  // Several: endBatches puts an end that is refused or does not nest in a txn of its own (and splits
-  // at a repeated session or owner key, or past MAX_ENDS_PER_TXN), so one group means all may share.
-  else if (batch.length === 0 || endBatches(batch).length !== 1) {
+  // None or several: endBatches makes no group of none, puts an end that is refused or does not nest
+  // in a txn of its own (and splits at a repeated session or owner key, or past MAX_ENDS_PER_TXN), so
+  // one group means all may share.
+  else if (endBatches(batch).length !== 1) {
     throw new RangeError(
       `endSessions takes 1..${MAX_ENDS_PER_TXN} valid ends that nest, each session and owner key once (endBatches)`,
     );
