@@ -67,7 +67,8 @@ scale (pnpm bench --only scale: 1M small + 10k × 64 KiB pending tasks, ~20-30 m
   --scale-retention-timeout S how long to wait for retention to remove completed tasks (default 120)
   --scale-coordinator-env N=V extra coordinator environment, repeatable (e.g. a short retention age)
 env: LEASEHOLD_BENCH_PROFILE=coordinator,sink,worker (node --cpu-prof; then analyze-profile), LEASEHOLD_BENCH_VERBOSE=1,
-     LEASEHOLD_BENCH_NODE_ARGS_COORDINATOR|_SINK|_WORKER='node options' ({name} = the process's name)
+     LEASEHOLD_BENCH_NODE_ARGS_COORDINATOR|_SINK|_WORKER='node options' ({name} = the process's name),
+     LEASEHOLD_BENCH_COORDINATOR_ENV='NAME=VALUE …' (every coordinator of the run, e.g. an A-B of a setting)
 `;
 const SCALE_NUMBERS = [
   '--scale-tasks',

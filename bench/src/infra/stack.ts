@@ -3,7 +3,8 @@
  * built coordinator, each its own process (so /proc gives each one's CPU and memory), on a shared
  * etcd under a fresh key prefix, with fresh keys. `LEASEHOLD_BENCH_PROFILE=coordinator,sink`
  * starts them with `node --cpu-prof` (profiles land in `.leasehold/bench-profiles/`), and
- * `LEASEHOLD_BENCH_NODE_ARGS_<WHAT>` with more node options (see {@link profileArgs}).
+ * `LEASEHOLD_BENCH_NODE_ARGS_<WHAT>` with more node options (see {@link profileArgs}), and
+ * `LEASEHOLD_BENCH_COORDINATOR_ENV` sets coordinator options (see {@link benchCoordinatorEnv}).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -75,6 +76,22 @@ export function profileArgs(what: string, name: string, env: NodeJS.ProcessEnv =
   return [...extra, '--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-name', `${name}-${what}-${Date.now()}.cpuprofile`];
 }
 
+/**
+ * Coordinator settings for every stack of the run, from LEASEHOLD_BENCH_COORDINATOR_ENV:
+ * space-separated `NAME=VALUE` (e.g. `LEASEHOLD_COORDINATOR_ETCD_COMBINED_REQUESTS=0`), for A-B
+ * runs of a setting. A suite's own settings win over them.
+ */
+export function benchCoordinatorEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of (env.LEASEHOLD_BENCH_COORDINATOR_ENV ?? '').split(' ')) {
+    if (pair === '') continue;
+    const at = pair.indexOf('=');
+    if (at <= 0) throw new Error(`LEASEHOLD_BENCH_COORDINATOR_ENV: "${pair}" is not NAME=VALUE`);
+    out[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return out;
+}
+
 export async function startSinkProcess(
   dir: string,
   keys: Pick<StackKeys, 'sinkKey' | 'capability'>,
@@ -122,6 +139,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     // One coordinator, no peer to hand sessions to: the default give-up (TTL / 2, 250 ms in the
     // takeover suite) closed every socket whenever a busy shared machine delayed one etcd probe.
     LEASEHOLD_COORDINATOR_ETCD_GIVE_UP_MS: '5000',
+    ...benchCoordinatorEnv(),
     ...opts.coordinatorEnv,
   };
   let starts = 0;

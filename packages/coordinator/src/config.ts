@@ -270,6 +270,16 @@ const FIELDS = {
     maxResponseBytes: etcdMaxResponseBytes,
     /** Bytes one range page may carry (every read pages by it). */
     pageBytes: etcdPageBytes,
+    /**
+     * Write txns ready at once go to etcd as one request (etcd/combining-backend.ts); this many such
+     * requests run at once. 0: every txn is its own request.
+     */
+    combinedRequests: option({
+      env: 'ETCD_COMBINED_REQUESTS',
+      help: 'write txns ready at once share one etcd request; this many such requests in flight (0: one request per txn)',
+      default: '1',
+      schema: int(0, 64),
+    }),
     /** etcd's --quota-backend-bytes (etcd 3.4 does not report it): the quota metrics divide by it. */
     quotaBytes: option({
       env: 'ETCD_QUOTA_BYTES',

@@ -102,7 +102,7 @@ export class Metrics {
     });
     this.batchItems = new Histogram({
       name: 'leasehold_coordinator_batch_items',
-      help: 'Items per group-committed call: grant (etcd txn), finish (etcd txn), end_session (etcd txn), fence_advance (sink advance-batch)',
+      help: 'Items per group-committed call: grant (etcd txn), finish (etcd txn), end_session (etcd txn), fence_advance (sink advance-batch), etcd_request (write txns sharing one etcd request)',
       labelNames: ['kind'],
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000],
       registers,

@@ -68,6 +68,15 @@ export interface OpResult {
   readonly txn?: NestedResult;
 }
 
+/** How a write txn is sent. */
+export interface TxnOptions {
+  /**
+   * Takeover and expiry work: sent at once as a request of its own, never held back to share a
+   * request with other txns (etcd/combining-backend.ts) nor queued behind one in flight.
+   */
+  readonly urgent?: boolean;
+}
+
 export interface TxnResult {
   readonly succeeded: boolean;
   /** The store's revision after the txn (the txn's own revision when it wrote). */
@@ -141,7 +150,7 @@ export interface BackendStatus {
 
 export interface KvBackend {
   /** Run one transaction, once (never retried: a lost reply leaves the outcome unknown). Throws on failure. */
-  txn(spec: TxnSpec): Promise<TxnResult>;
+  txn(spec: TxnSpec, options?: TxnOptions): Promise<TxnResult>;
   /** One page of keys under `prefix`, in key order. Idempotent. */
   range(prefix: string, options: RangeOptions): Promise<RangePage>;
   /** The size of the store and its quota alarm (etcd: Maintenance.Status, allowed for a non-root user). */

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { CoordinatorConfig } from '../config.js';
 import type { Metrics } from '../metrics.js';
 import type { KvBackend } from './backend.js';
+import { CombiningBackend } from './combining-backend.js';
 import { EtcdBackend } from './etcd-backend.js';
 import { KeyLayout } from './keys.js';
 import { KvLeaseStore } from './lease-store.js';
@@ -28,13 +29,25 @@ export function etcdBackendOf(
   });
 }
 
-/** The lease store on `backend`, its txns timed and its failures counted. */
+/**
+ * The lease store on `backend`, its txns timed and its failures counted; write txns ready at once
+ * share requests (`combinedRequests` of them in flight; 0: none shared).
+ */
 export function leaseStoreOf(
   backend: KvBackend,
-  etcd: Pick<CoordinatorConfig['etcd'], 'prefix' | 'pageBytes'>,
-  metrics: Pick<Metrics, 'etcdTxn' | 'etcdErrors'>,
+  etcd: Pick<CoordinatorConfig['etcd'], 'prefix' | 'pageBytes' | 'combinedRequests'>,
+  metrics: Pick<Metrics, 'etcdTxn' | 'etcdErrors' | 'batchItems'>,
 ): KvLeaseStore {
-  return new KvLeaseStore(backend, new KeyLayout(etcd.prefix), {
+  const store =
+    etcd.combinedRequests === 0
+      ? backend
+      : new CombiningBackend(backend, {
+          maxInFlight: etcd.combinedRequests,
+          observe: (txns) => {
+            metrics.batchItems.observe({ kind: 'etcd_request' }, txns);
+          },
+        });
+  return new KvLeaseStore(store, new KeyLayout(etcd.prefix), {
     observer: {
       onTxn: (txn, seconds, outcome) => {
         // Label values lower-case, like every leasehold metric: `submitTask` → `submit_task`.

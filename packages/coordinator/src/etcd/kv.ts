@@ -12,6 +12,7 @@ import type {
   Op,
   OpResult,
   RangePage,
+  TxnOptions,
   TxnResult,
   TxnSpec,
 } from './backend.js';
@@ -108,10 +109,10 @@ export class Kv {
   }
 
   /** Run one transaction, once. A thrown error means the outcome is unknown. */
-  async txn(name: string, spec: TxnSpec): Promise<TxnResult> {
+  async txn(name: string, spec: TxnSpec, options?: TxnOptions): Promise<TxnResult> {
     const started = performance.now();
     try {
-      const res = await this.backend.txn(spec);
+      const res = await this.backend.txn(spec, options);
       this.#observer.onTxn?.(name, (performance.now() - started) / 1000, res.succeeded ? 'succeeded' : 'failed');
       return res;
     } catch (err) {
@@ -137,14 +138,19 @@ export class Kv {
     items: readonly I[],
     specOf: (item: I) => TxnSpec,
     outcomeOf: (item: I, result: NestedResult, revision: bigint) => O,
+    options?: TxnOptions,
   ): Promise<O[]> {
     const [single] = items;
     if (single === undefined) throw new CoordinatorError('INTERNAL', `${names.many} needs at least one item`);
     if (items.length === 1) {
-      const res = await this.txn(names.one, specOf(single));
+      const res = await this.txn(names.one, specOf(single), options);
       return [outcomeOf(single, res, res.revision)];
     }
-    const res = await this.txn(names.many, { compare: [], success: items.map((item) => op.txn(specOf(item))) });
+    const res = await this.txn(
+      names.many,
+      { compare: [], success: items.map((item) => op.txn(specOf(item))) },
+      options,
+    );
     return items.map((item, i) => outcomeOf(item, nestedResult(res, i), res.revision));
   }
 

@@ -49,7 +49,7 @@ import type {
   TaskWrite,
 } from '../store/port.js';
 import { CoordinatorError, EtcdError } from '../errors.js';
-import type { BackendStatus, KvBackend } from './backend.js';
+import type { BackendStatus, KvBackend, TxnOptions } from './backend.js';
 import { ConsoleRevocationStore } from './console-revocation-store.js';
 import { sessionIdOf, type KeyLayout } from './keys.js';
 import { DEFAULT_READ_BUDGET, Kv, type KvObserver, type ReadBudget } from './kv.js';
@@ -194,9 +194,9 @@ export class KvLeaseStore implements LeaseStore {
    * Each job of a txn is judged on its own (a nested txn each, see grantOwners): one txn tells
    * every job its outcome, and a job that lost its race costs the others nothing.
    */
-  async grant(jobs: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]> {
+  async grant(jobs: readonly GrantJob[], options?: TxnOptions): Promise<Settled<GrantOutcome>[]> {
     const chunk = async (batch: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]> => {
-      const all = await settle(() => grantOwners(this.kv, this.keys, batch));
+      const all = await settle(() => grantOwners(this.kv, this.keys, batch, options));
       if (!all.ok) return batch.map(() => all);
       return all.value.map((res) => ({
         ok: true,

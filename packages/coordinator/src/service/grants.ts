@@ -114,14 +114,15 @@ export class GrantService {
     this.#ctx = ctx;
     this.#sessions = sessions;
     this.#delivery = new GrantDelivery(ctx, sessions);
-    const grants = (kind: string) =>
-      new MicroBatcher((jobs: readonly GrantJob[]) => ctx.store.grant(jobs), ctx.config.grantBatchMax, {
+    const grants = (kind: string, urgent: boolean) =>
+      new MicroBatcher((jobs: readonly GrantJob[]) => ctx.store.grant(jobs, { urgent }), ctx.config.grantBatchMax, {
         observe: (n) => {
           ctx.metrics.batchItems.observe({ kind }, n);
         },
       });
-    this.#owners = grants('grant');
-    this.#takeoverOwners = grants('grant_takeover');
+    this.#owners = grants('grant', false);
+    // Takeovers: their txns never wait to share an etcd request with ordinary work.
+    this.#takeoverOwners = grants('grant_takeover', true);
     this.#due = new EarliestTimer(
       ctx.timers,
       () => ctx.wallClock(),

@@ -338,8 +338,11 @@ export interface LeaseStore extends ConsoleRevocationStore {
   leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper;
 
   // grants
-  /** Many grants, batched into as few atomic steps as the store allows; one outcome per job. */
-  grant(jobs: readonly GrantJob[]): Promise<Settled<GrantOutcome>[]>;
+  /**
+   * Many grants, batched into as few atomic steps as the store allows; one outcome per job.
+   * `urgent` (takeovers): sent at once, not held back to share a request with other work.
+   */
+  grant(jobs: readonly GrantJob[], options?: { readonly urgent?: boolean }): Promise<Settled<GrantOutcome>[]>;
   /** Undo a grant that will never be sent (its fence advance failed), closing its attempt. */
   abandonGrant(ref: AbandonRef): Promise<AbandonOutcome>;
   holding(sessionId: string, requestId: string): Promise<StoredHolding | undefined>;

@@ -18,7 +18,8 @@ import { afterEach, beforeEach } from 'vitest';
 import { loadConfig, type CoordinatorConfig } from '../config.js';
 import { SinkUnavailableError } from '../errors.js';
 import { KeyLayout } from '../etcd/keys.js';
-import { KvLeaseStore } from '../etcd/lease-store.js';
+import { leaseStoreOf } from '../etcd/etcd-store.js';
+import type { KvLeaseStore } from '../etcd/lease-store.js';
 import { ManualClock, ManualTimers, MemoryEtcd, type MemoryBackend } from '@leasehold/testing';
 import type { AdvanceGrantFacts, AdvanceItem, AdvanceItemResult, FenceTarget } from '../fence/port.js';
 import { Metrics } from '../metrics.js';
@@ -213,7 +214,9 @@ export class ServiceCluster {
     seams: Pick<ServiceDeps, 'retryPolicyOf'> = {},
   ): Promise<TestCoordinator> {
     const backend = this.etcd.connect();
-    const store = new KvLeaseStore(backend, this.keys);
+    const metrics = new Metrics();
+    // As the daemon builds it: write txns ready at once share etcd requests (ETCD_COMBINED_REQUESTS).
+    const store = leaseStoreOf(backend, { ...this.config.etcd, prefix: this.keys.prefix }, metrics);
     const services = createServices({
       ...seams,
       config: this.config,
@@ -225,7 +228,7 @@ export class ServiceCluster {
       random: () => 0.5,
       timers: this.timers,
       log: pino({ level: 'silent' }),
-      metrics: new Metrics(),
+      metrics,
     });
     await services.start();
     const c = { id, services, backend, store };

@@ -7,7 +7,7 @@ import { encodeRecord, type HoldingRecord } from '../../core/records.js';
 import type { TaskRecord } from '../../core/task-record.js';
 import { CoordinatorError } from '../../errors.js';
 import type { AbandonOutcome, AbandonRef, GrantJob, GrantOutcome, GrantRef } from '../../store/port.js';
-import type { Compare, KeyValue, Op } from '../backend.js';
+import type { Compare, KeyValue, Op, TxnOptions } from '../backend.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
 import { parseHolding, parseSession } from '../reads.js';
@@ -93,6 +93,7 @@ export async function grantOwners(
   kv: Kv,
   keys: KeyLayout,
   jobs: readonly GrantJob[],
+  options?: TxnOptions,
 ): Promise<readonly GrantTxnOutcome[]> {
   if (jobs.length === 0) throw new CoordinatorError('INTERNAL', 'grantOwners needs at least one job');
   if (jobs.length > MAX_GRANTS_PER_TXN) {
@@ -110,6 +111,7 @@ export async function grantOwners(
       res.succeeded
         ? { kind: 'granted', token: revision, payload: firstKv(res, 3)?.value }
         : failedGrant(keys, j, firstKv(res, 0), firstKv(res, 1), revision),
+    options,
   );
 }
 

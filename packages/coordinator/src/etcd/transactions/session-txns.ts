@@ -228,6 +228,8 @@ export async function endSessions(kv: Kv, keys: KeyLayout, batch: readonly EndAr
     (args) => endSpec(keys, args),
     (args, res, revision): EndOutcome =>
       res.succeeded ? { kind: 'ended', revision } : failedEnd(args, firstKv(res, 0)),
+    // An end frees its session's tasks for their takeovers: never held back behind other txns.
+    { urgent: true },
   );
 }
 
@@ -250,11 +252,15 @@ export async function closeSession(
   args: SessionPut & { readonly knownModRevision: bigint },
 ): Promise<CloseOutcome> {
   const key = keys.session(args.sessionId);
-  const res = await kv.txn('closeSession', {
-    compare: [cmp.modifiedAt(key, args.knownModRevision)],
-    success: [op.put(key, encodeRecord({ ...args.record, ending: true }), args.leaseId)],
-    failure: [op.get(key)],
-  });
+  const res = await kv.txn(
+    'closeSession',
+    {
+      compare: [cmp.modifiedAt(key, args.knownModRevision)],
+      success: [op.put(key, encodeRecord({ ...args.record, ending: true }), args.leaseId)],
+      failure: [op.get(key)],
+    },
+    { urgent: true },
+  );
   if (res.succeeded) return { kind: 'closed', modRevision: res.revision };
   return firstKv(res, 0) === undefined ? { kind: 'gone' } : { kind: 'moved' };
 }

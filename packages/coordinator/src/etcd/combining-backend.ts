@@ -1,0 +1,378 @@
+/**
+ * One etcd request for the write txns of every kind that are ready at once (issue 27: "one txn per
+ * tick for every kind"). The grant, attempt-end, session-end and submit batchers each send their
+ * own txn, so under load a coordinator had three or four requests in flight, each its own raft
+ * proposal, gRPC call and reply; etcd's CPU per request is large next to its CPU per op
+ * (docs/benchmarks.md, twenty-first step). {@link CombiningBackend} sits under the store: a write
+ * txn waits while `maxInFlight` combined requests are running (and, with none running, until the
+ * end of the event-loop turn), and then every waiting txn that fits goes as one nested txn of one
+ * request. Each caller gets the result its own txn would have had.
+ *
+ * Why that is the same as sending them one by one. etcd judges every compare of a request, nested
+ * or not, on the store as it was before the request, then runs each nested txn's branch in order
+ * (a get sees the writes of the nested txns before it). Two txns are combined only when neither
+ * writes a key the other reads, compares or writes (prefixes included): then each one's compares
+ * and reads see what they would have seen had it run first or second, its writes do not depend on
+ * the other, and the request is what running them in either order gives, at one revision. (Only a
+ * compare of a key an earlier part writes, and etcd's duplicate-key rule, make the check needed;
+ * keeping gets apart too costs a little combining and keeps the rule one line.) Txns that were sent concurrently had no order before either (etcd may
+ * apply two concurrent requests in any order), so a caller loses no guarantee it had. Conflicting
+ * txns go in separate requests, as before. A combined request never needs etcd to refuse it where a
+ * lone txn would not: each level's ops stay within `--max-txn-ops` (128: the top level's count plus
+ * the longest list of any part), the request within {@link MAX_COMBINED_REQUEST_BYTES}, and no key
+ * is written by two parts (etcd's duplicate-key rule).
+ *
+ * What is combined: a txn that writes (puts or deletes, at any level) and is either flat (no
+ * nested txn: it becomes one nested txn) or a batch of flat nested txns under a txn without
+ * compares and failure ops (as `Kv.txnEach` builds: its nested txns are taken as they are). Reads
+ * (txns that write nothing), other shapes and urgent txns (`TxnOptions.urgent`: session ends and
+ * takeover grants, which must not wait behind ordinary work) pass straight through, at once. A txn alone in its turn is sent
+ * unchanged. A thrown request fails every txn in it (their outcomes unknown, as for any lost reply);
+ * nothing is re-sent.
+ */
+import type {
+  BackendStatus,
+  Compare,
+  KeyRange,
+  KvBackend,
+  LeaseKeeper,
+  LeaseKeeperOptions,
+  NestedResult,
+  Op,
+  RangeOptions,
+  RangePage,
+  TxnOptions,
+  TxnResult,
+  TxnSpec,
+  WatchHandle,
+  WatchListener,
+} from './backend.js';
+import { EtcdError, type EtcdFailure } from '../errors.js';
+
+/** etcd's default `--max-txn-ops`. */
+const MAX_TXN_OPS = 128;
+
+/**
+ * The largest request (by {@link requestBytesOf}'s count) combining builds: the largest txn the
+ * store sends alone (a submit batch, `MAX_SUBMIT_BYTES_PER_TXN`), well under etcd's
+ * `--max-request-bytes` of 1.5 MiB. A txn larger than this by itself is sent alone.
+ */
+export const MAX_COMBINED_REQUEST_BYTES = 1_200_000;
+
+export interface CombiningOptions {
+  /** Combined requests running at once (≥ 1). */
+  readonly maxInFlight: number;
+  /** Told the number of txns in every combined request sent (1 = a txn sent alone). */
+  readonly observe?: (txns: number) => void;
+}
+
+/** The keys a txn reads (compares, gets) or writes, exact and by prefix. */
+interface Footprint {
+  readonly writes: Set<string>;
+  readonly writePrefixes: string[];
+  readonly touches: Set<string>;
+  readonly touchPrefixes: string[];
+}
+
+/** A write txn waiting to be sent: the nested txns it becomes, and how its result is rebuilt. */
+interface Pending {
+  readonly spec: TxnSpec;
+  /** The nested txns of the combined request this txn becomes (one for a flat txn). */
+  readonly parts: readonly TxnSpec[];
+  /** A batch (`Kv.txnEach`'s shape): its result is the parts' results; else the one part's. */
+  readonly batch: boolean;
+  readonly footprint: Footprint;
+  readonly bytes: number;
+  /** The longest list (compares, success, failure) of any part. */
+  readonly longest: number;
+  readonly resolve: (r: TxnResult) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+function leafOps(ops: readonly Op[], visit: (o: Exclude<Op, { readonly type: 'txn' }>) => void): void {
+  for (const o of ops) {
+    if (o.type === 'txn') {
+      leafOps(o.txn.success, visit);
+      leafOps(o.txn.failure ?? [], visit);
+    } else visit(o);
+  }
+}
+
+/** Some op, at any depth, puts or deletes. */
+function writesAny(ops: readonly Op[]): boolean {
+  return ops.some((o) =>
+    o.type === 'txn' ? writesAny([...o.txn.success, ...(o.txn.failure ?? [])]) : o.type !== 'get',
+  );
+}
+
+function allCompares(spec: TxnSpec, visit: (c: Compare) => void): void {
+  for (const c of spec.compare) visit(c);
+  for (const o of [...spec.success, ...(spec.failure ?? [])]) if (o.type === 'txn') allCompares(o.txn, visit);
+}
+
+function hasNested(ops: readonly Op[]): boolean {
+  return ops.some((o) => o.type === 'txn');
+}
+
+/** The request size of `spec` as the memory etcd counts it against `--max-request-bytes`. */
+export function requestBytesOf(spec: TxnSpec): number {
+  let bytes = 0;
+  leafOps([{ type: 'txn', txn: spec }], (o) => {
+    bytes += o.key.length + (o.type === 'put' ? o.value.length : 0) + 8;
+  });
+  allCompares(spec, (c) => {
+    bytes += c.key.length + 16;
+  });
+  return bytes;
+}
+
+function footprintOf(spec: TxnSpec): Footprint {
+  const f: Footprint = { writes: new Set(), writePrefixes: [], touches: new Set(), touchPrefixes: [] };
+  const touch = (key: string, prefix: boolean | undefined): void => {
+    if (prefix === true) f.touchPrefixes.push(key);
+    else f.touches.add(key);
+  };
+  leafOps([{ type: 'txn', txn: spec }], (o) => {
+    const prefix = o.type !== 'put' && o.prefix === true;
+    touch(o.key, prefix);
+    if (o.type === 'get') return;
+    if (prefix) f.writePrefixes.push(o.key);
+    else f.writes.add(o.key);
+  });
+  allCompares(spec, (c) => {
+    touch(c.key, c.prefix);
+  });
+  return f;
+}
+
+/** `key` is one of `keys` or lies under one of `prefixes`. */
+function covered(key: string, keys: ReadonlySet<string>, prefixes: readonly string[]): boolean {
+  return keys.has(key) || prefixes.some((p) => key.startsWith(p));
+}
+
+/** Some key of `a`'s writes is read, compared or written by `b` (exact keys and prefixes). */
+function writesInto(a: Footprint, b: Footprint): boolean {
+  for (const key of a.writes) if (covered(key, b.touches, b.touchPrefixes)) return true;
+  for (const p of a.writePrefixes) {
+    for (const key of b.touches) if (key.startsWith(p)) return true;
+    if (b.touchPrefixes.some((q) => q.startsWith(p) || p.startsWith(q))) return true;
+  }
+  return false;
+}
+
+/** The accumulated footprint of a combined request being gathered. */
+class Gathered {
+  readonly calls: Pending[] = [];
+  readonly footprint: Footprint = { writes: new Set(), writePrefixes: [], touches: new Set(), touchPrefixes: [] };
+  parts = 0;
+  longest = 0;
+  bytes = 0;
+
+  /** `p` can join: no conflict either way, and the request stays within etcd's limits. */
+  admits(p: Pending): boolean {
+    if (this.calls.length === 0) return true;
+    const parts = this.parts + p.parts.length;
+    if (parts + Math.max(this.longest, p.longest) > MAX_TXN_OPS) return false;
+    if (this.bytes + p.bytes > MAX_COMBINED_REQUEST_BYTES) return false;
+    return !writesInto(p.footprint, this.footprint) && !writesInto(this.footprint, p.footprint);
+  }
+
+  add(p: Pending): void {
+    this.calls.push(p);
+    this.parts += p.parts.length;
+    this.longest = Math.max(this.longest, p.longest);
+    this.bytes += p.bytes;
+    const f = this.footprint;
+    for (const k of p.footprint.writes) f.writes.add(k);
+    for (const k of p.footprint.touches) f.touches.add(k);
+    f.writePrefixes.push(...p.footprint.writePrefixes);
+    f.touchPrefixes.push(...p.footprint.touchPrefixes);
+  }
+}
+
+/**
+ * The nested txns `spec` becomes in a combined request, or undefined when it is not combined (it
+ * writes nothing, or has a shape other than flat or a batch of flat nested txns).
+ */
+function partsOf(spec: TxnSpec): { parts: readonly TxnSpec[]; batch: boolean } | undefined {
+  if (!writesAny([...spec.success, ...(spec.failure ?? [])])) return undefined;
+  const failure = spec.failure ?? [];
+  if (!hasNested(spec.success) && !hasNested(failure)) return { parts: [spec], batch: false };
+  if (spec.compare.length > 0 || failure.length > 0) return undefined;
+  const parts: TxnSpec[] = [];
+  for (const o of spec.success) {
+    if (o.type !== 'txn' || hasNested(o.txn.success) || hasNested(o.txn.failure ?? [])) return undefined;
+    parts.push(o.txn);
+  }
+  return { parts, batch: true };
+}
+
+/**
+ * etcd refused the request before applying any of it: too many ops, a key written twice, too
+ * large, a put to a lease that is gone, the NOSPACE alarm, no permission. (Not `unavailable`,
+ * `other` or `response-too-large`: the request may have been applied.)
+ */
+function refusedUnapplied(err: unknown): boolean {
+  return err instanceof EtcdError && UNAPPLIED.has(err.failure);
+}
+
+const UNAPPLIED: ReadonlySet<EtcdFailure> = new Set<EtcdFailure>([
+  'too-many-ops',
+  'duplicate-key',
+  'request-too-large',
+  'lease-not-found',
+  'no-space',
+  'permission-denied',
+]);
+
+function longestList(parts: readonly TxnSpec[]): number {
+  let longest = 0;
+  for (const p of parts) longest = Math.max(longest, p.compare.length, p.success.length, (p.failure ?? []).length);
+  return longest;
+}
+
+export class CombiningBackend implements KvBackend {
+  readonly #inner: KvBackend;
+  readonly #maxInFlight: number;
+  readonly #observe: ((txns: number) => void) | undefined;
+  #queue: Pending[] = [];
+  #inFlight = 0;
+  #scheduled = false;
+
+  constructor(inner: KvBackend, options: CombiningOptions) {
+    this.#inner = inner;
+    this.#maxInFlight = Math.max(1, Math.floor(options.maxInFlight));
+    this.#observe = options.observe;
+  }
+
+  txn(spec: TxnSpec, options?: TxnOptions): Promise<TxnResult> {
+    if (options?.urgent === true) return this.#inner.txn(spec, options);
+    const shape = partsOf(spec);
+    const bytes = shape === undefined ? 0 : requestBytesOf(spec);
+    if (shape === undefined || bytes > MAX_COMBINED_REQUEST_BYTES) return this.#inner.txn(spec);
+    return new Promise<TxnResult>((resolve, reject) => {
+      this.#queue.push({
+        spec,
+        parts: shape.parts,
+        batch: shape.batch,
+        footprint: footprintOf(spec),
+        bytes,
+        longest: longestList(shape.parts),
+        resolve,
+        reject,
+      });
+      this.#schedule();
+    });
+  }
+
+  /** Send at the end of this turn, unless every request slot is taken (a returning request sends). */
+  #schedule(): void {
+    if (this.#scheduled || this.#inFlight >= this.#maxInFlight) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    while (this.#queue.length > 0 && this.#inFlight < this.#maxInFlight) {
+      // In queue order, every txn that fits with those taken before it; the others wait for the next request.
+      const gathered = new Gathered();
+      const rest: Pending[] = [];
+      for (const p of this.#queue) {
+        if (gathered.admits(p)) gathered.add(p);
+        else rest.push(p);
+      }
+      this.#queue = rest;
+      this.#inFlight += 1;
+      this.#observe?.(gathered.calls.length);
+      const calls = gathered.calls;
+      void this.#send(calls)
+        .catch((err: unknown) => {
+          for (const c of calls) c.reject(err);
+        })
+        .finally(() => {
+          this.#inFlight -= 1;
+          if (this.#queue.length > 0) this.#schedule();
+        });
+    }
+  }
+
+  /** One request for `calls`, each settled with its own result (a throw here rejects the unsettled). */
+  async #send(calls: readonly Pending[]): Promise<void> {
+    const [only] = calls;
+    if (calls.length === 1 && only !== undefined) {
+      await this.#inner.txn(only.spec).then(only.resolve, only.reject);
+      return;
+    }
+    let res: TxnResult;
+    try {
+      res = await this.#inner.txn({
+        compare: [],
+        success: calls.flatMap((c) => c.parts.map((txn): Op => ({ type: 'txn', txn }))),
+      });
+    } catch (err) {
+      if (!refusedUnapplied(err)) {
+        for (const c of calls) c.reject(err);
+        return;
+      }
+      // etcd refused the request as a whole and applied none of it (a lease one txn puts to is
+      // gone, the NOSPACE alarm refuses another's puts, ...): each txn alone gets its own answer.
+      await Promise.all(calls.map((c) => this.#inner.txn(c.spec).then(c.resolve, c.reject)));
+      return;
+    }
+    const results: TxnResult[] = [];
+    let at = 0;
+    for (const c of calls) {
+      const nested = res.responses
+        .slice(at, at + c.parts.length)
+        .map((r) => r.txn)
+        .filter((n): n is NestedResult => n !== undefined);
+      at += c.parts.length;
+      const [one] = nested;
+      if (one === undefined || nested.length !== c.parts.length) {
+        const err = new EtcdError('other', 'a combined etcd txn returned fewer nested results than it sent');
+        for (const d of calls) d.reject(err);
+        return;
+      }
+      results.push(
+        c.batch
+          ? { succeeded: true, revision: res.revision, responses: nested.map((txn) => ({ kvs: [], txn })) }
+          : { succeeded: one.succeeded, revision: res.revision, responses: one.responses },
+      );
+    }
+    calls.forEach((c, i) => {
+      const r = results[i];
+      if (r !== undefined) c.resolve(r);
+    });
+  }
+
+  range(prefix: string, options: RangeOptions): Promise<RangePage> {
+    return this.#inner.range(prefix, options);
+  }
+
+  status(): Promise<BackendStatus> {
+    return this.#inner.status();
+  }
+
+  grantLease(ttlSeconds: number): Promise<string> {
+    return this.#inner.grantLease(ttlSeconds);
+  }
+
+  revokeLease(leaseId: string): Promise<void> {
+    return this.#inner.revokeLease(leaseId);
+  }
+
+  leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper {
+    return this.#inner.leaseKeeper(options);
+  }
+
+  watch(range: KeyRange, fromRevision: bigint, listener: WatchListener): Promise<WatchHandle> {
+    return this.#inner.watch(range, fromRevision, listener);
+  }
+
+  close(): void {
+    this.#inner.close();
+  }
+}
