@@ -215,7 +215,6 @@ describe('CombiningBackend', () => {
           const rec = recording(etcd.connect());
           const combined = new CombiningBackend(rec.backend, { maxInFlight: inFlight });
           await rec.backend.txn({ compare: [], success: keys.map((k) => op.put(k, '0')) });
-          // Each txn alone, on its own etcd (refused requests included: a request etcd would refuse alone).
           const settledOrder: number[] = [];
           const got = await Promise.all(
             specs.map((s, i) =>
@@ -231,8 +230,9 @@ describe('CombiningBackend', () => {
               ),
             ),
           );
-          // Replayed one by one in the order the requests answered (with one request in flight, the
-          // order they ran; txns of one request commute, as none writes what another touches).
+          // Each txn alone, one by one on a second etcd, in the order the requests answered (with one
+          // request in flight, the order they ran; txns of one request commute, as none writes what
+          // another touches); refusals included. With two in flight, only the limits are checked.
           if (inFlight === 1) {
             const alone = memoryEtcd().connect();
             await alone.txn({ compare: [], success: keys.map((k) => op.put(k, '0')) });

@@ -106,6 +106,33 @@ describe('expiry by the coordinator clock', () => {
     expect(ordinary).toMatchObject({ type: 'lease.granted', taskId: 't2' });
   });
 
+  it("hands an expired session's task over while an ordinary etcd request is still in flight (its end and grant are urgent)", async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    await cluster.submit(c1, 't2', 'r2');
+    const a = await cluster.worker(c1, 'wa');
+    const old = tokenOf(await cluster.acquire(a));
+    await cluster.advance(TTL - 500);
+    const b = await cluster.worker(c1, 'wb');
+    const c = await cluster.worker(c1, 'wc');
+    // An ordinary grant whose etcd request does not come back: write txns that are not urgent wait
+    // behind it (one combined request in flight, ETCD_COMBINED_REQUESTS=1).
+    c1.backend.holdNextTxns(1);
+    let ordinary: unknown;
+    void cluster.acquire(c).then((reply) => (ordinary = reply));
+    await cluster.settle();
+    expect(c1.backend.heldTxns).toBe(1);
+    let taken: unknown;
+    void cluster.acquire(b, { waitMs: 10_000 }).then((reply) => (taken = reply));
+    await cluster.settle();
+    await cluster.advance(500);
+    expect(taken).toMatchObject({ type: 'lease.granted', taskId: 't1', attempt: 2 });
+    expect(tokenOf(taken as never)).toBeGreaterThan(old);
+    expect(ordinary).toBeUndefined();
+    c1.backend.releaseHeld();
+    await cluster.settle();
+    expect(ordinary).toMatchObject({ type: 'lease.granted', taskId: 't2' });
+  });
+
   it('does not move the fence at expiry (default): the old holder can still write until a takeover', async () => {
     const old = await holderPastExpiry(cluster, c1);
     expect(cluster.fence.fence('r1')).toBe(old);

@@ -2,7 +2,8 @@
  * One coordinator's client of a `MemoryEtcd` (through its {@link MemoryCluster} seam): the coordinator's `KvBackend` port, with the
  * faults a test sets per client — `down` (every call fails, as in a partition), a paused watch (a
  * stale index), `loseNextReply` (a txn applied whose reply is lost) and `refuseAll` (etcd answers,
- * but says no) — and the client's receive limit (`maxResponseBytes`).
+ * but says no), held txns (`holdNextTxns`: requests in flight until released) — and the client's
+ * receive limit (`maxResponseBytes`).
  */
 import {
   EtcdRefusedError,
@@ -38,6 +39,8 @@ export class MemoryBackend implements KvBackend {
   refuseAll: Exclude<EtcdFailure, 'unavailable'> | undefined;
   readonly #timers: Timers;
   readonly #maxResponseBytes: number;
+  #toHold = 0;
+  #held: (() => void)[] = [];
 
   constructor(cluster: MemoryCluster, options: MemoryClientOptions = {}) {
     this.cluster = cluster;
@@ -64,7 +67,32 @@ export class MemoryBackend implements KvBackend {
     if (this.refuseAll !== undefined) throw new EtcdRefusedError(this.refuseAll, `etcd ${what} refused (memory fault)`);
   }
 
+  /** The next `n` txns stay in flight, not yet applied, until {@link releaseHeld}. */
+  holdNextTxns(n: number): void {
+    this.#toHold = n;
+  }
+
+  /** Txns held in flight now. */
+  get heldTxns(): number {
+    return this.#held.length;
+  }
+
+  /** Let every held txn reach etcd (in the order they were sent). */
+  releaseHeld(): void {
+    const held = this.#held;
+    this.#held = [];
+    for (const go of held) go();
+  }
+
   txn(spec: TxnSpec): Promise<TxnResult> {
+    if (this.#toHold > 0) {
+      this.#toHold -= 1;
+      return new Promise<void>((go) => this.#held.push(go)).then(() => this.#apply(spec));
+    }
+    return this.#apply(spec);
+  }
+
+  #apply(spec: TxnSpec): Promise<TxnResult> {
     return Promise.resolve().then(() => {
       this.#check('txn');
       const result = this.cluster.txn(spec);
