@@ -75,6 +75,12 @@ export interface TxnOptions {
    * request with other txns (etcd/combining-backend.ts) nor queued behind one in flight.
    */
   readonly urgent?: boolean;
+  /**
+   * At most this many bytes of values the txn's gets return, when that may be more than a task
+   * record's bound per get (a grant reads payloads): a combined request keeps its reply within the
+   * client's receive limit by it.
+   */
+  readonly replyBytes?: number;
 }
 
 export interface TxnResult {

@@ -68,7 +68,7 @@ describe('CombiningBackend', () => {
   it('sends the write txns of one turn as one request, each answered with what it alone would get', async () => {
     const etcd = memoryEtcd();
     const rec = recording(etcd.connect());
-    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1 });
+    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1, maxReplyBytes: 32 * 1024 * 1024 });
     await combined.txn({ compare: [], success: [op.put('a', '1'), op.put('b', '1')] });
     rec.requests.length = 0;
 
@@ -101,7 +101,7 @@ describe('CombiningBackend', () => {
   it('keeps txns apart when one writes a key another reads, compares or writes', async () => {
     const etcd = memoryEtcd();
     const rec = recording(etcd.connect());
-    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1 });
+    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1, maxReplyBytes: 32 * 1024 * 1024 });
     await rec.backend.txn({ compare: [], success: [op.put('p/1', '1')] });
     rec.requests.length = 0;
     const first = combined.txn({ compare: [cmp.absent('k')], success: [op.put('k', '1')] });
@@ -123,7 +123,7 @@ describe('CombiningBackend', () => {
   it('answers each txn on its own when etcd refuses the combined request as a whole', async () => {
     const etcd = memoryEtcd();
     const rec = recording(etcd.connect());
-    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1 });
+    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1, maxReplyBytes: 32 * 1024 * 1024 });
     const lease = await rec.backend.grantLease(10);
     await rec.backend.revokeLease(lease);
     rec.requests.length = 0;
@@ -141,7 +141,7 @@ describe('CombiningBackend', () => {
   it("keeps every request within etcd's op and byte limits; reads, large and urgent txns go at once", async () => {
     const etcd = memoryEtcd();
     const rec = recording(etcd.connect());
-    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1 });
+    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1, maxReplyBytes: 32 * 1024 * 1024 });
     const batch = (n: number, tag: string): TxnSpec => ({
       compare: [],
       success: Array.from({ length: n }, (_, i) =>
@@ -175,6 +175,31 @@ describe('CombiningBackend', () => {
       expect(opsBound(r)).toBeLessThanOrEqual(128);
       expect(requestBytesOf(r)).toBeLessThanOrEqual(MAX_COMBINED_REQUEST_BYTES);
     }
+  });
+
+  it("keeps a combined reply within the client's receive limit, by the txns' reply bounds", async () => {
+    const etcd = memoryEtcd();
+    // The client refuses replies over 100 kB; two 60 kB reads would pass it together.
+    const rec = recording(etcd.connect({ maxResponseBytes: 100_000 }));
+    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1, maxReplyBytes: 100_000 });
+    await rec.backend.txn({
+      compare: [],
+      success: [op.put('big1', 'x'.repeat(60_000)), op.put('big2', 'y'.repeat(60_000))],
+    });
+    rec.requests.length = 0;
+    const reads = ['1', '2'].map((n) =>
+      combined.txn({ compare: [], success: [op.put(`w${n}`, '1'), op.get(`big${n}`)] }, { replyBytes: 61_000 }),
+    );
+    // A prefix read has no bound: it goes alone, at once.
+    const prefixed = combined.txn({ compare: [], success: [op.put('w3', '1'), op.getPrefix('big')] }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(rec.requests).toHaveLength(1);
+    const results = await Promise.all(reads);
+    expect(results.map((r) => r.responses[1]?.kvs[0]?.value.length)).toEqual([60_000, 60_000]);
+    expect(rec.requests).toHaveLength(3);
+    expect(await prefixed).toMatchObject({ failure: 'response-too-large' });
   });
 
   it('gives every caller the outcome of some order of the txns, one after another (property)', async () => {
@@ -213,7 +238,10 @@ describe('CombiningBackend', () => {
         async (specs, inFlight) => {
           const etcd = memoryEtcd();
           const rec = recording(etcd.connect());
-          const combined = new CombiningBackend(rec.backend, { maxInFlight: inFlight });
+          const combined = new CombiningBackend(rec.backend, {
+            maxInFlight: inFlight,
+            maxReplyBytes: 32 * 1024 * 1024,
+          });
           await rec.backend.txn({ compare: [], success: keys.map((k) => op.put(k, '0')) });
           const settledOrder: number[] = [];
           const got = await Promise.all(

@@ -20,7 +20,9 @@
  * txns go in separate requests, as before. A combined request never needs etcd to refuse it where a
  * lone txn would not: each level's ops stay within `--max-txn-ops` (128: the top level's count plus
  * the longest list of any part), the request within {@link MAX_COMBINED_REQUEST_BYTES}, and no key
- * is written by two parts (etcd's duplicate-key rule).
+ * is written by two parts (etcd's duplicate-key rule). Nor its reply the client's receive limit:
+ * the txns' reply bounds (`TxnOptions.replyBytes`, a grant's payloads; else {@link GET_REPLY_BYTES}
+ * per get) add up to at most half of it, and a write txn with a prefix read (no bound) goes alone.
  *
  * What is combined: a txn that writes (puts or deletes, at any level) and is either flat (no
  * nested txn: it becomes one nested txn) or a batch of flat nested txns under a txn without
@@ -47,6 +49,7 @@ import type {
   WatchHandle,
   WatchListener,
 } from './backend.js';
+import { MAX_TASK_RECORD_BYTES } from '../core/task-record.js';
 import { EtcdError, type EtcdFailure } from '../errors.js';
 
 /** etcd's default `--max-txn-ops`. */
@@ -59,9 +62,21 @@ const MAX_TXN_OPS = 128;
  */
 export const MAX_COMBINED_REQUEST_BYTES = 1_200_000;
 
+/**
+ * What one get of a write txn may return when the txn says nothing else (`TxnOptions.replyBytes`):
+ * a task record (the largest value the coordinator reads in a write txn, but a grant's payload)
+ * and its key.
+ */
+export const GET_REPLY_BYTES = MAX_TASK_RECORD_BYTES + 1024;
+
 export interface CombiningOptions {
   /** Combined requests running at once (≥ 1). */
   readonly maxInFlight: number;
+  /**
+   * The most a combined request's reply may carry, by its txns' bounds (`TxnOptions.replyBytes`, or
+   * {@link GET_REPLY_BYTES} per get): half the client's receive limit. A txn over it alone is sent alone.
+   */
+  readonly maxReplyBytes: number;
   /** Told the number of txns in every combined request sent (1 = a txn sent alone). */
   readonly observe?: (txns: number) => void;
 }
@@ -83,6 +98,8 @@ interface Pending {
   readonly batch: boolean;
   readonly footprint: Footprint;
   readonly bytes: number;
+  /** The most its reply may carry. */
+  readonly replyBytes: number;
   /** The longest list (compares, success, failure) of any part. */
   readonly longest: number;
   readonly resolve: (r: TxnResult) => void;
@@ -98,11 +115,9 @@ function leafOps(ops: readonly Op[], visit: (o: Exclude<Op, { readonly type: 'tx
   }
 }
 
-/** Some op, at any depth, puts or deletes. */
-function writesAny(ops: readonly Op[]): boolean {
-  return ops.some((o) =>
-    o.type === 'txn' ? writesAny([...o.txn.success, ...(o.txn.failure ?? [])]) : o.type !== 'get',
-  );
+/** Some op that is not a nested txn, at any depth, of either branch, is one `test` accepts. */
+function anyLeaf(ops: readonly Op[], test: (o: Exclude<Op, { readonly type: 'txn' }>) => boolean): boolean {
+  return ops.some((o) => (o.type === 'txn' ? anyLeaf([...o.txn.success, ...(o.txn.failure ?? [])], test) : test(o)));
 }
 
 function allCompares(spec: TxnSpec, visit: (c: Compare) => void): void {
@@ -112,6 +127,15 @@ function allCompares(spec: TxnSpec, visit: (c: Compare) => void): void {
 
 function hasNested(ops: readonly Op[]): boolean {
   return ops.some((o) => o.type === 'txn');
+}
+
+/** How many gets `spec` has, in both branches at every level. */
+function getsOf(spec: TxnSpec): number {
+  let gets = 0;
+  leafOps([{ type: 'txn', txn: spec }], (o) => {
+    if (o.type === 'get') gets += 1;
+  });
+  return gets;
 }
 
 /** The request size of `spec` as the memory etcd counts it against `--max-request-bytes`. */
@@ -162,18 +186,25 @@ function writesInto(a: Footprint, b: Footprint): boolean {
 
 /** The accumulated footprint of a combined request being gathered. */
 class Gathered {
+  readonly #maxReplyBytes: number;
   readonly calls: Pending[] = [];
   readonly footprint: Footprint = { writes: new Set(), writePrefixes: [], touches: new Set(), touchPrefixes: [] };
   parts = 0;
   longest = 0;
   bytes = 0;
+  replyBytes = 0;
 
-  /** `p` can join: no conflict either way, and the request stays within etcd's limits. */
+  constructor(maxReplyBytes: number) {
+    this.#maxReplyBytes = maxReplyBytes;
+  }
+
+  /** `p` can join: no conflict either way, and the request and its reply stay within the limits. */
   admits(p: Pending): boolean {
     if (this.calls.length === 0) return true;
     const parts = this.parts + p.parts.length;
     if (parts + Math.max(this.longest, p.longest) > MAX_TXN_OPS) return false;
     if (this.bytes + p.bytes > MAX_COMBINED_REQUEST_BYTES) return false;
+    if (this.replyBytes + p.replyBytes > this.#maxReplyBytes) return false;
     return !writesInto(p.footprint, this.footprint) && !writesInto(this.footprint, p.footprint);
   }
 
@@ -182,6 +213,7 @@ class Gathered {
     this.parts += p.parts.length;
     this.longest = Math.max(this.longest, p.longest);
     this.bytes += p.bytes;
+    this.replyBytes += p.replyBytes;
     const f = this.footprint;
     for (const k of p.footprint.writes) f.writes.add(k);
     for (const k of p.footprint.touches) f.touches.add(k);
@@ -195,7 +227,10 @@ class Gathered {
  * writes nothing, or has a shape other than flat or a batch of flat nested txns).
  */
 function partsOf(spec: TxnSpec): { parts: readonly TxnSpec[]; batch: boolean } | undefined {
-  if (!writesAny([...spec.success, ...(spec.failure ?? [])])) return undefined;
+  const ops = [...spec.success, ...(spec.failure ?? [])];
+  if (!anyLeaf(ops, (o) => o.type !== 'get')) return undefined;
+  // A prefix read's reply has no bound the txn could state.
+  if (anyLeaf(ops, (o) => o.type === 'get' && o.prefix === true)) return undefined;
   const failure = spec.failure ?? [];
   if (!hasNested(spec.success) && !hasNested(failure)) return { parts: [spec], batch: false };
   if (spec.compare.length > 0 || failure.length > 0) return undefined;
@@ -234,6 +269,7 @@ function longestList(parts: readonly TxnSpec[]): number {
 export class CombiningBackend implements KvBackend {
   readonly #inner: KvBackend;
   readonly #maxInFlight: number;
+  readonly #maxReplyBytes: number;
   readonly #observe: ((txns: number) => void) | undefined;
   #queue: Pending[] = [];
   #inFlight = 0;
@@ -242,14 +278,17 @@ export class CombiningBackend implements KvBackend {
   constructor(inner: KvBackend, options: CombiningOptions) {
     this.#inner = inner;
     this.#maxInFlight = Math.max(1, Math.floor(options.maxInFlight));
+    this.#maxReplyBytes = options.maxReplyBytes;
     this.#observe = options.observe;
   }
 
   txn(spec: TxnSpec, options?: TxnOptions): Promise<TxnResult> {
     if (options?.urgent === true) return this.#inner.txn(spec, options);
     const shape = partsOf(spec);
-    const bytes = shape === undefined ? 0 : requestBytesOf(spec);
-    if (shape === undefined || bytes > MAX_COMBINED_REQUEST_BYTES) return this.#inner.txn(spec);
+    if (shape === undefined) return this.#inner.txn(spec);
+    const bytes = requestBytesOf(spec);
+    const replyBytes = options?.replyBytes ?? getsOf(spec) * GET_REPLY_BYTES;
+    if (bytes > MAX_COMBINED_REQUEST_BYTES || replyBytes > this.#maxReplyBytes) return this.#inner.txn(spec);
     return new Promise<TxnResult>((resolve, reject) => {
       this.#queue.push({
         spec,
@@ -257,6 +296,7 @@ export class CombiningBackend implements KvBackend {
         batch: shape.batch,
         footprint: footprintOf(spec),
         bytes,
+        replyBytes,
         longest: longestList(shape.parts),
         resolve,
         reject,
@@ -278,7 +318,7 @@ export class CombiningBackend implements KvBackend {
   #flush(): void {
     while (this.#queue.length > 0 && this.#inFlight < this.#maxInFlight) {
       // In queue order, every txn that fits with those taken before it; the others wait for the next request.
-      const gathered = new Gathered();
+      const gathered = new Gathered(this.#maxReplyBytes);
       const rest: Pending[] = [];
       for (const p of this.#queue) {
         if (gathered.admits(p)) gathered.add(p);

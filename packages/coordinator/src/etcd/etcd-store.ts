@@ -35,7 +35,7 @@ export function etcdBackendOf(
  */
 export function leaseStoreOf(
   backend: KvBackend,
-  etcd: Pick<CoordinatorConfig['etcd'], 'prefix' | 'pageBytes' | 'combinedRequests'>,
+  etcd: Pick<CoordinatorConfig['etcd'], 'prefix' | 'pageBytes' | 'combinedRequests' | 'maxResponseBytes'>,
   metrics: Pick<Metrics, 'etcdTxn' | 'etcdErrors' | 'batchItems'>,
 ): KvLeaseStore {
   const store =
@@ -43,6 +43,7 @@ export function leaseStoreOf(
       ? backend
       : new CombiningBackend(backend, {
           maxInFlight: etcd.combinedRequests,
+          maxReplyBytes: Math.floor(etcd.maxResponseBytes / 2),
           observe: (txns) => {
             metrics.batchItems.observe({ kind: 'etcd_request' }, txns);
           },

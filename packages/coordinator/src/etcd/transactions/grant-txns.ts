@@ -11,6 +11,7 @@ import type { Compare, KeyValue, Op, TxnOptions } from '../backend.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
 import { parseHolding, parseSession } from '../reads.js';
+import { GET_REPLY_BYTES } from '../combining-backend.js';
 import { encodeChecked, recordWriteOps } from '../record-ops.js';
 
 /**
@@ -111,7 +112,8 @@ export async function grantOwners(
       res.succeeded
         ? { kind: 'granted', token: revision, payload: firstKv(res, 3)?.value }
         : failedGrant(keys, j, firstKv(res, 0), firstKv(res, 1), revision),
-    options,
+    // The reply: per job its payload (success) or its session and holding (failure).
+    { ...options, replyBytes: jobs.reduce((n, j) => n + Math.max(j.next.payloadBytes + 1024, 2 * GET_REPLY_BYTES), 0) },
   );
 }
 
