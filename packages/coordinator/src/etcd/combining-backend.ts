@@ -15,22 +15,29 @@
  * and reads see what they would have seen had it run first or second, its writes do not depend on
  * the other, and the request is what running them in either order gives, at one revision. (Only a
  * compare of a key an earlier part writes, and etcd's duplicate-key rule, make the check needed;
- * keeping gets apart too costs a little combining and keeps the rule one line.) Txns that were sent concurrently had no order before either (etcd may
- * apply two concurrent requests in any order), so a caller loses no guarantee it had. Conflicting
- * txns go in separate requests, as before. A combined request never needs etcd to refuse it where a
- * lone txn would not: each level's ops stay within `--max-txn-ops` (128: the top level's count plus
- * the longest list of any part), the request within {@link MAX_COMBINED_REQUEST_BYTES}, and no key
- * is written by two parts (etcd's duplicate-key rule). Nor its reply the client's receive limit:
- * the txns' reply bounds (`TxnOptions.replyBytes`, a grant's payloads; else {@link GET_REPLY_BYTES}
- * per get) add up to at most half of it, and a write txn with a prefix read (no bound) goes alone.
+ * keeping gets apart too costs a little combining and keeps the rule one line.) Txns sent
+ * concurrently had no order before either (etcd may apply two concurrent requests in any order),
+ * so a caller loses no guarantee it had; conflicting txns go in separate requests, as before.
+ *
+ * Limits. A combined request never makes etcd refuse what a lone txn would not: each level's ops
+ * stay within `--max-txn-ops` (128: the top level's count plus the longest list of any part), the
+ * request within {@link MAX_COMBINED_REQUEST_BYTES}, and no key is written by two parts (etcd's
+ * duplicate-key rule). Its reply stays within the client's receive limit: the txns' reply bounds
+ * (`TxnOptions.replyBytes`, a grant's payloads; else {@link GET_REPLY_BYTES} per get) add up to at
+ * most half of it, and a write txn with a prefix read (no bound) goes alone.
  *
  * What is combined: a txn that writes (puts or deletes, at any level) and is either flat (no
  * nested txn: it becomes one nested txn) or a batch of flat nested txns under a txn without
  * compares and failure ops (as `Kv.txnEach` builds: its nested txns are taken as they are). Reads
  * (txns that write nothing), other shapes and urgent txns (`TxnOptions.urgent`: session ends and
- * takeover grants, which must not wait behind ordinary work) pass straight through, at once. A txn alone in its turn is sent
- * unchanged. A thrown request fails every txn in it (their outcomes unknown, as for any lost reply);
- * nothing is re-sent.
+ * takeover grants, which must not wait behind ordinary work) pass straight through, at once. A txn
+ * alone in its turn is sent unchanged.
+ *
+ * Failures. A request that failed in a way that may have applied it (unavailable, a lost or too
+ * large reply, anything unknown) fails every txn in it, their outcomes unknown as for any lost
+ * reply: nothing is re-sent. A request etcd refused before applying any of it (a lease one txn puts
+ * to is gone, the NOSPACE alarm, too many ops, ...) is sent again txn by txn, each getting its own
+ * answer, as it would have alone.
  */
 import type {
   BackendStatus,
