@@ -118,6 +118,8 @@ describe('checkWriteHead', () => {
       }),
       { numRuns: 3000 },
     );
-    expect(accepted).toBeGreaterThan(50);
+    // Enough bodies got through for the property to say something. Over 60 seeds 52–98 of 3,000 did
+    // (mean ~75): the bar of 50 failed one CI run in a few hundred (49), so it is 20 now.
+    expect(accepted).toBeGreaterThan(20);
   });
 });
