@@ -71,8 +71,8 @@ export const MAX_COMBINED_REQUEST_BYTES = 1_200_000;
 
 /**
  * What one get of a write txn may return when the txn says nothing else (`TxnOptions.replyBytes`):
- * a task record (the largest value the coordinator reads in a write txn, but a grant's payload)
- * and its key.
+ * a task record (the largest value the coordinator reads in a write txn, other than a grant's
+ * payload) and its key.
  */
 export const GET_REPLY_BYTES = MAX_TASK_RECORD_BYTES + 1024;
 
@@ -81,7 +81,8 @@ export interface CombiningOptions {
   readonly maxInFlight: number;
   /**
    * The most a combined request's reply may carry, by its txns' bounds (`TxnOptions.replyBytes`, or
-   * {@link GET_REPLY_BYTES} per get): half the client's receive limit. A txn over it alone is sent alone.
+   * {@link GET_REPLY_BYTES} per get): half the client's receive limit. A txn whose own bound passes
+   * it is sent alone.
    */
   readonly maxReplyBytes: number;
   /** Told the number of txns in every combined request sent (1 = a txn sent alone). */
