@@ -42,6 +42,7 @@ export type { EtcdFailure } from './errors.js';
  * injected timers: for other backends and tests.
  */
 export * from './etcd/backend.js';
+export { requestBytesOf } from './etcd/combining-backend.js';
 export type { TimerHandle, Timers } from './core/timers.js';
 export { SinkFenceTarget } from './fence/sink-fence-target.js';
 export type { FenceTarget, AdvanceItem, AdvanceItemResult, SinkProbe } from './fence/port.js';

@@ -146,7 +146,10 @@ function getsOf(spec: TxnSpec): number {
   return gets;
 }
 
-/** The request size of `spec` as the memory etcd counts it against `--max-request-bytes`. */
+/**
+ * The request size of `spec`, as counted against etcd's `--max-request-bytes` here and by the
+ * memory etcd (`@leasehold/testing`): keys and values, 8 bytes per op and 16 per compare.
+ */
 export function requestBytesOf(spec: TxnSpec): number {
   let bytes = 0;
   leafOps([{ type: 'txn', txn: spec }], (o) => {

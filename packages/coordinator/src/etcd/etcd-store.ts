@@ -30,25 +30,31 @@ export function etcdBackendOf(
 }
 
 /**
- * The lease store on `backend`, its txns timed and its failures counted; write txns ready at once
- * share requests (`combinedRequests` of them in flight; 0: none shared).
+ * `backend` with write txns ready at once sharing requests (`combinedRequests` of them in flight,
+ * their replies within half the receive limit), or `backend` itself when `combinedRequests` is 0.
  */
+export function combiningBackendOf(
+  backend: KvBackend,
+  etcd: Pick<CoordinatorConfig['etcd'], 'combinedRequests' | 'maxResponseBytes'>,
+  metrics?: Pick<Metrics, 'batchItems'>,
+): KvBackend {
+  if (etcd.combinedRequests === 0) return backend;
+  return new CombiningBackend(backend, {
+    maxInFlight: etcd.combinedRequests,
+    maxReplyBytes: Math.floor(etcd.maxResponseBytes / 2),
+    observe: (txns) => {
+      metrics?.batchItems.observe({ kind: 'etcd_request' }, txns);
+    },
+  });
+}
+
+/** The lease store on `backend` ({@link combiningBackendOf}), its txns timed and its failures counted. */
 export function leaseStoreOf(
   backend: KvBackend,
   etcd: Pick<CoordinatorConfig['etcd'], 'prefix' | 'pageBytes' | 'combinedRequests' | 'maxResponseBytes'>,
   metrics: Pick<Metrics, 'etcdTxn' | 'etcdErrors' | 'batchItems'>,
 ): KvLeaseStore {
-  const store =
-    etcd.combinedRequests === 0
-      ? backend
-      : new CombiningBackend(backend, {
-          maxInFlight: etcd.combinedRequests,
-          maxReplyBytes: Math.floor(etcd.maxResponseBytes / 2),
-          observe: (txns) => {
-            metrics.batchItems.observe({ kind: 'etcd_request' }, txns);
-          },
-        });
-  return new KvLeaseStore(store, new KeyLayout(etcd.prefix), {
+  return new KvLeaseStore(combiningBackendOf(backend, etcd, metrics), new KeyLayout(etcd.prefix), {
     observer: {
       onTxn: (txn, seconds, outcome) => {
         // Label values lower-case, like every leasehold metric: `submitTask` → `submit_task`.

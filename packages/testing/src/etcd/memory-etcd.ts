@@ -34,6 +34,7 @@
 import {
   EtcdRefusedError,
   inRange,
+  requestBytesOf,
   type BackendStatus,
   type KeyRange,
   type KeyValue,
@@ -140,12 +141,6 @@ function* leafOps(spec: TxnSpec, branches: 'success' | 'both'): Generator<LeafOp
     if (o.type === 'txn') yield* leafOps(o.txn, branches);
     else yield o;
   }
-}
-
-/** Every compare of `spec`, nested ones included. */
-function* compares(spec: TxnSpec): Generator<TxnSpec['compare'][number]> {
-  yield* spec.compare;
-  for (const o of [...spec.success, ...(spec.failure ?? [])]) if (o.type === 'txn') yield* compares(o.txn);
 }
 
 /** The ops `path` runs, nested ones included. */
@@ -279,12 +274,8 @@ export class MemoryEtcd implements MemoryCluster {
     checkOpCounts(spec, MEMORY_MAX_TXN_OPS);
     checkDuplicateKeys(spec.success);
     checkDuplicateKeys(spec.failure ?? []);
-    let requestBytes = 0;
+    const requestBytes = requestBytesOf(spec);
     let writeBytes = 0;
-    for (const o of leafOps(spec, 'both')) {
-      requestBytes += o.key.length + (o.type === 'put' ? o.value.length : 0) + 8;
-    }
-    for (const c of compares(spec)) requestBytes += c.key.length + 16;
     for (const o of leafOps(spec, 'success')) if (o.type === 'put') writeBytes += o.key.length + o.value.length;
     if (requestBytes > this.#maxRequestBytes) {
       throw new EtcdRefusedError('request-too-large', 'etcdserver: request is too large');

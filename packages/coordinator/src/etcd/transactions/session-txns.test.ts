@@ -5,6 +5,7 @@ import type { EndArgs, SettleArgs } from '../../store/port.js';
 import { KeyLayout } from '../keys.js';
 import { Kv } from '../kv.js';
 import {
+  closeSession,
   endBatches,
   endNests,
   endOpsOf,
@@ -85,5 +86,32 @@ describe('endSessions', () => {
     await expect(endSessions(kv, keys, many)).rejects.toThrow(RangeError);
     await expect(endSessions(kv, keys, [])).rejects.toThrow(RangeError);
     expect(sent).toEqual([]);
+  });
+});
+
+describe('the txns of an expiry', () => {
+  it('are urgent: an end and a close are never held back to share an etcd request', async () => {
+    const timers = new ManualTimers(new ManualClock(1_000));
+    const kv = new Kv(new MemoryEtcd({ clock: timers.clock, timers }).connect());
+    const urgent: [string, boolean | undefined][] = [];
+    const txn = kv.txn.bind(kv);
+    kv.txn = (name, spec, options) => {
+      urgent.push([name, options?.urgent]);
+      return txn(name, spec, options);
+    };
+    const keys = new KeyLayout('p/');
+    await endSessions(kv, keys, [end('s1', ['r1'])]);
+    await endSessions(kv, keys, [end('s2', ['r2']), end('s3', ['r3'])]);
+    await closeSession(kv, keys, {
+      sessionId: 's4',
+      leaseId: '0',
+      knownModRevision: 5n,
+      record: { v: 1, workerId: 'w', incarnation: 'i', coordinatorId: 'c1', ttlMs: 5_000 } as never,
+    });
+    expect(urgent).toEqual([
+      ['endSession', true],
+      ['endSessions', true],
+      ['closeSession', true],
+    ]);
   });
 });
