@@ -4,8 +4,10 @@
  * itself once an operator has freed space, compacted, defragmented and disarmed the alarm.
  *
  * - submits: 503 `STORAGE_FULL` (retryable, Retry-After), nothing stored;
- * - grants fail safe: the grant txn is refused, so no owner key and no fence advance — and no
- *   `lease.granted`; a held lease renews (reads and keepalives work) but cannot complete yet;
+ * - grants fail safe, alone or batched (a request of nested txns, which etcd's quota does not
+ *   count: the coordinator's quota guard makes it): the grant txn is refused, so no owner key and
+ *   no fence advance — and no `lease.granted`; a held lease renews (reads and keepalives work)
+ *   but cannot complete yet;
  * - reads still work: the task view, the list, /readyz;
  * - the refusals are answers, not unavailability: the worker's socket stays open (no hand-off),
  *   `leasehold_coordinator_etcd_healthy` stays 1, and the db size metrics show the quota reached;
@@ -64,6 +66,7 @@ describe('etcd at its quota', () => {
   it('fills etcd through the API until submits are refused with 503 STORAGE_FULL', async () => {
     expect((await admin.submit('held', 'ns/held')).status).toBe(201);
     expect((await admin.submit('waiting', 'ns/waiting')).status).toBe(201);
+    expect((await admin.submit('waiting-b', 'ns/waiting-b')).status).toBe(201);
     holder = await stack.worker(url, 'holder');
     held = (await holder.acquire('q-held', 'held')) as Grant;
     expect(held.type).toBe('lease.granted');
@@ -85,11 +88,22 @@ describe('etcd at its quota', () => {
     const w = await stack.worker(url, 'latecomer').catch((err: unknown) => err);
     // A new session needs a lease: refused too. The holder's session (opened before) is used.
     expect(w).toBeInstanceOf(Error);
-    const reply = await holder.acquire('q-waiting', 'waiting');
-    expect(reply).toMatchObject({ type: 'error', code: 'STORAGE_FULL', retryable: true });
-    expect(holder.received.some((m) => m.type === 'lease.granted' && m.taskId === 'waiting')).toBe(false);
-    expect((await admin.resource('ns/waiting')).body).toMatchObject({ owner: null, token: null });
-    expect((await stack.sinkClient.getResource('ns/waiting')).fence).toBe(0n);
+    // Two acquires at once: their grants go as one etcd request of nested txns (a grant batch, or
+    // a combined request), and etcd's quota counts only top-level puts: refused because the
+    // coordinator guards such requests (etcd/quota-guard.ts).
+    const replies = await Promise.all([
+      holder.acquire('q-waiting', 'waiting'),
+      holder.acquire('q-waiting-b', 'waiting-b'),
+    ]);
+    for (const reply of replies) expect(reply).toMatchObject({ type: 'error', code: 'STORAGE_FULL', retryable: true });
+    for (const [taskId, resource] of [
+      ['waiting', 'ns/waiting'],
+      ['waiting-b', 'ns/waiting-b'],
+    ] as const) {
+      expect(holder.received.some((m) => m.type === 'lease.granted' && m.taskId === taskId)).toBe(false);
+      expect((await admin.resource(resource)).body).toMatchObject({ owner: null, token: null });
+      expect((await stack.sinkClient.getResource(resource)).fence).toBe(0n);
+    }
   });
 
   it('reads, renewals and keepalives go on; the refusals hand no session off', async () => {

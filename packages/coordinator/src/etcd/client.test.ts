@@ -58,6 +58,11 @@ describe('etcd client host policy', () => {
 
   it.each([
     ['8 RESOURCE_EXHAUSTED: Received message larger than max (4298875 vs 4194304)', 'response-too-large', 'INTERNAL'],
+    [
+      '8 RESOURCE_EXHAUSTED: grpc: received message larger than max (2621500 vs. 2097152)',
+      'request-too-large',
+      'PAYLOAD_TOO_LARGE',
+    ],
     ['8 RESOURCE_EXHAUSTED: etcdserver: mvcc: database space exceeded', 'no-space', 'STORAGE_FULL'],
     ['3 INVALID_ARGUMENT: etcdserver: request is too large', 'request-too-large', 'PAYLOAD_TOO_LARGE'],
     ['7 PERMISSION_DENIED: etcdserver: permission denied', 'permission-denied', 'INTERNAL'],

@@ -64,6 +64,16 @@ function opsBound(spec: TxnSpec): number {
   return top + nested;
 }
 
+/** The UTF-8 bytes of every key and value of `spec`, at every level. */
+function utf8BytesOf(spec: TxnSpec): number {
+  let bytes = 0;
+  for (const o of [...spec.success, ...(spec.failure ?? [])]) {
+    if (o.type === 'txn') bytes += utf8BytesOf(o.txn);
+    else bytes += Buffer.byteLength(o.key) + (o.type === 'put' ? Buffer.byteLength(o.value) : 0);
+  }
+  return bytes;
+}
+
 describe('CombiningBackend', () => {
   it('sends the write txns of one turn as one request, each answered with what it alone would get', async () => {
     const etcd = memoryEtcd();
@@ -157,6 +167,10 @@ describe('CombiningBackend', () => {
     const heavy = ['h1', 'h2', 'h3'].map((k) =>
       combined.txn({ compare: [], success: [op.put(k, 'x'.repeat(500_000))] }),
     );
+    // And three of 600 kB of UTF-8 in 200,000 characters each: bytes are what etcd limits.
+    const multibyte = ['m1', 'm2', 'm3'].map((k) =>
+      combined.txn({ compare: [], success: [op.put(k, '€'.repeat(200_000))] }),
+    );
     // A read goes at once, not at the end of the turn.
     const before = rec.requests.length;
     const read = combined.txn({ compare: [], success: [op.get('t0/0')] });
@@ -167,13 +181,15 @@ describe('CombiningBackend', () => {
     // And an urgent one (a session end, a takeover's grant): at once, not at the end of the turn.
     const urgent = combined.txn({ compare: [], success: [op.put('end', '1')] }, { urgent: true });
     expect(rec.requests.length).toBe(before + 3);
-    await Promise.all([...calls, ...heavy, read, big, urgent]);
+    await Promise.all([...calls, ...heavy, ...multibyte, read, big, urgent]);
     expect(rec.refused).toEqual([]);
     const combinedRequests = rec.requests.slice(before + 3);
-    expect(combinedRequests.length).toBeLessThan(12 + 3);
+    expect(combinedRequests.length).toBeLessThan(12 + 3 + 3);
     for (const r of combinedRequests) {
       expect(opsBound(r)).toBeLessThanOrEqual(128);
       expect(requestBytesOf(r)).toBeLessThanOrEqual(MAX_COMBINED_REQUEST_BYTES);
+      // Counted here on its own too (UTF-8, as gRPC sends it), not only by the rule under test.
+      expect(utf8BytesOf(r)).toBeLessThanOrEqual(MAX_COMBINED_REQUEST_BYTES);
     }
   });
 

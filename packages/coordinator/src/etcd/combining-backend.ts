@@ -148,15 +148,16 @@ function getsOf(spec: TxnSpec): number {
 
 /**
  * The request size of `spec`, as counted against etcd's `--max-request-bytes` here and by the
- * memory etcd (`@leasehold/testing`): keys and values, 8 bytes per op and 16 per compare.
+ * memory etcd (`@leasehold/testing`): keys and values in UTF-8 bytes (what gRPC sends), 8 bytes
+ * per op and 16 per compare.
  */
 export function requestBytesOf(spec: TxnSpec): number {
   let bytes = 0;
   leafOps([{ type: 'txn', txn: spec }], (o) => {
-    bytes += o.key.length + (o.type === 'put' ? o.value.length : 0) + 8;
+    bytes += Buffer.byteLength(o.key) + (o.type === 'put' ? Buffer.byteLength(o.value) : 0) + 8;
   });
   allCompares(spec, (c) => {
-    bytes += c.key.length + 16;
+    bytes += Buffer.byteLength(c.key) + 16;
   });
   return bytes;
 }

@@ -64,6 +64,10 @@ export function classifyEtcdError(err: unknown): EtcdFailure {
   const inner = err instanceof EtcdAnswer ? err.cause : err;
   const message = inner instanceof Error ? inner.message : String(inner);
   if (/database space exceeded/i.test(message)) return 'no-space';
+  // etcd's gRPC server (grpc-go) refusing a request over its receive limit (--max-request-bytes +
+  // 512 KiB), before reading it: "grpc: received message larger than max". The client's own
+  // receive limit on a reply (grpc-js) says "Received message larger than max", without "grpc:".
+  if (/grpc: received message (after decompression )?larger than max/i.test(message)) return 'request-too-large';
   if (/received message larger than max/i.test(message)) return 'response-too-large';
   if (/sent message larger than max|request is too large/i.test(message)) return 'request-too-large';
   if (/too many operations in txn/i.test(message)) return 'too-many-ops';

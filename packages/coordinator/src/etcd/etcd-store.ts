@@ -11,6 +11,7 @@ import { CombiningBackend } from './combining-backend.js';
 import { EtcdBackend } from './etcd-backend.js';
 import { KeyLayout } from './keys.js';
 import { KvLeaseStore } from './lease-store.js';
+import { QuotaGuardBackend } from './quota-guard.js';
 
 export function etcdBackendOf(
   etcd: CoordinatorConfig['etcd'],
@@ -30,16 +31,20 @@ export function etcdBackendOf(
 }
 
 /**
- * `backend` with write txns ready at once sharing requests (`combinedRequests` of them in flight,
- * their replies within half the receive limit), or `backend` itself when `combinedRequests` is 0.
+ * The daemon's etcd request path on `backend`: every txn whose puts are all nested carries the
+ * quota guard (quota-guard.ts: etcd's NOSPACE alarm counts only top-level puts), and write txns
+ * ready at once share requests (`combinedRequests` of them in flight, their replies within half
+ * the receive limit; none when `combinedRequests` is 0). The guard sits under the combiner, so a
+ * combined request is guarded as a whole.
  */
-export function combiningBackendOf(
+export function requestPathOf(
   backend: KvBackend,
-  etcd: Pick<CoordinatorConfig['etcd'], 'combinedRequests' | 'maxResponseBytes'>,
+  etcd: Pick<CoordinatorConfig['etcd'], 'prefix' | 'combinedRequests' | 'maxResponseBytes'>,
   metrics?: Pick<Metrics, 'batchItems'>,
 ): KvBackend {
-  if (etcd.combinedRequests === 0) return backend;
-  return new CombiningBackend(backend, {
+  const guarded = new QuotaGuardBackend(backend, new KeyLayout(etcd.prefix).quotaGuard);
+  if (etcd.combinedRequests === 0) return guarded;
+  return new CombiningBackend(guarded, {
     maxInFlight: etcd.combinedRequests,
     maxReplyBytes: Math.floor(etcd.maxResponseBytes / 2),
     observe: (txns) => {
@@ -48,13 +53,13 @@ export function combiningBackendOf(
   });
 }
 
-/** The lease store on `backend` ({@link combiningBackendOf}), its txns timed and its failures counted. */
+/** The lease store on `backend` ({@link requestPathOf}), its txns timed and its failures counted. */
 export function leaseStoreOf(
   backend: KvBackend,
   etcd: Pick<CoordinatorConfig['etcd'], 'prefix' | 'pageBytes' | 'combinedRequests' | 'maxResponseBytes'>,
   metrics: Pick<Metrics, 'etcdTxn' | 'etcdErrors' | 'batchItems'>,
 ): KvLeaseStore {
-  return new KvLeaseStore(combiningBackendOf(backend, etcd, metrics), new KeyLayout(etcd.prefix), {
+  return new KvLeaseStore(requestPathOf(backend, etcd, metrics), new KeyLayout(etcd.prefix), {
     observer: {
       onTxn: (txn, seconds, outcome) => {
         // Label values lower-case, like every leasehold metric: `submitTask` → `submit_task`.

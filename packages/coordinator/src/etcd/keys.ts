@@ -18,9 +18,12 @@
  * |                                       |                |         | idempotency record; create_rev = token |
  * | `P/console/revoked/<loginId>`         | ConsoleRevoked | its own | a console logout, for every coordinator|
  * |                                       |                |         | (lives as long as the cookie would)    |
+ * | `P/guard/nospace`                     | never written  | none    | the put of a failure list that never   |
+ * |                                       |                |         | runs: etcd's NOSPACE cap then counts a |
+ * |                                       |                |         | request of nested puts (quota-guard.ts)|
  *
  * Session ids are hex (no `/`), so `holdings/<sid>/` is an exact prefix; task ids never contain
- * `#`, so `history/<taskId>#` is one too. In key order the families are console < history <
+ * `#`, so `history/<taskId>#` is one too. In key order the families are console < guard < history <
  * holdings < inputs < locks < owners < sessions < tasks: the watch-fed index watches `owners/` to
  * the end of `tasks/` ({@link KeyLayout.watched}) and never sees payloads, histories, holdings,
  * locks or the console's keys (the console's revocations have their own watch).
@@ -52,6 +55,8 @@ export class KeyLayout {
   readonly locks: string;
   /** Revoked console logins (logout): `console/revoked/<loginId>`. */
   readonly consoleRevoked: string;
+  /** Never written: the guard put of requests whose puts are all nested (quota-guard.ts). */
+  readonly quotaGuard: string;
   /** What the watch-fed index watches: `owners/` up to the end of `tasks/` (not the holdings). */
   readonly watched: KeyRange;
 
@@ -65,6 +70,7 @@ export class KeyLayout {
     this.history = `${this.prefix}history/`;
     this.locks = `${this.prefix}locks/`;
     this.consoleRevoked = `${this.prefix}console/revoked/`;
+    this.quotaGuard = `${this.prefix}guard/nospace`;
     this.watched = { start: this.owners, endPrefix: this.tasks };
   }
 

@@ -2,7 +2,7 @@ import { ManualClock, ManualTimers, MemoryEtcd } from '@leasehold/testing';
 import { settle } from '../testing/settle.js';
 import { describe, expect, it } from 'vitest';
 import { describeStoreContract, legacyRecord } from '../testing/store-contract.js';
-import { combiningBackendOf } from './etcd-store.js';
+import { requestPathOf } from './etcd-store.js';
 import { KeyLayout } from './keys.js';
 import { op } from './kv.js';
 import { KvLeaseStore } from './lease-store.js';
@@ -25,21 +25,13 @@ describeStoreContract('in-memory etcd, write txns combined, 4 MiB receive limit'
   const cluster = new MemoryEtcd({ clock: timers.clock, timers });
   const limit = 4 * 1024 * 1024;
   return Promise.resolve({
-    backend: combiningBackendOf(cluster.connect({ maxResponseBytes: limit }), {
+    backend: requestPathOf(cluster.connect({ maxResponseBytes: limit }), {
+      prefix: 'contract/',
       combinedRequests: 1,
       maxResponseBytes: limit,
     }),
     pass: (ms: number) => timers.advance(ms, () => settle(3)).then(() => settle()),
     close: () => Promise.resolve(),
-  });
-});
-
-describe('combiningBackendOf', () => {
-  it('leaves the backend as it is when ETCD_COMBINED_REQUESTS is 0', () => {
-    const timers = new ManualTimers(new ManualClock(1_000));
-    const backend = new MemoryEtcd({ clock: timers.clock, timers }).connect();
-    expect(combiningBackendOf(backend, { combinedRequests: 0, maxResponseBytes: 1 << 26 })).toBe(backend);
-    expect(combiningBackendOf(backend, { combinedRequests: 1, maxResponseBytes: 1 << 26 })).not.toBe(backend);
   });
 });
 

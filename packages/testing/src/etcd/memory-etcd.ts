@@ -24,8 +24,11 @@
  *   a reply over the client's `maxResponseBytes` (the gRPC receive limit) fails that call with
  *   `response-too-large` (sizes count keys and values plus {@link KV_OVERHEAD_BYTES} per key);
  *   with `quotaBytes` (etcd's --quota-backend-bytes) a write that would grow the store past it
- *   raises the NOSPACE alarm, and while it is raised every txn with a put and every lease grant is
- *   refused with `no-space` (reads, deletes and keepalives work) until {@link MemoryEtcd.disarm}.
+ *   raises the NOSPACE alarm, and while it is raised every txn with a top-level put and every
+ *   lease grant is refused with `no-space` (reads, deletes and keepalives work) until
+ *   {@link MemoryEtcd.disarm}. As in etcd 3.4, puts inside nested txns cost nothing against the
+ *   quota, so the alarm does not stop them (the coordinator's quota guard makes such requests
+ *   count); once they fill the store to the quota every txn is refused.
  *   The store's size is the bytes of every retained version (compaction frees them).
  *
  * {@link MemoryEtcd} is the cluster; {@link MemoryEtcd.connect} gives one client
@@ -98,6 +101,13 @@ function deleted(dels: Writes['dels'], key: string): boolean {
   return dels.some((d) => (d.prefix ? key.startsWith(d.key) : d.key === key));
 }
 
+/** The bytes of the puts of one top-level list (keys and values; nested txns not counted). */
+function topLevelPutBytes(ops: readonly Op[]): number {
+  let bytes = 0;
+  for (const o of ops) if (o.type === 'put') bytes += o.key.length + o.value.length;
+  return bytes;
+}
+
 /**
  * etcd 3.4's `checkIntervals`, run on a txn's success ops and on its failure ops: a key put twice
  * in one list (nested lists included), or put where a delete of the same list or of an earlier
@@ -133,14 +143,6 @@ function checkDuplicateKeys(ops: readonly Op[]): Writes {
     puts.add(o.key);
   }
   return { puts, dels };
-}
-
-/** Every op of `spec` that is not a txn, nested ones included: of success branches only, or of both. */
-function* leafOps(spec: TxnSpec, branches: 'success' | 'both'): Generator<LeafOp> {
-  for (const o of branches === 'both' ? [...spec.success, ...(spec.failure ?? [])] : spec.success) {
-    if (o.type === 'txn') yield* leafOps(o.txn, branches);
-    else yield o;
-  }
 }
 
 /** The ops `path` runs, nested ones included. */
@@ -275,15 +277,16 @@ export class MemoryEtcd implements MemoryCluster {
     checkDuplicateKeys(spec.success);
     checkDuplicateKeys(spec.failure ?? []);
     const requestBytes = requestBytesOf(spec);
-    let writeBytes = 0;
-    for (const o of leafOps(spec, 'success')) if (o.type === 'put') writeBytes += o.key.length + o.value.length;
     if (requestBytes > this.#maxRequestBytes) {
       throw new EtcdRefusedError('request-too-large', 'etcdserver: request is too large');
     }
-    // etcd's quota check: a txn that puts anything is refused while the alarm is raised, and
-    // raises it when it would grow the store past the quota; puts-free txns pass.
-    const puts = [...leafOps(spec, 'both')].some((o) => o.type === 'put');
-    if (puts && (this.#noSpace || this.#store.sizeBytes + writeBytes >= this.#quotaBytes)) {
+    // etcd 3.4's quota: a txn costs the bytes of the puts of its top-level success or failure list,
+    // the larger (quota.go `costTxn`): puts inside nested txns cost nothing. With the alarm raised
+    // a txn that costs anything is refused (`applierV3Capped`); any txn is refused, raising the
+    // alarm, when the store's size plus its cost reaches the quota (`quotaKVServer`), so deletes
+    // pass until nested puts (which the alarm does not stop) have filled the store to the quota.
+    const cost = Math.max(topLevelPutBytes(spec.success), topLevelPutBytes(spec.failure ?? []));
+    if ((cost > 0 && this.#noSpace) || this.#store.sizeBytes + cost >= this.#quotaBytes) {
       this.#noSpace = true;
       throw new EtcdRefusedError('no-space', 'etcdserver: mvcc: database space exceeded');
     }

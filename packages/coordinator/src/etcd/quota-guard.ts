@@ -1,0 +1,103 @@
+/**
+ * Keeps etcd's NOSPACE alarm in force for requests whose puts are all inside nested txns.
+ *
+ * etcd 3.4 charges a txn against its quota by the puts of its top-level success and failure lists
+ * only (the larger of the two; `costTxn` in etcdserver/quota.go): a put inside a nested txn costs
+ * nothing. With the alarm raised, etcd refuses a txn of cost > 0 (`applierV3Capped`) and lets a
+ * txn of cost 0 through — meant for deletes and reads. So a request built of nested txns — a
+ * `Kv.txnEach` batch of several items, a `CombiningBackend` request — would store its puts with
+ * the alarm raised: submits stored while they should answer STORAGE_FULL, grants made while they
+ * should be refused (G56), and the store growing past its quota until etcd refuses every txn,
+ * deletes included.
+ *
+ * {@link QuotaGuardBackend} gives such a request a failure list holding one put of the layout's
+ * guard key (`KeyLayout.quotaGuard`, never written): the request has no compares, so its success
+ * list always runs and the failure list never does, but etcd counts the put, so the request costs
+ * what a flat txn costs and is refused with the alarm raised (NOSPACE, which the combiner and the
+ * callers already handle as refused before applying). Requests with top-level puts, with compares,
+ * or without puts pass unchanged. The put is a few dozen bytes: within every request limit the
+ * combiner keeps (its margin to etcd's 1.5 MiB is 0.3 MB), and it adds no op to a list longer than
+ * one.
+ */
+import type {
+  BackendStatus,
+  KeyRange,
+  KvBackend,
+  LeaseKeeper,
+  LeaseKeeperOptions,
+  Op,
+  RangeOptions,
+  RangePage,
+  TxnOptions,
+  TxnResult,
+  TxnSpec,
+  WatchHandle,
+  WatchListener,
+} from './backend.js';
+
+/** True when some put of `ops` lies inside a nested txn (any depth, either branch). */
+function nestedPut(ops: readonly Op[]): boolean {
+  return ops.some(
+    (o) =>
+      o.type === 'txn' &&
+      [...o.txn.success, ...(o.txn.failure ?? [])].some((inner) => inner.type === 'put' || nestedPut([inner])),
+  );
+}
+
+/**
+ * True when etcd would charge `spec` nothing although it puts: no top-level put, a nested one, and
+ * no compares and no failure list (so a guard put in the failure list can never run).
+ */
+export function needsQuotaGuard(spec: TxnSpec): boolean {
+  if (spec.compare.length > 0 || (spec.failure ?? []).length > 0) return false;
+  if (spec.success.some((o) => o.type === 'put')) return false;
+  return nestedPut(spec.success);
+}
+
+/** `spec` as etcd should be sent it: with the guard put in its failure list when it needs one. */
+export function quotaGuarded(spec: TxnSpec, guardKey: string): TxnSpec {
+  return needsQuotaGuard(spec) ? { ...spec, failure: [{ type: 'put', key: guardKey, value: '' }] } : spec;
+}
+
+/** `inner` with every txn sent as {@link quotaGuarded} makes it; everything else passed through. */
+export class QuotaGuardBackend implements KvBackend {
+  readonly #inner: KvBackend;
+  readonly #guardKey: string;
+
+  constructor(inner: KvBackend, guardKey: string) {
+    this.#inner = inner;
+    this.#guardKey = guardKey;
+  }
+
+  txn(spec: TxnSpec, options?: TxnOptions): Promise<TxnResult> {
+    return this.#inner.txn(quotaGuarded(spec, this.#guardKey), options);
+  }
+
+  range(prefix: string, options: RangeOptions): Promise<RangePage> {
+    return this.#inner.range(prefix, options);
+  }
+
+  status(): Promise<BackendStatus> {
+    return this.#inner.status();
+  }
+
+  grantLease(ttlSeconds: number): Promise<string> {
+    return this.#inner.grantLease(ttlSeconds);
+  }
+
+  revokeLease(leaseId: string): Promise<void> {
+    return this.#inner.revokeLease(leaseId);
+  }
+
+  leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper {
+    return this.#inner.leaseKeeper(options);
+  }
+
+  watch(range: KeyRange, fromRevision: bigint, listener: WatchListener): Promise<WatchHandle> {
+    return this.#inner.watch(range, fromRevision, listener);
+  }
+
+  close(): void {
+    this.#inner.close();
+  }
+}
