@@ -11,9 +11,12 @@
  *     result id — with a result of ~200 B or ~4 KiB; every write is `written`, fsynced before its ack;
  *   - `write-200-batch8`: the same 200 B writes, 8 to a POST /v1/writes/batch request (as the SDK
  *     sends them: `@leasehold/sink-client` group-commits writes), each item still a fresh grant;
- *   - `hello`: a bare fastify hello-world process (GET /).
+ *   - `hello`: a bare fastify hello-world process (GET /);
+ *   - `post-echo`: the same process taking POST / with one body shaped as a lone 200 B write, parsed
+ *     and four of its fields answered: what a request with a body costs fastify, no sink logic.
  * Rows: writes/s vs hello requests/s, and the sink's CPU per durable write vs hello's CPU per
- * request (target ≤ 2.5× for lone 200 B writes), both from /proc of each server process; p99
+ * request (target ≤ 2.5× for lone 200 B writes), both from /proc of each server process; the lone
+ * write's CPU vs the POST echo's (no target: the sink's own cost above fastify's for a body); p99
  * latency; failed writes (refused requests, and refused items of batches from the sink's own
  * counters); peak RSS.
  */
@@ -122,7 +125,7 @@ function histogramMean(text: string, name: string): number {
 
 /**
  * `LEASEHOLD_BENCH_SINK_SIDES=write-200,hello` runs only those sides (write-200, write-4k,
- * write-200-batch8, hello; a faster A-B loop while developing); unset, every side runs. A row
+ * write-200-batch8, hello, post-echo; a faster A-B loop while developing); unset, every side runs. A row
  * whose sides did not run is left out.
  */
 function sideWanted(name: string): boolean {
@@ -190,6 +193,21 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
         ),
       );
     }
+    if (sideWanted('post-echo')) {
+      const echo = {
+        prefix: 'echo/',
+        count: 1,
+        token: '1000',
+        key: keys.capability,
+        sinkKey: keys.sinkKey,
+        payloadBytes: 200,
+      };
+      sides.push(
+        new HttpSide('post-echo', 'hello', hello, () =>
+          Promise.resolve({ port: hello.port, connections: o.connections, mode: 'echo', write: echo }),
+        ),
+      );
+    }
     let pinned = 'not pinned';
     if (o.pin) {
       const ok = [sink.pid, hello.pid].every((p) => pinToCpus(p, '0')) && sides.every((s) => pinToCpus(s.loadPid, '1'));
@@ -209,11 +227,12 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
     });
     const metrics = await (await fetch(`${sink.url}/metrics`)).text();
     const get = (name: string): RoundResult[] => results.get(name) ?? [];
-    const [w200, w4k, wBatch, helloR] = [
+    const [w200, w4k, wBatch, helloR, echoR] = [
       get('write-200'),
       get('write-4k'),
       get(`write-200-batch${BATCH}`),
       get('hello'),
+      get('post-echo'),
     ];
     const reused = sides.reduce((a, s) => a + s.summaries.reduce((b, m) => b + Number(m.reused ?? 0), 0), 0);
     // Refused requests, plus the items the sink refused inside batches answered 200 (its counters).
@@ -267,6 +286,20 @@ export async function runSinkBench(o: SinkBenchOptions): Promise<BenchRow[]> {
           baseCpu: helloCpu,
           baselineName: 'fastify hello-world, same load generator',
           target: 2.5,
+        }),
+      ran(w200, echoR) &&
+        cpuRow({
+          name: 'sink CPU per durable write (200 B) vs a fastify POST echo of a body of its shape',
+          figure: w200,
+          base: echoR,
+          figureCpu: sinkCpu,
+          baseCpu: helloCpu,
+          baselineName: 'the hello process answering POST / (body parsed, 4 fields back)',
+          note:
+            `no target: the echo (the hello process, the same load generator) is what a request with this body costs fastify ` +
+            `before any sink logic; the sink adds the rest: claims and capability checks, the hand-off to its SQLite thread and ` +
+            `the store, tracing, metrics, logs; echo vs hello CPU per request ` +
+            `${round(median(echoR.map(helloCpu)) / Math.max(1, median(helloR.map(helloCpu))), 2)}×`,
         }),
       ran(w4k) &&
         throughputRow({

@@ -2,7 +2,10 @@
  * Child process: the HTTP load generator of the sink suite (autocannon, closed loop, keep-alive
  * connections), in its own process so the servers' baselines are not capped by the bench.
  *
- * `hello`: GET / (the fastify hello-world). `write`: POST /v1/writes, each request a fresh grant —
+ * `hello`: GET / (the fastify hello-world). `echo`: POST / to the same hello-world process with one
+ * body shaped as a lone write's (`write`'s fields, one grant signed here, nothing advanced), which
+ * it parses and answers with four of its fields: what a request with a body costs fastify before any
+ * sink logic. `write`: POST /v1/writes, each request a fresh grant —
  * its own resource, advanced to `token` before the load starts, its own capability, its own result
  * id, a result payload of `payloadBytes`; with `batch` > 1, POST /v1/writes/batch with that many
  * such writes per request (`ops` counts writes). When the prepared grants run out it starts over
@@ -22,7 +25,7 @@ import { serve, type Counters } from './protocol.js';
 interface Params {
   readonly port: number;
   readonly connections: number;
-  readonly mode: 'hello' | 'write';
+  readonly mode: 'hello' | 'echo' | 'write';
   readonly write?: {
     readonly prefix: string;
     readonly count: number;
@@ -56,8 +59,7 @@ const ADVANCE_IN_FLIGHT = 4;
  * keeps. Returns the write bodies, in the order they are sent.
  */
 async function prepareWrites(port: number, w: NonNullable<Params['write']>): Promise<string[]> {
-  // ~payloadBytes of result JSON: a status and an opaque output string.
-  const filler = 'x'.repeat(Math.max(0, w.payloadBytes - 40));
+  const filler = fillerOf(w.payloadBytes);
   const signing = parseCapabilitySigningKey(w.key);
   const token = BigInt(w.token);
   const bodies = new Array<string>(w.count);
@@ -94,11 +96,24 @@ function grantOf(
   filler: string,
   bodies: string[],
 ): AdvanceArgs {
+  const { body, grant } = writeOf(signing, w, token, i, filler);
+  bodies[i] = body;
+  return { resource: `${w.prefix}${i}`, token, grant };
+}
+
+/** The write body of grant `i` (result id `res-<i>-@`) and the grant it names. */
+function writeOf(
+  signing: CapabilitySigningKey,
+  w: NonNullable<Params['write']>,
+  token: bigint,
+  i: number,
+  filler: string,
+): { body: string; grant: NonNullable<AdvanceArgs['grant']> } {
   const resource = `${w.prefix}${i}`;
   const workerId = `lg-${i}`;
   const incarnation = `inc-${i}`;
   const capability = signCapability(signing, { resource, token, workerId, incarnation });
-  bodies[i] = JSON.stringify({
+  const body = JSON.stringify({
     resource,
     token: w.token,
     resultId: `res-${i}-@`,
@@ -107,8 +122,11 @@ function grantOf(
     capability,
     payload: { status: 'done', n: i, output: filler },
   });
-  return { resource, token, grant: { workerId, incarnation, capability } };
+  return { body, grant: { workerId, incarnation, capability } };
 }
+
+/** ~payloadBytes of result JSON: a status and an opaque output string. */
+const fillerOf = (payloadBytes: number): string => 'x'.repeat(Math.max(0, payloadBytes - 40));
 
 serve<Params>({
   async start(p) {
@@ -123,6 +141,10 @@ serve<Params>({
     let preparedMs = 0;
     if (p.mode === 'hello' || p.write === undefined) {
       instance = autocannon({ ...common, method: 'GET' });
+    } else if (p.mode === 'echo') {
+      const w = p.write;
+      const { body } = writeOf(parseCapabilitySigningKey(w.key), w, BigInt(w.token), 0, fillerOf(w.payloadBytes));
+      instance = autocannon({ ...common, method: 'POST', headers: { 'content-type': 'application/json' }, body });
     } else {
       const t0 = performance.now();
       const bodies = await prepareWrites(p.port, p.write);
