@@ -257,7 +257,11 @@ function partsOf(spec: TxnSpec): { parts: readonly TxnSpec[]; batch: boolean } |
 /**
  * etcd refused the request before applying any of it: too many ops, a key written twice, too
  * large, a put to a lease that is gone, the NOSPACE alarm, no permission. (Not `unavailable`,
- * `other` or `response-too-large`: the request may have been applied.)
+ * `other` or `response-too-large`: the request may have been applied.) One exception of etcd's,
+ * N16: the request whose apply takes the store over the quota is applied and answered NOSPACE.
+ * Sent again txn by txn, its txns meet the raised alarm (a txn that puts is refused again, as it
+ * would be alone) or their own compares (a delete's mod-revision compare now fails): callers are
+ * told "refused" or "raced" for what was done, as a flat txn's caller is told NOSPACE for it.
  */
 function refusedUnapplied(err: unknown): boolean {
   return err instanceof EtcdError && UNAPPLIED.has(err.failure);

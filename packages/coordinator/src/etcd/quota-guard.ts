@@ -18,6 +18,13 @@
  * or without puts pass unchanged. The put is a few dozen bytes: within every request limit the
  * combiner keeps (its margin to etcd's 1.5 MiB is 0.3 MB), and it adds no op to a list longer than
  * one.
+ *
+ * What it does not do (N16): etcd charges the guard, not the nested puts, when the request arrives
+ * (`size + cost < quota`), so a request of nested puts arriving just under the quota can take the
+ * store past it by its own puts (at most the combiner's 1.2 MB per request in flight); from there
+ * etcd refuses every txn, deletes included, until compaction and defragmentation. Charging the
+ * nested bytes would mean sending them twice. And, for every txn, flat ones too: etcd applies a txn
+ * that its apply takes over the quota and still answers NOSPACE (`quotaApplierV3`).
  */
 import type {
   BackendStatus,
