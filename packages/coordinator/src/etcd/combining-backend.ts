@@ -39,25 +39,10 @@
  * to is gone, the NOSPACE alarm, too many ops, ...) is sent again txn by txn, each getting its own
  * answer, as it would have alone.
  */
-import type {
-  BackendStatus,
-  Compare,
-  KeyRange,
-  KvBackend,
-  LeaseKeeper,
-  LeaseKeeperOptions,
-  NestedResult,
-  Op,
-  RangeOptions,
-  RangePage,
-  TxnOptions,
-  TxnResult,
-  TxnSpec,
-  WatchHandle,
-  WatchListener,
-} from './backend.js';
+import type { Compare, KvBackend, NestedResult, Op, TxnOptions, TxnResult, TxnSpec } from './backend.js';
 import { MAX_TASK_RECORD_BYTES } from '../core/task-record.js';
 import { EtcdError, type EtcdFailure } from '../errors.js';
+import { ForwardingBackend } from './forwarding-backend.js';
 
 /** etcd's default `--max-txn-ops`. */
 const MAX_TXN_OPS = 128;
@@ -282,8 +267,7 @@ function longestList(parts: readonly TxnSpec[]): number {
   return longest;
 }
 
-export class CombiningBackend implements KvBackend {
-  readonly #inner: KvBackend;
+export class CombiningBackend extends ForwardingBackend {
   readonly #maxInFlight: number;
   readonly #maxReplyBytes: number;
   readonly #observe: ((txns: number) => void) | undefined;
@@ -292,19 +276,19 @@ export class CombiningBackend implements KvBackend {
   #scheduled = false;
 
   constructor(inner: KvBackend, options: CombiningOptions) {
-    this.#inner = inner;
+    super(inner);
     this.#maxInFlight = Math.max(1, Math.floor(options.maxInFlight));
     this.#maxReplyBytes = options.maxReplyBytes;
     this.#observe = options.observe;
   }
 
-  txn(spec: TxnSpec, options?: TxnOptions): Promise<TxnResult> {
-    if (options?.urgent === true) return this.#inner.txn(spec, options);
+  override txn(spec: TxnSpec, options?: TxnOptions): Promise<TxnResult> {
+    if (options?.urgent === true) return this.inner.txn(spec, options);
     const shape = partsOf(spec);
-    if (shape === undefined) return this.#inner.txn(spec);
+    if (shape === undefined) return this.inner.txn(spec);
     const bytes = requestBytesOf(spec);
     const replyBytes = options?.replyBytes ?? getsOf(spec) * GET_REPLY_BYTES;
-    if (bytes > MAX_COMBINED_REQUEST_BYTES || replyBytes > this.#maxReplyBytes) return this.#inner.txn(spec);
+    if (bytes > MAX_COMBINED_REQUEST_BYTES || replyBytes > this.#maxReplyBytes) return this.inner.txn(spec);
     return new Promise<TxnResult>((resolve, reject) => {
       this.#queue.push({
         spec,
@@ -359,12 +343,12 @@ export class CombiningBackend implements KvBackend {
   async #send(calls: readonly Pending[]): Promise<void> {
     const [only] = calls;
     if (calls.length === 1 && only !== undefined) {
-      await this.#inner.txn(only.spec).then(only.resolve, only.reject);
+      await this.inner.txn(only.spec).then(only.resolve, only.reject);
       return;
     }
     let res: TxnResult;
     try {
-      res = await this.#inner.txn({
+      res = await this.inner.txn({
         compare: [],
         success: calls.flatMap((c) => c.parts.map((txn): Op => ({ type: 'txn', txn }))),
       });
@@ -375,7 +359,7 @@ export class CombiningBackend implements KvBackend {
       }
       // etcd refused the request as a whole and applied none of it (a lease one txn puts to is
       // gone, the NOSPACE alarm refuses another's puts, ...): each txn alone gets its own answer.
-      await Promise.all(calls.map((c) => this.#inner.txn(c.spec).then(c.resolve, c.reject)));
+      await Promise.all(calls.map((c) => this.inner.txn(c.spec).then(c.resolve, c.reject)));
       return;
     }
     const results: TxnResult[] = [];
@@ -402,33 +386,5 @@ export class CombiningBackend implements KvBackend {
       const r = results[i];
       if (r !== undefined) c.resolve(r);
     });
-  }
-
-  range(prefix: string, options: RangeOptions): Promise<RangePage> {
-    return this.#inner.range(prefix, options);
-  }
-
-  status(): Promise<BackendStatus> {
-    return this.#inner.status();
-  }
-
-  grantLease(ttlSeconds: number): Promise<string> {
-    return this.#inner.grantLease(ttlSeconds);
-  }
-
-  revokeLease(leaseId: string): Promise<void> {
-    return this.#inner.revokeLease(leaseId);
-  }
-
-  leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper {
-    return this.#inner.leaseKeeper(options);
-  }
-
-  watch(range: KeyRange, fromRevision: bigint, listener: WatchListener): Promise<WatchHandle> {
-    return this.#inner.watch(range, fromRevision, listener);
-  }
-
-  close(): void {
-    this.#inner.close();
   }
 }

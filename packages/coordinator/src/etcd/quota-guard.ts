@@ -26,29 +26,12 @@
  * nested bytes would mean sending them twice. And, for every txn, flat ones too: etcd applies a txn
  * that its apply takes over the quota and still answers NOSPACE (`quotaApplierV3`).
  */
-import type {
-  BackendStatus,
-  KeyRange,
-  KvBackend,
-  LeaseKeeper,
-  LeaseKeeperOptions,
-  Op,
-  RangeOptions,
-  RangePage,
-  TxnOptions,
-  TxnResult,
-  TxnSpec,
-  WatchHandle,
-  WatchListener,
-} from './backend.js';
+import type { KvBackend, Op, TxnOptions, TxnResult, TxnSpec } from './backend.js';
+import { ForwardingBackend } from './forwarding-backend.js';
 
-/** True when some put of `ops` lies inside a nested txn (any depth, either branch). */
-function nestedPut(ops: readonly Op[]): boolean {
-  return ops.some(
-    (o) =>
-      o.type === 'txn' &&
-      [...o.txn.success, ...(o.txn.failure ?? [])].some((inner) => inner.type === 'put' || nestedPut([inner])),
-  );
+/** True when `ops` put anything, at any depth, in either branch. */
+function puts(ops: readonly Op[]): boolean {
+  return ops.some((o) => o.type === 'put' || (o.type === 'txn' && (puts(o.txn.success) || puts(o.txn.failure ?? []))));
 }
 
 /**
@@ -58,7 +41,7 @@ function nestedPut(ops: readonly Op[]): boolean {
 export function needsQuotaGuard(spec: TxnSpec): boolean {
   if (spec.compare.length > 0 || (spec.failure ?? []).length > 0) return false;
   if (spec.success.some((o) => o.type === 'put')) return false;
-  return nestedPut(spec.success);
+  return puts(spec.success); // with no top-level put, any put is a nested one
 }
 
 /** `spec` as etcd should be sent it: with the guard put in its failure list when it needs one. */
@@ -67,44 +50,15 @@ export function quotaGuarded(spec: TxnSpec, guardKey: string): TxnSpec {
 }
 
 /** `inner` with every txn sent as {@link quotaGuarded} makes it; everything else passed through. */
-export class QuotaGuardBackend implements KvBackend {
-  readonly #inner: KvBackend;
+export class QuotaGuardBackend extends ForwardingBackend {
   readonly #guardKey: string;
 
   constructor(inner: KvBackend, guardKey: string) {
-    this.#inner = inner;
+    super(inner);
     this.#guardKey = guardKey;
   }
 
-  txn(spec: TxnSpec, options?: TxnOptions): Promise<TxnResult> {
-    return this.#inner.txn(quotaGuarded(spec, this.#guardKey), options);
-  }
-
-  range(prefix: string, options: RangeOptions): Promise<RangePage> {
-    return this.#inner.range(prefix, options);
-  }
-
-  status(): Promise<BackendStatus> {
-    return this.#inner.status();
-  }
-
-  grantLease(ttlSeconds: number): Promise<string> {
-    return this.#inner.grantLease(ttlSeconds);
-  }
-
-  revokeLease(leaseId: string): Promise<void> {
-    return this.#inner.revokeLease(leaseId);
-  }
-
-  leaseKeeper(options: LeaseKeeperOptions): LeaseKeeper {
-    return this.#inner.leaseKeeper(options);
-  }
-
-  watch(range: KeyRange, fromRevision: bigint, listener: WatchListener): Promise<WatchHandle> {
-    return this.#inner.watch(range, fromRevision, listener);
-  }
-
-  close(): void {
-    this.#inner.close();
+  override txn(spec: TxnSpec, options?: TxnOptions): Promise<TxnResult> {
+    return this.inner.txn(quotaGuarded(spec, this.#guardKey), options);
   }
 }
