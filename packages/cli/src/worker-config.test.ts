@@ -17,6 +17,26 @@ describe('worker config', () => {
     expect(Object.isFrozen(c.demo)).toBe(true);
   });
 
+  it("keeps the sink URL's path, and refuses one with credentials or a query without echoing them", () => {
+    expect(loadConfig({ ...env, LEASEHOLD_WORKER_SINK_URL: 'https://gw.example/sink/' }).sinkUrl).toBe(
+      'https://gw.example/sink',
+    );
+    for (const [url, why] of [
+      ['http://w:s3cret@127.0.0.1:7400/', /SINK_URL.*credentials/],
+      ['http://127.0.0.1:7400/?key=s3cret', /SINK_URL.*query/],
+    ] as const) {
+      let problems = '';
+      try {
+        loadConfig({ ...env, LEASEHOLD_WORKER_SINK_URL: url });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        problems = (err as ConfigError).problems.join('\n');
+      }
+      expect(problems).toMatch(why);
+      expect(problems).not.toContain('s3cret');
+    }
+  });
+
   it('lets flags override env', () => {
     expect(loadConfig(env, ['--concurrency', '4', '--demo-nondeterministic']).concurrency).toBe(4);
     expect(loadConfig(env, ['--demo-nondeterministic']).demo.nondeterministic).toBe(true);

@@ -71,6 +71,27 @@ describe('loadConfig', () => {
     }
   });
 
+  it("keeps the sink URL's path, and refuses one with credentials, a query or a fragment without echoing them", () => {
+    expect(loadConfig({ ...base, [`${ENV_PREFIX}SINK_URL`]: 'https://gw.example:8443/sink/' }).sink.url).toBe(
+      'https://gw.example:8443/sink',
+    );
+    for (const [url, why] of [
+      ['http://sink:s3cret@127.0.0.1:7500', /SINK_URL.*credentials/],
+      ['http://127.0.0.1:7500/?token=s3cret', /SINK_URL.*query/],
+      ['http://127.0.0.1:7500/#s3cret', /SINK_URL.*fragment/],
+    ] as const) {
+      let problems = '';
+      try {
+        loadConfig({ ...base, [`${ENV_PREFIX}SINK_URL`]: url });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        problems = (err as ConfigError).problems.join('\n');
+      }
+      expect(problems).toMatch(why);
+      expect(problems).not.toContain('s3cret');
+    }
+  });
+
   it('refuses an etcd give-up time that leaves workers no time to move before the etcd lease ends', () => {
     expect(() =>
       loadConfig({

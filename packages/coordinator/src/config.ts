@@ -45,6 +45,7 @@ import {
   secretKey,
   serverOptions,
 } from '@leasehold/daemon-kit';
+import { baseUrlProblem } from '@leasehold/sink-client';
 import { z } from 'zod';
 
 export const ENV_PREFIX = 'LEASEHOLD_COORDINATOR_';
@@ -369,6 +370,10 @@ const FIELDS = {
       schema: z
         .string(required)
         .pipe(httpUrl)
+        .superRefine((url, ctx) => {
+          const problem = baseUrlProblem(url);
+          if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+        })
         .transform((url) => url.replace(/\/+$/, '')),
     }),
     key: option({

@@ -8,9 +8,15 @@
  *
  * Every reply is read into memory up to `maxResponseBytes` (default 65 MiB); a longer one is cut
  * off unread and refused as PAYLOAD_TOO_LARGE (not retryable: the same request gets the same reply).
+ *
+ * The base URL's path is a prefix of every request's path (a server behind a reverse proxy at
+ * `https://gateway/sink` is asked `POST /sink/v1/writes`), with or without a trailing slash. A base
+ * URL that is not http(s), or carries credentials, a query or a fragment, is refused when the
+ * client is made (INVALID_MESSAGE), not sent: the credentials belong in the options, and a query or
+ * fragment would be dropped from every request.
  */
 import { LeaseholdError } from '@leasehold/protocol';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 
 export interface TlsClientOptions {
   /** PEM of the CA(s) to trust instead of the system store (CA pinning). */
@@ -34,7 +40,7 @@ export function tlsConnectOptions(tls: TlsClientOptions | undefined): TlsClientO
 }
 
 export interface JsonHttpOptions {
-  /** Base URL, `http://` or `https://`. */
+  /** Base URL, `http://` or `https://`; its path (if any) prefixes every request's path. */
   readonly url: string;
   /** Per-request deadline. */
   readonly timeoutMs: number;
@@ -61,6 +67,7 @@ export interface JsonReply {
 
 export interface JsonRequest {
   readonly method: 'GET' | 'POST' | 'DELETE' | 'PUT';
+  /** From `/`, percent-encoded (the query included): appended to the base URL's path as it is. */
   readonly path: string;
   readonly body?: unknown;
   /** The body already serialized as JSON (sent as it is; `body` is then ignored). */
@@ -70,13 +77,56 @@ export interface JsonRequest {
   readonly timeoutMs?: number;
 }
 
+/** Where requests go: `origin` (`https://host:port`) and the path prefix of the base URL (`''` or `/sink`). */
+export interface BaseUrl {
+  readonly origin: string;
+  readonly prefix: string;
+}
+
+/**
+ * What keeps `url` from being a base for {@link JsonHttp} (undefined: nothing). It names the URL by
+ * scheme, host and path at most: what else the URL carries may be secret (and `user:password@host`,
+ * without a scheme, parses as scheme `user:`). For configuration checks; {@link parseBaseUrl}
+ * throws it.
+ */
+export function baseUrlProblem(url: string): string | undefined {
+  const checked = checkBaseUrl(url);
+  return checked.ok ? undefined : checked.why;
+}
+
+/** `url` as a base for {@link JsonHttp}; a URL it cannot serve as is: INVALID_MESSAGE. */
+export function parseBaseUrl(url: string, peer: string): BaseUrl {
+  const checked = checkBaseUrl(url);
+  if (!checked.ok) throw new LeaseholdError('INVALID_MESSAGE', `${peer} URL ${checked.why}`);
+  return checked.base;
+}
+
+function checkBaseUrl(url: string): { ok: true; base: BaseUrl } | { ok: false; why: string } {
+  let base: URL;
+  try {
+    base = new URL(url);
+  } catch {
+    return { ok: false, why: 'is not a URL' };
+  }
+  if (base.protocol !== 'http:' && base.protocol !== 'https:') return { ok: false, why: 'is not http:// or https://' };
+  // From here the URL is named by scheme, host and path only.
+  const refuse = (why: string) => ({
+    ok: false as const,
+    why: `${base.protocol}//${base.host}${base.pathname}: ${why}`,
+  });
+  if (base.username !== '' || base.password !== '') return refuse('credentials in the URL (pass them in the options)');
+  if (base.search !== '' || url.includes('?')) return refuse('a query (it would be dropped from every request)');
+  if (base.hash !== '' || url.includes('#')) return refuse('a fragment (it would be dropped from every request)');
+  return { ok: true, base: { origin: base.origin, prefix: base.pathname.replace(/\/+$/, '') } };
+}
+
 export class JsonHttp {
-  readonly base: URL;
+  readonly base: BaseUrl;
   readonly #agent: Agent;
   readonly #o: JsonHttpOptions;
 
   constructor(options: JsonHttpOptions) {
-    this.base = new URL(options.url);
+    this.base = parseBaseUrl(options.url, options.peer);
     this.#o = options;
     this.#agent = new Agent({
       connections: options.connections ?? 16,
@@ -117,11 +167,14 @@ export class JsonHttp {
   ): Promise<JsonReply> {
     let res;
     try {
-      res = await request(new URL(req.path, this.base), {
+      // The agent's own request: origin and path as they are (the paths are built encoded), no
+      // URL parsed per request.
+      res = await this.#agent.request({
+        origin: this.base.origin,
+        path: `${this.base.prefix}${req.path}`,
         method: req.method,
         headers,
         ...(payload === undefined ? {} : { body: payload }),
-        dispatcher: this.#agent,
         signal,
       });
     } catch (err) {

@@ -15,7 +15,7 @@ export type {
   ResourcePageOptions,
   SinkHealth,
 } from './sink-client.js';
-export { DEFAULT_MAX_RESPONSE_BYTES, JsonHttp, tlsConnectOptions } from './http-json.js';
-export type { JsonHttpOptions, JsonReply, JsonRequest, TlsClientOptions } from './http-json.js';
+export { baseUrlProblem, DEFAULT_MAX_RESPONSE_BYTES, JsonHttp, parseBaseUrl, tlsConnectOptions } from './http-json.js';
+export type { BaseUrl, JsonHttpOptions, JsonReply, JsonRequest, TlsClientOptions } from './http-json.js';
 export { MicroBatcher } from './micro-batcher.js';
 export type { BatcherOptions, Settled } from './micro-batcher.js';
