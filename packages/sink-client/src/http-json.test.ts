@@ -54,7 +54,7 @@ describe('JsonHttp base URL', () => {
     );
   });
 
-  it('sends an encoded path as it is (a resource name is not resolved as a path)', async () => {
+  it('sends an encoded path as it is, after the prefix', async () => {
     expect(await pathAsked(`${origin}/sink`, '/v1/resources/a%2F..%2Fb')).toBe('/sink/v1/resources/a%2F..%2Fb');
   });
 
