@@ -8,15 +8,13 @@ import { SinkClient } from './sink-client.js';
 /** A loopback server that answers every request with the path it was asked for. */
 let server: Server;
 let origin: string;
-const seen: { method: string; url: string; body: string }[] = [];
+const seen: { method: string; url: string }[] = [];
 
 beforeAll(async () => {
   server = createServer((req: IncomingMessage, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => (body += chunk));
+    req.resume();
     req.on('end', () => {
-      seen.push({ method: req.method ?? '', url: req.url ?? '', body });
+      seen.push({ method: req.method ?? '', url: req.url ?? '' });
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ path: req.url }));
     });
@@ -58,7 +56,7 @@ describe('JsonHttp base URL', () => {
     expect(await pathAsked(`${origin}/sink`, '/v1/resources/a%2F..%2Fb')).toBe('/sink/v1/resources/a%2F..%2Fb');
   });
 
-  it('a sink client behind a path prefix writes to it', async () => {
+  it('a sink client behind a path prefix sends its requests there', async () => {
     seen.length = 0;
     const client = new SinkClient({ url: `${origin}/gateway/sink/`, writeBatching: false });
     try {
