@@ -19,7 +19,7 @@ import {
   type OptionTable,
   type TracingConfig,
 } from '@leasehold/protocol';
-import { baseUrlProblem } from '@leasehold/sink-client';
+import { refuseUnusableBaseUrl } from '@leasehold/sink-client';
 import { z } from 'zod';
 
 export const ENV_PREFIX = 'LEASEHOLD_WORKER_';
@@ -95,10 +95,7 @@ const RawSchema = z.object({
     .string({ error: 'is required' })
     .transform(splitList)
     .pipe(z.array(z.url({ protocol: /^(https?|wss?)$/ })).min(1, 'at least one URL')),
-  SINK_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).superRefine((url, ctx) => {
-    const problem = baseUrlProblem(url);
-    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
-  }),
+  SINK_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).superRefine(refuseUnusableBaseUrl),
   WORKER_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
   KEY_ID: z
     .string()

@@ -45,7 +45,7 @@ import {
   secretKey,
   serverOptions,
 } from '@leasehold/daemon-kit';
-import { baseUrlProblem } from '@leasehold/sink-client';
+import { refuseUnusableBaseUrl } from '@leasehold/sink-client';
 import { z } from 'zod';
 
 export const ENV_PREFIX = 'LEASEHOLD_COORDINATOR_';
@@ -370,10 +370,7 @@ const FIELDS = {
       schema: z
         .string(required)
         .pipe(httpUrl)
-        .superRefine((url, ctx) => {
-          const problem = baseUrlProblem(url);
-          if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
-        })
+        .superRefine(refuseUnusableBaseUrl)
         .transform((url) => url.replace(/\/+$/, '')),
     }),
     key: option({

@@ -17,6 +17,7 @@
  */
 import { LeaseholdError } from '@leasehold/protocol';
 import { Agent } from 'undici';
+import type { z } from 'zod';
 
 export interface TlsClientOptions {
   /** PEM of the CA(s) to trust instead of the system store (CA pinning). */
@@ -94,6 +95,12 @@ export function baseUrlProblem(url: string): string | undefined {
   return checked.ok ? undefined : checked.why;
 }
 
+/** For a zod schema's `superRefine`: an issue with {@link baseUrlProblem}'s message, if any. */
+export function refuseUnusableBaseUrl(url: string, ctx: z.RefinementCtx): void {
+  const problem = baseUrlProblem(url);
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+}
+
 /** `url` as a base for {@link JsonHttp}; a URL it cannot serve as is: INVALID_MESSAGE. */
 export function parseBaseUrl(url: string, peer: string): BaseUrl {
   const checked = checkBaseUrl(url);
@@ -115,8 +122,9 @@ function checkBaseUrl(url: string): { ok: true; base: BaseUrl } | { ok: false; w
     why: `${base.protocol}//${base.host}${base.pathname}: ${why}`,
   });
   if (base.username !== '' || base.password !== '') return refuse('credentials in the URL (pass them in the options)');
-  if (base.search !== '' || url.includes('?')) return refuse('a query (it would be dropped from every request)');
-  if (base.hash !== '' || url.includes('#')) return refuse('a fragment (it would be dropped from every request)');
+  // (Checked in the text: an empty `?` or `#` leaves `search` and `hash` empty.)
+  if (url.includes('?')) return refuse('a query (it would be dropped from every request)');
+  if (url.includes('#')) return refuse('a fragment (it would be dropped from every request)');
   return { ok: true, base: { origin: base.origin, prefix: base.pathname.replace(/\/+$/, '') } };
 }
 

@@ -15,7 +15,14 @@ export type {
   ResourcePageOptions,
   SinkHealth,
 } from './sink-client.js';
-export { baseUrlProblem, DEFAULT_MAX_RESPONSE_BYTES, JsonHttp, parseBaseUrl, tlsConnectOptions } from './http-json.js';
+export {
+  baseUrlProblem,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  JsonHttp,
+  parseBaseUrl,
+  refuseUnusableBaseUrl,
+  tlsConnectOptions,
+} from './http-json.js';
 export type { BaseUrl, JsonHttpOptions, JsonReply, JsonRequest, TlsClientOptions } from './http-json.js';
 export { MicroBatcher } from './micro-batcher.js';
 export type { BatcherOptions, Settled } from './micro-batcher.js';
