@@ -24,6 +24,7 @@ export class Metrics {
   readonly batchItems: Histogram<'kind'>;
   readonly badFrames: Counter<'code'>;
   readonly completionHolds: Counter<'ended'>;
+  readonly carriedAcquires: Counter<'taken'>;
   readonly fencesOnExpiry: Counter<'outcome'>;
   readonly tasks: Gauge<'state' | 'queue'>;
   readonly etcdHealthy: Gauge;
@@ -111,6 +112,12 @@ export class Metrics {
       name: 'leasehold_coordinator_completion_holds_total',
       help: "Completion replies held for the carried acquire's answer, by how the hold ended: answered (both in one write), waiting (the acquire long-polls), bound (the hold's time limit)",
       labelNames: ['ended'],
+      registers,
+    });
+    this.carriedAcquires = new Counter({
+      name: 'leasehold_coordinator_carried_acquires_total',
+      help: "Acquires carried by a task.complete, by how each was taken: in_completion_txn (its grant rode in the completion's own etcd txn), after_completion (a lone acquire once the completion was answered: nothing grantable at once, a clash, a refused completion, ...)",
+      labelNames: ['taken'],
       registers,
     });
     this.badFrames = new Counter({

@@ -75,14 +75,30 @@ describe('pollDelayMs: a long poll never outlives its session', () => {
 
 describe('needsRequestRead: an acquire that found nothing reads its holding unless the session knows its requests', () => {
   it.each([
-    ['resumed or adopted: always', { requestsKnown: false, grantedRequestIds: new Set<string>() }, 'q1', true],
     [
-      'known, the id one of its grants (a retry)',
-      { requestsKnown: true, grantedRequestIds: new Set(['q0', 'q1']) },
+      'resumed or adopted: always',
+      { requestsKnown: false, grantedRequestIds: new Set<string>(), unsureRequestIds: new Set<string>() },
       'q1',
       true,
     ],
-    ['known, a new id', { requestsKnown: true, grantedRequestIds: new Set(['q0']) }, 'q1', false],
+    [
+      'known, the id one of its grants (a retry)',
+      { requestsKnown: true, grantedRequestIds: new Set(['q0', 'q1']), unsureRequestIds: new Set<string>() },
+      'q1',
+      true,
+    ],
+    [
+      'known, the id one whose grant txn failed unanswered (a lost reply)',
+      { requestsKnown: true, grantedRequestIds: new Set(['q0']), unsureRequestIds: new Set(['q1']) },
+      'q1',
+      true,
+    ],
+    [
+      'known, a new id',
+      { requestsKnown: true, grantedRequestIds: new Set(['q0']), unsureRequestIds: new Set(['q2']) },
+      'q1',
+      false,
+    ],
   ])('%s', (_name, view, requestId, read) => {
     expect(needsRequestRead(view, requestId)).toBe(read);
   });

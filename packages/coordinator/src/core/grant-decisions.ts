@@ -58,14 +58,20 @@ export function admitAcquire(
  * and the retry must get that grant back. Not needed when every request of the session so far
  * arrived here, on its current connection, since the session was opened here (`requestsKnown`):
  * then a grant of this request id would be one of the session's grants this coordinator holds
- * (`grantedRequestIds`), and a request still being served is answered by that copy. A session
- * resumed or adopted (from a peer, or from this coordinator's own earlier connection) always reads.
+ * (`grantedRequestIds`), and a request still being served is answered by that copy — unless a
+ * grant txn of that request id failed without telling whether it was applied (`unsureRequestIds`:
+ * a lost reply; it may hold a grant this coordinator never learnt of). A session resumed or adopted
+ * (from a peer, or from this coordinator's own earlier connection) always reads.
  */
 export function needsRequestRead(
-  view: { readonly requestsKnown: boolean; readonly grantedRequestIds: RequestIds },
+  view: {
+    readonly requestsKnown: boolean;
+    readonly grantedRequestIds: RequestIds;
+    readonly unsureRequestIds: RequestIds;
+  },
   requestId: string,
 ): boolean {
-  return !view.requestsKnown || view.grantedRequestIds.has(requestId);
+  return !view.requestsKnown || view.grantedRequestIds.has(requestId) || view.unsureRequestIds.has(requestId);
 }
 
 /**

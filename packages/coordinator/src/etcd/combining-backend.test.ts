@@ -52,14 +52,15 @@ async function dump(b: KvBackend): Promise<unknown> {
   return page.kvs.map((kv) => ({ key: kv.key, value: kv.value, version: kv.version }));
 }
 
-/** The longest list of a request's nested txns plus its top-level count: etcd's --max-txn-ops rule. */
+/**
+ * etcd's --max-txn-ops rule, counted on its own here: a txn's longest list plus what its neediest
+ * nested txn needs (each level gets what its parent's longest list leaves), at every depth.
+ */
 function opsBound(spec: TxnSpec): number {
   const top = Math.max(spec.compare.length, spec.success.length, (spec.failure ?? []).length);
   let nested = 0;
   for (const o of [...spec.success, ...(spec.failure ?? [])]) {
-    if (o.type === 'txn') {
-      nested = Math.max(nested, o.txn.compare.length, o.txn.success.length, (o.txn.failure ?? []).length);
-    }
+    if (o.type === 'txn') nested = Math.max(nested, opsBound(o.txn));
   }
   return top + nested;
 }
@@ -193,6 +194,54 @@ describe('CombiningBackend', () => {
     }
   });
 
+  it('combines txns whose nested txns nest txns of their own, within the op budget etcd gives each depth', async () => {
+    const etcd = memoryEtcd();
+    const rec = recording(etcd.connect());
+    const combined = new CombiningBackend(rec.backend, { maxInFlight: 1, maxReplyBytes: 32 * 1024 * 1024 });
+    // As batches of 30 finishes, each carrying a grant: 5 compares, 6 success ops, the last a txn
+    // of 4 compares, 4 success and 2 failure ops: each part needs 6 + 4 = 10 ops under its parent.
+    const finishes = (tag: string): TxnSpec => ({
+      compare: [],
+      success: Array.from({ length: 30 }, (_, i) => {
+        const k = `${tag}/${i}`;
+        return op.txn({
+          compare: [
+            cmp.absent(`${k}/a`),
+            cmp.absent(`${k}/b`),
+            cmp.absent(`${k}/c`),
+            cmp.absent(`${k}/d`),
+            cmp.absent(`${k}/e`),
+          ],
+          success: [
+            op.put(`${k}/a`, '1'),
+            op.put(`${k}/b`, '1'),
+            op.put(`${k}/c`, '1'),
+            op.put(`${k}/d`, '1'),
+            op.put(`${k}/e`, '1'),
+            op.txn({
+              compare: [cmp.absent(`${k}/g1`), cmp.absent(`${k}/g2`), cmp.absent(`${k}/g3`), cmp.absent(`${k}/g4`)],
+              success: [op.put(`${k}/g1`, '1'), op.put(`${k}/g2`, '1'), op.put(`${k}/g3`, '1'), op.get(`${k}/in`)],
+              failure: [op.get(`${k}/g1`), op.get(`${k}/g2`)],
+            }),
+          ],
+        });
+      }),
+    });
+    const results = await Promise.all(['f1', 'f2', 'f3', 'f4'].map((tag) => combined.txn(finishes(tag))));
+    expect(rec.refused).toEqual([]);
+    // Each finish and its nested grant applied, as alone.
+    for (const r of results) {
+      for (const part of r.responses) {
+        expect(part.txn?.succeeded).toBe(true);
+        expect(part.txn?.responses[5]?.txn?.succeeded).toBe(true);
+      }
+    }
+    // Three batches fit one request (90 parts + 10), not four (120 + 10 > 128; counting the parts'
+    // own lists alone, 120 + 6, would send all four, and etcd would refuse the request).
+    expect(rec.requests).toHaveLength(2);
+    for (const r of rec.requests) expect(opsBound(r)).toBeLessThanOrEqual(128);
+  });
+
   it("keeps a combined reply within the client's receive limit, by the txns' reply bounds", async () => {
     const etcd = memoryEtcd();
     // The client refuses replies over 100 kB; two 60 kB reads would pass it together.
@@ -243,9 +292,14 @@ describe('CombiningBackend', () => {
       success: fc.array(leaf, { minLength: 1, maxLength: 3 }),
       failure: fc.array(leaf, { maxLength: 2 }),
     });
+    // A txn with a nested txn in its success (a finish carrying a grant), alone or in a batch.
+    const deep: fc.Arbitrary<TxnSpec> = fc
+      .tuple(flat, flat)
+      .map(([outer, inner]) => ({ ...outer, success: [...outer.success, op.txn(inner)] }));
+    const part = fc.oneof(flat, deep);
     const spec: fc.Arbitrary<TxnSpec> = fc.oneof(
-      flat,
-      fc.array(flat, { minLength: 2, maxLength: 3 }).map((parts) => ({ compare: [], success: parts.map(op.txn) })),
+      part,
+      fc.array(part, { minLength: 2, maxLength: 3 }).map((parts) => ({ compare: [], success: parts.map(op.txn) })),
     );
     await fc.assert(
       fc.asyncProperty(

@@ -20,15 +20,17 @@
  * so a caller loses no guarantee it had; conflicting txns go in separate requests, as before.
  *
  * Limits. A combined request never makes etcd refuse what a lone txn would not: each level's ops
- * stay within `--max-txn-ops` (128: the top level's count plus the longest list of any part), the
+ * stay within `--max-txn-ops` (128: the top level's count plus the deepest need of any part, see
+ * {@link opsNeeded}), the
  * request within {@link MAX_COMBINED_REQUEST_BYTES}, and no key is written by two parts (etcd's
  * duplicate-key rule). Its reply stays within the client's receive limit: the txns' reply bounds
  * (`TxnOptions.replyBytes`, a grant's payloads; else {@link GET_REPLY_BYTES} per get) add up to at
  * most half of it, and a write txn with a prefix read (no bound) goes alone.
  *
- * What is combined: a txn that writes (puts or deletes, at any level) and is either flat (no
- * nested txn: it becomes one nested txn) or a batch of flat nested txns under a txn without
- * compares and failure ops (as `Kv.txnEach` builds: its nested txns are taken as they are). Reads
+ * What is combined: a txn that writes (puts or deletes, at any level) and is either a batch of
+ * nested txns under a txn without compares and failure ops (as `Kv.txnEach` builds: its nested txns
+ * are taken as they are) or any other txn (it becomes one nested txn); nested txns may hold nested
+ * txns of their own (a finish carrying a grant). Reads
  * (txns that write nothing), other shapes and urgent txns (`TxnOptions.urgent`: session ends and
  * takeover grants, which must not wait behind ordinary work) pass straight through, at once. A txn
  * alone in its turn is sent unchanged.
@@ -93,7 +95,7 @@ interface Pending {
   readonly bytes: number;
   /** The most its reply may carry. */
   readonly replyBytes: number;
-  /** The longest list (compares, success, failure) of any part. */
+  /** The most ops any part needs under its parent's count ({@link opsNeeded}). */
   readonly longest: number;
   readonly resolve: (r: TxnResult) => void;
   readonly reject: (e: unknown) => void;
@@ -116,10 +118,6 @@ function anyLeaf(ops: readonly Op[], test: (o: Exclude<Op, { readonly type: 'txn
 function allCompares(spec: TxnSpec, visit: (c: Compare) => void): void {
   for (const c of spec.compare) visit(c);
   for (const o of [...spec.success, ...(spec.failure ?? [])]) if (o.type === 'txn') allCompares(o.txn, visit);
-}
-
-function hasNested(ops: readonly Op[]): boolean {
-  return ops.some((o) => o.type === 'txn');
 }
 
 /** How many gets `spec` has, in both branches at every level. */
@@ -221,7 +219,7 @@ class Gathered {
 
 /**
  * The nested txns `spec` becomes in a combined request, or undefined when it is not combined (it
- * writes nothing, or has a shape other than flat or a batch of flat nested txns).
+ * writes nothing, or reads a prefix).
  */
 function partsOf(spec: TxnSpec): { parts: readonly TxnSpec[]; batch: boolean } | undefined {
   const ops = [...spec.success, ...(spec.failure ?? [])];
@@ -229,14 +227,9 @@ function partsOf(spec: TxnSpec): { parts: readonly TxnSpec[]; batch: boolean } |
   // A prefix read's reply has no bound the txn could state.
   if (anyLeaf(ops, (o) => o.type === 'get' && o.prefix === true)) return undefined;
   const failure = spec.failure ?? [];
-  if (!hasNested(spec.success) && !hasNested(failure)) return { parts: [spec], batch: false };
-  if (spec.compare.length > 0 || failure.length > 0) return undefined;
-  const parts: TxnSpec[] = [];
-  for (const o of spec.success) {
-    if (o.type !== 'txn' || hasNested(o.txn.success) || hasNested(o.txn.failure ?? [])) return undefined;
-    parts.push(o.txn);
-  }
-  return { parts, batch: true };
+  const batch = spec.compare.length === 0 && failure.length === 0 && spec.success.length > 0;
+  if (!batch || spec.success.some((o) => o.type !== 'txn')) return { parts: [spec], batch: false };
+  return { parts: spec.success.map((o) => (o as Extract<Op, { readonly type: 'txn' }>).txn), batch: true };
 }
 
 /**
@@ -261,9 +254,22 @@ const UNAPPLIED: ReadonlySet<EtcdFailure> = new Set<EtcdFailure>([
   'permission-denied',
 ]);
 
+/**
+ * The ops `spec` needs under a parent, as etcd counts them: its longest list (compares, success,
+ * failure) plus what its neediest nested txn needs, since etcd allows a nested txn only what its
+ * parent's longest list leaves of `--max-txn-ops` (`checkTxnRequest`; the memory etcd's
+ * `checkOpCounts`). A flat txn needs its longest list.
+ */
+export function opsNeeded(spec: TxnSpec): number {
+  const failure = spec.failure ?? [];
+  let nested = 0;
+  for (const o of [...spec.success, ...failure]) if (o.type === 'txn') nested = Math.max(nested, opsNeeded(o.txn));
+  return Math.max(spec.compare.length, spec.success.length, failure.length) + nested;
+}
+
 function longestList(parts: readonly TxnSpec[]): number {
   let longest = 0;
-  for (const p of parts) longest = Math.max(longest, p.compare.length, p.success.length, (p.failure ?? []).length);
+  for (const p of parts) longest = Math.max(longest, opsNeeded(p));
   return longest;
 }
 

@@ -57,7 +57,7 @@ import { EtcdReads } from './reads.js';
 import { watchStore } from './store-watch.js';
 import { grantOwners, MAX_GRANT_PAYLOAD_BYTES, MAX_GRANTS_PER_TXN, undoGrant } from './transactions/grant-txns.js';
 import { acquireLock } from './transactions/lock-txns.js';
-import { finishAttempts, MAX_FINISHES_PER_TXN } from './transactions/lease-txns.js';
+import { distinctFinishes, finishAttempts, MAX_FINISHES_PER_TXN } from './transactions/lease-txns.js';
 import {
   adoptSession,
   closeSession,
@@ -218,20 +218,28 @@ export class KvLeaseStore implements LeaseStore {
   // --- held leases --------------------------------------------------------------------------------
 
   /**
-   * Jobs of distinct resources and tasks (none of a layout-v1 record) go up to
-   * {@link MAX_FINISHES_PER_TXN} per txn, each judged on its own (finishAttempts); the others one
-   * txn each. A thrown txn (outcome unknown) fails every job of it: nothing is re-sent blindly.
+   * Jobs of distinct keys (resources, tasks, request ids; none of a layout-v1 record) go up to
+   * {@link MAX_FINISHES_PER_TXN} per txn, and at most {@link MAX_GRANT_PAYLOAD_BYTES} of carried
+   * grants' payloads, each judged on its own (finishAttempts); the others one txn each. A job whose
+   * carried grant names a key of its own finish (or a layout-v1 record's job) goes without it: its
+   * outcome then has no `carried`, and the caller takes that acquire on its own. A thrown txn
+   * (outcome unknown) fails every job of it: nothing is re-sent blindly.
    */
   async finish(jobs: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]> {
-    const distinct =
-      new Set(jobs.map((j) => j.resource)).size === jobs.length &&
-      new Set(jobs.map((j) => j.next.taskId)).size === jobs.length &&
-      jobs.every((j) => j.legacy === undefined);
+    const fitted = jobs.map((j): FinishJob => {
+      if (j.carried === undefined) return j;
+      if (j.legacy === undefined && distinctFinishes(this.keys, [j])) return j;
+      const { carried: _dropped, ...alone } = j;
+      return alone;
+    });
+    const distinct = distinctFinishes(this.keys, fitted) && fitted.every((j) => j.legacy === undefined);
     const run = async (batch: readonly FinishJob[]): Promise<Settled<LeaseOutcome>[]> => {
       const all = await settle(() => finishAttempts(this.kv, this.keys, batch));
       return all.ok ? all.value.map((value) => ({ ok: true, value })) : batch.map(() => all);
     };
-    const batches = distinct ? chunks(jobs, MAX_FINISHES_PER_TXN) : jobs.map((j) => [j]);
+    const batches = distinct
+      ? chunksBy(fitted, MAX_FINISHES_PER_TXN, MAX_GRANT_PAYLOAD_BYTES, (j) => j.carried?.next.payloadBytes ?? 0)
+      : fitted.map((j) => [j]);
     return (await Promise.all(batches.map(run))).flat();
   }
 

@@ -36,7 +36,7 @@ function completeCarrying(
   taskId: string,
   resource: string,
   token: bigint,
-  options: { waitMs?: number; live?: () => boolean; carry?: boolean } = {},
+  options: { waitMs?: number; live?: () => boolean; carry?: boolean; requestId?: string } = {},
 ): Delivered[] {
   const delivered: Delivered[] = [];
   let turn = 0;
@@ -50,7 +50,7 @@ function completeCarrying(
       token,
       options.carry === false
         ? {}
-        : { next: { id: nextId(), requestId: `q-${nextId()}`, waitMs: options.waitMs ?? 0 } },
+        : { next: { id: nextId(), requestId: options.requestId ?? `q-${nextId()}`, waitMs: options.waitMs ?? 0 } },
     ),
     {
       live: options.live ?? (() => true),
@@ -71,9 +71,13 @@ function completeCarrying(
 
 const types = (d: readonly Delivered[]) => d.map((x) => x.message.type);
 
-async function holding(taskId: string, resource: string): Promise<{ w: TestWorkerHandle; token: bigint }> {
+async function holding(
+  taskId: string,
+  resource: string,
+  capacity = 100,
+): Promise<{ w: TestWorkerHandle; token: bigint }> {
   await cluster.submit(c1, taskId, resource);
-  const w = await cluster.worker(c1, 'w1');
+  const w = await cluster.worker(c1, 'w1', 'inc-1', capacity);
   const granted = await cluster.acquire(w, { taskId });
   return { w, token: tokenOf(granted) };
 }
@@ -141,6 +145,86 @@ describe('a completion that carries the next acquire', () => {
     await cluster.settle();
     expect(types(delivered)).toEqual(['task.completed']);
     expect([...cluster.owners().keys()]).toEqual([]);
+  });
+
+  it("grants in the completion's own txn: one etcd write for both, the grant's token the completion's revision", async () => {
+    const { w, token } = await holding('t1', 'r1');
+    await cluster.submit(c1, 't2', 'r2');
+    const names: string[] = [];
+    const txn = c1.store.kv.txn.bind(c1.store.kv);
+    c1.store.kv.txn = (name, spec, options) => {
+      names.push(name);
+      return txn(name, spec, options);
+    };
+    const delivered = completeCarrying(w, 't1', 'r1', token, { requestId: 'q-next' });
+    await cluster.settle();
+    expect(types(delivered)).toEqual(['task.completed', 'lease.granted']);
+    const grant = delivered[1]?.message;
+    expect(grant).toMatchObject({ taskId: 't2', resource: 'r2', inReplyTo: expect.any(String) as unknown });
+    const t1 = await c1.store.task('t1');
+    expect(t1?.record.state).toBe('completed');
+    // One txn ended t1 and granted t2: the token is the revision t1's record was completed at.
+    expect(tokenOf(grant as CoordinatorMessage)).toBe(t1?.modRevision);
+    expect(cluster.fence.fence('r2')).toBe(t1?.modRevision);
+    expect(names).toEqual(['finishAttempt']);
+    const text = await c1.services.metrics.registry.metrics();
+    expect(text).toContain('leasehold_coordinator_carried_acquires_total{taken="in_completion_txn"} 1');
+    // A retry of the carried request id gets the same grant back (the holding the txn wrote), and
+    // the grant is the session's: its completion is accepted.
+    expect(await cluster.acquire(w, { requestId: 'q-next' })).toMatchObject({
+      type: 'lease.granted',
+      token: t1?.modRevision.toString(),
+    });
+    expect(await cluster.complete(w, 't2', 'r2', tokenOf(grant as CoordinatorMessage))).toMatchObject({
+      type: 'task.completed',
+    });
+  });
+
+  it('never makes the carried grant when the completion is refused in etcd: the session stays within its capacity (G28)', async () => {
+    // Capacity 1: the carried grant may only replace the completed lease, never add to it.
+    const { w, token } = await holding('t1', 'r1', 1);
+    await cluster.submit(c1, 't2', 'r2');
+    // The owner key is rewritten behind the index's back (its mod_revision moves, the index does
+    // not see it): the completion takes its fast path, and etcd refuses its finish.
+    c1.backend.watchPaused = true;
+    const owner = await c1.store.owner('r1');
+    if (owner === undefined) throw new Error('no owner');
+    await c1.store.kv.txn('test', {
+      compare: [],
+      success: [
+        { type: 'put', key: c1.store.keys.owner('r1'), value: JSON.stringify(owner.record), lease: w.session.leaseId },
+      ],
+    });
+    const delivered = completeCarrying(w, 't1', 'r1', token);
+    await cluster.settle();
+    expect(delivered.map((d) => d.message)).toMatchObject([
+      { type: 'error', code: 'NOT_HOLDER' },
+      { type: 'error', code: 'CAPACITY_EXCEEDED' },
+    ]);
+    // The session holds r1 still, and nothing else: no grant rode in the refused finish.
+    expect([...cluster.owners().keys()]).toEqual(['r1']);
+    expect((await c1.store.task('t2'))?.record.state).toBe('pending');
+    c1.backend.resumeWatch();
+  });
+
+  it("finds the carried grant that its completion's txn made when that txn's reply was lost", async () => {
+    const { w, token } = await holding('t1', 'r1');
+    await cluster.submit(c1, 't2', 'r2');
+    c1.backend.loseNextReply = true; // the finish txn (with the grant in it) is applied, its reply lost
+    let open = true;
+    const delivered = completeCarrying(w, 't1', 'r1', token, { requestId: 'q-next', live: () => open });
+    open = false; // and the connection is lost with it (the grant rode already)
+    await cluster.settle();
+    expect(delivered.map((d) => d.message)).toMatchObject([{ type: 'error', code: 'UNAVAILABLE' }]);
+    expect(cluster.owners().has('r2')).toBe(true);
+    // The worker asks again with the same request id. Nothing else is grantable: the acquire reads
+    // its request's holding instead of answering lease.none, which would leave t2 held, unknown to
+    // the worker, for as long as the session lives.
+    expect(await cluster.acquire(w, { requestId: 'q-next' })).toMatchObject({
+      type: 'lease.granted',
+      taskId: 't2',
+      token: cluster.owners().get('r2')?.toString(),
+    });
   });
 
   it('answers a completion without a carried acquire at once', async () => {

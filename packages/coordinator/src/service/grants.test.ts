@@ -176,6 +176,23 @@ describe('idempotent acquire', () => {
     expect(await cluster.acquire(w, { requestId: 'req-2' })).toMatchObject({ type: 'lease.none' });
   });
 
+  it("a retry of a request whose grant txn's reply was lost (applied, outcome unknown) gets that grant back, not lease.none", async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    const w = await cluster.worker(c1, 'w1');
+    c1.backend.loseNextReply = true;
+    expect(await cluster.acquire(w, { requestId: 'req-1' })).toMatchObject({ type: 'error', code: 'UNAVAILABLE' });
+    await cluster.settle();
+    const token = cluster.owners().get('r1');
+    expect(token).toBeDefined(); // the txn was applied: r1 is held by this session, unknown to it
+    // Nothing else is grantable: without a read of its holding, the retry would be told lease.none
+    // and t1 would stay held for as long as the session lives.
+    expect(await cluster.acquire(w, { requestId: 'req-1' })).toMatchObject({
+      type: 'lease.granted',
+      resource: 'r1',
+      token: token?.toString(),
+    });
+  });
+
   it('a retry after the session moved to another coordinator gets its grant back when nothing else is grantable', async () => {
     await cluster.submit(c1, 't1', 'r1');
     const w = await cluster.worker(c1, 'w1');

@@ -46,7 +46,7 @@ import type { GrantJob, GrantOutcome, LeaseStore, StoredHolding } from '../store
 import { MicroBatcher } from '@leasehold/sink-client';
 import type { CoordinatorState } from './context.js';
 import { GrantDelivery, type DeliveryContext, type GrantTiming } from './grant-delivery.js';
-import type { LocalSession, SessionRegistry } from './local-session.js';
+import { MAX_UNSURE_REQUESTS, type LocalSession, type SessionRegistry } from './local-session.js';
 import { Attr, contextOf, endWithReply, markFailed, tracer } from './tracing.js';
 
 /** What the grant service uses. */
@@ -66,8 +66,58 @@ export interface GrantsContext extends DeliveryContext {
 const RETRY = Symbol('retry');
 
 /** What the request-id decisions (admitAcquire, needsRequestRead) see of a session. */
-function requestView(session: LocalSession): { requestsKnown: boolean; grantedRequestIds: RequestIds } {
-  return { requestsKnown: session.requestsKnown, grantedRequestIds: session.granted };
+function requestView(session: LocalSession): {
+  requestsKnown: boolean;
+  grantedRequestIds: RequestIds;
+  unsureRequestIds: RequestIds;
+} {
+  return {
+    requestsKnown: session.requestsKnown,
+    grantedRequestIds: session.granted,
+    unsureRequestIds: session.unsureRequests,
+  };
+}
+
+/**
+ * A grant txn of `requestId` failed without an answer (it may have been applied): until an acquire
+ * of that id reads its holding, an acquire of it that finds nothing grantable must read it (else a
+ * grant made by that txn would be held for as long as the session lives, its worker told
+ * `lease.none`). Bounded: past MAX_UNSURE_REQUESTS the session reads for every request.
+ */
+function markUnsure(session: LocalSession, requestId: string): void {
+  if (session.unsureRequests.size >= MAX_UNSURE_REQUESTS) {
+    session.requestsKnown = false;
+    session.unsureRequests.clear();
+    return;
+  }
+  session.unsureRequests.add(requestId);
+}
+
+/** One grant being made: the task selected and held, the txn's job, and its span. */
+interface GrantAttempt {
+  readonly resource: string;
+  readonly taskId: string;
+  readonly takeover: boolean;
+  readonly attempt: number;
+  readonly job: GrantJob;
+  readonly span: Span;
+}
+
+/**
+ * A carried acquire made ready to be granted in its completion's own finish txn (see
+ * {@link GrantService.joinCarried}): `job` goes in the finish; `settle` is told what the txn did
+ * with it and answers the acquire.
+ */
+export interface JoinedAcquire {
+  readonly job: GrantJob;
+  /**
+   * The grant's outcome in the finish txn; or undefined when it was not tried (the finish was
+   * refused, or sent without it), with `unsure` when the finish txn failed unanswered (it may have
+   * been applied, the grant with it). Never rejects: resolves with the acquire's answer.
+   */
+  settle(outcome: GrantOutcome | undefined, unsure: boolean): Promise<CoordinatorMessage>;
+  /** Not tried, and not to be taken (its connection closed): the task given back, nothing answered. */
+  cancel(unsure: boolean): void;
 }
 
 /** Optional hooks of one acquire. */
@@ -174,6 +224,91 @@ export class GrantService {
       });
     this.#inflight.set(key, op);
     return this.#sessions.track(session, op);
+  }
+
+  /**
+   * Make `msg`, an acquire carried by the completion of the grant `completing` (which `session`
+   * holds), ready to be granted in that completion's own finish txn (issue 27: one etcd txn and one
+   * watch revision per task instead of two). The grant is nested under the finish's compares, so
+   * it is made only if the finish is: it is admitted as if the completed lease had ended, and the
+   * session never holds both. Undefined when it cannot ride along (a copy of its request id being
+   * served, a retry of a granted request, capacity, bad queues, nothing grantable now, a takeover
+   * task — whose grants have their own urgent txns): the caller then takes it as a lone acquire
+   * once the completion is answered, as before.
+   */
+  joinCarried(
+    session: LocalSession,
+    msg: Acquire,
+    receivedAtMs: number,
+    hooks: AcquireHooks,
+    completing: { readonly resource: string; readonly token: bigint },
+  ): JoinedAcquire | undefined {
+    const ctx = this.#ctx;
+    const key = `${session.sessionId}\n${msg.requestId}`;
+    if (this.#inflight.has(key) || ctx.state.shuttingDown || !this.#sessions.isLive(session)) return undefined;
+    if (session.granted.get(completing.resource)?.token !== completing.token) return undefined;
+    if (session.granted.has(msg.requestId) || session.unsureRequests.has(msg.requestId)) return undefined;
+    const queues = acquireQueues(session.queues, msg.queues);
+    if (!queues.ok) return undefined;
+    const view = {
+      grantedRequestIds: session.granted,
+      held: session.granted.size - 1,
+      acquiring: session.acquiring,
+      capacity: session.capacity,
+    };
+    if (!admitAcquire(view, msg.requestId).ok) return undefined;
+    const [candidate] = ctx.index.select(this.#query(session, queues.queues, msg.taskId));
+    if (candidate === undefined || candidate.resource === completing.resource || isTakeover(recordOf(candidate))) {
+      return undefined;
+    }
+    const attempt = this.#startAttempt(session, msg, candidate);
+    const timing: GrantTiming = { receivedAtMs, workStartMs: ctx.clock.nowMs() };
+    session.acquiring += 1;
+    let answer!: (reply: Promise<CoordinatorMessage>) => void;
+    const answered = new Promise<CoordinatorMessage>((resolve) => {
+      answer = resolve;
+    });
+    this.#inflight.set(key, answered);
+    const done = (): void => {
+      session.acquiring -= 1;
+      this.#inflight.delete(key);
+    };
+    /** Not tried: the task given back, the request no longer in flight here. */
+    const giveBack = (unsure: boolean): void => {
+      ctx.index.holdUntil(attempt.resource, 0n);
+      attempt.span.setAttribute(Attr.OUTCOME, 'not_carried');
+      attempt.span.end();
+      if (unsure) markUnsure(session, msg.requestId);
+      done();
+    };
+    return {
+      job: attempt.job,
+      settle: (outcome, unsure) => {
+        if (outcome === undefined) {
+          // Taken as a lone acquire arriving now (admitted afresh: the completed lease may be held).
+          giveBack(unsure);
+          const reply = this.acquire(session, msg, ctx.clock.nowMs(), hooks);
+          answer(reply);
+          return reply;
+        }
+        const run = async (): Promise<CoordinatorMessage> => {
+          const out = await this.#afterGrantTxn(session, msg, attempt, outcome, timing);
+          return out === RETRY ? this.#acquire(session, msg, queues.queues, timing, hooks) : out;
+        };
+        const reply = this.#sessions.track(
+          session,
+          run()
+            .catch((err: unknown) => failureReply(err, msg.id))
+            .finally(done),
+        );
+        answer(reply);
+        return reply;
+      },
+      cancel: (unsure) => {
+        giveBack(unsure);
+        answer(Promise.resolve(errorFrame('SESSION_EXPIRED', 'the connection closed', msg.id)));
+      },
+    };
   }
 
   /**
@@ -286,12 +421,7 @@ export class GrantService {
           : errorFrame('SESSION_EXPIRED', 'session has expired', msg.id);
       }
       for (let attempt = 0; attempt < MAX_CANDIDATES; attempt += 1) {
-        const turn = session.queueTurn++;
-        const [candidate] = ctx.index.select(
-          msg.taskId === undefined
-            ? { queues, turn, ...(this.#sharing() ? { prefer: this.#assignedHere } : {}) }
-            : { queues, turn, taskId: msg.taskId },
-        );
+        const [candidate] = ctx.index.select(this.#query(session, queues, msg.taskId));
         if (baton !== undefined) {
           // Took a task: the next waiting acquire of the queue may find another (before this one
           // grants, so the chain does not wait for etcd). Found none: nothing there is grantable.
@@ -315,6 +445,7 @@ export class GrantService {
       if (!requestChecked && !needsRequestRead(requestView(session), msg.requestId)) requestChecked = true;
       if (!requestChecked) {
         const recorded = await ctx.store.holding(session.sessionId, msg.requestId);
+        session.unsureRequests.delete(msg.requestId); // read: what it holds is known now
         if (recorded !== undefined) {
           timing.workStartMs ??= ctx.clock.nowMs();
           return this.#replay(session, msg, recorded, timing);
@@ -336,47 +467,86 @@ export class GrantService {
     return noLease(msg.id, msg.requestId, ctx.config.noLeaseRetryAfterMs);
   }
 
+  /** What an acquire selects from: its queues in turn, or its one task id. */
+  #query(session: LocalSession, queues: readonly string[], taskId: string | undefined) {
+    const turn = session.queueTurn++;
+    return taskId === undefined
+      ? { queues, turn, ...(this.#sharing() ? { prefer: this.#assignedHere } : {}) }
+      : { queues, turn, taskId };
+  }
+
+  /**
+   * Start granting `candidate` to `session`: the task held in the index (until the grant txn's
+   * outcome is known, {@link #afterGrantTxn}), its span started, and the txn's job. The index's
+   * record of the task (pending, on a resource it believes free) is used as is: the grant txn
+   * compares the task's mod_revision and the owner key's absence, so a stale index only fails the
+   * txn (then RETRY, held until the index has caught up).
+   */
+  #startAttempt(session: LocalSession, msg: Acquire, candidate: PendingTask): GrantAttempt {
+    const ctx = this.#ctx;
+    const { resource, taskId, modRevision: taskModRevision } = candidate;
+    const task = recordOf(candidate);
+    const attempt = task.attempts + 1;
+    const span = this.#startGrantSpan(session, msg, task.traceparent, { taskId, resource, attempt });
+    ctx.index.hold(resource);
+    const job: GrantJob = {
+      sessionId: session.sessionId,
+      leaseId: session.leaseId,
+      sessionModRevision: session.modRevision,
+      requestId: msg.requestId,
+      task,
+      taskModRevision,
+      next: granted(task, { workerId: session.workerId, sessionId: session.sessionId }, ctx.wallClock()),
+      owner: {
+        v: 1,
+        taskId,
+        sessionId: session.sessionId,
+        workerId: session.workerId,
+        incarnation: session.incarnation,
+        requestId: msg.requestId,
+        attempt,
+      },
+    };
+    return { resource, taskId, takeover: isTakeover(task), attempt, job, span };
+  }
+
   async #tryGrant(
     session: LocalSession,
     msg: Acquire,
     candidate: PendingTask,
     timing: GrantTiming,
   ): Promise<CoordinatorMessage | typeof RETRY> {
+    const a = this.#startAttempt(session, msg, candidate);
+    if (!this.#sessions.isLive(session)) {
+      this.#ctx.index.holdUntil(a.resource, 0n);
+      return endWithReply(a.span, errorFrame('SESSION_EXPIRED', 'session has expired', msg.id));
+    }
+    let res: GrantOutcome;
+    try {
+      res = await (a.takeover ? this.#takeoverOwners : this.#owners).submit(a.job);
+    } catch (err) {
+      // The txn's outcome is unknown (or it was refused): a retry of this request id must read.
+      markUnsure(session, msg.requestId);
+      this.#ctx.index.holdUntil(a.resource, 0n);
+      markFailed(a.span, err);
+      a.span.end();
+      throw err;
+    }
+    return this.#afterGrantTxn(session, msg, a, res, timing);
+  }
+
+  /** What a grant txn's outcome `res` means for `a`: a reply, or RETRY (select again). */
+  async #afterGrantTxn(
+    session: LocalSession,
+    msg: Acquire,
+    a: GrantAttempt,
+    res: GrantOutcome,
+    timing: GrantTiming,
+  ): Promise<CoordinatorMessage | typeof RETRY> {
     const ctx = this.#ctx;
-    const { index } = ctx;
-    // The index's record of the task (pending, on a resource it believes free) is used as is: the
-    // grant txn compares the task's mod_revision and the owner key's absence, so a stale index
-    // only fails the txn (then RETRY, held until the index has caught up).
-    const { resource, taskId, modRevision: taskModRevision } = candidate;
-    const task = recordOf(candidate);
-    const takeover = isTakeover(task);
-    const attempt = task.attempts + 1;
-    const span = this.#startGrantSpan(session, msg, task.traceparent, { taskId, resource, attempt });
-    index.hold(resource);
+    const { resource, taskId, attempt, span } = a;
     let settledAt = 0n;
     try {
-      if (!this.#sessions.isLive(session)) {
-        return endWithReply(span, errorFrame('SESSION_EXPIRED', 'session has expired', msg.id));
-      }
-      const next = granted(task, { workerId: session.workerId, sessionId: session.sessionId }, ctx.wallClock());
-      const res = await (takeover ? this.#takeoverOwners : this.#owners).submit({
-        sessionId: session.sessionId,
-        leaseId: session.leaseId,
-        sessionModRevision: session.modRevision,
-        requestId: msg.requestId,
-        task,
-        taskModRevision,
-        next,
-        owner: {
-          v: 1,
-          taskId,
-          sessionId: session.sessionId,
-          workerId: session.workerId,
-          incarnation: session.incarnation,
-          requestId: msg.requestId,
-          attempt,
-        },
-      });
       span.addEvent('etcd.txn', { 'leasehold.txn': 'grant_owners', [Attr.OUTCOME]: res.kind });
       switch (res.kind) {
         case 'replay':
@@ -399,6 +569,7 @@ export class GrantService {
       settledAt = res.token;
       span.setAttribute(Attr.TOKEN, formatToken(res.token));
       const payload = parsePayloadJson(res.payloadJson);
+      const next = a.job.next;
       if (payload === undefined) {
         // inputs/<t> is missing or not JSON: a broken invariant (keys removed by hand). The grant is
         // undone before any advance, its attempt given back with a backoff.
@@ -408,7 +579,7 @@ export class GrantService {
         ctx.metrics.grants.inc({ outcome: 'abandoned' });
         return endWithReply(span, errorFrame('INTERNAL', `task ${taskId}: its payload is missing from etcd`, msg.id));
       }
-      const facts = { resource, taskId, token: res.token, payload, attempt, written: next, span, takeover };
+      const facts = { resource, taskId, token: res.token, payload, attempt, written: next, span, takeover: a.takeover };
       return endWithReply(span, await this.#delivery.fenceAndDeliver(session, msg, facts, timing, true));
     } catch (err) {
       // (A replay's span ended before #replay ran: isRecording is false once ended.)
@@ -418,7 +589,7 @@ export class GrantService {
       }
       throw err;
     } finally {
-      index.holdUntil(resource, settledAt);
+      ctx.index.holdUntil(resource, settledAt);
     }
   }
 

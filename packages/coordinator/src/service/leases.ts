@@ -22,7 +22,15 @@ import { errorFrame, failureReply } from '../core/replies.js';
 import { recordOf, traceparentOf, type TaskIndex } from '../core/task-index.js';
 import type { LegacyParts } from '../core/task-record.js';
 import type { Metrics } from '../metrics.js';
-import type { FinishJob, LeaseOutcome, LeaseStore, StoredOwner, StoredTask } from '../store/port.js';
+import type {
+  FinishJob,
+  GrantJob,
+  GrantOutcome,
+  LeaseOutcome,
+  LeaseStore,
+  StoredOwner,
+  StoredTask,
+} from '../store/port.js';
 import { MicroBatcher } from '@leasehold/sink-client';
 import { lifecycleEnv, type LifecycleContext } from './context.js';
 import type { LocalSession, SessionRegistry } from './local-session.js';
@@ -67,6 +75,22 @@ function finishJob(
     next,
     legacy: held.task.legacy,
   };
+}
+
+/**
+ * A grant that may ride in a completion's own finish txn (a carried acquire, carried-acquire.ts).
+ * The lease service fills in what came of it.
+ */
+export interface CompletionRide {
+  /**
+   * Called on the completion's fast path (no read), in the turn its txn is queued: the grant job to
+   * carry in it, or undefined.
+   */
+  readonly board: (completing: { readonly resource: string; readonly token: bigint }) => GrantJob | undefined;
+  /** Once a txn carried the job: its grant's outcome (absent: the grant was not tried). */
+  outcome?: GrantOutcome | undefined;
+  /** That txn failed unanswered: the finish and the grant may have been applied. */
+  unsure?: boolean;
 }
 
 /** Attempt ends per store call (the store splits them to fit its own limits). */
@@ -120,12 +144,15 @@ export class LeaseService {
     });
   }
 
-  /** Never rejects. A retry after a lost reply is answered as a replay. */
-  complete(session: LocalSession, msg: Complete): Promise<CoordinatorMessage> {
-    return this.#traced('leasehold.task.complete', session, msg, msg.taskId, () => this.#complete(session, msg));
+  /**
+   * Never rejects. A retry after a lost reply is answered as a replay. With `ride`, a grant may be
+   * made in the completion's own txn (see {@link CompletionRide}).
+   */
+  complete(session: LocalSession, msg: Complete, ride?: CompletionRide): Promise<CoordinatorMessage> {
+    return this.#traced('leasehold.task.complete', session, msg, msg.taskId, () => this.#complete(session, msg, ride));
   }
 
-  #complete(session: LocalSession, msg: Complete): Promise<CoordinatorMessage> {
+  #complete(session: LocalSession, msg: Complete, ride: CompletionRide | undefined): Promise<CoordinatorMessage> {
     return this.#guard(session, msg.id, async () => {
       const token = parseToken(msg.token);
       const done: CoordinatorMessage = {
@@ -153,15 +180,26 @@ export class LeaseService {
         this.#sessions.isLive(session)
       ) {
         const hintRecord = recordOf(hint);
-        const fast = await this.#finishes.submit({
-          sessionId: session.sessionId,
-          leaseId: session.leaseId,
-          resource: msg.resource,
-          token,
-          requestId: held.requestId,
-          taskModRevision: hint.modRevision,
-          next: completed(hintRecord, token, msg.resultId, this.#ctx.wallClock(), msg.noResult === true),
-        });
+        const next = completed(hintRecord, token, msg.resultId, this.#ctx.wallClock(), msg.noResult === true);
+        // The carried grant is nested under this finish's compares: made only if the finish is.
+        const carried = ride?.board({ resource: msg.resource, token });
+        let fast: LeaseOutcome;
+        try {
+          fast = await this.#finishes.submit({
+            sessionId: session.sessionId,
+            leaseId: session.leaseId,
+            resource: msg.resource,
+            token,
+            requestId: held.requestId,
+            taskModRevision: hint.modRevision,
+            next,
+            ...(carried === undefined ? {} : { carried }),
+          });
+        } catch (err) {
+          if (ride !== undefined && carried !== undefined) ride.unsure = true;
+          throw err;
+        }
+        if (ride !== undefined && carried !== undefined && fast.kind === 'done') ride.outcome = fast.carried;
         if (fast.kind === 'done') {
           this.#observeEnd(hintRecord, 'completed');
           forgetGrant(session, msg.resource, token);

@@ -2,6 +2,9 @@
 import type { SessionGrants } from '../core/session-grants.js';
 import type { WorkerChannel } from './channel.js';
 
+/** The most request ids a session keeps as unsure (see `LocalSession.unsureRequests`). */
+export const MAX_UNSURE_REQUESTS = 64;
+
 export interface LocalSession {
   readonly sessionId: string;
   readonly leaseId: string;
@@ -26,6 +29,12 @@ export interface LocalSession {
    * `granted`'s was never granted, so it needs no holding read (core/grant-decisions `needsRequestRead`).
    */
   requestsKnown: boolean;
+  /**
+   * Request ids whose grant txn failed without an answer (a lost reply: it may have been applied),
+   * until an acquire of that id has read its holding; at most {@link MAX_UNSURE_REQUESTS}, past
+   * which `requestsKnown` is cleared instead.
+   */
+  readonly unsureRequests: Set<string>;
   /** Grants in flight allowed at once (the hello's `capacity`): held grants plus acquires being served. */
   capacity: number;
   /**

@@ -312,6 +312,7 @@ export class SessionManager implements SessionRegistry {
       wakers: new Set(),
       granted: new SessionGrants(),
       requestsKnown,
+      unsureRequests: new Set(),
       capacity: hello.capacity,
       queues: sessionQueues(hello.queues),
       queueTurn: 0,

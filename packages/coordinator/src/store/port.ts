@@ -173,10 +173,21 @@ export interface HolderProof {
 export interface FinishJob extends HolderProof, TaskWrite {
   /** The task's mod_revision the next record was computed from. */
   readonly taskModRevision: bigint;
+  /**
+   * A grant made in the same txn, only if this finish is (a completion's carried acquire): for
+   * another resource, task and request id. The session never holds it without having ended this
+   * lease, so the two count once against its capacity.
+   */
+  readonly carried?: GrantJob | undefined;
 }
 
 export type LeaseOutcome =
-  | { readonly kind: 'done'; readonly revision: bigint }
+  /**
+   * `carried`: the carried grant's outcome, as {@link LeaseStore.grant} tells it (granted at the
+   * finish's revision). Absent when the job had none, or when the store sent the finish without it
+   * (its keys clash with the finish's own): then it was not tried.
+   */
+  | { readonly kind: 'done'; readonly revision: bigint; readonly carried?: GrantOutcome }
   /** The proof failed: the caller no longer holds that token (or the task changed). */
   | { readonly kind: 'notHolder' };
 

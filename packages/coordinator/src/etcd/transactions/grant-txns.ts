@@ -7,7 +7,7 @@ import { encodeRecord, type HoldingRecord } from '../../core/records.js';
 import type { TaskRecord } from '../../core/task-record.js';
 import { CoordinatorError } from '../../errors.js';
 import type { AbandonOutcome, AbandonRef, GrantJob, GrantOutcome, GrantRef } from '../../store/port.js';
-import type { Compare, KeyValue, Op, TxnOptions } from '../backend.js';
+import type { Compare, KeyValue, NestedResult, Op, TxnOptions, TxnSpec } from '../backend.js';
 import type { KeyLayout } from '../keys.js';
 import { cmp, firstKv, op, type Kv } from '../kv.js';
 import { parseHolding, parseSession } from '../reads.js';
@@ -30,6 +30,30 @@ export const MAX_GRANT_PAYLOAD_BYTES = 2 * 1024 * 1024;
 export type GrantTxnOutcome =
   | { readonly kind: 'granted'; readonly token: bigint; readonly payload: string | undefined }
   | Exclude<GrantOutcome, { readonly kind: 'granted' }>;
+
+/**
+ * One grant's txn (see {@link grantOwners}): compares, success ops and the failure branch's reads.
+ * Read its result with {@link grantOutcomeOf}. Also nested under a finish (lease-txns.ts, a
+ * completion's carried acquire).
+ */
+export function grantTxnSpec(keys: KeyLayout, j: GrantJob): TxnSpec {
+  return {
+    ...grantSpec(keys, j),
+    failure: [op.get(keys.session(j.sessionId)), op.get(keys.holding(j.sessionId, j.requestId))],
+  };
+}
+
+/** What a grant txn of {@link grantTxnSpec} did, from its result at `revision`. */
+export function grantOutcomeOf(keys: KeyLayout, j: GrantJob, res: NestedResult, revision: bigint): GrantTxnOutcome {
+  return res.succeeded
+    ? { kind: 'granted', token: revision, payload: firstKv(res, 3)?.value }
+    : failedGrant(keys, j, firstKv(res, 0), firstKv(res, 1), revision);
+}
+
+/** The most a grant txn's reply carries: its payload (success) or its session and holding (failure). */
+export function grantReplyBytes(j: GrantJob): number {
+  return Math.max(j.next.payloadBytes + 1024, 2 * GET_REPLY_BYTES);
+}
 
 /** One grant's compares and success ops (see {@link grantOwners}). */
 function grantSpec(keys: KeyLayout, j: GrantJob): { compare: Compare[]; success: Op[] } {
@@ -100,20 +124,13 @@ export async function grantOwners(
   if (jobs.length > MAX_GRANTS_PER_TXN) {
     throw new CoordinatorError('INTERNAL', `grantOwners takes at most ${MAX_GRANTS_PER_TXN} jobs per txn`);
   }
-  const failure = (j: GrantJob): Op[] => [
-    op.get(keys.session(j.sessionId)),
-    op.get(keys.holding(j.sessionId, j.requestId)),
-  ];
   return kv.txnEach(
     { one: 'grantOwner', many: 'grantOwners' },
     jobs,
-    (j) => ({ ...grantSpec(keys, j), failure: failure(j) }),
-    (j, res, revision): GrantTxnOutcome =>
-      res.succeeded
-        ? { kind: 'granted', token: revision, payload: firstKv(res, 3)?.value }
-        : failedGrant(keys, j, firstKv(res, 0), firstKv(res, 1), revision),
+    (j) => grantTxnSpec(keys, j),
+    (j, res, revision) => grantOutcomeOf(keys, j, res, revision),
     // The reply: per job its payload (success) or its session and holding (failure).
-    { ...options, replyBytes: jobs.reduce((n, j) => n + Math.max(j.next.payloadBytes + 1024, 2 * GET_REPLY_BYTES), 0) },
+    { ...options, replyBytes: jobs.reduce((n, j) => n + grantReplyBytes(j), 0) },
   );
 }
 

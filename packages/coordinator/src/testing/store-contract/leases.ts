@@ -3,10 +3,10 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { attemptFailed, completed, released } from '../../core/lifecycle.js';
 import { op } from '../../etcd/kv.js';
 import type { KvLeaseStore } from '../../etcd/lease-store.js';
-import { ENV, type Tools } from './fixtures.js';
+import { ENV, PAYLOAD, type Tools } from './fixtures.js';
 
 export function describeHeldLeases(t: Tools): void {
-  const { open, job, current, proofOf, grantOne, granted } = t;
+  const { open, job, current, proofOf, grantOne, granted, submit } = t;
   describe('held leases', () => {
     let store: KvLeaseStore;
     beforeEach(() => {
@@ -141,6 +141,102 @@ export function describeHeldLeases(t: Tools): void {
       expect(await store.owner('ra')).toBeUndefined();
       expect(await store.owner('rb')).toMatchObject({ token: b.token });
       expect((await current('tb')).modRevision).toBe(jb.taskModRevision);
+    });
+  });
+
+  describe("a completion's carried grant, in the completion's own txn", () => {
+    let store: KvLeaseStore;
+    beforeEach(() => {
+      store = t.store();
+    });
+    const completion = async (s: Awaited<ReturnType<typeof open>>, taskId: string, resource: string) => {
+      const a = await granted(s, taskId, resource);
+      const task = await current(taskId);
+      return {
+        ...proofOf(s, resource, a),
+        taskModRevision: task.modRevision,
+        next: completed(task.record, a.token, `task:${taskId}`, ENV.nowMs),
+      };
+    };
+
+    it("is made only if the finish is, at the finish txn's revision (the session never holds both)", async () => {
+      const s = await open();
+      const finish = await completion(s, 't1', 'r1');
+      const t2 = await submit('t2', 'r2');
+      const carried = job(s, t2, 'q-next');
+      // The finish's holder proof fails: the grant nested under it is not even judged.
+      const [refused] = await store.finish([{ ...finish, token: finish.token + 1n, carried }]);
+      expect(refused?.ok && refused.value).toEqual({ kind: 'notHolder' });
+      expect(await store.owner('r2')).toBeUndefined();
+      expect(await store.holding(s.sessionId, 'q-next')).toBeUndefined();
+      expect((await current('t2')).modRevision).toBe(t2.modRevision);
+      expect(await store.owner('r1')).toMatchObject({ token: finish.token });
+
+      const [done] = await store.finish([{ ...finish, carried }]);
+      if (done === undefined || !done.ok || done.value.kind !== 'done') throw new Error(JSON.stringify(done));
+      const revision = done.value.revision;
+      expect(done.value.carried).toEqual({ kind: 'granted', token: revision, payloadJson: JSON.stringify(PAYLOAD) });
+      expect(await store.owner('r1')).toBeUndefined();
+      expect((await current('t1')).record.state).toBe('completed');
+      expect(await store.owner('r2')).toMatchObject({ token: revision, record: { taskId: 't2', requestId: 'q-next' } });
+      expect((await store.holding(s.sessionId, 'q-next'))?.token).toBe(revision);
+      expect((await current('t2')).modRevision).toBe(revision);
+    });
+
+    it('tells a carried grant that lost its race or was granted before; its finish stands', async () => {
+      const s = await open();
+      const f1 = await completion(s, 't1', 'r1');
+      const t2 = await submit('t2', 'r2');
+      const [raced] = await store.finish([
+        { ...f1, carried: { ...job(s, t2, 'q-a'), taskModRevision: t2.modRevision - 1n } },
+      ]);
+      expect(raced?.ok && raced.value).toMatchObject({ kind: 'done', carried: { kind: 'raced' } });
+      expect((await current('t1')).record.state).toBe('completed');
+      expect(await store.owner('r2')).toBeUndefined();
+
+      const f3 = await completion(s, 't3', 'r3');
+      const before = await grantOne(job(s, await current('t2'), 'q-b'));
+      if (before.kind !== 'granted') throw new Error(before.kind);
+      const t4 = await submit('t4', 'r4');
+      const [replay] = await store.finish([{ ...f3, carried: job(s, t4, 'q-b') }]);
+      expect(replay?.ok && replay.value).toMatchObject({
+        kind: 'done',
+        carried: { kind: 'replay', holding: { token: before.token } },
+      });
+      expect(await store.owner('r4')).toBeUndefined();
+    });
+
+    it('a batch of completions each carrying a grant is one txn; a grant that clashes with its own finish is left out', async () => {
+      const s = await open();
+      const fa = await completion(s, 'ta', 'ra');
+      const fb = await completion(s, 'tb', 'rb');
+      const tc = await submit('tc', 'rc');
+      const td = await submit('td', 'rd');
+      const names: string[] = [];
+      const txn = store.kv.txn.bind(store.kv);
+      store.kv.txn = (name, spec, options) => {
+        names.push(name);
+        return txn(name, spec, options);
+      };
+      const out = await store.finish([
+        { ...fa, carried: job(s, tc, 'q-c') },
+        { ...fb, carried: job(s, td, 'q-d') },
+      ]);
+      expect(names).toEqual(['finishAttempts']);
+      const [a, b] = out.map((r) => (r.ok ? r.value : undefined));
+      expect(a).toMatchObject({ kind: 'done', carried: { kind: 'granted' } });
+      expect(b).toMatchObject({ kind: 'done', carried: { kind: 'granted' } });
+      expect(await store.owner('rc')).toMatchObject({ token: a?.kind === 'done' ? a.revision : -1n });
+      expect(await store.owner('rd')).toBeDefined();
+
+      // A grant of the resource the finish frees would put and delete one key in one txn (etcd
+      // refuses that): the finish goes without it, and says so by carrying no outcome.
+      const fe = await completion(s, 'te', 're');
+      const tf = await submit('tf', 're');
+      const [alone] = await store.finish([{ ...fe, carried: job(s, tf, 'q-f') }]);
+      expect(alone?.ok && alone.value).toEqual({ kind: 'done', revision: expect.any(BigInt) as unknown });
+      expect(await store.owner('re')).toBeUndefined();
+      expect((await current('tf')).modRevision).toBe(tf.modRevision);
     });
   });
 }
