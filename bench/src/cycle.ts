@@ -61,7 +61,7 @@ type Submit = (ids: readonly number[]) => Promise<number>;
  * kind (`leasehold_coordinator_batch_items{kind}`) and etcd txns by family
  * (`leasehold_coordinator_etcd_txn_seconds_count{txn}`, every outcome). Keys `items:<kind>`,
  * `calls:<kind>`, `txn:<family>`, `hold:<ended>` (completion replies held for their carried
- * acquire), `wake:<result>` (waiting acquires woken by a change, by what they selected); from a
+ * acquire), `carried:<taken>` (carried acquires, in the completion's txn or after it), `wake:<result>` (waiting acquires woken by a change, by what they selected); from a
  * sink's /metrics, its write batches as kind `sink_write`.
  */
 export function coordinatorCalls(text: string): Record<string, number> {
@@ -77,6 +77,10 @@ export function coordinatorCalls(text: string): Record<string, number> {
   // Completion replies held for their carried acquire, by how the hold ended (service/carried-acquire.ts).
   for (const m of text.matchAll(/^leasehold_coordinator_completion_holds_total\{ended="([a-z]+)"\} (\S+)$/gm)) {
     add(`hold:${m[1] ?? ''}`, m[2]);
+  }
+  // Carried acquires, by how each was taken: in the completion's own txn or alone after it (carried-acquire.ts).
+  for (const m of text.matchAll(/^leasehold_coordinator_carried_acquires_total\{taken="([a-z_]+)"\} (\S+)$/gm)) {
+    add(`carried:${m[1] ?? ''}`, m[2]);
   }
   // Waiting acquires woken by a change of their queue, by what their select found (grants.ts).
   for (const m of text.matchAll(/^leasehold_coordinator_acquire_wakes_total\{result="([a-z]+)"\} (\S+)$/gm)) {
@@ -107,12 +111,17 @@ export function describeCalls(delta: Readonly<Record<string, number>>, tasks: nu
     .map(([k, v]) => `${k.slice(5)} ${(v / tasks).toFixed(2)}`);
   const held =
     holds.length === 0 ? '' : `; completion replies held per task, by how the hold ended: ${holds.join(', ')}`;
+  const carried = ['in_completion_txn', 'after_completion']
+    .filter((t) => (delta[`carried:${t}`] ?? 0) > 0)
+    .map((t) => `${t} ${((delta[`carried:${t}`] ?? 0) / tasks).toFixed(2)}`);
+  const carriedText =
+    carried.length === 0 ? '' : `; carried acquires per task, by how each was taken: ${carried.join(', ')}`;
   const wakes = ['selected', 'empty']
     .filter((r) => (delta[`wake:${r}`] ?? 0) > 0)
     .map((r) => `${r} ${((delta[`wake:${r}`] ?? 0) / tasks).toFixed(2)}`);
   const woken =
     wakes.length === 0 ? '' : `; waiting acquires woken per task, by what they selected: ${wakes.join(', ')}`;
-  return `etcd txns per task: ${txns.join(', ') || 'none'}; items per group-committed call: ${items.join(', ') || 'none'}${held}${woken}`;
+  return `etcd txns per task: ${txns.join(', ') || 'none'}; items per group-committed call: ${items.join(', ') || 'none'}${held}${carriedText}${woken}`;
 }
 
 /** Worker processes + the bench process as the submitter, with a bounded backlog. */

@@ -6,9 +6,17 @@
  * held) — a session holding thousands made every acquire copy thousands of ids. Here it is one
  * lookup, whatever the session holds. Pure: no I/O.
  */
+import type { TaskRecord } from './task-record.js';
+
 export interface SessionGrant {
   readonly token: bigint;
   readonly requestId: string;
+  /**
+   * The task record the grant txn wrote, for a grant made here (not a replay): its mod_revision is
+   * the token (the txn wrote it at its revision). What ending the attempt starts from while the
+   * watch-fed index has not yet seen the grant — only a hint: the end txn compares it.
+   */
+  readonly written?: TaskRecord | undefined;
 }
 
 export class SessionGrants {

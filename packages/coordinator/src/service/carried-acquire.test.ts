@@ -180,6 +180,36 @@ describe('a completion that carries the next acquire', () => {
     });
   });
 
+  it('needs no read when the completion arrives before the index has seen its grant, and still carries the next grant', async () => {
+    await cluster.submit(c1, 't1', 'r1');
+    await cluster.submit(c1, 't2', 'r2');
+    const w = await cluster.worker(c1, 'w1');
+    c1.backend.watchPaused = true; // the index will not see the grant of t1 before its completion
+    const token = tokenOf(await cluster.acquire(w, { taskId: 't1' }));
+    const reads: string[] = [];
+    const txns: string[] = [];
+    const kv = c1.store.kv;
+    const read = kv.read.bind(kv);
+    const txn = kv.txn.bind(kv);
+    kv.read = (name, ops) => {
+      reads.push(name);
+      return read(name, ops);
+    };
+    kv.txn = (name, spec, options) => {
+      txns.push(name);
+      return txn(name, spec, options);
+    };
+    const delivered = completeCarrying(w, 't1', 'r1', token);
+    await cluster.settle();
+    expect(types(delivered)).toEqual(['task.completed', 'lease.granted']);
+    expect(reads).toEqual([]);
+    expect(txns).toEqual(['finishAttempt']);
+    c1.backend.resumeWatch();
+    await cluster.settle();
+    expect((await c1.store.task('t1'))?.record.state).toBe('completed');
+    expect(cluster.owners().get('r2')).toBe(tokenOf(delivered[1]?.message as CoordinatorMessage));
+  });
+
   it('never makes the carried grant when the completion is refused in etcd: the session stays within its capacity (G28)', async () => {
     // Capacity 1: the carried grant may only replace the completed lease, never add to it.
     const { w, token } = await holding('t1', 'r1', 1);

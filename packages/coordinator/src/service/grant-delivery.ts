@@ -150,7 +150,11 @@ export class GrantDelivery {
     fresh: boolean,
   ): CoordinatorMessage {
     const ctx = this.#ctx;
-    session.granted.set(grant.resource, { token: grant.token, requestId: msg.requestId });
+    session.granted.set(grant.resource, {
+      token: grant.token,
+      requestId: msg.requestId,
+      ...(fresh && grant.written !== undefined ? { written: grant.written } : {}),
+    });
     ctx.metrics.grants.inc({ outcome: fresh ? 'granted' : 'replayed' });
     grant.span.setAttribute(Attr.OUTCOME, fresh ? 'granted' : 'replayed');
     const traceparent = traceparentOf(grant.span);

@@ -250,9 +250,11 @@ export class GrantService {
     if (session.granted.has(msg.requestId) || session.unsureRequests.has(msg.requestId)) return undefined;
     const queues = acquireQueues(session.queues, msg.queues);
     if (!queues.ok) return undefined;
+    // The completed lease, and those of other acquires riding in their completions' txns, are
+    // ended by the txn that grants in their place: each counts once, as its acquire.
     const view = {
       grantedRequestIds: session.granted,
-      held: session.granted.size - 1,
+      held: session.granted.size - session.carrying - 1,
       acquiring: session.acquiring,
       capacity: session.capacity,
     };
@@ -264,6 +266,13 @@ export class GrantService {
     const attempt = this.#startAttempt(session, msg, candidate);
     const timing: GrantTiming = { receivedAtMs, workStartMs: ctx.clock.nowMs() };
     session.acquiring += 1;
+    session.carrying += 1;
+    let carrying = true;
+    /** The finish is answered: from now on its lease is in `granted` only if it was not ended. */
+    const landed = (): void => {
+      if (carrying) session.carrying -= 1;
+      carrying = false;
+    };
     let answer!: (reply: Promise<CoordinatorMessage>) => void;
     const answered = new Promise<CoordinatorMessage>((resolve) => {
       answer = resolve;
@@ -275,6 +284,7 @@ export class GrantService {
     };
     /** Not tried: the task given back, the request no longer in flight here. */
     const giveBack = (unsure: boolean): void => {
+      landed();
       ctx.index.holdUntil(attempt.resource, 0n);
       attempt.span.setAttribute(Attr.OUTCOME, 'not_carried');
       attempt.span.end();
@@ -291,6 +301,7 @@ export class GrantService {
           answer(reply);
           return reply;
         }
+        landed();
         const run = async (): Promise<CoordinatorMessage> => {
           const out = await this.#afterGrantTxn(session, msg, attempt, outcome, timing);
           return out === RETRY ? this.#acquire(session, msg, queues.queues, timing, hooks) : out;

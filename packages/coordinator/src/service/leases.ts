@@ -168,18 +168,9 @@ export class LeaseService {
       // Fast path: the watch-fed index shows this session holding this token for this task, so the
       // batched txn is tried without a read; its compares (holder proof, task unchanged) decide,
       // and any failure falls through to the read below (which also answers replays).
-      const hint = this.#ctx.index.pendingTask(msg.taskId);
-      const held = this.#ctx.index.ownerOf(msg.resource);
-      if (
-        hint !== undefined &&
-        !hint.legacy &&
-        hint.resource === msg.resource &&
-        held?.token === token &&
-        held.sessionId === session.sessionId &&
-        held.taskId === msg.taskId &&
-        this.#sessions.isLive(session)
-      ) {
-        const hintRecord = recordOf(hint);
+      const known = this.#knownHeld(session, msg.resource, token);
+      if (known !== undefined && known.task.record.taskId === msg.taskId && this.#sessions.isLive(session)) {
+        const hintRecord = known.task.record;
         const next = completed(hintRecord, token, msg.resultId, this.#ctx.wallClock(), msg.noResult === true);
         // The carried grant is nested under this finish's compares: made only if the finish is.
         const carried = ride?.board({ resource: msg.resource, token });
@@ -190,8 +181,8 @@ export class LeaseService {
             leaseId: session.leaseId,
             resource: msg.resource,
             token,
-            requestId: held.requestId,
-            taskModRevision: hint.modRevision,
+            requestId: known.requestId,
+            taskModRevision: known.task.modRevision,
             next,
             ...(carried === undefined ? {} : { carried }),
           });
@@ -357,6 +348,27 @@ export class LeaseService {
     resource: string,
     token: bigint,
   ): Promise<{ readonly requestId: string; readonly task: HeldTask } | undefined> {
+    const known = this.#knownHeld(session, resource, token);
+    if (known !== undefined) return known;
+    const owner = await this.#ctx.store.owner(resource);
+    if (!holds(owner, session, token)) return undefined;
+    const task: StoredTask | undefined = await this.#ctx.store.task(owner.record.taskId);
+    if (task === undefined) return undefined;
+    return { requestId: owner.record.requestId, task };
+  }
+
+  /**
+   * The grant `token` on `resource` that `session` holds, with its request id and task record, as
+   * this coordinator knows it without a read: from the watch-fed index, else from the grant it made
+   * (`SessionGrant.written`, at mod_revision = the token) while the index has not yet seen it — a
+   * completion that arrives a few ms after its grant, before the watch event, needs no read. Only a
+   * hint: the end txn compares the owner, holding and task keys. Undefined for a layout-v1 record.
+   */
+  #knownHeld(
+    session: LocalSession,
+    resource: string,
+    token: bigint,
+  ): { readonly requestId: string; readonly task: HeldTask } | undefined {
     const hint = this.#ctx.index.ownerOf(resource);
     if (hint?.token === token && hint.sessionId === session.sessionId) {
       const task = this.#ctx.index.pendingTask(hint.taskId);
@@ -364,11 +376,9 @@ export class LeaseService {
         return { requestId: hint.requestId, task: { record: recordOf(task), modRevision: task.modRevision } };
       }
     }
-    const owner = await this.#ctx.store.owner(resource);
-    if (!holds(owner, session, token)) return undefined;
-    const task: StoredTask | undefined = await this.#ctx.store.task(owner.record.taskId);
-    if (task === undefined) return undefined;
-    return { requestId: owner.record.requestId, task };
+    const mine = session.granted.get(resource);
+    if (mine?.token !== token || mine.written === undefined) return undefined;
+    return { requestId: mine.requestId, task: { record: mine.written, modRevision: token } };
   }
 
   async #finishOne(job: FinishJob): Promise<LeaseOutcome> {

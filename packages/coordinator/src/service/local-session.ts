@@ -47,6 +47,12 @@ export interface LocalSession {
   /** Acquires being served now (long polls included). */
   acquiring: number;
   /**
+   * Of those, acquires riding in their completion's finish txn, not yet settled
+   * (`GrantService.joinCarried`): each one's completed lease is still among `granted` until its
+   * finish is answered, but is ended by the very txn that would grant it, so the two count once.
+   */
+  carrying: number;
+  /**
    * The worker is closing (`session.drain`): its acquires do not wait (long poll) from now on. Kept
    * across a resume on this coordinator; a closing worker sends it again after any new welcome.
    */

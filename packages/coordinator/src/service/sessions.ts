@@ -317,6 +317,7 @@ export class SessionManager implements SessionRegistry {
       queues: sessionQueues(hello.queues),
       queueTurn: 0,
       acquiring: 0,
+      carrying: 0,
       draining: false,
     };
     this.#sessions.set(sessionId, session);
