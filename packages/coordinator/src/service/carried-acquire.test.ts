@@ -210,6 +210,36 @@ describe('a completion that carries the next acquire', () => {
     expect(cluster.owners().get('r2')).toBe(tokenOf(delivered[1]?.message as CoordinatorMessage));
   });
 
+  it('counts each completion riding with its carried grant once against capacity: a full session carries all of them in one txn', async () => {
+    for (const [t, r] of [
+      ['t1', 'r1'],
+      ['t2', 'r2'],
+      ['t3', 'r3'],
+      ['t4', 'r4'],
+    ] as const)
+      await cluster.submit(c1, t, r);
+    const w = await cluster.worker(c1, 'w1', 'inc-1', 2); // both slots busy
+    const a = tokenOf(await cluster.acquire(w, { taskId: 't1' }));
+    const b = tokenOf(await cluster.acquire(w, { taskId: 't2' }));
+    const txns: string[] = [];
+    const txn = c1.store.kv.txn.bind(c1.store.kv);
+    c1.store.kv.txn = (name, spec, options) => {
+      txns.push(name);
+      return txn(name, spec, options);
+    };
+    // Both complete in one turn, each carrying its slot's next acquire.
+    const first = completeCarrying(w, 't1', 'r1', a);
+    const second = completeCarrying(w, 't2', 'r2', b);
+    // Meanwhile the session is full: an acquire of its own is refused.
+    expect(await cluster.acquire(w)).toMatchObject({ type: 'error', code: 'CAPACITY_EXCEEDED' });
+    await cluster.settle();
+    expect(types(first)).toEqual(['task.completed', 'lease.granted']);
+    expect(types(second)).toEqual(['task.completed', 'lease.granted']);
+    // One txn ended both and granted both: neither carried acquire was refused for the other's lease.
+    expect(txns).toEqual(['finishAttempts']);
+    expect([...cluster.owners().keys()].sort()).toEqual(['r3', 'r4']);
+  });
+
   it('never makes the carried grant when the completion is refused in etcd: the session stays within its capacity (G28)', async () => {
     // Capacity 1: the carried grant may only replace the completed lease, never add to it.
     const { w, token } = await holding('t1', 'r1', 1);
