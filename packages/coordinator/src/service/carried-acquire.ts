@@ -7,8 +7,8 @@
  * capacity, idempotency by request id and the long poll are the grant service's, unchanged. A
  * connection that closed meanwhile takes nothing: the worker asks again with the same request id.
  *
- * **In the completion's own txn** (issue 27). When the completion takes its fast path (the index
- * shows the lease held, no read) and a task is grantable at once, the carried acquire's grant is
+ * **In the completion's own txn** (issue 27). When the completion takes its fast path (this
+ * coordinator knows the lease without a read) and a task is grantable at once, the carried acquire's grant is
  * nested in the completion's finish txn (`GrantService.joinCarried`, lease-txns.ts): one etcd txn
  * and one watch revision for both instead of two, one after the other. It is judged only if the
  * finish's compares hold, so the session never holds the new grant without having ended the old

@@ -317,7 +317,13 @@ export class GrantService {
       },
       cancel: (unsure) => {
         giveBack(unsure);
-        answer(Promise.resolve(errorFrame('SESSION_EXPIRED', 'the connection closed', msg.id)));
+        // Only a copy of this request id that arrived meanwhile (a retry on a new connection) hears
+        // this: it asks again, and is then served as a lone acquire.
+        answer(
+          Promise.resolve(
+            errorFrame('UNAVAILABLE', 'the request was being served for a connection that closed: ask again', msg.id),
+          ),
+        );
       },
     };
   }

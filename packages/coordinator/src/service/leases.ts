@@ -165,9 +165,10 @@ export class LeaseService {
       if (msg.incarnation !== session.incarnation) {
         return errorFrame('NOT_HOLDER', 'incarnation does not match the session', msg.id);
       }
-      // Fast path: the watch-fed index shows this session holding this token for this task, so the
-      // batched txn is tried without a read; its compares (holder proof, task unchanged) decide,
-      // and any failure falls through to the read below (which also answers replays).
+      // Fast path: the watch-fed index (or, before the watch has shown it, the grant this
+      // coordinator made) shows this session holding this token for this task, so the batched txn
+      // is tried without a read; its compares (holder proof, task unchanged) decide, and any
+      // failure falls through to the read below (which also answers replays).
       const known = this.#knownHeld(session, msg.resource, token);
       if (known !== undefined && known.task.record.taskId === msg.taskId && this.#sessions.isLive(session)) {
         const hintRecord = known.task.record;
