@@ -21,17 +21,16 @@
  *
  * Limits. A combined request never makes etcd refuse what a lone txn would not: each level's ops
  * stay within `--max-txn-ops` (128: the top level's count plus the deepest need of any part, see
- * {@link opsNeeded}), the
- * request within {@link MAX_COMBINED_REQUEST_BYTES}, and no key is written by two parts (etcd's
- * duplicate-key rule). Its reply stays within the client's receive limit: the txns' reply bounds
- * (`TxnOptions.replyBytes`, a grant's payloads; else {@link GET_REPLY_BYTES} per get) add up to at
- * most half of it, and a write txn with a prefix read (no bound) goes alone.
+ * {@link opsNeeded}), the request within {@link MAX_COMBINED_REQUEST_BYTES}, and no key is written
+ * by two parts (etcd's duplicate-key rule). Its reply stays within the client's receive limit: the
+ * txns' reply bounds (`TxnOptions.replyBytes`, a grant's payloads; else {@link GET_REPLY_BYTES} per
+ * get) add up to at most half of it, and a write txn with a prefix read (no bound) goes alone.
  *
  * What is combined: a txn that writes (puts or deletes, at any level) and is either a batch of
  * nested txns under a txn without compares and failure ops (as `Kv.txnEach` builds: its nested txns
  * are taken as they are) or any other txn (it becomes one nested txn); nested txns may hold nested
- * txns of their own (a finish carrying a grant). Reads
- * (txns that write nothing), other shapes and urgent txns (`TxnOptions.urgent`: session ends and
+ * txns of their own (a finish carrying a grant). Reads (txns that write nothing), txns with a
+ * prefix read (their reply has no bound) and urgent txns (`TxnOptions.urgent`: session ends and
  * takeover grants, which must not wait behind ordinary work) pass straight through, at once. A txn
  * alone in its turn is sent unchanged.
  *
