@@ -2,6 +2,9 @@ import { ManualClock, ManualTimers, MemoryEtcd } from '@leasehold/testing';
 import { settle } from '../testing/settle.js';
 import { describe, expect, it } from 'vitest';
 import { describeStoreContract, legacyRecord } from '../testing/store-contract.js';
+import { sessionRecord, taskRecord } from '../testing/store-contract/fixtures.js';
+import type { FinishJob, GrantJob } from '../store/port.js';
+import { finishAttempts } from './transactions/lease-txns.js';
 import { requestPathOf } from './etcd-store.js';
 import { KeyLayout } from './keys.js';
 import { op } from './kv.js';
@@ -53,5 +56,47 @@ describe('KvLeaseStore reads under a small receive limit (in-memory etcd)', () =
     const read = await reader.tasksByIds(ids);
     expect(read.map((t) => t.record.taskId)).toEqual(ids);
     expect(read.every((t) => t.legacy !== undefined)).toBe(true);
+  });
+});
+
+describe('finishAttempts refuses a batch that writes one key twice (etcd would refuse the whole request)', () => {
+  it('two finishes of one resource, or a carried grant of the resource its own finish frees', async () => {
+    const timers = new ManualTimers(new ManualClock(1_000));
+    const store = new KvLeaseStore(new MemoryEtcd({ clock: timers.clock, timers }).connect(), new KeyLayout('g/'));
+    const s = await store.openSession(sessionRecord('w1'), 10);
+    const base = { sessionId: s.sessionId, leaseId: s.leaseId, token: 5n, taskModRevision: 5n };
+    const finish = (taskId: string, resource: string, requestId: string): FinishJob => ({
+      ...base,
+      resource,
+      requestId,
+      next: taskRecord(taskId, resource),
+    });
+    const grant = (taskId: string, resource: string): GrantJob => ({
+      sessionId: s.sessionId,
+      leaseId: s.leaseId,
+      sessionModRevision: s.modRevision,
+      requestId: 'q-next',
+      task: taskRecord(taskId, resource),
+      taskModRevision: 4n,
+      next: taskRecord(taskId, resource),
+      owner: {
+        v: 1,
+        taskId,
+        sessionId: s.sessionId,
+        workerId: 'w1',
+        incarnation: 'i',
+        requestId: 'q-next',
+        attempt: 1,
+      },
+    });
+    await expect(
+      finishAttempts(store.kv, store.keys, [finish('t1', 'r1', 'q1'), finish('t2', 'r1', 'q2')]),
+    ).rejects.toThrow(RangeError);
+    await expect(
+      finishAttempts(store.kv, store.keys, [{ ...finish('t1', 'r1', 'q1'), carried: grant('t3', 'r1') }]),
+    ).rejects.toThrow(RangeError);
+    await expect(
+      finishAttempts(store.kv, store.keys, [finish('t1', 'r1', 'q1'), finish('t2', 'r2', 'q2')]),
+    ).resolves.toEqual([{ kind: 'notHolder' }, { kind: 'notHolder' }]);
   });
 });

@@ -14,6 +14,7 @@ import {
   type TestCoordinator,
   type TestWorkerHandle,
 } from '../testing/service-harness.js';
+import { recordKvCalls } from '../testing/kv-calls.js';
 import { COMPLETION_HOLD_MS } from './carried-acquire.js';
 
 let cluster: ServiceCluster;
@@ -150,12 +151,7 @@ describe('a completion that carries the next acquire', () => {
   it("grants in the completion's own txn: one etcd write for both, the grant's token the completion's revision", async () => {
     const { w, token } = await holding('t1', 'r1');
     await cluster.submit(c1, 't2', 'r2');
-    const names: string[] = [];
-    const txn = c1.store.kv.txn.bind(c1.store.kv);
-    c1.store.kv.txn = (name, spec, options) => {
-      names.push(name);
-      return txn(name, spec, options);
-    };
+    const names = recordKvCalls(c1.store.kv).txns;
     const delivered = completeCarrying(w, 't1', 'r1', token, { requestId: 'q-next' });
     await cluster.settle();
     expect(types(delivered)).toEqual(['task.completed', 'lease.granted']);
@@ -186,19 +182,7 @@ describe('a completion that carries the next acquire', () => {
     const w = await cluster.worker(c1, 'w1');
     c1.backend.watchPaused = true; // the index will not see the grant of t1 before its completion
     const token = tokenOf(await cluster.acquire(w, { taskId: 't1' }));
-    const reads: string[] = [];
-    const txns: string[] = [];
-    const kv = c1.store.kv;
-    const read = kv.read.bind(kv);
-    const txn = kv.txn.bind(kv);
-    kv.read = (name, ops) => {
-      reads.push(name);
-      return read(name, ops);
-    };
-    kv.txn = (name, spec, options) => {
-      txns.push(name);
-      return txn(name, spec, options);
-    };
+    const { reads, txns } = recordKvCalls(c1.store.kv);
     const delivered = completeCarrying(w, 't1', 'r1', token);
     await cluster.settle();
     expect(types(delivered)).toEqual(['task.completed', 'lease.granted']);
@@ -221,12 +205,7 @@ describe('a completion that carries the next acquire', () => {
     const w = await cluster.worker(c1, 'w1', 'inc-1', 2); // both slots busy
     const a = tokenOf(await cluster.acquire(w, { taskId: 't1' }));
     const b = tokenOf(await cluster.acquire(w, { taskId: 't2' }));
-    const txns: string[] = [];
-    const txn = c1.store.kv.txn.bind(c1.store.kv);
-    c1.store.kv.txn = (name, spec, options) => {
-      txns.push(name);
-      return txn(name, spec, options);
-    };
+    const txns = recordKvCalls(c1.store.kv).txns;
     // Both complete in one turn, each carrying its slot's next acquire.
     const first = completeCarrying(w, 't1', 'r1', a);
     const second = completeCarrying(w, 't2', 'r2', b);

@@ -1,5 +1,6 @@
 /** The LeaseStore contract: grants (see ../store-contract.ts). */
 import { beforeEach, describe, expect, it } from 'vitest';
+import { recordKvCalls } from '../kv-calls.js';
 import { abandoned } from '../../core/lifecycle.js';
 import { op } from '../../etcd/kv.js';
 import type { KvLeaseStore } from '../../etcd/lease-store.js';
@@ -94,12 +95,7 @@ export function describeGrants(t: Tools): void {
       const staleD = { record: td.record, modRevision: td.modRevision - 1n }; // d changed since read
       const moved = { ...job(s, te, 'qe'), sessionModRevision: s.modRevision - 1n }; // e: session compare fails
       const replayed = job(s, tc, held.requestId); // c's request id already holds a grant
-      const names: string[] = [];
-      const txn = store.kv.txn.bind(store.kv);
-      store.kv.txn = (name, spec) => {
-        names.push(name);
-        return txn(name, spec);
-      };
+      const names = recordKvCalls(store.kv).txns;
       const out = await store.grant([job(s, ta, 'qa'), job(s, tb, 'qb'), replayed, job(s, staleD, 'qd'), moved]);
       expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual([
         'granted',

@@ -1,8 +1,10 @@
 /** The LeaseStore contract: held leases (see ../store-contract.ts). */
 import { beforeEach, describe, expect, it } from 'vitest';
+import { recordKvCalls } from '../kv-calls.js';
 import { attemptFailed, completed, released } from '../../core/lifecycle.js';
 import { op } from '../../etcd/kv.js';
 import type { KvLeaseStore } from '../../etcd/lease-store.js';
+import type { StoredTask } from '../../store/port.js';
 import { ENV, PAYLOAD, type Tools } from './fixtures.js';
 
 export function describeHeldLeases(t: Tools): void {
@@ -127,12 +129,7 @@ export function describeHeldLeases(t: Tools): void {
       };
       const ja = await jobFor('ta', 'ra', a);
       const jb = { ...(await jobFor('tb', 'rb', b)), token: b.token + 7n };
-      const names: string[] = [];
-      const txn = store.kv.txn.bind(store.kv);
-      store.kv.txn = (name, spec) => {
-        names.push(name);
-        return txn(name, spec);
-      };
+      const names = recordKvCalls(store.kv).txns;
       const out = await store.finish([ja, jb]);
       expect(out.map((r) => (r.ok ? r.value.kind : 'error'))).toEqual(['done', 'notHolder']);
       // One txn: the job whose holder proof fails fails no other, and nothing is sent again.
@@ -183,6 +180,23 @@ export function describeHeldLeases(t: Tools): void {
       expect((await current('t2')).modRevision).toBe(revision);
     });
 
+    it("splits completions by their carried grants' payload bytes: every payload delivered, not all in one reply", async () => {
+      const s = await open();
+      const big = { pad: 'x'.repeat(700_000) };
+      const ids = ['p1', 'p2', 'p3', 'p4'];
+      const finishes = await Promise.all(ids.map((id) => completion(s, `done-${id}`, `rd-${id}`)));
+      const next = await Promise.all(ids.map((id, i) => submit(id, `r-${id}`, { ...big, i })));
+      const out = await store.finish(
+        finishes.map((f, i) => ({ ...f, carried: job(s, next[i] as StoredTask, `q-${i}`) })),
+      );
+      const carried = out.map((r) => (r.ok && r.value.kind === 'done' ? r.value.carried : undefined));
+      expect(
+        carried.map((c) => (c?.kind === 'granted' ? (JSON.parse(c.payloadJson ?? 'null') as unknown) : c)),
+      ).toEqual([0, 1, 2, 3].map((i) => ({ ...big, i })));
+      // 4 × 700 KB of payloads do not come back in one reply: more than one txn (revision).
+      expect(new Set(carried.map((c) => (c?.kind === 'granted' ? c.token : undefined))).size).toBeGreaterThan(1);
+    });
+
     it('tells a carried grant that lost its race or was granted before; its finish stands', async () => {
       const s = await open();
       const f1 = await completion(s, 't1', 'r1');
@@ -212,12 +226,7 @@ export function describeHeldLeases(t: Tools): void {
       const fb = await completion(s, 'tb', 'rb');
       const tc = await submit('tc', 'rc');
       const td = await submit('td', 'rd');
-      const names: string[] = [];
-      const txn = store.kv.txn.bind(store.kv);
-      store.kv.txn = (name, spec, options) => {
-        names.push(name);
-        return txn(name, spec, options);
-      };
+      const names = recordKvCalls(store.kv).txns;
       const out = await store.finish([
         { ...fa, carried: job(s, tc, 'q-c') },
         { ...fb, carried: job(s, td, 'q-d') },

@@ -1,5 +1,6 @@
 /** The LeaseStore contract: tasks (see ../store-contract.ts). */
 import { beforeEach, describe, expect, it } from 'vitest';
+import { recordKvCalls } from '../kv-calls.js';
 import { MAX_TASK_HISTORY } from '@leasehold/protocol';
 import { attemptFailed, cancelled, completed, released, retried } from '../../core/lifecycle.js';
 import { op } from '../../etcd/kv.js';
@@ -178,12 +179,7 @@ export function describeTasks(t: Tools): void {
       expect((await current('t1')).record).toMatchObject({ state: 'pending', attempts: 0, lastEvent: 'retried' });
       const t2 = await current('t2');
       const now = await current('t1');
-      const names: string[] = [];
-      const txn = store.kv.txn.bind(store.kv);
-      store.kv.txn = (name, spec) => {
-        names.push(name);
-        return txn(name, spec);
-      };
+      const names = recordKvCalls(store.kv).txns;
       expect(
         await store.purgeTasks([
           { taskId: 't1', modRevision: now.modRevision - 1n },
